@@ -1,0 +1,217 @@
+//! The provider ABI: how libibverbs finds and drives a provider.
+//!
+//! A provider is a shared object named by a driver file (`driver NAME` in
+//! `$IBV_CONFIG_DIR`). libibverbs `dlopen`s it and looks up one data symbol,
+//! [`PROVIDER_ENTRY_SYMBOL`], a `static` [`ProviderOps`]. Everything else goes
+//! through that table:
+//!
+//! * `discover` lists the provider's devices; libibverbs wraps each in an
+//!   `ibv_device` it owns and never frees (devices may outlive the list that
+//!   returned them, as in rdma-core).
+//! * `open_device` returns the `ibv_context` that sits at the end of a
+//!   `verbs_context` the provider allocated. The provider fills
+//!   `context.device` (with the device it was given), `async_fd`,
+//!   `num_comp_vectors`, the data-path entries of `context.ops`,
+//!   `abi_compat = VERBS_ABI_IS_EXTENDED`, `sz`, and the `verbs_context`
+//!   entries (`query_port`, `create_cq_ex`, `create_qp_ex`, ...) that
+//!   programs reach through the inline functions of `<infiniband/verbs.h>`.
+//! * The other entries back the exported verbs. libibverbs checks
+//!   arguments that need no provider knowledge (NULL objects, closed
+//!   contexts) before calling; a provider may leave an entry `None`, and the
+//!   verb then fails with `EOPNOTSUPP`.
+//!
+//! Object rules, the contract the inline functions rely on:
+//! * Every QP a provider returns is the `qp_base` of an `ibv_qp_ex`, so
+//!   `ibv_qp_to_qp_ex` is a cast.
+//! * Every CQ is the start of an `ibv_cq_ex`, so `ibv_create_cq` is
+//!   `create_cq_ex` plus a cast.
+//! * Errors: `c_int` entries return 0 or a positive errno; pointer entries
+//!   return NULL and set `errno`.
+//!
+//! Versioning: `abi_version` must equal [`PROVIDER_ABI_VERSION`]; `size` is
+//! `size_of::<ProviderOps>()` of the provider's build, so entries appended
+//! later read as absent from an older provider.
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+
+use crate::verbs::*;
+
+/// Bumped when an existing entry changes meaning or signature.
+pub const PROVIDER_ABI_VERSION: u32 = 1;
+
+/// The name of the `ProviderOps` static every provider exports.
+pub const PROVIDER_ENTRY_SYMBOL: &core::ffi::CStr = c"verbs_rs_provider_v1";
+
+/// Longest device name, including the NUL (`IBV_SYSFS_NAME_MAX`).
+pub const DEVICE_NAME_MAX: usize = 64;
+
+/// One device as a provider reports it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ProviderDevice {
+    /// NUL-terminated device name, unique on the host, stable across runs.
+    pub name: [c_char; DEVICE_NAME_MAX],
+    /// `IBV_NODE_*`.
+    pub node_type: c_int,
+    /// `IBV_TRANSPORT_*`.
+    pub transport_type: c_int,
+    /// Node GUID in network byte order, as `ibv_get_device_guid` returns it.
+    pub node_guid: u64,
+    /// The provider's own reference, handed back to `open_device`. Must stay
+    /// valid for the life of the process.
+    pub handle: *mut c_void,
+}
+
+type Fn<A> = Option<A>;
+
+/// The table a provider exports. All entries are `unsafe extern "C"` and may
+/// be called from any thread.
+#[repr(C)]
+pub struct ProviderOps {
+    pub abi_version: u32,
+    pub size: u32,
+    /// NUL-terminated provider name, for diagnostics.
+    pub name: *const c_char,
+
+    /// Writes up to `max` devices to `out` and returns how many the provider
+    /// has (which may exceed `max`: call again with room), or -errno.
+    pub discover: Fn<unsafe extern "C" fn(out: *mut ProviderDevice, max: usize) -> isize>,
+    pub open_device:
+        Fn<unsafe extern "C" fn(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context>,
+    pub close_device: Fn<unsafe extern "C" fn(context: *mut ibv_context) -> c_int>,
+
+    pub query_device_ex: Fn<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            input: *const ibv_query_device_ex_input,
+            attr: *mut ibv_device_attr_ex,
+            attr_size: usize,
+        ) -> c_int,
+    >,
+    pub query_port: Fn<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            port_num: u8,
+            attr: *mut ibv_port_attr,
+            attr_size: usize,
+        ) -> c_int,
+    >,
+    /// Fills one GID table entry; ENODATA for an empty or absent index.
+    pub query_gid_ex: Fn<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            port_num: u32,
+            gid_index: u32,
+            entry: *mut ibv_gid_entry,
+            flags: u32,
+        ) -> c_int,
+    >,
+    pub query_pkey: Fn<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            port_num: u8,
+            index: c_int,
+            pkey: *mut u16,
+        ) -> c_int,
+    >,
+
+    pub alloc_pd: Fn<unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_pd>,
+    pub dealloc_pd: Fn<unsafe extern "C" fn(pd: *mut ibv_pd) -> c_int>,
+
+    pub reg_mr: Fn<
+        unsafe extern "C" fn(
+            pd: *mut ibv_pd,
+            addr: *mut c_void,
+            length: usize,
+            iova: u64,
+            access: c_uint,
+        ) -> *mut ibv_mr,
+    >,
+    /// Returns 0 or a positive errno (`IBV_REREG_MR_ERR_*` are for the
+    /// exported call to map).
+    pub rereg_mr: Fn<
+        unsafe extern "C" fn(
+            mr: *mut ibv_mr,
+            flags: c_int,
+            pd: *mut ibv_pd,
+            addr: *mut c_void,
+            length: usize,
+            access: c_int,
+        ) -> c_int,
+    >,
+    pub dereg_mr: Fn<unsafe extern "C" fn(mr: *mut ibv_mr) -> c_int>,
+    pub alloc_mw: Fn<unsafe extern "C" fn(pd: *mut ibv_pd, mw_type: ibv_mw_type) -> *mut ibv_mw>,
+    pub dealloc_mw: Fn<unsafe extern "C" fn(mw: *mut ibv_mw) -> c_int>,
+
+    pub create_comp_channel:
+        Fn<unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_comp_channel>,
+    pub destroy_comp_channel: Fn<unsafe extern "C" fn(channel: *mut ibv_comp_channel) -> c_int>,
+    /// Blocks (unless the channel fd is O_NONBLOCK) for the next CQ event;
+    /// returns 0 or -1 with errno, like `ibv_get_cq_event`.
+    pub get_cq_event: Fn<
+        unsafe extern "C" fn(
+            channel: *mut ibv_comp_channel,
+            cq: *mut *mut ibv_cq,
+            cq_context: *mut *mut c_void,
+        ) -> c_int,
+    >,
+    pub ack_cq_events: Fn<unsafe extern "C" fn(cq: *mut ibv_cq, nevents: c_uint)>,
+
+    pub create_cq_ex: Fn<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_cq_init_attr_ex,
+        ) -> *mut ibv_cq_ex,
+    >,
+    pub resize_cq: Fn<unsafe extern "C" fn(cq: *mut ibv_cq, cqe: c_int) -> c_int>,
+    pub destroy_cq: Fn<unsafe extern "C" fn(cq: *mut ibv_cq) -> c_int>,
+
+    pub create_srq_ex: Fn<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_srq_init_attr_ex,
+        ) -> *mut ibv_srq,
+    >,
+    pub modify_srq: Fn<
+        unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int,
+    >,
+    pub query_srq: Fn<unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int>,
+    pub destroy_srq: Fn<unsafe extern "C" fn(srq: *mut ibv_srq) -> c_int>,
+
+    pub create_qp_ex: Fn<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_qp_init_attr_ex,
+        ) -> *mut ibv_qp,
+    >,
+    pub modify_qp:
+        Fn<unsafe extern "C" fn(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int>,
+    pub query_qp: Fn<
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp,
+            attr: *mut ibv_qp_attr,
+            mask: c_int,
+            init_attr: *mut ibv_qp_init_attr,
+        ) -> c_int,
+    >,
+    pub destroy_qp: Fn<unsafe extern "C" fn(qp: *mut ibv_qp) -> c_int>,
+
+    pub create_ah: Fn<unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah>,
+    pub destroy_ah: Fn<unsafe extern "C" fn(ah: *mut ibv_ah) -> c_int>,
+    pub attach_mcast:
+        Fn<unsafe extern "C" fn(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int>,
+    pub detach_mcast:
+        Fn<unsafe extern "C" fn(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int>,
+
+    /// Blocks (unless `async_fd` is O_NONBLOCK) for the next async event;
+    /// returns 0 or -1 with errno.
+    pub get_async_event:
+        Fn<unsafe extern "C" fn(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int>,
+    /// Called for QP, CQ, SRQ and WQ events only (port and device events
+    /// need no acknowledgement bookkeeping).
+    pub ack_async_event: Fn<unsafe extern "C" fn(event: *mut ibv_async_event)>,
+}
+
+// SAFETY: the table is immutable after construction and `name` points to a
+// static string, so sharing it between threads is sound.
+unsafe impl Sync for ProviderOps {}
