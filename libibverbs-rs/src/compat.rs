@@ -1,0 +1,696 @@
+//! rdma-core's historical and provider-facing entry points.
+//!
+//! * The `ibv_copy_*_kern` calls convert between the public structs and the
+//!   kernel uverbs/SA wire structs; they are pure and implemented fully.
+//! * The provider-registration and context-building calls
+//!   (`verbs_register_driver_34`, `verbs_set_ops`,
+//!   `_verbs_init_and_alloc_context`, ...) are how rdma-core's own,
+//!   kernel-backed providers plug in. Those providers cannot work here (no
+//!   kernel device) and are never given a device, so registration is
+//!   ignored with a warning and the context builders fail; what is pure
+//!   struct bookkeeping (`verbs_init_cq`, `__ioctl_final_num_attrs`) is done
+//!   for real. None of this may crash if such a provider is loaded by
+//!   accident (e.g. a system /etc/libibverbs.d naming mlx5).
+
+use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use verbs_abi::*;
+
+use crate::util::{ptr_ret, warning};
+
+/// Lets rdma-core's destroy helpers treat EIO after a device disassociation
+/// as success. Exported data (a C `bool`); kept for ABI, read by nobody here.
+#[no_mangle]
+pub static verbs_allow_disassociate_destroy: AtomicBool = AtomicBool::new(false);
+
+/// Environment switches rdma-core reads at start-up.
+pub(crate) fn init_from_env() {
+    let on = std::env::var_os("RDMAV_ALLOW_DISASSOC_DESTROY").is_some_and(|v| v != "0");
+    verbs_allow_disassociate_destroy.store(on, Ordering::Relaxed);
+}
+
+/// `struct ib_uverbs_global_route` (rdma/ib_user_verbs.h).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ib_uverbs_global_route {
+    pub dgid: [u8; 16],
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub reserved: u8,
+}
+
+/// `struct ib_uverbs_ah_attr` (rdma/ib_user_verbs.h).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ib_uverbs_ah_attr {
+    pub grh: ib_uverbs_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+    pub reserved: u8,
+}
+
+/// `struct ib_uverbs_qp_attr` (rdma/ib_user_verbs.h).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ib_uverbs_qp_attr {
+    pub qp_attr_mask: u32,
+    pub qp_state: u32,
+    pub cur_qp_state: u32,
+    pub path_mtu: u32,
+    pub path_mig_state: u32,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: u32,
+    pub ah_attr: ib_uverbs_ah_attr,
+    pub alt_ah_attr: ib_uverbs_ah_attr,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub reserved: [u8; 5],
+}
+
+/// `struct ib_user_path_rec` (rdma/ib_user_sa.h).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ib_user_path_rec {
+    pub dgid: [u8; 16],
+    pub sgid: [u8; 16],
+    pub dlid: __be16,
+    pub slid: __be16,
+    pub raw_traffic: u32,
+    pub flow_label: __be32,
+    pub reversible: u32,
+    pub mtu: u32,
+    pub pkey: __be16,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub numb_path: u8,
+    pub sl: u8,
+    pub mtu_selector: u8,
+    pub rate_selector: u8,
+    pub rate: u8,
+    pub packet_life_time_selector: u8,
+    pub packet_life_time: u8,
+    pub preference: u8,
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<ib_uverbs_global_route>() == 24);
+    assert!(core::mem::size_of::<ib_uverbs_ah_attr>() == 32);
+    assert!(core::mem::size_of::<ib_uverbs_qp_attr>() == 144);
+    assert!(core::mem::size_of::<ib_user_path_rec>() == 64);
+};
+
+/// Fills the fields of `dst` that the kernel struct carries; the rest keep
+/// their values (the C calls copy field by field into the caller's struct).
+pub(crate) fn ah_attr_from_kern(dst: &mut ibv_ah_attr, src: &ib_uverbs_ah_attr) {
+    dst.grh.dgid = ibv_gid::from_raw(src.grh.dgid);
+    dst.grh.flow_label = src.grh.flow_label;
+    dst.grh.sgid_index = src.grh.sgid_index;
+    dst.grh.hop_limit = src.grh.hop_limit;
+    dst.grh.traffic_class = src.grh.traffic_class;
+    dst.dlid = src.dlid;
+    dst.sl = src.sl;
+    dst.src_path_bits = src.src_path_bits;
+    dst.static_rate = src.static_rate;
+    dst.is_global = src.is_global;
+    dst.port_num = src.port_num;
+}
+
+/// As in rdma-core, `qp_state` and the attribute mask are not part of the
+/// conversion (the caller knows the state it asked about).
+pub(crate) fn qp_attr_from_kern(dst: &mut ibv_qp_attr, src: &ib_uverbs_qp_attr) {
+    dst.cur_qp_state = src.cur_qp_state;
+    dst.path_mtu = src.path_mtu;
+    dst.path_mig_state = src.path_mig_state;
+    dst.qkey = src.qkey;
+    dst.rq_psn = src.rq_psn;
+    dst.sq_psn = src.sq_psn;
+    dst.dest_qp_num = src.dest_qp_num;
+    dst.qp_access_flags = src.qp_access_flags;
+    dst.cap.max_send_wr = src.max_send_wr;
+    dst.cap.max_recv_wr = src.max_recv_wr;
+    dst.cap.max_send_sge = src.max_send_sge;
+    dst.cap.max_recv_sge = src.max_recv_sge;
+    dst.cap.max_inline_data = src.max_inline_data;
+    ah_attr_from_kern(&mut dst.ah_attr, &src.ah_attr);
+    ah_attr_from_kern(&mut dst.alt_ah_attr, &src.alt_ah_attr);
+    dst.pkey_index = src.pkey_index;
+    dst.alt_pkey_index = src.alt_pkey_index;
+    dst.en_sqd_async_notify = src.en_sqd_async_notify;
+    dst.sq_draining = src.sq_draining;
+    dst.max_rd_atomic = src.max_rd_atomic;
+    dst.max_dest_rd_atomic = src.max_dest_rd_atomic;
+    dst.min_rnr_timer = src.min_rnr_timer;
+    dst.port_num = src.port_num;
+    dst.timeout = src.timeout;
+    dst.retry_cnt = src.retry_cnt;
+    dst.rnr_retry = src.rnr_retry;
+    dst.alt_port_num = src.alt_port_num;
+    dst.alt_timeout = src.alt_timeout;
+}
+
+/// Integer fields are reinterpreted or narrowed exactly as the C
+/// assignments between the two structs do.
+pub(crate) fn path_rec_from_kern(dst: &mut ibv_sa_path_rec, src: &ib_user_path_rec) {
+    dst.dgid = ibv_gid::from_raw(src.dgid);
+    dst.sgid = ibv_gid::from_raw(src.sgid);
+    dst.dlid = src.dlid;
+    dst.slid = src.slid;
+    dst.raw_traffic = src.raw_traffic as c_int;
+    dst.flow_label = src.flow_label;
+    dst.hop_limit = src.hop_limit;
+    dst.traffic_class = src.traffic_class;
+    dst.reversible = src.reversible as c_int;
+    dst.numb_path = src.numb_path;
+    dst.pkey = src.pkey;
+    dst.sl = src.sl;
+    dst.mtu_selector = src.mtu_selector;
+    dst.mtu = src.mtu as u8;
+    dst.rate_selector = src.rate_selector;
+    dst.rate = src.rate;
+    dst.packet_life_time = src.packet_life_time;
+    dst.preference = src.preference;
+    dst.packet_life_time_selector = src.packet_life_time_selector;
+}
+
+pub(crate) fn path_rec_to_kern(dst: &mut ib_user_path_rec, src: &ibv_sa_path_rec) {
+    dst.dgid = src.dgid.raw();
+    dst.sgid = src.sgid.raw();
+    dst.dlid = src.dlid;
+    dst.slid = src.slid;
+    dst.raw_traffic = src.raw_traffic as u32;
+    dst.flow_label = src.flow_label;
+    dst.hop_limit = src.hop_limit;
+    dst.traffic_class = src.traffic_class;
+    dst.reversible = src.reversible as u32;
+    dst.numb_path = src.numb_path;
+    dst.pkey = src.pkey;
+    dst.sl = src.sl;
+    dst.mtu_selector = src.mtu_selector;
+    dst.mtu = src.mtu.into();
+    dst.rate_selector = src.rate_selector;
+    dst.rate = src.rate;
+    dst.packet_life_time = src.packet_life_time;
+    dst.preference = src.preference;
+    dst.packet_life_time_selector = src.packet_life_time_selector;
+}
+
+/// # Safety
+/// `dst` and `src` are NULL or valid structs.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_copy_ah_attr_from_kern(
+    dst: *mut ibv_ah_attr,
+    src: *mut ib_uverbs_ah_attr,
+) {
+    // SAFETY: NULL is skipped; otherwise the caller's valid structs.
+    if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
+        ah_attr_from_kern(d, s);
+    }
+}
+
+/// # Safety
+/// `dst` and `src` are NULL or valid structs.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_copy_qp_attr_from_kern(
+    dst: *mut ibv_qp_attr,
+    src: *mut ib_uverbs_qp_attr,
+) {
+    // SAFETY: as above.
+    if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
+        qp_attr_from_kern(d, s);
+    }
+}
+
+/// # Safety
+/// `dst` and `src` are NULL or valid structs.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_copy_path_rec_from_kern(
+    dst: *mut ibv_sa_path_rec,
+    src: *mut ib_user_path_rec,
+) {
+    // SAFETY: as above.
+    if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
+        path_rec_from_kern(d, s);
+    }
+}
+
+/// # Safety
+/// `dst` and `src` are NULL or valid structs.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_copy_path_rec_to_kern(
+    dst: *mut ib_user_path_rec,
+    src: *mut ibv_sa_path_rec,
+) {
+    // SAFETY: as above.
+    if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
+        path_rec_to_kern(d, s);
+    }
+}
+
+/// A C string for a warning, tolerating NULL.
+///
+/// # Safety
+/// `s` is NULL or a C string.
+unsafe fn text(s: *const c_char) -> String {
+    if s.is_null() {
+        "(unnamed)".to_owned()
+    } else {
+        // SAFETY: non-NULL C string per the caller.
+        unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+    }
+}
+
+/// The pre-2017 provider registration (`ibv_register_driver@IBVERBS_1.1`,
+/// a non-default version as in rdma-core: only old binaries bind to it).
+unsafe extern "C" fn register_driver_v1(name: *const c_char, _init: *mut c_void) {
+    // SAFETY: the C contract passes a driver name.
+    let name = unsafe { text(name) };
+    warning!("driver '{name}' uses the obsolete ibv_register_driver interface; ignored");
+}
+
+// A symbol version other than the default cannot come from the version
+// script; the assembler's .symver does it, on a stub that tail-calls the
+// Rust function (the stub and the directive must share an object file).
+core::arch::global_asm!(
+    ".globl ibverbs_rs_register_driver_v1",
+    ".type ibverbs_rs_register_driver_v1, @function",
+    "ibverbs_rs_register_driver_v1:",
+    "jmp {target}@PLT",
+    ".size ibverbs_rs_register_driver_v1, . - ibverbs_rs_register_driver_v1",
+    ".symver ibverbs_rs_register_driver_v1, ibv_register_driver@IBVERBS_1.1",
+    target = sym register_driver_v1,
+);
+
+/// rdma-core providers call this from a constructor when loaded. Their
+/// devices need a kernel driver we do not provide, so they are ignored.
+///
+/// # Safety
+/// `ops` is NULL or rdma-core's `struct verbs_device_ops`, whose first
+/// member is the provider name.
+#[no_mangle]
+pub unsafe extern "C" fn verbs_register_driver_34(ops: *const c_void) {
+    let name = if ops.is_null() {
+        "(null)".to_owned()
+    } else {
+        // SAFETY: the first member of verbs_device_ops is `const char *name`.
+        unsafe { text(*(ops as *const *const c_char)) }
+    };
+    warning!("rdma-core provider '{name}' needs a kernel RDMA driver and is not used");
+}
+
+/// Only reached from an rdma-core provider's context allocation, which
+/// never runs here.
+///
+/// # Safety
+/// Not dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn verbs_set_ops(_vctx: *mut verbs_context, _ops: *const c_void) {
+    warning!("verbs_set_ops called by an rdma-core provider; ignored");
+}
+
+/// Initialises the generic part of a CQ, as rdma-core's helper does.
+///
+/// # Safety
+/// `cq` is NULL or a CQ being created; `context` its context; `channel`
+/// NULL or a channel of that context.
+#[no_mangle]
+pub unsafe extern "C" fn verbs_init_cq(
+    cq: *mut ibv_cq,
+    context: *mut ibv_context,
+    channel: *mut ibv_comp_channel,
+    cq_context: *mut c_void,
+) {
+    if cq.is_null() {
+        return;
+    }
+    // SAFETY: a CQ under construction owned by the caller; the channel's
+    // reference count is protected by its context's mutex.
+    unsafe {
+        (*cq).context = context;
+        (*cq).channel = channel;
+        if !channel.is_null() && !context.is_null() {
+            libc::pthread_mutex_lock(core::ptr::addr_of_mut!((*context).mutex));
+            (*channel).refcnt += 1;
+            libc::pthread_mutex_unlock(core::ptr::addr_of_mut!((*context).mutex));
+        }
+        (*cq).cq_context = cq_context;
+        (*cq).comp_events_completed = 0;
+        (*cq).async_events_completed = 0;
+        libc::pthread_mutex_init(core::ptr::addr_of_mut!((*cq).mutex), core::ptr::null());
+        libc::pthread_cond_init(core::ptr::addr_of_mut!((*cq).cond), core::ptr::null());
+    }
+}
+
+/// The context builder of rdma-core providers. It takes ownership of
+/// `cmd_fd` and closes it on failure, as the C contract says.
+///
+/// # Safety
+/// `cmd_fd` is -1 or a descriptor the caller hands over.
+#[no_mangle]
+pub unsafe extern "C" fn _verbs_init_and_alloc_context(
+    _device: *mut ibv_device,
+    cmd_fd: c_int,
+    _alloc_size: usize,
+    _context_offset: *mut verbs_context,
+    _driver_id: u32,
+) -> *mut c_void {
+    if cmd_fd >= 0 {
+        // SAFETY: the descriptor was handed to us to own.
+        unsafe { libc::close(cmd_fd) };
+    }
+    ptr_ret(Err(libc::ENOSYS))
+}
+
+/// Opening with provider-private data is for rdma-core's direct-verbs
+/// calls; a plain open of one of our devices is `ibv_open_device`.
+///
+/// # Safety
+/// `device` is NULL or an `ibv_device` from a device list.
+#[no_mangle]
+pub unsafe extern "C" fn verbs_open_device(
+    device: *mut ibv_device,
+    private_data: *mut c_void,
+) -> *mut ibv_context {
+    if !private_data.is_null() {
+        return ptr_ret(Err(libc::EOPNOTSUPP));
+    }
+    // SAFETY: forwarded contract.
+    unsafe { crate::context::ibv_open_device(device) }
+}
+
+/// Counterpart of `_verbs_init_and_alloc_context`, which never succeeds.
+///
+/// # Safety
+/// Not dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn verbs_uninit_context(_context: *mut verbs_context) {}
+
+/// rdma-core's provider logger. In C it is variadic; a non-variadic
+/// definition receives the fixed arguments of a variadic call unchanged on
+/// x86-64, and the message is dropped (stable Rust cannot walk a va_list),
+/// which is also rdma-core's behaviour unless VERBS_LOG_LEVEL asks for it.
+///
+/// # Safety
+/// Not dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn __verbs_log(_ctx: *mut verbs_context, _level: u32, _fmt: *const c_char) {}
+
+/// Executes a uverbs ioctl on the command fd; there is no kernel behind
+/// our devices.
+///
+/// # Safety
+/// Not dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn execute_ioctl(_context: *mut ibv_context, _cmd: *mut c_void) -> c_int {
+    libc::ENOSYS
+}
+
+/// `struct ib_uverbs_ioctl_hdr` without its trailing attribute array.
+#[repr(C)]
+struct IoctlHdr {
+    length: u16,
+    object_id: u16,
+    method_id: u16,
+    num_attrs: u16,
+    reserved1: u64,
+    driver_id: u32,
+    reserved2: u32,
+}
+
+/// `struct ib_uverbs_attr`: the element the count is in.
+#[repr(C)]
+struct UverbsAttr {
+    attr_id: u16,
+    len: u16,
+    flags: u16,
+    attr_data: u16,
+    data: u64,
+}
+
+/// rdma-core's `struct ibv_command_buffer` (cmd_ioctl.h); the attribute
+/// array begins right after `hdr`.
+#[repr(C)]
+struct CommandBuffer {
+    next: *mut CommandBuffer,
+    next_attr: *mut UverbsAttr,
+    last_attr: *mut UverbsAttr,
+    uhw_in_idx: u8,
+    uhw_out_idx: u8,
+    uhw_in_headroom_dwords: u8,
+    uhw_out_headroom_dwords: u8,
+    flags: u8,
+    hdr: IoctlHdr,
+}
+
+/// Total attributes of a command buffer chain: `num_attrs` plus those
+/// already filled in each linked buffer.
+///
+/// # Safety
+/// `link` is NULL or a chain of rdma-core command buffers.
+#[no_mangle]
+pub unsafe extern "C" fn __ioctl_final_num_attrs(num_attrs: c_uint, link: *mut c_void) -> c_uint {
+    let mut total = num_attrs;
+    let mut cur = link as *mut CommandBuffer;
+    while !cur.is_null() {
+        // SAFETY: a live command buffer; its attributes start right after
+        // the header and `next_attr` points into (or one past) them.
+        unsafe {
+            let first =
+                (cur as *mut u8).add(core::mem::size_of::<CommandBuffer>()) as *mut UverbsAttr;
+            let used = (*cur).next_attr.offset_from(first);
+            total = total.wrapping_add(c_uint::try_from(used).unwrap_or(0));
+            cur = (*cur).next;
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_buffer_layout() {
+        assert_eq!(core::mem::offset_of!(CommandBuffer, hdr), 32);
+        assert_eq!(core::mem::size_of::<CommandBuffer>(), 56);
+        assert_eq!(core::mem::size_of::<UverbsAttr>(), 16);
+    }
+
+    #[test]
+    fn final_num_attrs_counts_links() {
+        #[repr(C)]
+        struct Buf {
+            cb: CommandBuffer,
+            attrs: [UverbsAttr; 4],
+        }
+        let mk = || -> Box<Buf> {
+            // SAFETY: plain integers and pointers; zero is valid.
+            Box::new(unsafe { core::mem::zeroed() })
+        };
+        let mut a = mk();
+        let mut b = mk();
+        b.cb.next_attr = &mut b.attrs[3];
+        a.cb.next_attr = &mut a.attrs[1];
+        a.cb.next = &mut b.cb;
+        // SAFETY: a well-formed two-buffer chain.
+        let n = unsafe { __ioctl_final_num_attrs(2, (&mut a.cb as *mut CommandBuffer).cast()) };
+        assert_eq!(n, 2 + 1 + 3);
+        // SAFETY: NULL chain.
+        let n = unsafe { __ioctl_final_num_attrs(5, core::ptr::null_mut()) };
+        assert_eq!(n, 5);
+    }
+
+    #[test]
+    fn ah_attr_copy() {
+        let mut k = ib_uverbs_ah_attr::default();
+        k.grh.dgid = [7; 16];
+        k.grh.flow_label = 0x12345;
+        k.grh.sgid_index = 3;
+        k.grh.hop_limit = 64;
+        k.grh.traffic_class = 9;
+        k.dlid = 0x1234;
+        k.sl = 2;
+        k.src_path_bits = 1;
+        k.static_rate = 3;
+        k.is_global = 1;
+        k.port_num = 1;
+        let mut a = ibv_ah_attr::zeroed();
+        // SAFETY: valid structs.
+        unsafe { ibv_copy_ah_attr_from_kern(&mut a, &mut k) };
+        assert_eq!(a.grh.dgid.raw(), [7; 16]);
+        assert_eq!(a.grh.flow_label, 0x12345);
+        assert_eq!(
+            (a.grh.sgid_index, a.grh.hop_limit, a.grh.traffic_class),
+            (3, 64, 9)
+        );
+        assert_eq!(
+            (
+                a.dlid,
+                a.sl,
+                a.src_path_bits,
+                a.static_rate,
+                a.is_global,
+                a.port_num
+            ),
+            (0x1234, 2, 1, 3, 1, 1)
+        );
+        // SAFETY: NULL arguments are ignored.
+        unsafe { ibv_copy_ah_attr_from_kern(core::ptr::null_mut(), &mut k) };
+    }
+
+    #[test]
+    fn qp_attr_copy() {
+        let mut k = ib_uverbs_qp_attr {
+            qp_state: 3,
+            cur_qp_state: 2,
+            path_mtu: 5,
+            path_mig_state: 1,
+            qkey: 0x11111111,
+            rq_psn: 100,
+            sq_psn: 200,
+            dest_qp_num: 0x42,
+            qp_access_flags: 7,
+            max_send_wr: 16,
+            max_recv_wr: 32,
+            max_send_sge: 2,
+            max_recv_sge: 3,
+            max_inline_data: 64,
+            pkey_index: 1,
+            alt_pkey_index: 2,
+            en_sqd_async_notify: 1,
+            sq_draining: 1,
+            max_rd_atomic: 4,
+            max_dest_rd_atomic: 5,
+            min_rnr_timer: 12,
+            port_num: 1,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 6,
+            alt_port_num: 2,
+            alt_timeout: 15,
+            ..Default::default()
+        };
+        k.ah_attr.dlid = 9;
+        k.alt_ah_attr.dlid = 10;
+        let mut a = ibv_qp_attr::zeroed();
+        a.qp_state = 6;
+        // SAFETY: valid structs.
+        unsafe { ibv_copy_qp_attr_from_kern(&mut a, &mut k) };
+        assert_eq!(a.qp_state, 6, "qp_state is not part of the conversion");
+        assert_eq!((a.cur_qp_state, a.path_mtu, a.path_mig_state), (2, 5, 1));
+        assert_eq!(
+            (a.qkey, a.rq_psn, a.sq_psn, a.dest_qp_num, a.qp_access_flags),
+            (0x11111111, 100, 200, 0x42, 7)
+        );
+        assert_eq!(
+            (
+                a.cap.max_send_wr,
+                a.cap.max_recv_wr,
+                a.cap.max_send_sge,
+                a.cap.max_recv_sge,
+                a.cap.max_inline_data
+            ),
+            (16, 32, 2, 3, 64)
+        );
+        assert_eq!((a.ah_attr.dlid, a.alt_ah_attr.dlid), (9, 10));
+        assert_eq!(
+            (
+                a.pkey_index,
+                a.alt_pkey_index,
+                a.en_sqd_async_notify,
+                a.sq_draining
+            ),
+            (1, 2, 1, 1)
+        );
+        assert_eq!(
+            (
+                a.max_rd_atomic,
+                a.max_dest_rd_atomic,
+                a.min_rnr_timer,
+                a.port_num
+            ),
+            (4, 5, 12, 1)
+        );
+        assert_eq!(
+            (
+                a.timeout,
+                a.retry_cnt,
+                a.rnr_retry,
+                a.alt_port_num,
+                a.alt_timeout
+            ),
+            (14, 7, 6, 2, 15)
+        );
+    }
+
+    #[test]
+    fn path_rec_round_trip() {
+        let mut p: ibv_sa_path_rec = ibv_sa_path_rec::zeroed();
+        p.dgid = ibv_gid::from_raw([1; 16]);
+        p.sgid = ibv_gid::from_raw([2; 16]);
+        p.dlid = 0x0100;
+        p.slid = 0x0200;
+        p.raw_traffic = 1;
+        p.flow_label = 0x3000_0000;
+        p.hop_limit = 8;
+        p.traffic_class = 4;
+        p.reversible = 1;
+        p.numb_path = 1;
+        p.pkey = 0xffff;
+        p.sl = 3;
+        p.mtu_selector = 2;
+        p.mtu = 4;
+        p.rate_selector = 2;
+        p.rate = 16;
+        p.packet_life_time_selector = 2;
+        p.packet_life_time = 18;
+        p.preference = 5;
+        let mut k = ib_user_path_rec::default();
+        // SAFETY: valid structs.
+        unsafe { ibv_copy_path_rec_to_kern(&mut k, &mut p) };
+        assert_eq!((k.dgid, k.sgid), ([1; 16], [2; 16]));
+        assert_eq!(
+            (k.dlid, k.slid, k.raw_traffic, k.flow_label),
+            (0x0100, 0x0200, 1, 0x3000_0000)
+        );
+        assert_eq!(
+            (k.reversible, k.mtu, k.pkey, k.rate, k.preference),
+            (1, 4, 0xffff, 16, 5)
+        );
+        let mut back = ibv_sa_path_rec::zeroed();
+        // SAFETY: valid structs.
+        unsafe { ibv_copy_path_rec_from_kern(&mut back, &mut k) };
+        let bytes = |r: &ibv_sa_path_rec| {
+            // SAFETY: reading a plain struct as bytes; padding is zero in
+            // both since both started zeroed.
+            unsafe { core::slice::from_raw_parts((r as *const ibv_sa_path_rec).cast::<u8>(), 64) }
+                .to_vec()
+        };
+        assert_eq!(bytes(&back), bytes(&p));
+    }
+}

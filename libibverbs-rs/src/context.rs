@@ -1,0 +1,524 @@
+//! Opening and closing devices, and the queries on an open context:
+//! device and port attributes, GID and P_Key tables, asynchronous events.
+
+use core::ffi::{c_int, c_uint, c_void};
+use core::mem::{offset_of, size_of};
+use core::ptr::null_mut;
+
+use verbs_abi::provider::ProviderOps;
+use verbs_abi::*;
+
+use crate::device::{context_ops, lookup, object_context};
+use crate::util::{int_ret, minus_one_ret, ptr_ret, set_errno, warning};
+
+/// Size of rdma-core's `struct _compat_ibv_port_attr`: `ibv_port_attr` as it
+/// was before `port_cap_flags2`, i.e. up to and including `flags`.
+const COMPAT_PORT_ATTR_SIZE: usize = offset_of!(ibv_port_attr, flags) + 1;
+
+/// `enum ibv_gid_type_sysfs` (driver.h): what `ibv_query_gid_type` reports.
+const IBV_GID_TYPE_SYSFS_IB_ROCE_V1: c_uint = 0;
+const IBV_GID_TYPE_SYSFS_ROCE_V2: c_uint = 1;
+
+/// The `verbs_context` an extended `ibv_context` is the tail of.
+fn verbs_ctx(ctx: *mut ibv_context) -> *mut verbs_context {
+    ctx.cast::<u8>()
+        .wrapping_sub(offset_of!(verbs_context, context))
+        .cast::<verbs_context>()
+}
+
+/// True when the provider's `verbs_context` is long enough to hold the
+/// entry at `offset` (the rule verbs.h applies before using one).
+///
+/// # Safety
+/// `ctx` is an extended context.
+unsafe fn vctx_has(ctx: *mut ibv_context, offset: usize) -> bool {
+    // SAFETY: extended contexts have a readable `sz` right before `context`.
+    let sz = unsafe { (*verbs_ctx(ctx)).sz };
+    sz >= size_of::<verbs_context>() - offset
+}
+
+/// Fills extension slots the provider left empty with ours, as rdma-core
+/// does, so that programs built against any verbs.h take the full path.
+///
+/// # Safety
+/// `ctx` is a freshly opened extended context.
+unsafe fn install_lib_ops(ctx: *mut ibv_context) {
+    // SAFETY: `ctx` is extended (checked by the caller), so the
+    // verbs_context fields covered by `sz` exist; only NULL slots change.
+    unsafe {
+        if vctx_has(ctx, offset_of!(verbs_context, query_port))
+            && (*verbs_ctx(ctx)).query_port.is_none()
+        {
+            (*verbs_ctx(ctx)).query_port = Some(lib_query_port);
+        }
+        let ops = core::ptr::addr_of_mut!((*ctx).ops);
+        if (*ops)._compat_query_port.is_none() {
+            (*ops)._compat_query_port = Some(ibv_query_port);
+        }
+        if (*ops)._compat_query_device.is_none() {
+            (*ops)._compat_query_device = Some(ibv_query_device);
+        }
+    }
+}
+
+/// # Safety
+/// `device` is NULL or an `ibv_device` from a device list.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    ptr_ret((|| {
+        let dev = lookup(device).ok_or(libc::EINVAL)?;
+        let open = dev.ops.open_device.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: the device and handle are the pair the provider reported.
+        let ctx = unsafe { open(device, dev.handle) };
+        if ctx.is_null() {
+            return Ok(null_mut());
+        }
+        // SAFETY: a non-NULL context from the provider is readable.
+        let (compat, ctx_dev) = unsafe { ((*ctx).abi_compat, (*ctx).device) };
+        if compat != VERBS_ABI_IS_EXTENDED || ctx_dev != device {
+            warning!("provider returned a context that breaks the provider contract; closed");
+            if let Some(close) = dev.ops.close_device {
+                // SAFETY: the provider's own context, returned just now.
+                unsafe { close(ctx) };
+            }
+            return Err(libc::EOPNOTSUPP);
+        }
+        // SAFETY: checked extended context.
+        unsafe { install_lib_ops(ctx) };
+        Ok(ctx)
+    })())
+}
+
+/// # Safety
+/// `context` is NULL or an open context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    // SAFETY: forwarded to the provider that opened it.
+    int_ret(unsafe { context_ops(context) }.and_then(|ops| {
+        let close = ops.close_device.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: as above.
+        match unsafe { close(context) } {
+            0 => Ok(()),
+            e => Err(e),
+        }
+    }))
+}
+
+fn errno_result(rc: c_int) -> Result<(), c_int> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// Full device attributes into our own buffer, whatever the provider
+/// writes.
+///
+/// # Safety
+/// `ctx` is NULL or an open context.
+pub(crate) unsafe fn query_device_full(ctx: *mut ibv_context) -> Result<ibv_device_attr_ex, c_int> {
+    // SAFETY: forwarded contract.
+    let ops = unsafe { context_ops(ctx) }?;
+    let q = ops.query_device_ex.ok_or(libc::EOPNOTSUPP)?;
+    let mut attr = ibv_device_attr_ex::zeroed();
+    // SAFETY: attr is a full-size, writable ibv_device_attr_ex.
+    errno_result(unsafe {
+        q(
+            ctx,
+            core::ptr::null(),
+            &mut attr,
+            size_of::<ibv_device_attr_ex>(),
+        )
+    })?;
+    Ok(attr)
+}
+
+/// # Safety
+/// `context` is NULL or an open context; `device_attr` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_device(
+    context: *mut ibv_context,
+    device_attr: *mut ibv_device_attr,
+) -> c_int {
+    if device_attr.is_null() {
+        return int_ret(Err(libc::EINVAL));
+    }
+    // SAFETY: forwarded contract.
+    int_ret(unsafe { query_device_full(context) }.map(|a| {
+        // SAFETY: non-NULL caller buffer of the legacy size.
+        unsafe { device_attr.write(a.orig_attr) }
+    }))
+}
+
+/// Port attributes into our own full-size buffer.
+///
+/// # Safety
+/// `ctx` is NULL or an open context.
+pub(crate) unsafe fn query_port_full(
+    ops: &ProviderOps,
+    ctx: *mut ibv_context,
+    port_num: u8,
+) -> Result<ibv_port_attr, c_int> {
+    let q = ops.query_port.ok_or(libc::EOPNOTSUPP)?;
+    let mut attr = ibv_port_attr::zeroed();
+    // SAFETY: attr is a full-size, writable ibv_port_attr.
+    errno_result(unsafe { q(ctx, port_num, &mut attr, size_of::<ibv_port_attr>()) })?;
+    Ok(attr)
+}
+
+/// Writes `len` bytes of port attributes: the caller's struct may be the
+/// current one, an older shorter one, or a newer longer one (tail zeroed).
+///
+/// # Safety
+/// `attr` is NULL or `len` writable bytes.
+unsafe fn query_port_sized(
+    ctx: *mut ibv_context,
+    port_num: u8,
+    attr: *mut c_void,
+    len: usize,
+) -> c_int {
+    if attr.is_null() {
+        return int_ret(Err(libc::EINVAL));
+    }
+    // SAFETY: forwarded contracts.
+    int_ret(
+        unsafe { context_ops(ctx) }
+            .and_then(|ops| unsafe { query_port_full(ops, ctx, port_num) })
+            .map(|a| {
+                let n = len.min(size_of::<ibv_port_attr>());
+                // SAFETY: the caller's buffer holds `len` bytes; we write n <= len
+                // from our copy and zero the rest.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        (&a as *const ibv_port_attr).cast::<u8>(),
+                        attr.cast::<u8>(),
+                        n,
+                    );
+                    core::ptr::write_bytes(attr.cast::<u8>().add(n), 0, len - n);
+                }
+            }),
+    )
+}
+
+/// Installed as `verbs_context.query_port` when the provider has none.
+unsafe extern "C" fn lib_query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut ibv_port_attr,
+    port_attr_len: usize,
+) -> c_int {
+    // SAFETY: verbs.h passes its own struct and its size.
+    unsafe { query_port_sized(context, port_num, port_attr.cast(), port_attr_len) }
+}
+
+/// The exported symbol receives rdma-core's `_compat_ibv_port_attr`: only
+/// programs built against headers without `port_cap_flags2` reach it
+/// (newer ones go through `verbs_context.query_port`), so exactly that
+/// many bytes are written, as rdma-core does.
+///
+/// # Safety
+/// `context` is NULL or an open context; `port_attr` NULL or a
+/// `_compat_ibv_port_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { query_port_sized(context, port_num, port_attr, COMPAT_PORT_ATTR_SIZE) }
+}
+
+/// One GID table entry through the provider.
+///
+/// # Safety
+/// `ctx` is NULL or an open context.
+pub(crate) unsafe fn gid_entry(
+    ctx: *mut ibv_context,
+    port_num: u32,
+    index: u32,
+    flags: u32,
+) -> Result<ibv_gid_entry, c_int> {
+    // SAFETY: forwarded contract.
+    let ops = unsafe { context_ops(ctx) }?;
+    let q = ops.query_gid_ex.ok_or(libc::EOPNOTSUPP)?;
+    let mut e = ibv_gid_entry::zeroed();
+    // SAFETY: e is a writable entry.
+    errno_result(unsafe { q(ctx, port_num, index, &mut e, flags) })?;
+    Ok(e)
+}
+
+/// Returns -1 with errno on failure, as rdma-core; an empty entry reads as
+/// the zero GID.
+///
+/// # Safety
+/// `context` is NULL or an open context; `gid` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_gid(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    minus_one_ret((|| {
+        if gid.is_null() {
+            return Err(libc::EINVAL);
+        }
+        let index = u32::try_from(index).map_err(|_| libc::EINVAL)?;
+        // SAFETY: forwarded contract.
+        let value = match unsafe { gid_entry(context, port_num.into(), index, 0) } {
+            Ok(e) => e.gid,
+            Err(libc::ENODATA) => ibv_gid::zeroed(),
+            Err(e) => return Err(e),
+        };
+        // SAFETY: non-NULL caller buffer.
+        unsafe { gid.write(value) };
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// `context` is NULL or an open context; `entry` NULL or `entry_size`
+/// writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn _ibv_query_gid_ex(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    int_ret((|| {
+        if entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let e = unsafe { gid_entry(context, port_num, gid_index, flags) }?;
+        // SAFETY: the caller's buffer holds entry_size >= sizeof bytes.
+        unsafe { write_sized(entry.cast(), &e, entry_size) };
+        Ok(())
+    })())
+}
+
+/// Writes `value` into a caller buffer of `size` bytes (at least the
+/// value's size), zeroing what a newer caller has beyond it.
+///
+/// # Safety
+/// `dst` is `size` writable bytes, `size >= size_of::<T>()`.
+unsafe fn write_sized<T: Copy>(dst: *mut u8, value: &T, size: usize) {
+    // SAFETY: per the function contract.
+    unsafe {
+        core::ptr::copy_nonoverlapping((value as *const T).cast::<u8>(), dst, size_of::<T>());
+        core::ptr::write_bytes(dst.add(size_of::<T>()), 0, size - size_of::<T>());
+    }
+}
+
+/// Every valid GID of every port. Returns the count, or -errno; a table
+/// larger than `max_entries` is -EINVAL, as the kernel reports it.
+///
+/// # Safety
+/// `context` is NULL or an open context; `entries` NULL or
+/// `max_entries * entry_size` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn _ibv_query_gid_table(
+    context: *mut ibv_context,
+    entries: *mut ibv_gid_entry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    let r = (|| -> Result<usize, c_int> {
+        if entry_size < size_of::<ibv_gid_entry>() || (entries.is_null() && max_entries != 0) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let ops = unsafe { context_ops(context) }?;
+        // SAFETY: as above.
+        let ports = unsafe { query_device_full(context) }?
+            .orig_attr
+            .phys_port_cnt;
+        let mut count = 0usize;
+        for port in 1..=ports {
+            // SAFETY: as above.
+            let len = unsafe { query_port_full(ops, context, port) }?.gid_tbl_len;
+            for index in 0..u32::try_from(len).unwrap_or(0) {
+                // SAFETY: as above.
+                let e = match unsafe { gid_entry(context, port.into(), index, flags) } {
+                    Ok(e) => e,
+                    Err(libc::ENODATA) => continue,
+                    Err(e) => return Err(e),
+                };
+                if count == max_entries {
+                    return Err(libc::EINVAL);
+                }
+                // SAFETY: count < max_entries, so the slot is inside the
+                // caller's array.
+                unsafe {
+                    write_sized(entries.cast::<u8>().add(count * entry_size), &e, entry_size)
+                };
+                count += 1;
+            }
+        }
+        Ok(count)
+    })();
+    match r {
+        Ok(n) => isize::try_from(n).unwrap_or(isize::MAX),
+        Err(e) => {
+            set_errno(e);
+            -(e as isize)
+        }
+    }
+}
+
+/// rdma-core's private GID-type query (ibv_devinfo uses it): -1 with errno
+/// on failure; an empty entry reports the IB/RoCE v1 type.
+///
+/// # Safety
+/// `context` is NULL or an open context; `type_` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_gid_type(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_uint,
+    type_: *mut c_uint,
+) -> c_int {
+    minus_one_ret((|| {
+        if type_.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let t = match unsafe { gid_entry(context, port_num.into(), index, 0) } {
+            Ok(e) if e.gid_type == IBV_GID_TYPE_ROCE_V2 => IBV_GID_TYPE_SYSFS_ROCE_V2,
+            Ok(_) | Err(libc::ENODATA) => IBV_GID_TYPE_SYSFS_IB_ROCE_V1,
+            Err(e) => return Err(e),
+        };
+        // SAFETY: non-NULL caller buffer.
+        unsafe { type_.write(t) };
+        Ok(())
+    })())
+}
+
+/// -1 with errno on failure, as rdma-core (whose callers test `< 0`).
+///
+/// # Safety
+/// `context` is NULL or an open context; `pkey` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_pkey(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    pkey: *mut __be16,
+) -> c_int {
+    minus_one_ret((|| {
+        if pkey.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let ops = unsafe { context_ops(context) }?;
+        let q = ops.query_pkey.ok_or(libc::EOPNOTSUPP)?;
+        let mut v: u16 = 0;
+        // SAFETY: v is writable.
+        errno_result(unsafe { q(context, port_num, index, &mut v) })?;
+        // SAFETY: non-NULL caller buffer.
+        unsafe { pkey.write(v) };
+        Ok(())
+    })())
+}
+
+/// The index of `pkey` in the port's table, or -1 with errno.
+///
+/// # Safety
+/// `context` is NULL or an open context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_pkey_index(
+    context: *mut ibv_context,
+    port_num: u8,
+    pkey: __be16,
+) -> c_int {
+    let r = (|| -> Result<c_int, c_int> {
+        // SAFETY: forwarded contract.
+        let ops = unsafe { context_ops(context) }?;
+        let q = ops.query_pkey.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: as above.
+        let len = unsafe { query_port_full(ops, context, port_num) }?.pkey_tbl_len;
+        for i in 0..c_int::from(len) {
+            let mut v: u16 = 0;
+            // SAFETY: v is writable.
+            errno_result(unsafe { q(context, port_num, i, &mut v) })?;
+            if v == pkey {
+                return Ok(i);
+            }
+        }
+        Err(libc::ENOENT)
+    })();
+    r.unwrap_or_else(|e| {
+        set_errno(e);
+        -1
+    })
+}
+
+/// 0, or -1 with errno (the C convention of this call).
+///
+/// # Safety
+/// `context` is NULL or an open context; `event` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_async_event(
+    context: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
+    if event.is_null() {
+        return minus_one_ret(Err(libc::EINVAL));
+    }
+    // SAFETY: forwarded contract.
+    match unsafe { context_ops(context) } {
+        Err(e) => minus_one_ret(Err(e)),
+        Ok(ops) => match ops.get_async_event {
+            // SAFETY: the provider's own context; the event buffer is valid.
+            Some(get) => unsafe { get(context, event) },
+            None => minus_one_ret(Err(libc::EOPNOTSUPP)),
+        },
+    }
+}
+
+/// # Safety
+/// `event` is NULL or was filled by `ibv_get_async_event`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
+    if event.is_null() {
+        return;
+    }
+    // SAFETY: non-NULL event from ibv_get_async_event.
+    let (kind, element) = unsafe { ((*event).event_type, (*event).element.cq.cast::<c_void>()) };
+    let about_object = matches!(
+        kind,
+        IBV_EVENT_CQ_ERR
+            | IBV_EVENT_QP_FATAL
+            | IBV_EVENT_QP_REQ_ERR
+            | IBV_EVENT_QP_ACCESS_ERR
+            | IBV_EVENT_COMM_EST
+            | IBV_EVENT_SQ_DRAINED
+            | IBV_EVENT_PATH_MIG
+            | IBV_EVENT_PATH_MIG_ERR
+            | IBV_EVENT_QP_LAST_WQE_REACHED
+            | IBV_EVENT_SRQ_ERR
+            | IBV_EVENT_SRQ_LIMIT_REACHED
+            | IBV_EVENT_WQ_FATAL
+    );
+    if !about_object {
+        return;
+    }
+    // SAFETY: for these event types the element is a CQ, QP, SRQ or WQ,
+    // each of which starts with its context pointer.
+    let Ok(ctx) = (unsafe { object_context(element) }) else {
+        return;
+    };
+    // SAFETY: the object's own context.
+    if let Ok(ops) = unsafe { context_ops(ctx) } {
+        if let Some(ack) = ops.ack_async_event {
+            // SAFETY: the event came from this provider.
+            unsafe { ack(event) };
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The device list: discovery through the providers, the `ibv_device`
+//! objects we hand out, and their names, GUIDs and indexes.
+//!
+//! Every `ibv_device` we return is the first field of a [`Device`] that is
+//! never freed, so a pointer from any earlier list stays valid for the life
+//! of the process, as programs expect. A device found again by a later
+//! `ibv_get_device_list` (same provider, same name) keeps its object. An
+//! `ibv_context` points at its device, which is how every verb finds the
+//! provider behind an object.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::mem::size_of;
+use core::ptr::null_mut;
+
+use parking_lot::RwLock;
+use verbs_abi::provider::{ProviderDevice, ProviderOps};
+use verbs_abi::*;
+
+use crate::driver::{providers, Provider};
+use crate::util::{ptr_ret, set_errno, warning};
+
+/// Our device object. `ibv` must stay first: `ibv_device *` and
+/// `Device *` are the same address.
+#[repr(C)]
+pub(crate) struct Device {
+    pub ibv: ibv_device,
+    pub ops: &'static ProviderOps,
+    /// The provider's reference, handed back to `open_device`.
+    pub handle: *mut c_void,
+    /// Node GUID, network byte order.
+    pub guid: u64,
+    /// Position in creation order; stable for the life of the process.
+    pub index: c_int,
+    /// The name as the provider reported it, for matching on rediscovery
+    /// (the `ibv` copy is writable by callers and providers).
+    key: [c_char; IBV_SYSFS_NAME_MAX],
+}
+
+/// What the verbs need from a device, copied out of the registry.
+#[derive(Clone, Copy)]
+pub(crate) struct DeviceRef {
+    pub ops: &'static ProviderOps,
+    pub handle: *mut c_void,
+    pub guid: u64,
+    pub index: c_int,
+}
+
+struct DevPtr(*mut Device);
+// SAFETY: a Device is created once, never freed, and after creation only its
+// `ibv` part is ever written (by its users, through the C pointer); the
+// registry itself only compares addresses and reads the immutable fields.
+unsafe impl Send for DevPtr {}
+// SAFETY: as above.
+unsafe impl Sync for DevPtr {}
+
+/// Every device ever created, in creation order.
+static DEVICES: RwLock<Vec<DevPtr>> = RwLock::new(Vec::new());
+
+/// Finds our device behind an `ibv_device *`; None for NULL or a pointer we
+/// never handed out.
+pub(crate) fn lookup(dev: *const ibv_device) -> Option<DeviceRef> {
+    if dev.is_null() {
+        return None;
+    }
+    let list = DEVICES.read();
+    let d = list.iter().find(|d| d.0 as *const ibv_device == dev)?;
+    // SAFETY: registered devices are live forever; these fields are never
+    // written after creation.
+    unsafe {
+        Some(DeviceRef {
+            ops: (*d.0).ops,
+            handle: (*d.0).handle,
+            guid: (*d.0).guid,
+            index: (*d.0).index,
+        })
+    }
+}
+
+/// The provider behind a context, or EINVAL for NULL / foreign contexts.
+///
+/// # Safety
+/// `ctx` is NULL or points to a readable `ibv_context`.
+pub(crate) unsafe fn context_ops(ctx: *mut ibv_context) -> Result<&'static ProviderOps, c_int> {
+    if ctx.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: non-NULL context per the caller.
+    let dev = unsafe { (*ctx).device };
+    lookup(dev).map(|d| d.ops).ok_or(libc::EINVAL)
+}
+
+/// The context an object belongs to. Every verbs object (PD, MR, CQ, QP,
+/// SRQ, AH, WQ, MW, completion channel) starts with its `ibv_context *`.
+///
+/// # Safety
+/// `obj` is NULL or points to such an object.
+pub(crate) unsafe fn object_context<T>(obj: *mut T) -> Result<*mut ibv_context, c_int> {
+    if obj.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the first field of every verbs object is its context pointer.
+    let ctx = unsafe { *(obj as *const *mut ibv_context) };
+    if ctx.is_null() {
+        Err(libc::EINVAL)
+    } else {
+        Ok(ctx)
+    }
+}
+
+/// `object_context` followed by `context_ops`.
+///
+/// # Safety
+/// As for [`object_context`].
+pub(crate) unsafe fn object_ops<T>(
+    obj: *mut T,
+) -> Result<(&'static ProviderOps, *mut ibv_context), c_int> {
+    // SAFETY: forwarded contract.
+    let ctx = unsafe { object_context(obj) }?;
+    // SAFETY: ctx came from a live object.
+    Ok((unsafe { context_ops(ctx) }?, ctx))
+}
+
+/// Copies `src` into a fixed C string field, truncating and terminating.
+fn set_c_str(dst: &mut [c_char], src: &str) {
+    let n = src.len().min(dst.len() - 1);
+    for (d, s) in dst.iter_mut().zip(src.as_bytes()[..n].iter()) {
+        *d = *s as c_char;
+    }
+    dst[n..].fill(0);
+}
+
+fn c_str_of(field: &[c_char]) -> String {
+    let bytes: Vec<u8> = field
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Builds the `ibv_device` part of a new device.
+pub(crate) fn make_ibv_device(pd: &ProviderDevice, index: c_int, sysfs_root: &str) -> ibv_device {
+    let mut dev = ibv_device::zeroed();
+    dev.node_type = pd.node_type;
+    dev.transport_type = pd.transport_type;
+    let name = c_str_of(&pd.name);
+    set_c_str(&mut dev.name, &name);
+    // Shaped like a kernel device's, so tools that print them look normal;
+    // nothing exists at these paths.
+    set_c_str(&mut dev.dev_name, &format!("uverbs{index}"));
+    set_c_str(
+        &mut dev.dev_path,
+        &format!("{sysfs_root}/class/infiniband_verbs/uverbs{index}"),
+    );
+    set_c_str(
+        &mut dev.ibdev_path,
+        &format!("{sysfs_root}/class/infiniband/{name}"),
+    );
+    dev
+}
+
+/// Asks one provider for its devices, growing the buffer if it has more.
+fn discover(p: &Provider) -> Vec<ProviderDevice> {
+    let Some(discover) = p.ops.discover else {
+        return Vec::new();
+    };
+    let mut cap = 16usize;
+    for _ in 0..4 {
+        // SAFETY: ProviderDevice is integers, a char array and a pointer, for
+        // all of which zero is valid.
+        let mut buf = vec![unsafe { core::mem::zeroed::<ProviderDevice>() }; cap];
+        // SAFETY: buf has room for `cap` entries, as the contract requires.
+        let n = unsafe { discover(buf.as_mut_ptr(), cap) };
+        if n < 0 {
+            warning!(
+                "provider '{}' failed to list devices (errno {})",
+                p.name,
+                -n
+            );
+            return Vec::new();
+        }
+        let n = n as usize;
+        if n <= cap {
+            buf.truncate(n);
+            return buf;
+        }
+        cap = n;
+    }
+    warning!(
+        "provider '{}' keeps changing its device count; ignored",
+        p.name
+    );
+    Vec::new()
+}
+
+/// Runs discovery and returns the devices present now, creating objects
+/// for new ones.
+fn refresh() -> Vec<*mut ibv_device> {
+    let provs = providers();
+    // SAFETY: ibv_get_sysfs_path returns a static C string.
+    let root = unsafe { core::ffi::CStr::from_ptr(crate::sysfs::ibv_get_sysfs_path()) }
+        .to_string_lossy()
+        .into_owned();
+    // Held across discovery so concurrent callers agree on the objects.
+    let mut all = DEVICES.write();
+    let mut now = Vec::new();
+    for p in provs {
+        for mut pd in discover(p) {
+            pd.name[IBV_SYSFS_NAME_MAX - 1] = 0;
+            if pd.name[0] == 0 {
+                warning!(
+                    "provider '{}' reported a device without a name; ignored",
+                    p.name
+                );
+                continue;
+            }
+            // SAFETY: registered devices are live; `ops` and `key` are
+            // never written after creation.
+            let existing = all
+                .iter()
+                .find(|d| unsafe { core::ptr::eq((*d.0).ops, p.ops) && (*d.0).key == pd.name });
+            let dev = match existing {
+                Some(d) => d.0,
+                None => {
+                    let index = c_int::try_from(all.len()).unwrap_or(c_int::MAX);
+                    let d = Box::into_raw(Box::new(Device {
+                        ibv: make_ibv_device(&pd, index, &root),
+                        ops: p.ops,
+                        handle: pd.handle,
+                        guid: pd.node_guid,
+                        index,
+                        key: pd.name,
+                    }));
+                    all.push(DevPtr(d));
+                    d
+                }
+            };
+            let ibv = dev as *mut ibv_device;
+            if !now.contains(&ibv) {
+                now.push(ibv);
+            }
+        }
+    }
+    now
+}
+
+/// # Safety
+/// `num_devices` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    if !num_devices.is_null() {
+        // SAFETY: checked non-NULL; the caller provides an int.
+        unsafe { *num_devices = 0 };
+    }
+    let devs = refresh();
+    // SAFETY: plain allocation; released by ibv_free_device_list with free().
+    let list = unsafe { libc::calloc(devs.len() + 1, size_of::<*mut ibv_device>()) }
+        as *mut *mut ibv_device;
+    if list.is_null() {
+        set_errno(libc::ENOMEM);
+        return null_mut();
+    }
+    // SAFETY: the array has devs.len() + 1 slots; calloc zeroed the last.
+    unsafe { core::ptr::copy_nonoverlapping(devs.as_ptr(), list, devs.len()) };
+    if !num_devices.is_null() {
+        // SAFETY: as above.
+        unsafe { *num_devices = c_int::try_from(devs.len()).unwrap_or(c_int::MAX) };
+    }
+    list
+}
+
+/// # Safety
+/// `list` is NULL or came from `ibv_get_device_list`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    // The devices themselves live on; only the array is ours to free.
+    // SAFETY: the array was allocated with calloc; free(NULL) is a no-op.
+    unsafe { libc::free(list.cast()) };
+}
+
+/// # Safety
+/// `device` is NULL or an `ibv_device` from a device list.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    if device.is_null() {
+        set_errno(libc::EINVAL);
+        return core::ptr::null();
+    }
+    // SAFETY: non-NULL device; `name` is a field inside it.
+    unsafe { (*device).name.as_ptr() }
+}
+
+/// # Safety
+/// `device` is NULL or an `ibv_device` from a device list.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
+    match lookup(device) {
+        Some(d) => d.guid,
+        None => {
+            set_errno(libc::EINVAL);
+            0
+        }
+    }
+}
+
+/// # Safety
+/// `device` is NULL or an `ibv_device` from a device list.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+    lookup(device).map_or(-1, |d| d.index)
+}
+
+/// Importing needs the uverbs command fd of a kernel device; ours have none,
+/// so a character device can never match one of them.
+///
+/// # Safety
+/// None: only fstat is applied to `cmd_fd`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
+    // SAFETY: fstat on any integer is safe; st is plain data.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: st is a valid out buffer.
+    let ok = unsafe { libc::fstat(cmd_fd, &mut st) } == 0;
+    let err = if !ok || st.st_mode & libc::S_IFMT != libc::S_IFCHR {
+        libc::EINVAL
+    } else {
+        libc::ENODEV
+    };
+    ptr_ret(Err(err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_fields() {
+        // SAFETY: all-zero ProviderDevice is valid.
+        let mut pd: ProviderDevice = unsafe { core::mem::zeroed() };
+        set_c_str(&mut pd.name, "rsw0");
+        pd.node_type = IBV_NODE_CA;
+        pd.transport_type = IBV_TRANSPORT_IB;
+        let d = make_ibv_device(&pd, 3, "/sys");
+        assert_eq!(c_str_of(&d.name), "rsw0");
+        assert_eq!(c_str_of(&d.dev_name), "uverbs3");
+        assert_eq!(c_str_of(&d.dev_path), "/sys/class/infiniband_verbs/uverbs3");
+        assert_eq!(c_str_of(&d.ibdev_path), "/sys/class/infiniband/rsw0");
+        assert_eq!(d.node_type, IBV_NODE_CA);
+    }
+
+    #[test]
+    fn c_string_truncation() {
+        let mut f = [1 as c_char; 4];
+        set_c_str(&mut f, "abcdef");
+        assert_eq!(f, [b'a' as c_char, b'b' as c_char, b'c' as c_char, 0]);
+        set_c_str(&mut f, "");
+        assert_eq!(f, [0; 4]);
+    }
+
+    #[test]
+    fn foreign_pointers_are_rejected() {
+        let fake = ibv_device::zeroed();
+        assert!(lookup(&fake).is_none());
+        assert!(lookup(core::ptr::null()).is_none());
+        // SAFETY: NULL and unknown devices are handled without dereferencing
+        // anything beyond the name field.
+        unsafe {
+            assert_eq!(ibv_get_device_index(core::ptr::null_mut()), -1);
+            assert_eq!(ibv_get_device_guid(core::ptr::null_mut()), 0);
+            assert!(ibv_get_device_name(core::ptr::null_mut()).is_null());
+            ibv_free_device_list(null_mut());
+        }
+    }
+}

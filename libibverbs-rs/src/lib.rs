@@ -1,0 +1,28 @@
+//! libibverbs.so.1: the verbs API of rdma-core 44 over our own providers.
+//!
+//! Every exported symbol is listed, with its version node, in
+//! `exports.txt`; the build turns that list into the linker's version
+//! script. Modules are grouped by the object their verbs act on.
+//!
+//! Panic policy: the workspace builds with `panic = "abort"`, so a bug can
+//! never unwind into C; the entry points do not use `catch_unwind`. They
+//! validate pointers they can check (NULL, objects of unknown devices)
+//! and report EINVAL rather than crash.
+
+mod ah;
+mod cmd;
+mod compat;
+mod context;
+mod cq;
+mod device;
+mod driver;
+mod fork;
+mod mcast;
+mod mr;
+mod pd;
+mod qp;
+mod srq;
+mod strings;
+mod sysfs;
+mod unsupported;
+mod util;

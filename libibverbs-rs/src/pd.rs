@@ -1,0 +1,66 @@
+//! Protection domains.
+
+use core::ffi::c_int;
+
+use verbs_abi::*;
+
+use crate::device::{context_ops, object_ops};
+use crate::util::{int_ret, ptr_ret};
+
+pub(crate) fn rc(e: c_int) -> Result<(), c_int> {
+    if e == 0 {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+/// # Safety
+/// `context` is NULL or an open context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+    ptr_ret((|| {
+        // SAFETY: forwarded contract.
+        let ops = unsafe { context_ops(context) }?;
+        let alloc = ops.alloc_pd.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: the provider's own context.
+        let pd = unsafe { alloc(context) };
+        if !pd.is_null() {
+            // SAFETY: a PD the provider just returned.
+            unsafe { (*pd).context = context };
+        }
+        Ok(pd)
+    })())
+}
+
+/// # Safety
+/// `pd` is NULL or a PD from `ibv_alloc_pd`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+    int_ret((|| {
+        // SAFETY: forwarded contract.
+        let (ops, _) = unsafe { object_ops(pd) }?;
+        let dealloc = ops.dealloc_pd.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: the provider's own PD.
+        rc(unsafe { dealloc(pd) })
+    })())
+}
+
+/// Sharing a PD between processes needs a kernel object handle; software
+/// providers have none to share.
+///
+/// # Safety
+/// `context` is NULL or an open context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, _pd_handle: u32) -> *mut ibv_pd {
+    // SAFETY: forwarded contract.
+    ptr_ret(unsafe { context_ops(context) }.and(Err(libc::EOPNOTSUPP)))
+}
+
+/// Nothing can have been imported (see `ibv_import_pd`), so there is
+/// nothing to release.
+///
+/// # Safety
+/// Not dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_unimport_pd(_pd: *mut ibv_pd) {}

@@ -1,0 +1,94 @@
+//! Shared receive queues.
+
+use core::ffi::c_int;
+
+use verbs_abi::*;
+
+use crate::device::object_ops;
+use crate::pd::rc;
+use crate::util::{int_ret, ptr_ret};
+
+/// Builds a basic SRQ through the provider's `create_srq_ex` and reports
+/// the granted sizes back in `srq_init_attr->attr`. verbs.h's inline
+/// `ibv_create_srq_ex` sends basic SRQs here with the `_ex` struct cast
+/// down, so only the leading `ibv_srq_init_attr` part is touched.
+///
+/// # Safety
+/// `pd` is NULL or a PD; `srq_init_attr` NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_srq(
+    pd: *mut ibv_pd,
+    srq_init_attr: *mut ibv_srq_init_attr,
+) -> *mut ibv_srq {
+    ptr_ret((|| {
+        if srq_init_attr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let (ops, ctx) = unsafe { object_ops(pd) }?;
+        let create = ops.create_srq_ex.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: non-NULL attribute per the caller.
+        let init = unsafe { &mut *srq_init_attr };
+        let mut ex = ibv_srq_init_attr_ex::zeroed();
+        ex.srq_context = init.srq_context;
+        ex.attr = init.attr;
+        ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+        ex.srq_type = IBV_SRQT_BASIC;
+        ex.pd = pd;
+        // SAFETY: the provider's own context and a complete attribute.
+        let srq = unsafe { create(ctx, &mut ex) };
+        if !srq.is_null() {
+            init.attr = ex.attr;
+        }
+        Ok(srq)
+    })())
+}
+
+/// # Safety
+/// `srq` is NULL or an SRQ; `srq_attr` NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_modify_srq(
+    srq: *mut ibv_srq,
+    srq_attr: *mut ibv_srq_attr,
+    srq_attr_mask: c_int,
+) -> c_int {
+    int_ret((|| {
+        if srq_attr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let (ops, _) = unsafe { object_ops(srq) }?;
+        let modify = ops.modify_srq.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: the provider's own SRQ.
+        rc(unsafe { modify(srq, srq_attr, srq_attr_mask) })
+    })())
+}
+
+/// # Safety
+/// `srq` is NULL or an SRQ; `srq_attr` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
+    int_ret((|| {
+        if srq_attr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let (ops, _) = unsafe { object_ops(srq) }?;
+        let query = ops.query_srq.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: the provider's own SRQ.
+        rc(unsafe { query(srq, srq_attr) })
+    })())
+}
+
+/// # Safety
+/// `srq` is NULL or an SRQ.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
+    int_ret((|| {
+        // SAFETY: forwarded contract.
+        let (ops, _) = unsafe { object_ops(srq) }?;
+        let destroy = ops.destroy_srq.ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: the provider's own SRQ.
+        rc(unsafe { destroy(srq) })
+    })())
+}

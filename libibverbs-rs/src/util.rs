@@ -1,0 +1,85 @@
+//! Small helpers shared by the verbs: errno, warnings, environment.
+
+use core::ffi::c_int;
+use std::ffi::OsString;
+
+use once_cell::sync::Lazy;
+
+/// Sets the calling thread's `errno`.
+pub(crate) fn set_errno(err: c_int) {
+    // SAFETY: __errno_location always returns the valid thread-local errno.
+    unsafe { *libc::__errno_location() = err };
+}
+
+/// Reads the calling thread's `errno`.
+#[cfg(test)]
+pub(crate) fn errno() -> c_int {
+    // SAFETY: as in set_errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// True when the process is not running set-uid/set-gid: only then may the
+/// environment redirect what we load or read (as rdma-core does).
+pub(crate) fn env_trusted() -> bool {
+    // SAFETY: the id getters have no preconditions.
+    unsafe { libc::getuid() == libc::geteuid() && libc::getgid() == libc::getegid() }
+}
+
+/// An environment variable the caller may use to change what we load.
+pub(crate) fn trusted_env(name: &str) -> Option<OsString> {
+    if env_trusted() {
+        std::env::var_os(name)
+    } else {
+        None
+    }
+}
+
+static SHOW_WARNINGS: Lazy<bool> = Lazy::new(|| std::env::var_os("IBV_SHOW_WARNINGS").is_some());
+
+/// Prints a diagnostic to stderr when `IBV_SHOW_WARNINGS` is set; silent
+/// otherwise so a program's output is not polluted by configuration noise.
+pub(crate) fn emit_warning(args: std::fmt::Arguments<'_>) {
+    if *SHOW_WARNINGS {
+        eprintln!("libibverbs: Warning: {args}");
+    }
+}
+
+macro_rules! warning {
+    ($($t:tt)*) => { $crate::util::emit_warning(format_args!($($t)*)) };
+}
+pub(crate) use warning;
+
+/// Maps an int verb's outcome to its C return: 0 or a positive errno. The
+/// errno is also stored so `perror` after a failed call says something true.
+pub(crate) fn int_ret(r: Result<(), c_int>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            e
+        }
+    }
+}
+
+/// Maps a constructor's outcome to its C return: the pointer, or NULL with
+/// errno set. A NULL from a provider keeps the errno the provider set.
+pub(crate) fn ptr_ret<T>(r: Result<*mut T, c_int>) -> *mut T {
+    match r {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// For verbs whose C convention is 0 / -1 with errno.
+pub(crate) fn minus_one_ret(r: Result<(), c_int>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
