@@ -1,0 +1,188 @@
+# Build, install and test the Rust replacements for libibverbs.so.1 and
+# librdmacm.so.1 and the software provider rsw.
+#
+#   make              build the libraries and lay them out under build/
+#   make demo         run ibv_rc_pingpong (server + client) over build/
+#   make test         build everything and run every test (ctests/harness.sh)
+#   make install      copy build/ to $(DESTDIR)$(PREFIX) and $(DESTDIR)$(SYSCONFDIR)
+#   make uninstall    remove what install copied
+#   make lint         cargo fmt --check and cargo clippy (not part of `test`)
+#   make clean        remove build/ and the cargo target directory's outputs
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+SYSCONFDIR ?= /etc
+DESTDIR    ?=
+
+CARGO ?= cargo
+CC    ?= cc
+# Where the ABI facts live (symbol lists, imports of Debian's programs).
+ABI_DIR ?= $(abspath $(CURDIR)/../shared/abi)
+
+# The versions rdma-core 44 reports through pkg-config: we implement that ABI,
+# so build systems that ask for a minimum version keep working.
+IBVERBS_PC_VERSION := 1.14.44.0
+RDMACM_PC_VERSION  := 1.3.44.0
+
+BUILD            := $(CURDIR)/build
+CARGO_TARGET_DIR ?= $(CURDIR)/target
+CARGO_OUT        := $(CARGO_TARGET_DIR)/release
+
+# One environment for every cargo invocation (build and test alike), so a
+# crate's build script never sees a change and cargo never rebuilds for it.
+# RSV_* are the install-time defaults libibverbs bakes in; IBVERBS_LIB_DIR
+# tells librdmacm's build script where our libibverbs.so is.
+CARGO_ENV := CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)' \
+	RSV_SYSCONFDIR='$(SYSCONFDIR)' \
+	RSV_PROVIDER_DIR='$(LIBDIR)/libibverbs' \
+	IBVERBS_LIB_DIR='$(CARGO_OUT)'
+
+# Replace $2 by $1 only when the bytes differ, through a rename so programs
+# that have the old copy mapped keep running and timestamps stay meaningful.
+PUT = put() { mkdir -p "$$(dirname "$$2")"; \
+	if ! cmp -s "$$1" "$$2"; then \
+	  cp "$$1" "$$2.tmp.$$$$" || return 1; chmod "$$3" "$$2.tmp.$$$$" || return 1; \
+	  mv -f "$$2.tmp.$$$$" "$$2" || return 1; echo "  PUT   $${2\#$(CURDIR)/}"; fi; }
+
+# pkg-config files: $(call pcgen,TEMPLATE,PREFIX,LIBDIR,INCLUDEDIR,VERSION)
+# (installed ones spell the directories under PREFIX as ${prefix}/...).
+pcdir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+pcgen = sed -e 's|@PREFIX@|$(2)|g' -e 's|@LIBDIR@|$(3)|g' \
+	-e 's|@INCLUDEDIR@|$(4)|g' -e 's|@VERSION@|$(5)|g' $(1)
+
+.PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm build-tree ctests ctests-bin \
+	test check demo install uninstall lint clean
+
+all: build-tree
+
+# Three separate invocations, in this order: librdmacm links against the
+# libibverbs.so the first one produced.
+cargo-ibverbs:
+	$(CARGO_ENV) $(CARGO) build --release -p ibverbs
+cargo-rsw: cargo-ibverbs
+	$(CARGO_ENV) $(CARGO) build --release -p rsw
+cargo-rdmacm: cargo-rsw
+	$(CARGO_ENV) $(CARGO) build --release -p rdmacm
+
+# build/ looks like an installed tree: a program run with
+# LD_LIBRARY_PATH=build/lib and IBV_CONFIG_DIR=build/etc/libibverbs.d gets our
+# libraries, and libibverbs finds the provider in lib/libibverbs/ beside itself.
+build-tree: cargo-rdmacm
+	@$(PUT); set -e; \
+	put '$(CARGO_OUT)/libibverbs.so' '$(BUILD)/lib/libibverbs.so.1' 0755; \
+	put '$(CARGO_OUT)/librdmacm.so' '$(BUILD)/lib/librdmacm.so.1' 0755; \
+	put '$(CARGO_OUT)/librsw.so' '$(BUILD)/lib/libibverbs/librsw-rdmav34.so' 0755; \
+	ln -sfn libibverbs.so.1 '$(BUILD)/lib/libibverbs.so'; \
+	ln -sfn librdmacm.so.1 '$(BUILD)/lib/librdmacm.so'; \
+	mkdir -p '$(BUILD)/tmp'; \
+	echo 'driver rsw' > '$(BUILD)/tmp/rsw.driver'; \
+	put '$(BUILD)/tmp/rsw.driver' '$(BUILD)/etc/libibverbs.d/rsw.driver' 0644; \
+	$(call pcgen,pkgconfig/libibverbs.pc.in,$(BUILD),$(BUILD)/lib,$(CURDIR)/include,$(IBVERBS_PC_VERSION)) > '$(BUILD)/tmp/libibverbs.pc'; \
+	$(call pcgen,pkgconfig/librdmacm.pc.in,$(BUILD),$(BUILD)/lib,$(CURDIR)/include,$(RDMACM_PC_VERSION)) > '$(BUILD)/tmp/librdmacm.pc'; \
+	put '$(BUILD)/tmp/libibverbs.pc' '$(BUILD)/lib/pkgconfig/libibverbs.pc' 0644; \
+	put '$(BUILD)/tmp/librdmacm.pc' '$(BUILD)/lib/pkgconfig/librdmacm.pc' 0644; \
+	{ echo "# Written by make: the configuration build/ was made with."; \
+	  echo "PREFIX='$(PREFIX)'"; echo "LIBDIR='$(LIBDIR)'"; \
+	  echo "INCLUDEDIR='$(INCLUDEDIR)'"; echo "SYSCONFDIR='$(SYSCONFDIR)'"; \
+	  echo "CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)'"; \
+	  echo "RSV_SYSCONFDIR='$(SYSCONFDIR)'"; \
+	  echo "RSV_PROVIDER_DIR='$(LIBDIR)/libibverbs'"; \
+	  echo "IBVERBS_LIB_DIR='$(CARGO_OUT)'"; } > '$(BUILD)/tmp/config.env'; \
+	put '$(BUILD)/tmp/config.env' '$(BUILD)/config.env' 0644
+
+# ---------------------------------------------------------------------------
+# C test programs: every ctests/src/*.c becomes build/ctests/<name>, compiled
+# against include/ and linked against build/lib (librdmacm only for sources
+# that include an <rdma/...> header).
+CTEST_SRCS := $(wildcard ctests/src/*.c)
+CTEST_BINS := $(patsubst ctests/src/%.c,$(BUILD)/ctests/%,$(CTEST_SRCS))
+HEADERS    := $(shell find include -type f -name '*.h' 2>/dev/null)
+CTEST_CFLAGS ?= -Wall -O2 -g
+
+ctests: all
+	@$(MAKE) --no-print-directory ctests-bin
+
+# Used by the harness, which has already built the libraries.
+ctests-bin: $(CTEST_BINS)
+
+# -MD records every header used; a header taken from /usr/include/infiniband
+# or /usr/include/rdma means include/ lacks it, which must not pass unnoticed
+# on machines that have rdma-core's -dev packages installed.
+$(BUILD)/ctests/%: ctests/src/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CTEST_CFLAGS) -I include -MD -MP -MF $@.d -o $@ $< -L $(BUILD)/lib \
+	  $$(grep -q '^[[:space:]]*#[[:space:]]*include[[:space:]]*<rdma/' $< && echo -lrdmacm) \
+	  -libverbs -lpthread
+	@if grep -E '/usr/include/(infiniband|rdma)/' $@.d >&2; then \
+	  echo "$<: the headers above come from the system, not from include/" >&2; \
+	  rm -f $@; exit 1; fi
+
+# What each program included last time (ctests/src/common/*, headers), so
+# changing any of it rebuilds the programs that use it.
+-include $(CTEST_BINS:=.d)
+
+# ---------------------------------------------------------------------------
+# (The harness gets make's path through SUBMAKE: a recipe naming $(MAKE)
+# directly would run even under `make -n`.)
+SUBMAKE = $(MAKE)
+test: all
+	BUILD='$(BUILD)' ABI_DIR='$(ABI_DIR)' MAKE='$(SUBMAKE)' CARGO='$(CARGO)' CC='$(CC)' \
+	  ctests/harness.sh
+
+check: test
+
+# A real RDMA program over our libraries: ibv_rc_pingpong on the loopback
+# device, server and client in two processes.
+demo: all
+	BUILD='$(BUILD)' ctests/demo/rc_pingpong.sh
+
+# ---------------------------------------------------------------------------
+# install copies build/; it never changes how the libraries were built (the
+# cargo step above is a no-op when PREFIX/LIBDIR/SYSCONFDIR are unchanged).
+install: all
+	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(LIBDIR)/libibverbs' \
+	  '$(DESTDIR)$(LIBDIR)/pkgconfig' '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d' \
+	  '$(DESTDIR)$(INCLUDEDIR)'
+	install -m 0755 '$(BUILD)/lib/libibverbs.so.1' '$(DESTDIR)$(LIBDIR)/libibverbs.so.1'
+	ln -sfn libibverbs.so.1 '$(DESTDIR)$(LIBDIR)/libibverbs.so'
+	install -m 0755 '$(BUILD)/lib/librdmacm.so.1' '$(DESTDIR)$(LIBDIR)/librdmacm.so.1'
+	ln -sfn librdmacm.so.1 '$(DESTDIR)$(LIBDIR)/librdmacm.so'
+	install -m 0755 '$(BUILD)/lib/libibverbs/librsw-rdmav34.so' \
+	  '$(DESTDIR)$(LIBDIR)/libibverbs/librsw-rdmav34.so'
+	install -m 0644 '$(BUILD)/etc/libibverbs.d/rsw.driver' \
+	  '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d/rsw.driver'
+	cd include && find . -type f | sort | while read -r f; do \
+	  install -D -m 0644 "$$f" '$(DESTDIR)$(INCLUDEDIR)'/"$${f#./}" || exit 1; done
+	$(call pcgen,pkgconfig/libibverbs.pc.in,$(PREFIX),$(call pcdir,$(LIBDIR)),$(call pcdir,$(INCLUDEDIR)),$(IBVERBS_PC_VERSION)) \
+	  > '$(DESTDIR)$(LIBDIR)/pkgconfig/libibverbs.pc'
+	$(call pcgen,pkgconfig/librdmacm.pc.in,$(PREFIX),$(call pcdir,$(LIBDIR)),$(call pcdir,$(INCLUDEDIR)),$(RDMACM_PC_VERSION)) \
+	  > '$(DESTDIR)$(LIBDIR)/pkgconfig/librdmacm.pc'
+	chmod 0644 '$(DESTDIR)$(LIBDIR)/pkgconfig/libibverbs.pc' '$(DESTDIR)$(LIBDIR)/pkgconfig/librdmacm.pc'
+	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+	  echo ldconfig; ldconfig; fi
+
+uninstall:
+	rm -f '$(DESTDIR)$(LIBDIR)/libibverbs.so.1' '$(DESTDIR)$(LIBDIR)/libibverbs.so' \
+	  '$(DESTDIR)$(LIBDIR)/librdmacm.so.1' '$(DESTDIR)$(LIBDIR)/librdmacm.so' \
+	  '$(DESTDIR)$(LIBDIR)/libibverbs/librsw-rdmav34.so' \
+	  '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d/rsw.driver' \
+	  '$(DESTDIR)$(LIBDIR)/pkgconfig/libibverbs.pc' '$(DESTDIR)$(LIBDIR)/pkgconfig/librdmacm.pc'
+	cd include && find . -type f | while read -r f; do \
+	  rm -f '$(DESTDIR)$(INCLUDEDIR)'/"$${f#./}"; done
+	-rmdir '$(DESTDIR)$(LIBDIR)/libibverbs' 2>/dev/null
+	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+	  echo ldconfig; ldconfig; fi
+
+# ---------------------------------------------------------------------------
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO_ENV) $(CARGO) clippy --release -p verbs-abi -p ibverbs -p rsw --all-targets -- -D warnings
+	$(CARGO_ENV) $(CARGO) clippy --release -p rdmacm --all-targets -- -D warnings
+
+clean:
+	rm -rf '$(BUILD)'
+	-$(CARGO) clean --release -p ibverbs -p rsw -p rdmacm -p verbs-abi

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# `make install` into a scratch DESTDIR, then use the result the way a user
+# would: pkg-config for the flags, compile two small programs against the
+# installed headers, run them against the installed libraries and provider,
+# and finally `make uninstall` must leave no file behind.
+#
+# Install uses the PREFIX/LIBDIR/INCLUDEDIR/SYSCONFDIR that build/ was made
+# with (build/config.env), so it copies build/ instead of rebuilding the
+# libraries with other compiled-in defaults.
+# harness-timeout: 600
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here=$repo/ctests/install
+BUILD=${BUILD:-$repo/build}
+MAKE=${MAKE:-make}
+CC=${CC:-cc}
+
+PREFIX=/usr/local
+LIBDIR= INCLUDEDIR= SYSCONFDIR=/etc
+if [[ -f $BUILD/config.env ]]; then
+	# shellcheck disable=SC1091
+	source "$BUILD/config.env"
+fi
+LIBDIR=${LIBDIR:-$PREFIX/lib}
+INCLUDEDIR=${INCLUDEDIR:-$PREFIX/include}
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+ok() { echo "ok   $*"; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+dest=$tmp/root
+mkdir -p "$dest" "$tmp/out"
+
+vars=(DESTDIR="$dest" PREFIX="$PREFIX" LIBDIR="$LIBDIR" INCLUDEDIR="$INCLUDEDIR" SYSCONFDIR="$SYSCONFDIR")
+echo "# make install ${vars[*]}"
+"$MAKE" --no-print-directory -C "$repo" install "${vars[@]}" >"$tmp/install.log" 2>&1 ||
+	{ cat "$tmp/install.log"; fail "make install"; }
+
+lib=$dest$LIBDIR
+inc=$dest$INCLUDEDIR
+etc=$dest$SYSCONFDIR
+
+# --- the files, where a user (and libibverbs) expects them
+for so in libibverbs.so.1 librdmacm.so.1; do
+	[[ -f $lib/$so && ! -L $lib/$so ]] || fail "$lib/$so is not a regular file"
+	cmp -s "$lib/$so" "$BUILD/lib/$so" || fail "$lib/$so differs from $BUILD/lib/$so"
+	soname=$(readelf -d "$lib/$so" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+	[[ $soname == "$so" ]] || fail "$lib/$so has SONAME '$soname'"
+	link=${so%.1}
+	[[ -L $lib/$link && $(readlink "$lib/$link") == "$so" ]] ||
+		fail "$lib/$link is not a symlink to $so"
+done
+ok "libraries, SONAMEs and development links in $LIBDIR"
+
+provider=$lib/libibverbs/librsw-rdmav34.so
+[[ -f $provider ]] || fail "provider $provider missing"
+cmp -s "$provider" "$BUILD/lib/libibverbs/librsw-rdmav34.so" || fail "$provider differs from build/"
+ok "provider $LIBDIR/libibverbs/librsw-rdmav34.so"
+
+driver=$etc/libibverbs.d/rsw.driver
+[[ -f $driver ]] || fail "driver file $driver missing"
+[[ $(cat "$driver") == "driver rsw" ]] || fail "$driver says '$(cat "$driver")', not 'driver rsw'"
+ok "driver file $SYSCONFDIR/libibverbs.d/rsw.driver"
+
+nh=0
+while IFS= read -r -d '' h; do
+	rel=${h#"$repo/include/"}
+	cmp -s "$h" "$inc/$rel" || fail "header $INCLUDEDIR/$rel missing or different"
+	nh=$((nh + 1))
+done < <(find "$repo/include" -type f -print0)
+((nh > 0)) || fail "include/ has no headers"
+for h in infiniband/verbs.h rdma/rdma_cma.h; do
+	[[ -f $inc/$h ]] || fail "$INCLUDEDIR/$h not installed"
+done
+ok "$nh headers in $INCLUDEDIR"
+
+for pc in libibverbs librdmacm; do
+	[[ -f $lib/pkgconfig/$pc.pc ]] || fail "$LIBDIR/pkgconfig/$pc.pc missing"
+done
+ok "pkg-config files in $LIBDIR/pkgconfig"
+
+# --- pkg-config: only our .pc files (PKG_CONFIG_LIBDIR replaces the system
+# search path), paths relocated into DESTDIR by the sysroot.
+pc() {
+	PKG_CONFIG_PATH='' PKG_CONFIG_LIBDIR="$lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$dest" \
+		pkg-config "$@"
+}
+cflags=$(pc --cflags libibverbs librdmacm) || fail "pkg-config --cflags"
+libs=$(pc --libs libibverbs librdmacm) || fail "pkg-config --libs"
+echo "# cflags: $cflags"
+echo "# libs:   $libs"
+[[ " $cflags " == *" -I$inc "* ]] || fail "cflags lack -I$inc"
+[[ " $libs " == *" -L$lib "* ]] || fail "libs lack -L$lib"
+[[ " $libs " == *" -libverbs "* && " $libs " == *" -lrdmacm "* ]] || fail "libs lack -libverbs/-lrdmacm"
+[[ $(pc --modversion libibverbs) == 1.* ]] || fail "libibverbs version"
+ok "pkg-config --cflags --libs libibverbs librdmacm"
+
+# --- compile against the installed tree only
+for prog in hello hello_rdmacm; do
+	# shellcheck disable=SC2086
+	"$CC" -Wall -Werror -MD -MF "$tmp/out/$prog.d" $cflags -o "$tmp/out/$prog" \
+		"$here/$prog.c" $libs || fail "compiling $prog.c"
+	if grep -E '/usr/include/(infiniband|rdma)/' "$tmp/out/$prog.d"; then
+		fail "$prog.c used system RDMA headers instead of $INCLUDEDIR"
+	fi
+	grep -q "$inc/" "$tmp/out/$prog.d" || fail "$prog.c did not use the installed headers"
+done
+ok "hello.c and hello_rdmacm.c compile against the installed headers"
+
+# --- run against the installed libraries and provider
+run() {
+	LD_LIBRARY_PATH=$lib IBV_CONFIG_DIR=$etc/libibverbs.d timeout 30 "$@"
+}
+for prog in hello hello_rdmacm; do
+	deps=$(LD_LIBRARY_PATH=$lib ldd "$tmp/out/$prog")
+	echo "$deps" | sed 's/^/# /'
+done
+LD_LIBRARY_PATH=$lib ldd "$tmp/out/hello" | grep -q "libibverbs.so.1 => $lib/libibverbs.so.1 " ||
+	fail "hello does not load $lib/libibverbs.so.1"
+LD_LIBRARY_PATH=$lib ldd "$tmp/out/hello_rdmacm" | grep -q "librdmacm.so.1 => $lib/librdmacm.so.1 " ||
+	fail "hello_rdmacm does not load $lib/librdmacm.so.1"
+LD_LIBRARY_PATH=$lib ldd "$tmp/out/hello_rdmacm" | grep -q "libibverbs.so.1 => $lib/libibverbs.so.1 " ||
+	fail "hello_rdmacm (through librdmacm) does not load $lib/libibverbs.so.1"
+ok "ldd: both programs use the DESTDIR copies"
+
+rc=0
+out=$(run "$tmp/out/hello" 2>&1) || rc=$?
+((rc == 0)) || { echo "$out"; fail "hello exited with status $rc"; }
+echo "$out" | sed 's/^/# /'
+n=$(echo "$out" | sed -n 's/^devices: \([0-9][0-9]*\)$/\1/p')
+[[ -n $n ]] || fail "hello printed no device count"
+# The installed libibverbs must find the installed provider by itself.
+((n >= 1)) || fail "no device: libibverbs did not load $LIBDIR/libibverbs/librsw-rdmav34.so"
+echo "$out" | grep -q '^device [0-9]*: rsw_' || fail "no rsw_ device listed"
+ok "hello: $n device(s) through the installed provider"
+
+rc=0
+out=$(run "$tmp/out/hello_rdmacm" 2>&1) || rc=$?
+((rc == 0)) || { echo "$out"; fail "hello_rdmacm exited with status $rc"; }
+echo "$out" | sed 's/^/# /'
+echo "$out" | grep -qx 'rdma_cm: ok' || fail "hello_rdmacm did not finish"
+ok "hello_rdmacm: event channel created and destroyed"
+
+# --- uninstall leaves nothing but (empty) directories
+"$MAKE" --no-print-directory -C "$repo" uninstall "${vars[@]}" >"$tmp/uninstall.log" 2>&1 ||
+	{ cat "$tmp/uninstall.log"; fail "make uninstall"; }
+left=$(find "$dest" ! -type d)
+[[ -z $left ]] || fail "make uninstall left: $left"
+ok "make uninstall removes every file"
+echo "test_install: all checks passed"
