@@ -1,0 +1,309 @@
+//! Event channels and events.
+//!
+//! A channel is a queue of events plus a real file descriptor (one end of
+//! a socket pair, in `rdma_event_channel.fd`) that is readable exactly
+//! while the queue is non-empty, so applications can `poll()` it, and
+//! setting `O_NONBLOCK` on it makes `rdma_get_cm_event` fail with EAGAIN
+//! instead of blocking, as with the kernel's CM device. A socket pair
+//! rather than an eventfd, because a blocking `recv(MSG_PEEK)` waits for
+//! readiness without consuming it and, like the kernel device's `read`, is
+//! restarted after a signal handler installed with SA_RESTART.
+//!
+//! Events are boxed `rdma_cm_event`s followed by room for private data;
+//! the pointer handed to the application is the box. Each event counts
+//! against its *owner* id (the id the event is about, except for connect
+//! requests, which count against the listener), so `rdma_destroy_id` and
+//! `rdma_migrate_id` can wait until everything reported has been acked.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use crate::error::{check, errno, Res};
+use crate::id::CmId;
+
+/// What must happen when the application retrieves an event; done in the
+/// retrieving thread, as rdma-core's librdmacm does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Post {
+    None,
+    /// A REP arrived: with a QP on the id, move it to RTS and answer RTU
+    /// (the event becomes ESTABLISHED); without, it is CONNECT_RESPONSE.
+    ConnectReply,
+    /// The connection is gone: move the id's QP to the error state so
+    /// posted work completes with IBV_WC_WR_FLUSH_ERR.
+    QpToErr,
+    /// A connect request left the listener's backlog.
+    ConnectRequest,
+}
+
+/// Longest private data any event carries (the REP's).
+pub const EVENT_PDATA: usize = 256;
+
+#[repr(C)]
+pub struct EventBox {
+    /// Must stay first: the application's `rdma_cm_event *` is the box.
+    pub ev: rdma_cm_event,
+    pub pdata: [u8; EVENT_PDATA],
+    pub owner: Arc<CmId>,
+    pub subject: Arc<CmId>,
+    pub post: Post,
+}
+
+// SAFETY: the raw pointers inside are the C view of ids and of the box's
+// own buffer; the ids they point to outlive every event about them
+// (destroy waits for the acks), so moving the box between threads is fine.
+unsafe impl Send for EventBox {}
+
+impl EventBox {
+    pub fn new(
+        owner: &Arc<CmId>,
+        subject: &Arc<CmId>,
+        kind: rdma_cm_event_type,
+        status: i32,
+    ) -> Box<Self> {
+        let mut ev = rdma_cm_event::zeroed();
+        ev.id = subject.c();
+        ev.event = kind;
+        ev.status = status;
+        Box::new(EventBox {
+            ev,
+            pdata: [0; EVENT_PDATA],
+            owner: owner.clone(),
+            subject: subject.clone(),
+            post: Post::None,
+        })
+    }
+
+    /// Copies `data` into the event as the fixed-size private data area of
+    /// `area` bytes that the IB CM delivers (zero-padded past what the peer
+    /// sent).
+    pub fn set_pdata(&mut self, data: &[u8], area: usize) {
+        let n = data.len().min(area).min(EVENT_PDATA);
+        self.pdata[..n].copy_from_slice(&data[..n]);
+        // Writing a union field is safe; `conn` is the member our
+        // (connected) port space uses.
+        self.ev.param.conn.private_data = self.pdata.as_ptr().cast();
+        self.ev.param.conn.private_data_len = area as u8;
+    }
+
+    pub fn conn(&mut self) -> &mut rdma_conn_param {
+        // SAFETY: as above; every member is plain data.
+        unsafe { &mut self.ev.param.conn }
+    }
+}
+
+struct Queue {
+    events: VecDeque<Box<EventBox>>,
+    signalled: bool,
+    closed: bool,
+}
+
+pub struct Channel {
+    /// The application's end.
+    fd: OwnedFd,
+    /// Ours: one byte sits in the pair while events are queued.
+    tx: OwnedFd,
+    q: Mutex<Queue>,
+    /// The C object (`ChannelBox`) applications hold.
+    c_ptr: Mutex<usize>,
+}
+
+/// The C `rdma_event_channel` with our channel behind it.
+#[repr(C)]
+pub struct ChannelBox {
+    pub c: rdma_event_channel,
+    pub chan: Arc<Channel>,
+}
+
+static CHANNELS: Lazy<Mutex<HashMap<usize, Arc<Channel>>>> =
+    Lazy::new(|| Mutex::new(HashMap::new()));
+
+impl Channel {
+    /// A new channel and its C object.
+    pub fn create() -> Res<Arc<Channel>> {
+        let mut sv = [0; 2];
+        // SAFETY: `sv` has room for the two descriptors, owned right away.
+        check(unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                sv.as_mut_ptr(),
+            )
+        })?;
+        // SAFETY: fresh descriptors from socketpair.
+        let (fd, tx) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+        let chan = Arc::new(Channel {
+            fd,
+            tx,
+            q: Mutex::new(Queue {
+                events: VecDeque::new(),
+                signalled: false,
+                closed: false,
+            }),
+            c_ptr: Mutex::new(0),
+        });
+        let b = Box::into_raw(Box::new(ChannelBox {
+            c: rdma_event_channel {
+                fd: chan.fd.as_raw_fd(),
+            },
+            chan: chan.clone(),
+        }));
+        *chan.c_ptr.lock() = b as usize;
+        CHANNELS.lock().insert(b as usize, chan.clone());
+        Ok(chan)
+    }
+
+    pub fn lookup(p: *mut rdma_event_channel) -> Res<Arc<Channel>> {
+        CHANNELS
+            .lock()
+            .get(&(p as usize))
+            .cloned()
+            .ok_or(libc::EINVAL)
+    }
+
+    pub fn c_ptr(&self) -> *mut rdma_event_channel {
+        *self.c_ptr.lock() as *mut rdma_event_channel
+    }
+
+    /// Closes the channel and frees its C object. Queued events are dropped;
+    /// a thread still blocked on the descriptor stays blocked, as it would
+    /// on the kernel's CM device.
+    pub fn destroy(self: &Arc<Self>) {
+        let p = std::mem::replace(&mut *self.c_ptr.lock(), 0);
+        if p == 0 {
+            return;
+        }
+        CHANNELS.lock().remove(&p);
+        let dropped: Vec<_> = {
+            let mut q = self.q.lock();
+            q.closed = true;
+            q.events.drain(..).collect()
+        };
+        drop(dropped);
+        // SAFETY: `p` came from Box::into_raw in `create` and is freed once
+        // (the registry entry and c_ptr were removed above).
+        drop(unsafe { Box::from_raw(p as *mut ChannelBox) });
+    }
+
+    fn raise(&self, q: &mut Queue) {
+        if !q.signalled {
+            let b = 1u8;
+            // SAFETY: one byte from a valid buffer; never blocks (the pair
+            // holds at most this byte) and never raises SIGPIPE.
+            unsafe {
+                libc::send(
+                    self.tx.as_raw_fd(),
+                    &b as *const u8 as *const _,
+                    1,
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+            q.signalled = true;
+        }
+    }
+
+    fn lower(&self, q: &mut Queue) {
+        if q.signalled {
+            let mut b = 0u8;
+            // SAFETY: one byte into a valid buffer; MSG_DONTWAIT keeps this
+            // independent of the mode the application set on the descriptor.
+            unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    &mut b as *mut u8 as *mut _,
+                    1,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            q.signalled = false;
+        }
+    }
+
+    pub fn push(&self, ev: Box<EventBox>) {
+        let mut q = self.q.lock();
+        if q.closed {
+            return;
+        }
+        q.events.push_back(ev);
+        self.raise(&mut q);
+    }
+
+    /// Takes every queued event owned by `owner` (for destroy and migrate).
+    // Events stay boxed: their private-data pointer points into the box.
+    #[allow(clippy::vec_box)]
+    pub fn take_for(&self, owner: &Arc<CmId>) -> Vec<Box<EventBox>> {
+        let mut q = self.q.lock();
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(q.events.len());
+        for e in q.events.drain(..) {
+            if Arc::ptr_eq(&e.owner, owner) {
+                taken.push(e);
+            } else {
+                kept.push_back(e);
+            }
+        }
+        q.events = kept;
+        if q.events.is_empty() {
+            self.lower(&mut q);
+        }
+        taken
+    }
+
+    pub fn has_events_for(&self, id: &Arc<CmId>) -> bool {
+        self.q
+            .lock()
+            .events
+            .iter()
+            .any(|e| Arc::ptr_eq(&e.subject, id))
+    }
+
+    fn pop(&self) -> Res<Option<Box<EventBox>>> {
+        let mut q = self.q.lock();
+        if let Some(e) = q.events.pop_front() {
+            e.owner.note_reported();
+            if q.events.is_empty() {
+                self.lower(&mut q);
+            }
+            return Ok(Some(e));
+        }
+        if q.closed {
+            return Err(libc::EBADF);
+        }
+        Ok(None)
+    }
+
+    /// The next event: blocks while there is none, unless the application
+    /// made the descriptor non-blocking (then EAGAIN). A signal ends the
+    /// wait with EINTR unless its handler asked for restarts.
+    pub fn get(&self) -> Res<Box<EventBox>> {
+        loop {
+            if let Some(e) = self.pop()? {
+                return Ok(e);
+            }
+            let mut b = 0u8;
+            // SAFETY: peeks one byte into a valid buffer; honours the
+            // descriptor's O_NONBLOCK.
+            let r = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    &mut b as *mut u8 as *mut _,
+                    1,
+                    libc::MSG_PEEK,
+                )
+            };
+            if r < 0 {
+                return Err(errno());
+            }
+            if r == 0 {
+                // Our end is gone: the channel was torn down under us.
+                return Err(libc::EBADF);
+            }
+        }
+    }
+}

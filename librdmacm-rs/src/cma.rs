@@ -1,0 +1,798 @@
+//! The exported `rdma_*` entry points: argument checks and the C calling
+//! convention (0, or -1 with errno) around `id` and `channel`.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::ptr::null_mut;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use libc::sockaddr;
+use verbs_abi::*;
+
+use crate::addr;
+use crate::channel::Channel;
+use crate::device;
+use crate::error::{set_errno, to_c, Res};
+use crate::id::{self, CmId, REJ_CONSUMER_DEFINED, REJ_VENDOR_OPTION_NOT_SUPPORTED};
+
+/// Reads an optional C address; a non-null one of a foreign family is EINVAL.
+///
+/// # Safety
+/// `sa` must be null or a readable address of its family's size.
+unsafe fn opt_addr(sa: *const sockaddr) -> Res<Option<SocketAddr>> {
+    if sa.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller guarantees a readable address.
+    unsafe { addr::from_c(sa) }.map(Some).ok_or(libc::EINVAL)
+}
+
+fn lookup(id: *mut rdma_cm_id) -> Res<Arc<CmId>> {
+    CmId::lookup(id)
+}
+
+/// For ids in synchronous mode (created with a NULL channel): wait for the
+/// event the operation produces, keep it in `id->event` and turn its status
+/// into the call's result, as rdma-core does.
+fn sync_complete(id: &Arc<CmId>) -> Res<()> {
+    let taken = id.with_c(|c, st| {
+        if !st.sync {
+            return None;
+        }
+        Some((st.chan.clone(), std::mem::replace(&mut c.event, null_mut())))
+    });
+    let Some((chan, held)) = taken else {
+        return Ok(());
+    };
+    if !held.is_null() {
+        id::ack(held);
+    }
+    let p = id::deliver(chan.get()?);
+    id.with_c(|c, _| c.event = p);
+    // SAFETY: `p` is a live event we just delivered.
+    let ev = unsafe { &*p };
+    match ev.status {
+        0 => Ok(()),
+        _ if ev.event == RDMA_CM_EVENT_REJECTED => Err(libc::ECONNREFUSED),
+        s if s < 0 => Err(-s),
+        s => Err(s),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
+    let r = device::all().and_then(|_| Channel::create());
+    match r {
+        Ok(ch) => ch.c_ptr(),
+        Err(e) => {
+            set_errno(e);
+            null_mut()
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
+    if let Ok(ch) = Channel::lookup(channel) {
+        ch.destroy();
+    }
+}
+
+fn create_id(
+    channel: *mut rdma_event_channel,
+    context: *mut c_void,
+    ps: rdma_port_space,
+) -> Res<Arc<CmId>> {
+    device::all()?;
+    match ps {
+        RDMA_PS_TCP => {}
+        // Datagram port spaces need UD QPs, which the CM does not drive yet.
+        RDMA_PS_UDP | RDMA_PS_IPOIB | RDMA_PS_IB => return Err(libc::EOPNOTSUPP),
+        _ => return Err(libc::EINVAL),
+    }
+    let (chan, sync) = if channel.is_null() {
+        (Channel::create()?, true)
+    } else {
+        (Channel::lookup(channel)?, false)
+    };
+    Ok(CmId::new(ps, chan, sync, context))
+}
+
+/// # Safety
+/// `id` must be writable; `channel` null or a live channel.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_id(
+    channel: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: rdma_port_space,
+) -> c_int {
+    if id.is_null() {
+        return to_c(Err(libc::EINVAL));
+    }
+    to_c(create_id(channel, context, ps).map(|new| {
+        // SAFETY: checked non-null; the caller provides the slot.
+        unsafe { *id = new.c() }
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    to_c(lookup(id).map(|i| i.destroy()))
+}
+
+/// # Safety
+/// `addr` must be null or a readable socket address.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
+    // SAFETY: forwarded caller guarantee.
+    let a = unsafe { opt_addr(addr) };
+    to_c((|| {
+        let a = a?.ok_or(libc::EINVAL)?;
+        lookup(id)?.bind(a)
+    })())
+}
+
+/// # Safety
+/// The addresses must be null or readable socket addresses.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_resolve_addr(
+    id: *mut rdma_cm_id,
+    src_addr: *mut sockaddr,
+    dst_addr: *mut sockaddr,
+    _timeout_ms: c_int,
+) -> c_int {
+    // SAFETY: forwarded caller guarantee.
+    let (src, dst) = unsafe { (opt_addr(src_addr), opt_addr(dst_addr)) };
+    to_c((|| {
+        let dst = dst?.ok_or(libc::EINVAL)?;
+        let src = src?;
+        let i = lookup(id)?;
+        i.resolve_addr(src, dst)?;
+        sync_complete(&i)
+    })())
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
+    to_c((|| {
+        let i = lookup(id)?;
+        i.resolve_route()?;
+        sync_complete(&i)
+    })())
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
+    to_c(lookup(id).and_then(|i| i.listen(backlog)))
+}
+
+/// # Safety
+/// `conn_param` must be null or valid, with readable private data.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_connect(
+    id: *mut rdma_cm_id,
+    conn_param: *mut rdma_conn_param,
+) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let p = unsafe { conn_param.as_ref() };
+    to_c((|| {
+        let i = lookup(id)?;
+        i.connect(p)?;
+        sync_complete(&i)
+    })())
+}
+
+/// # Safety
+/// `conn_param` must be null or valid, with readable private data.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_accept(
+    id: *mut rdma_cm_id,
+    conn_param: *mut rdma_conn_param,
+) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let p = unsafe { conn_param.as_ref() };
+    to_c((|| {
+        let i = lookup(id)?;
+        i.accept(p)?;
+        sync_complete(&i)
+    })())
+}
+
+/// # Safety
+/// `private_data` must be readable for `private_data_len` bytes (or null).
+unsafe fn reject_with(id: *mut rdma_cm_id, data: *const c_void, len: u8, reason: u16) -> c_int {
+    let pdata: &[u8] = if data.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: readable for `len` bytes per the caller.
+        unsafe { core::slice::from_raw_parts(data as *const u8, len as usize) }
+    };
+    to_c(lookup(id).and_then(|i| i.reject(pdata, reason)))
+}
+
+/// # Safety
+/// `private_data` must be readable for `private_data_len` bytes (or null).
+#[no_mangle]
+pub unsafe extern "C" fn rdma_reject(
+    id: *mut rdma_cm_id,
+    private_data: *const c_void,
+    private_data_len: u8,
+) -> c_int {
+    // SAFETY: forwarded caller guarantee.
+    unsafe { reject_with(id, private_data, private_data_len, REJ_CONSUMER_DEFINED) }
+}
+
+/// # Safety
+/// As `rdma_reject`.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_reject_ece(
+    id: *mut rdma_cm_id,
+    private_data: *const c_void,
+    private_data_len: u8,
+) -> c_int {
+    // SAFETY: forwarded caller guarantee.
+    unsafe {
+        reject_with(
+            id,
+            private_data,
+            private_data_len,
+            REJ_VENDOR_OPTION_NOT_SUPPORTED,
+        )
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
+    to_c((|| {
+        let i = lookup(id)?;
+        if i.disconnect()? {
+            sync_complete(&i)?;
+        }
+        Ok(())
+    })())
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
+    to_c(lookup(id).and_then(|i| i.establish()))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_notify(id: *mut rdma_cm_id, event: ibv_event_type) -> c_int {
+    to_c(lookup(id).and_then(|i| i.notify(event)))
+}
+
+/// # Safety
+/// `event` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_cm_event(
+    channel: *mut rdma_event_channel,
+    event: *mut *mut rdma_cm_event,
+) -> c_int {
+    if event.is_null() {
+        return to_c(Err(libc::EINVAL));
+    }
+    to_c((|| {
+        let ch = Channel::lookup(channel)?;
+        let p = id::deliver(ch.get()?);
+        // SAFETY: checked non-null; the caller provides the slot.
+        unsafe { *event = p };
+        Ok(())
+    })())
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+    if event.is_null() || !id::ack(event) {
+        return to_c(Err(libc::EINVAL));
+    }
+    0
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_event_str(event: rdma_cm_event_type) -> *const c_char {
+    let s: &'static core::ffi::CStr = match event {
+        RDMA_CM_EVENT_ADDR_RESOLVED => c"RDMA_CM_EVENT_ADDR_RESOLVED",
+        RDMA_CM_EVENT_ADDR_ERROR => c"RDMA_CM_EVENT_ADDR_ERROR",
+        RDMA_CM_EVENT_ROUTE_RESOLVED => c"RDMA_CM_EVENT_ROUTE_RESOLVED",
+        RDMA_CM_EVENT_ROUTE_ERROR => c"RDMA_CM_EVENT_ROUTE_ERROR",
+        RDMA_CM_EVENT_CONNECT_REQUEST => c"RDMA_CM_EVENT_CONNECT_REQUEST",
+        RDMA_CM_EVENT_CONNECT_RESPONSE => c"RDMA_CM_EVENT_CONNECT_RESPONSE",
+        RDMA_CM_EVENT_CONNECT_ERROR => c"RDMA_CM_EVENT_CONNECT_ERROR",
+        RDMA_CM_EVENT_UNREACHABLE => c"RDMA_CM_EVENT_UNREACHABLE",
+        RDMA_CM_EVENT_REJECTED => c"RDMA_CM_EVENT_REJECTED",
+        RDMA_CM_EVENT_ESTABLISHED => c"RDMA_CM_EVENT_ESTABLISHED",
+        RDMA_CM_EVENT_DISCONNECTED => c"RDMA_CM_EVENT_DISCONNECTED",
+        RDMA_CM_EVENT_DEVICE_REMOVAL => c"RDMA_CM_EVENT_DEVICE_REMOVAL",
+        RDMA_CM_EVENT_MULTICAST_JOIN => c"RDMA_CM_EVENT_MULTICAST_JOIN",
+        RDMA_CM_EVENT_MULTICAST_ERROR => c"RDMA_CM_EVENT_MULTICAST_ERROR",
+        RDMA_CM_EVENT_ADDR_CHANGE => c"RDMA_CM_EVENT_ADDR_CHANGE",
+        RDMA_CM_EVENT_TIMEWAIT_EXIT => c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+        _ => c"UNKNOWN EVENT",
+    };
+    s.as_ptr()
+}
+
+/// # Safety
+/// `optval` must be readable for `optlen` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_set_option(
+    id: *mut rdma_cm_id,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: usize,
+) -> c_int {
+    if optval.is_null() {
+        return to_c(Err(libc::EINVAL));
+    }
+    // SAFETY: readable for `optlen` bytes per the caller.
+    let val = unsafe { core::slice::from_raw_parts(optval as *const u8, optlen) };
+    to_c(lookup(id).and_then(|i| i.set_option(level, optname, val)))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
+    to_c((|| {
+        let i = lookup(id)?;
+        let ch = if channel.is_null() {
+            None
+        } else {
+            Some(Channel::lookup(channel)?)
+        };
+        i.migrate(ch)
+    })())
+}
+
+fn port_of(sa: &libc::sockaddr_storage) -> u16 {
+    let p = sa as *const libc::sockaddr_storage;
+    // SAFETY: the storage is large enough for either family's struct.
+    unsafe {
+        match sa.ss_family as c_int {
+            libc::AF_INET => (*(p as *const libc::sockaddr_in)).sin_port,
+            libc::AF_INET6 => (*(p as *const libc::sockaddr_in6)).sin6_port,
+            _ => 0,
+        }
+    }
+}
+
+/// Returns the port in network byte order, as rdma-core does.
+#[no_mangle]
+pub extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
+    lookup(id)
+        // SAFETY: union members are plain data.
+        .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.src.src_storage })))
+        .unwrap_or(0)
+}
+
+/// Returns the port in network byte order, as rdma-core does.
+#[no_mangle]
+pub extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
+    lookup(id)
+        // SAFETY: union members are plain data.
+        .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.dst.dst_storage })))
+        .unwrap_or(0)
+}
+
+/// # Safety
+/// `num_devices` must be null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
+    let set_num = |n: c_int| {
+        if !num_devices.is_null() {
+            // SAFETY: non-null and writable per the caller.
+            unsafe { *num_devices = n };
+        }
+    };
+    let devs = match device::all() {
+        Ok(d) => d,
+        Err(e) => {
+            set_num(0);
+            set_errno(e);
+            return null_mut();
+        }
+    };
+    // SAFETY: malloc'd so that rdma_free_devices (and any C code) can free it.
+    let list = unsafe { libc::malloc((devs.len() + 1) * core::mem::size_of::<*mut ibv_context>()) }
+        as *mut *mut ibv_context;
+    if list.is_null() {
+        set_num(0);
+        set_errno(libc::ENOMEM);
+        return null_mut();
+    }
+    for (i, d) in devs.iter().enumerate() {
+        // SAFETY: `list` has room for devs.len() + 1 pointers.
+        unsafe { *list.add(i) = d.ctx };
+    }
+    // SAFETY: as above.
+    unsafe { *list.add(devs.len()) = null_mut() };
+    set_num(devs.len() as c_int);
+    list
+}
+
+/// # Safety
+/// `list` must come from `rdma_get_devices` (or be null).
+#[no_mangle]
+pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
+    // SAFETY: allocated with malloc in rdma_get_devices; the contexts stay
+    // open for the life of the process.
+    unsafe { libc::free(list.cast()) };
+}
+
+fn attr_to_ex(a: &ibv_qp_init_attr, pd: *mut ibv_pd) -> ibv_qp_init_attr_ex {
+    let mut ex = ibv_qp_init_attr_ex::zeroed();
+    ex.qp_context = a.qp_context;
+    ex.send_cq = a.send_cq;
+    ex.recv_cq = a.recv_cq;
+    ex.srq = a.srq;
+    ex.cap = a.cap;
+    ex.qp_type = a.qp_type;
+    ex.sq_sig_all = a.sq_sig_all;
+    ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ex.pd = pd;
+    ex
+}
+
+fn ex_to_attr(ex: &ibv_qp_init_attr_ex, a: &mut ibv_qp_init_attr) {
+    a.qp_context = ex.qp_context;
+    a.send_cq = ex.send_cq;
+    a.recv_cq = ex.recv_cq;
+    a.srq = ex.srq;
+    a.cap = ex.cap;
+    a.qp_type = ex.qp_type;
+    a.sq_sig_all = ex.sq_sig_all;
+}
+
+fn create_qp(i: &Arc<CmId>, pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> Res<()> {
+    let mut ex = attr_to_ex(a, pd);
+    let r = i.create_qp(&mut ex);
+    ex_to_attr(&ex, a);
+    r
+}
+
+/// # Safety
+/// `qp_init_attr` must be valid; `pd` null or a live PD.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_qp(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
+        return to_c(Err(libc::EINVAL));
+    };
+    to_c(lookup(id).and_then(|i| create_qp(&i, pd, a)))
+}
+
+/// # Safety
+/// `qp_init_attr` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_qp_ex(
+    id: *mut rdma_cm_id,
+    qp_init_attr: *mut ibv_qp_init_attr_ex,
+) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
+        return to_c(Err(libc::EINVAL));
+    };
+    to_c(lookup(id).and_then(|i| i.create_qp(a)))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
+    if let Ok(i) = lookup(id) {
+        i.destroy_qp();
+    }
+}
+
+/// # Safety
+/// `qp_attr` and `qp_attr_mask` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_init_qp_attr(
+    id: *mut rdma_cm_id,
+    qp_attr: *mut ibv_qp_attr,
+    qp_attr_mask: *mut c_int,
+) -> c_int {
+    if qp_attr.is_null() || qp_attr_mask.is_null() {
+        return to_c(Err(libc::EINVAL));
+    }
+    // SAFETY: checked non-null; valid per the caller.
+    let state = unsafe { (*qp_attr).qp_state };
+    to_c(
+        lookup(id)
+            .and_then(|i| i.init_qp_attr(state))
+            .map(|(a, m)| {
+                // SAFETY: as above.
+                unsafe {
+                    *qp_attr = a;
+                    *qp_attr_mask = m as c_int;
+                }
+            }),
+    )
+}
+
+/// # Safety
+/// `attr` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_srq_ex(
+    id: *mut rdma_cm_id,
+    attr: *mut ibv_srq_init_attr_ex,
+) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let Some(a) = (unsafe { attr.as_mut() }) else {
+        return to_c(Err(libc::EINVAL));
+    };
+    to_c(lookup(id).and_then(|i| i.create_srq(a)))
+}
+
+/// # Safety
+/// `attr` must be valid; `pd` null or live.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_srq(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_srq_init_attr,
+) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let Some(a) = (unsafe { attr.as_mut() }) else {
+        return to_c(Err(libc::EINVAL));
+    };
+    let mut ex = ibv_srq_init_attr_ex::zeroed();
+    ex.srq_context = a.srq_context;
+    ex.attr = a.attr;
+    ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+    ex.srq_type = IBV_SRQT_BASIC;
+    ex.pd = pd;
+    let r = lookup(id).and_then(|i| i.create_srq(&mut ex));
+    a.srq_context = ex.srq_context;
+    a.attr = ex.attr;
+    to_c(r)
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
+    if let Ok(i) = lookup(id) {
+        i.destroy_srq();
+    }
+}
+
+/// # Safety
+/// `res` must be a valid address info; `qp_init_attr` null or valid.
+unsafe fn create_ep(
+    res: &rdma_addrinfo,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> Res<Arc<CmId>> {
+    let i = create_id(null_mut(), null_mut(), res.ai_port_space as rdma_port_space)?;
+    // SAFETY: the address pointers of a valid rdma_addrinfo are null or
+    // addresses of their family.
+    let (src, dst) = unsafe { (opt_addr(res.ai_src_addr), opt_addr(res.ai_dst_addr)) };
+    // SAFETY: null or valid per the caller.
+    let attr = unsafe { qp_init_attr.as_mut() };
+    let r = (|| {
+        if res.ai_flags & RAI_PASSIVE != 0 {
+            i.bind(src?.ok_or(libc::EINVAL)?)?;
+            i.with_c(|c, st| {
+                if !pd.is_null() {
+                    c.pd = pd;
+                }
+                st.qp_init_attr = attr.map(|a| {
+                    let mut a = *a;
+                    a.qp_type = res.ai_qp_type as ibv_qp_type;
+                    a
+                });
+            });
+            return Ok(());
+        }
+        i.resolve_addr(src?, dst?.ok_or(libc::EINVAL)?)?;
+        sync_complete(&i)?;
+        i.resolve_route()?;
+        sync_complete(&i)?;
+        if let Some(a) = attr {
+            a.qp_type = res.ai_qp_type as ibv_qp_type;
+            create_qp(&i, pd, a)?;
+        }
+        Ok(())
+    })();
+    match r {
+        Ok(()) => Ok(i),
+        Err(e) => {
+            destroy_ep(&i);
+            Err(e)
+        }
+    }
+}
+
+/// # Safety
+/// `id` must be writable, `res` valid, `qp_init_attr` null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_ep(
+    id: *mut *mut rdma_cm_id,
+    res: *mut rdma_addrinfo,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let Some(res) = (unsafe { res.as_ref() }) else {
+        return to_c(Err(libc::EINVAL));
+    };
+    if id.is_null() {
+        return to_c(Err(libc::EINVAL));
+    }
+    // SAFETY: forwarded caller guarantees.
+    to_c(unsafe { create_ep(res, pd, qp_init_attr) }.map(|i| {
+        // SAFETY: checked non-null.
+        unsafe { *id = i.c() }
+    }))
+}
+
+fn destroy_ep(i: &Arc<CmId>) {
+    i.destroy_qp();
+    i.destroy_srq();
+    i.destroy();
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
+    if let Ok(i) = lookup(id) {
+        destroy_ep(&i);
+    }
+}
+
+fn get_request(listen: &Arc<CmId>) -> Res<*mut rdma_cm_id> {
+    let taken = listen.with_c(|c, st| {
+        if !st.sync {
+            return None;
+        }
+        Some((
+            st.chan.clone(),
+            std::mem::replace(&mut c.event, null_mut()),
+            st.qp_init_attr,
+            c.pd,
+        ))
+    });
+    let (chan, held, qp_attr, pd) = taken.ok_or(libc::EINVAL)?;
+    if !held.is_null() {
+        id::ack(held);
+    }
+    let p = id::deliver(chan.get()?);
+    // SAFETY: `p` is a live event we just delivered.
+    let ev = unsafe { &*p };
+    let fail = |e: i32| {
+        listen.with_c(|c, _| c.event = p);
+        Err(e)
+    };
+    if ev.event == RDMA_CM_EVENT_REJECTED {
+        return fail(libc::ECONNREFUSED);
+    }
+    if ev.status != 0 {
+        return fail(ev.status.abs());
+    }
+    if ev.event != RDMA_CM_EVENT_CONNECT_REQUEST {
+        return fail(libc::EINVAL);
+    }
+    let new = match lookup(ev.id) {
+        Ok(n) => n,
+        Err(e) => return fail(e),
+    };
+    if let Some(mut a) = qp_attr {
+        if let Err(e) = create_qp(&new, pd, &mut a) {
+            return fail(e);
+        }
+    }
+    new.with_c(|c, _| c.event = p);
+    Ok(ev.id)
+}
+
+/// # Safety
+/// `id` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_request(
+    listen: *mut rdma_cm_id,
+    id: *mut *mut rdma_cm_id,
+) -> c_int {
+    if id.is_null() {
+        return to_c(Err(libc::EINVAL));
+    }
+    to_c(lookup(listen).and_then(|l| get_request(&l)).map(|n| {
+        // SAFETY: checked non-null.
+        unsafe { *id = n }
+    }))
+}
+
+// -- Multicast, ECE and the newer calls ----------------------------------------
+
+#[no_mangle]
+pub extern "C" fn rdma_join_multicast(
+    _id: *mut rdma_cm_id,
+    _addr: *mut sockaddr,
+    _context: *mut c_void,
+) -> c_int {
+    to_c(Err(libc::EOPNOTSUPP))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_join_multicast_ex(
+    _id: *mut rdma_cm_id,
+    _mc_join_attr: *mut rdma_cm_join_mc_attr_ex,
+    _context: *mut c_void,
+) -> c_int {
+    to_c(Err(libc::EOPNOTSUPP))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut sockaddr) -> c_int {
+    to_c(Err(libc::EOPNOTSUPP))
+}
+
+/// ECE (enhanced connection establishment) options are never negotiated:
+/// the local options are accepted with rdma-core's checks and kept, and
+/// the peer is reported as offering none.
+///
+/// # Safety
+/// `ece` must be null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let e = unsafe { ece.as_ref() };
+    to_c((|| {
+        let i = lookup(id)?;
+        let e = e.ok_or(libc::EINVAL)?;
+        let has_qp = i.with_c(|c, _| !c.qp.is_null());
+        if has_qp || e.vendor_id == 0 || e.comp_mask != 0 {
+            return Err(libc::EINVAL);
+        }
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// `ece` must be null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
+    to_c((|| {
+        let i = lookup(id)?;
+        if ece.is_null() || i.with_c(|c, _| !c.qp.is_null()) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: checked non-null; writable per the caller.
+        unsafe {
+            *ece = ibv_ece {
+                vendor_id: 0,
+                options: 0,
+                comp_mask: 0,
+            }
+        };
+        Ok(())
+    })())
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_resolve_addrinfo(
+    _id: *mut rdma_cm_id,
+    _node: *const c_char,
+    _service: *const c_char,
+    _hints: *const rdma_addrinfo,
+) -> c_int {
+    to_c(Err(libc::EOPNOTSUPP))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_query_addrinfo(
+    _id: *mut rdma_cm_id,
+    _info: *mut *mut rdma_addrinfo,
+) -> c_int {
+    to_c(Err(libc::EOPNOTSUPP))
+}
+
+#[no_mangle]
+pub extern "C" fn rdma_write_cm_event(
+    _id: *mut rdma_cm_id,
+    _event: rdma_cm_event_type,
+    _status: c_int,
+    _arg: u64,
+) -> c_int {
+    to_c(Err(libc::EOPNOTSUPP))
+}

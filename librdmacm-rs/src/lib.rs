@@ -1,0 +1,31 @@
+//! librdmacm.so.1: the RDMA connection manager in userspace.
+//!
+//! rdma-core's librdmacm asks the kernel's `rdma_cm` module to exchange IB
+//! CM messages. Here the exchange runs over ordinary TCP/IP instead, with
+//! no kernel module and no daemon: a listener is a real TCP listening
+//! socket on the id's address and port, and each RDMA connection carries
+//! its CM messages (REQ/REP/RTU/REJ/DREQ/DREP, see [`wire`]) over its own
+//! TCP connection, kept open for the life of the RDMA connection so a dead
+//! peer is noticed. Devices, QPs and CQs come from our libibverbs through
+//! its exported C API only.
+//!
+//! Layout: `cma` (the `rdma_*` entry points), `id` (the id state machine),
+//! `channel` (event channels and events), `engine` (the CM thread),
+//! `device` (shared device contexts and GID lookup), `wire`, `addr`,
+//! `sock`, `ffi` (libibverbs calls), `addrinfo` and `rsocket`.
+
+// The exported functions must keep C's names and signatures.
+#![allow(clippy::missing_safety_doc)]
+
+mod addr;
+mod addrinfo;
+mod channel;
+mod cma;
+mod device;
+mod engine;
+mod error;
+mod ffi;
+mod id;
+mod rsocket;
+mod sock;
+mod wire;

@@ -1,0 +1,312 @@
+//! The CM's own wire protocol, spoken over one TCP connection per RDMA
+//! connection (the TCP connection stays open for the life of the RDMA
+//! connection, so a dead peer shows up as end-of-stream).
+//!
+//! Every message is a 12-byte header followed by a body:
+//!
+//! ```text
+//! header: magic "RSCM" | version u8 (1) | kind u8 | 0u16 | body length u32 LE
+//! REQ, REP body (35 bytes + private data):
+//!   qpn u32 | starting psn u32 | gid [16] | responder_resources u8 |
+//!   initiator_depth u8 | retry_count u8 | rnr_retry_count u8 |
+//!   flow_control u8 | srq u8 | path_mtu u8 | traffic_class u8 |
+//!   port space u16 | private data length u8 | private data
+//! REJ body: reason u16 | private data length u8 | private data
+//! MRA, RTU, DREQ, DREP: empty body
+//! ```
+//!
+//! The message kinds mirror the InfiniBand CM: REQ (connect), MRA (the
+//! passive library got the REQ and handed it to its application, so the
+//! active side stops its short timer), REP (accept), RTU (ready to use),
+//! REJ (reject), DREQ/DREP (disconnect request/reply). Integers are
+//! little-endian. Private data limits are those of the IB CM as seen
+//! through rdma_cm's TCP port space: 56 bytes with a REQ, 196 with a REP,
+//! 148 with a REJ.
+
+pub const MAGIC: [u8; 4] = *b"RSCM";
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 12;
+/// Bodies are small; anything larger is a stranger on the port.
+pub const MAX_BODY: usize = 1024;
+
+pub const REQ_PDATA: usize = 56;
+pub const REP_PDATA: usize = 196;
+pub const REJ_PDATA: usize = 148;
+
+const KIND_REQ: u8 = 1;
+const KIND_MRA: u8 = 2;
+const KIND_REP: u8 = 3;
+const KIND_RTU: u8 = 4;
+const KIND_REJ: u8 = 5;
+const KIND_DREQ: u8 = 6;
+const KIND_DREP: u8 = 7;
+
+const CONN_FIXED: usize = 35;
+
+/// The connection parameters a REQ or REP carries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnInfo {
+    pub qpn: u32,
+    pub psn: u32,
+    pub gid: [u8; 16],
+    pub responder_resources: u8,
+    pub initiator_depth: u8,
+    pub retry_count: u8,
+    pub rnr_retry_count: u8,
+    pub flow_control: u8,
+    pub srq: u8,
+    /// `IBV_MTU_*` of the sender's port (REQ) or the agreed path (REP).
+    pub path_mtu: u8,
+    pub traffic_class: u8,
+    pub port_space: u16,
+    pub pdata: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Msg {
+    Req(ConnInfo),
+    Mra,
+    Rep(ConnInfo),
+    Rtu,
+    Rej { reason: u16, pdata: Vec<u8> },
+    Dreq,
+    Drep,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum WireError {
+    Magic,
+    Version,
+    Kind,
+    Length,
+}
+
+fn header(kind: u8, body_len: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.push(kind);
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(body_len as u32).to_le_bytes());
+}
+
+fn put_conn(c: &ConnInfo, out: &mut Vec<u8>) {
+    out.extend_from_slice(&c.qpn.to_le_bytes());
+    out.extend_from_slice(&c.psn.to_le_bytes());
+    out.extend_from_slice(&c.gid);
+    out.extend_from_slice(&[
+        c.responder_resources,
+        c.initiator_depth,
+        c.retry_count,
+        c.rnr_retry_count,
+        c.flow_control,
+        c.srq,
+        c.path_mtu,
+        c.traffic_class,
+    ]);
+    out.extend_from_slice(&c.port_space.to_le_bytes());
+    out.push(c.pdata.len() as u8);
+    out.extend_from_slice(&c.pdata);
+}
+
+fn get_conn(b: &[u8], max_pdata: usize) -> Result<ConnInfo, WireError> {
+    if b.len() < CONN_FIXED {
+        return Err(WireError::Length);
+    }
+    let n = b[CONN_FIXED - 1] as usize;
+    if n > max_pdata || b.len() != CONN_FIXED + n {
+        return Err(WireError::Length);
+    }
+    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&b[8..24]);
+    Ok(ConnInfo {
+        qpn: u32_at(0),
+        psn: u32_at(4),
+        gid,
+        responder_resources: b[24],
+        initiator_depth: b[25],
+        retry_count: b[26],
+        rnr_retry_count: b[27],
+        flow_control: b[28],
+        srq: b[29],
+        path_mtu: b[30],
+        traffic_class: b[31],
+        port_space: u16::from_le_bytes([b[32], b[33]]),
+        pdata: b[CONN_FIXED..].to_vec(),
+    })
+}
+
+impl Msg {
+    /// Appends the encoded message to `out`. Private data must already be
+    /// within its limit (the API checks it and fails with EINVAL).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Msg::Req(c) | Msg::Rep(c) => {
+                let kind = if matches!(self, Msg::Req(_)) {
+                    KIND_REQ
+                } else {
+                    KIND_REP
+                };
+                header(kind, CONN_FIXED + c.pdata.len(), out);
+                put_conn(c, out);
+            }
+            Msg::Rej { reason, pdata } => {
+                header(KIND_REJ, 3 + pdata.len(), out);
+                out.extend_from_slice(&reason.to_le_bytes());
+                out.push(pdata.len() as u8);
+                out.extend_from_slice(pdata);
+            }
+            Msg::Mra => header(KIND_MRA, 0, out),
+            Msg::Rtu => header(KIND_RTU, 0, out),
+            Msg::Dreq => header(KIND_DREQ, 0, out),
+            Msg::Drep => header(KIND_DREP, 0, out),
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(64);
+        self.encode(&mut v);
+        v
+    }
+
+    /// Decodes the first message of `buf`: `Ok(None)` if it is not complete
+    /// yet, else the message and how many bytes it used.
+    pub fn decode(buf: &[u8]) -> Result<Option<(Msg, usize)>, WireError> {
+        if buf.len() >= 4 && buf[..4] != MAGIC {
+            return Err(WireError::Magic);
+        }
+        if buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        if buf[4] != VERSION {
+            return Err(WireError::Version);
+        }
+        let kind = buf[5];
+        let len = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
+        if len > MAX_BODY {
+            return Err(WireError::Length);
+        }
+        if buf.len() < HEADER_LEN + len {
+            return Ok(None);
+        }
+        let body = &buf[HEADER_LEN..HEADER_LEN + len];
+        let empty = |m: Msg| {
+            if len == 0 {
+                Ok(m)
+            } else {
+                Err(WireError::Length)
+            }
+        };
+        let msg = match kind {
+            KIND_REQ => Msg::Req(get_conn(body, REQ_PDATA)?),
+            KIND_REP => Msg::Rep(get_conn(body, REP_PDATA)?),
+            KIND_REJ => {
+                if len < 3 || body[2] as usize > REJ_PDATA || len != 3 + body[2] as usize {
+                    return Err(WireError::Length);
+                }
+                Msg::Rej {
+                    reason: u16::from_le_bytes([body[0], body[1]]),
+                    pdata: body[3..].to_vec(),
+                }
+            }
+            KIND_MRA => empty(Msg::Mra)?,
+            KIND_RTU => empty(Msg::Rtu)?,
+            KIND_DREQ => empty(Msg::Dreq)?,
+            KIND_DREP => empty(Msg::Drep)?,
+            _ => return Err(WireError::Kind),
+        };
+        Ok(Some((msg, HEADER_LEN + len)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(pdata: usize) -> ConnInfo {
+        ConnInfo {
+            qpn: 0x1234_5678,
+            psn: 0x00ab_cdef,
+            gid: [7; 16],
+            responder_resources: 4,
+            initiator_depth: 2,
+            retry_count: 7,
+            rnr_retry_count: 6,
+            flow_control: 1,
+            srq: 1,
+            path_mtu: 5,
+            traffic_class: 32,
+            port_space: 0x106,
+            pdata: (0..pdata as u8).collect(),
+        }
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        let msgs = vec![
+            Msg::Req(sample(0)),
+            Msg::Req(sample(REQ_PDATA)),
+            Msg::Rep(sample(REP_PDATA)),
+            Msg::Rej {
+                reason: 28,
+                pdata: vec![9; REJ_PDATA],
+            },
+            Msg::Rej {
+                reason: 8,
+                pdata: vec![],
+            },
+            Msg::Mra,
+            Msg::Rtu,
+            Msg::Dreq,
+            Msg::Drep,
+        ];
+        let mut stream = Vec::new();
+        for m in &msgs {
+            m.encode(&mut stream);
+        }
+        let mut off = 0;
+        for m in &msgs {
+            let (got, used) = Msg::decode(&stream[off..]).unwrap().unwrap();
+            assert_eq!(&got, m);
+            off += used;
+        }
+        assert_eq!(off, stream.len());
+    }
+
+    #[test]
+    fn partial_input_waits() {
+        let b = Msg::Req(sample(10)).to_bytes();
+        for cut in 0..b.len() {
+            assert_eq!(Msg::decode(&b[..cut]), Ok(None), "cut at {cut}");
+        }
+        assert!(Msg::decode(&b).unwrap().is_some());
+    }
+
+    #[test]
+    fn strangers_are_refused() {
+        assert_eq!(Msg::decode(b"GET / HTTP/1.1\r\n"), Err(WireError::Magic));
+        let mut b = Msg::Rtu.to_bytes();
+        b[4] = 9;
+        assert_eq!(Msg::decode(&b), Err(WireError::Version));
+        let mut b = Msg::Rtu.to_bytes();
+        b[5] = 99;
+        assert_eq!(Msg::decode(&b), Err(WireError::Kind));
+        let mut b = Msg::Rtu.to_bytes();
+        b[8] = 0xff;
+        b[9] = 0xff;
+        assert_eq!(Msg::decode(&b), Err(WireError::Length));
+        // A REQ claiming more private data than the REQ allows.
+        let mut c = sample(0);
+        c.pdata = vec![0; REQ_PDATA + 1];
+        let b = Msg::Req(c).to_bytes();
+        assert_eq!(Msg::decode(&b), Err(WireError::Length));
+        // Length byte disagreeing with the body length.
+        let mut b = Msg::Rej {
+            reason: 1,
+            pdata: vec![1, 2],
+        }
+        .to_bytes();
+        b[HEADER_LEN + 2] = 5;
+        assert_eq!(Msg::decode(&b), Err(WireError::Length));
+    }
+}
