@@ -1,0 +1,162 @@
+//! Completion event channels.
+//!
+//! A channel is a pipe: `channel->fd` is the read end, so applications can
+//! `poll()` it and set O_NONBLOCK on it, which `get_cq_event` then honours
+//! (EAGAIN). Each event is one 8-byte record naming the CQ by serial number,
+//! not by pointer: a CQ destroyed with an event still in the pipe is simply
+//! not found and the event skipped, instead of handing out a dangling CQ.
+
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::raw::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use crate::cq::Cq;
+use crate::util::{event_pipe, read_record, set_errno, write_record};
+
+#[repr(C)]
+pub struct Channel {
+    /// Written by the application too (it may read `fd`/`refcnt`), hence
+    /// the cell.
+    pub ibv: UnsafeCell<ibv_comp_channel>,
+    rd: OwnedFd,
+    wr: OwnedFd,
+    /// CQs bound to this channel; destroy is refused while any exist.
+    pub cqs: AtomicI32,
+}
+
+impl Channel {
+    /// # Safety
+    /// `ch` must come from our `create_comp_channel` and not be destroyed.
+    pub unsafe fn from_ibv<'a>(ch: *mut ibv_comp_channel) -> &'a Channel {
+        // SAFETY: ibv is the first field of a live, boxed Channel.
+        unsafe { &*(ch as *const Channel) }
+    }
+
+    pub fn write_fd(&self) -> RawFd {
+        self.wr.as_raw_fd()
+    }
+
+    pub fn attach(&self) {
+        let n = self.cqs.fetch_add(1, Ordering::AcqRel) + 1;
+        // The public refcnt mirrors ours for programs that look at it.
+        // SAFETY: the field is plain data inside our allocation.
+        unsafe { std::ptr::write_volatile(&raw mut (*self.ibv.get()).refcnt, n) };
+    }
+
+    pub fn detach(&self) {
+        let n = self.cqs.fetch_sub(1, Ordering::AcqRel) - 1;
+        // SAFETY: as in attach.
+        unsafe { std::ptr::write_volatile(&raw mut (*self.ibv.get()).refcnt, n) };
+    }
+}
+
+/// Sends one completion event for the CQ with `serial` down a channel pipe.
+pub fn notify(write_fd: RawFd, serial: u64) {
+    write_record(write_fd, &serial.to_ne_bytes());
+}
+
+/// Live CQs by serial, for resolving channel events.
+static CQS: Lazy<Mutex<HashMap<u64, usize>>> = Lazy::new(|| Mutex::new(HashMap::new()));
+
+pub fn register_cq(serial: u64, cq: *const Cq) {
+    CQS.lock().insert(serial, cq as usize);
+}
+
+pub fn unregister_cq(serial: u64) {
+    CQS.lock().remove(&serial);
+}
+
+pub(crate) unsafe extern "C" fn create_comp_channel(
+    context: *mut ibv_context,
+) -> *mut ibv_comp_channel {
+    let (rd, wr) = match event_pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EMFILE));
+            return std::ptr::null_mut();
+        }
+    };
+    let ch = Box::new(Channel {
+        ibv: UnsafeCell::new(ibv_comp_channel {
+            context,
+            fd: rd.as_raw_fd(),
+            refcnt: 0,
+        }),
+        rd,
+        wr,
+        cqs: AtomicI32::new(0),
+    });
+    Box::into_raw(ch) as *mut ibv_comp_channel
+}
+
+pub(crate) unsafe extern "C" fn destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
+    // SAFETY: channel came from create_comp_channel.
+    let ch = unsafe { Channel::from_ibv(channel) };
+    if ch.cqs.load(Ordering::Acquire) > 0 {
+        return libc::EBUSY;
+    }
+    // SAFETY: a boxed Channel with no CQ left referring to it.
+    drop(unsafe { Box::from_raw(channel as *mut Channel) });
+    0
+}
+
+fn nonblocking(fd: RawFd) -> bool {
+    // SAFETY: F_GETFL on our own descriptor.
+    unsafe { libc::fcntl(fd, libc::F_GETFL) & libc::O_NONBLOCK != 0 }
+}
+
+pub(crate) unsafe extern "C" fn get_cq_event(
+    channel: *mut ibv_comp_channel,
+    cq: *mut *mut ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: channel came from create_comp_channel.
+    let ch = unsafe { Channel::from_ibv(channel) };
+    loop {
+        let mut rec = [0u8; 8];
+        if let Err(e) = read_record(ch.rd.as_raw_fd(), &mut rec) {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            return -1;
+        }
+        let serial = u64::from_ne_bytes(rec);
+        let cqs = CQS.lock();
+        let Some(&p) = cqs.get(&serial) else {
+            // The CQ was destroyed after this event was queued.
+            continue;
+        };
+        // SAFETY: registered CQs are alive; destroy unregisters first and
+        // then waits for the events counted here to be acknowledged.
+        let c = unsafe { &*(p as *const Cq) };
+        // A non-blocking caller gets even a stale event: it has just seen
+        // the fd readable, and spurious events are allowed.
+        if !nonblocking(ch.rd.as_raw_fd()) && c.take_stale_event() {
+            continue;
+        }
+        c.comp_events.delivered();
+        drop(cqs);
+        // SAFETY: out-pointers supplied by the caller; the CQ struct is live.
+        unsafe {
+            *cq = c.ibv.get() as *mut ibv_cq;
+            *cq_context = (*c.ibv.get()).cq_context;
+        }
+        return 0;
+    }
+}
+
+pub(crate) unsafe extern "C" fn ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
+    // SAFETY: cq came from create_cq_ex and is not destroyed (destroy waits
+    // for these acks).
+    let c = unsafe { Cq::from_ibv(cq) };
+    c.comp_events.acked(nevents as u64);
+    let total = c.comp_events.acked_total();
+    // SAFETY: the public counter is plain data in our allocation.
+    unsafe {
+        std::ptr::write_volatile(&raw mut (*c.ibv.get()).comp_events_completed, total as u32)
+    };
+}

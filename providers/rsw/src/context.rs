@@ -1,0 +1,268 @@
+//! Device contexts and their asynchronous event queue.
+//!
+//! The `ibv_context` programs see is the tail of a `verbs_context` we own;
+//! `abi_compat` marks it as extended so the inline functions of verbs.h reach
+//! `query_port`, `create_cq_ex`, `create_qp_ex` and `query_device_ex` in it.
+//!
+//! Async events live in a queue; a pipe carries one token byte per event so
+//! `async_fd` is a real descriptor applications can `poll()` and make
+//! non-blocking. Destroying an object removes its unread events (so a later
+//! read never hands out a dangling pointer) and then waits until every event
+//! already handed out for it is acknowledged, as the verbs API documents.
+
+use std::collections::VecDeque;
+use std::mem::offset_of;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+use verbs_abi::*;
+
+use crate::device::DeviceInfo;
+use crate::util::{event_pipe, read_record, set_errno, write_record};
+
+/// Counts events handed to the application and acknowledgements received,
+/// so destroying the object can wait for the two to match.
+#[derive(Default)]
+pub struct EventCounter {
+    counts: Mutex<(u64, u64)>,
+    cv: Condvar,
+}
+
+impl EventCounter {
+    pub fn delivered(&self) {
+        self.counts.lock().0 += 1;
+    }
+
+    pub fn acked(&self, n: u64) {
+        let mut c = self.counts.lock();
+        c.1 += n;
+        self.cv.notify_all();
+    }
+
+    pub fn acked_total(&self) -> u64 {
+        self.counts.lock().1
+    }
+
+    /// Blocks until every delivered event is acknowledged (without a bound,
+    /// as documented for ibv_destroy_cq / ibv_destroy_qp).
+    pub fn wait_all_acked(&self) {
+        let mut c = self.counts.lock();
+        while c.1 < c.0 {
+            self.cv.wait(&mut c);
+        }
+    }
+}
+
+struct QueuedEvent {
+    element: usize,
+    event_type: ibv_event_type,
+    counter: Option<Arc<EventCounter>>,
+}
+
+pub struct AsyncQueue {
+    q: Mutex<VecDeque<QueuedEvent>>,
+    rd: OwnedFd,
+    wr: OwnedFd,
+}
+
+impl AsyncQueue {
+    fn new() -> std::io::Result<AsyncQueue> {
+        let (rd, wr) = event_pipe()?;
+        Ok(AsyncQueue {
+            q: Mutex::new(VecDeque::new()),
+            rd,
+            wr,
+        })
+    }
+
+    /// Queues an event about `element` (a QP or CQ pointer, or a port number).
+    pub fn push(
+        &self,
+        element: usize,
+        event_type: ibv_event_type,
+        counter: Option<Arc<EventCounter>>,
+    ) {
+        let mut q = self.q.lock();
+        q.push_back(QueuedEvent {
+            element,
+            event_type,
+            counter,
+        });
+        write_record(self.wr.as_raw_fd(), &[1u8]);
+    }
+
+    /// Drops the not-yet-read events about `element` (its object is going
+    /// away).
+    pub fn purge(&self, element: usize) {
+        self.q.lock().retain(|e| e.element != element);
+    }
+
+    pub fn fd(&self) -> c_int {
+        self.rd.as_raw_fd()
+    }
+
+    /// Blocks (or fails with EAGAIN if the fd is non-blocking) for the next
+    /// event.
+    fn get(&self) -> Result<ibv_async_event, i32> {
+        loop {
+            let mut tok = [0u8; 1];
+            if let Err(e) = read_record(self.rd.as_raw_fd(), &mut tok) {
+                return Err(e.raw_os_error().unwrap_or(libc::EIO));
+            }
+            let mut q = self.q.lock();
+            // An empty queue means this token belonged to a purged event.
+            if let Some(ev) = q.pop_front() {
+                // Counted under the queue lock so a concurrent destroy either
+                // purged the event or sees it delivered.
+                if let Some(c) = &ev.counter {
+                    c.delivered();
+                }
+                let mut out = ibv_async_event::zeroed();
+                if is_port_event(ev.event_type) {
+                    out.element.port_num = ev.element as c_int;
+                } else {
+                    out.element.qp = ev.element as *mut ibv_qp;
+                }
+                out.event_type = ev.event_type;
+                return Ok(out);
+            }
+        }
+    }
+}
+
+fn is_port_event(t: ibv_event_type) -> bool {
+    matches!(
+        t,
+        IBV_EVENT_PORT_ACTIVE
+            | IBV_EVENT_PORT_ERR
+            | IBV_EVENT_LID_CHANGE
+            | IBV_EVENT_PKEY_CHANGE
+            | IBV_EVENT_SM_CHANGE
+            | IBV_EVENT_CLIENT_REREGISTER
+            | IBV_EVENT_GID_CHANGE
+            | IBV_EVENT_DEVICE_FATAL
+    )
+}
+
+/// State shared by a context and every object created from it (objects keep
+/// it alive so the async queue outlives a careless close order).
+pub struct CtxShared {
+    pub dev: DeviceInfo,
+    pub async_q: AsyncQueue,
+}
+
+/// The context allocation. `vctx` comes first so the `ibv_context` at its
+/// end is at a fixed offset from the start of this struct.
+#[repr(C)]
+pub struct Context {
+    pub vctx: verbs_context,
+    pub shared: Arc<CtxShared>,
+}
+
+impl Context {
+    /// # Safety
+    /// `ctx` must be an `ibv_context` returned by our `open_device` and not
+    /// yet closed.
+    pub unsafe fn from_ibv<'a>(ctx: *mut ibv_context) -> &'a Context {
+        let off = offset_of!(verbs_context, context);
+        // SAFETY: per the contract, ctx is the `context` field of the
+        // `vctx` at offset 0 of a live Context.
+        unsafe { &*((ctx as *mut u8).sub(off) as *const Context) }
+    }
+
+    /// # Safety
+    /// As [`Context::from_ibv`].
+    pub unsafe fn shared_of(ctx: *mut ibv_context) -> Arc<CtxShared> {
+        // SAFETY: forwarded contract.
+        unsafe { Context::from_ibv(ctx) }.shared.clone()
+    }
+}
+
+pub(crate) unsafe extern "C" fn open_device(
+    device: *mut ibv_device,
+    handle: *mut c_void,
+) -> *mut ibv_context {
+    let Some(dev) = crate::device::lookup(handle) else {
+        set_errno(libc::ENODEV);
+        return std::ptr::null_mut();
+    };
+    let async_q = match AsyncQueue::new() {
+        Ok(q) => q,
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EMFILE));
+            return std::ptr::null_mut();
+        }
+    };
+    let shared = Arc::new(CtxShared { dev, async_q });
+    let mut vctx = verbs_context::zeroed();
+    vctx.query_port = Some(crate::device::query_port);
+    vctx.query_device_ex = Some(crate::device::query_device_ex);
+    vctx.create_cq_ex = Some(crate::cq::create_cq_ex);
+    vctx.create_qp_ex = Some(crate::qp::create_qp_ex);
+    vctx.sz = std::mem::size_of::<verbs_context>();
+    let c = &mut vctx.context;
+    c.device = device;
+    c.cmd_fd = -1;
+    c.async_fd = shared.async_q.fd();
+    c.num_comp_vectors = 1;
+    c.abi_compat = VERBS_ABI_IS_EXTENDED;
+    c.ops.poll_cq = Some(crate::cq::poll_cq);
+    c.ops.req_notify_cq = Some(crate::cq::req_notify_cq);
+    c.ops.post_send = Some(crate::qp::post_send);
+    c.ops.post_recv = Some(crate::qp::post_recv);
+    let ctx = Box::into_raw(Box::new(Context { vctx, shared }));
+    // SAFETY: ctx was just allocated; the returned pointer is its context
+    // field, which lives as long as the allocation.
+    unsafe { &raw mut (*ctx).vctx.context }
+}
+
+pub(crate) unsafe extern "C" fn close_device(context: *mut ibv_context) -> c_int {
+    let off = offset_of!(verbs_context, context);
+    // SAFETY: context came from open_device, so it sits at `off` inside a
+    // boxed Context that we now reclaim.
+    drop(unsafe { Box::from_raw((context as *mut u8).sub(off) as *mut Context) });
+    0
+}
+
+pub(crate) unsafe extern "C" fn get_async_event(
+    context: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
+    // SAFETY: context came from open_device.
+    let ctx = unsafe { Context::from_ibv(context) };
+    match ctx.shared.async_q.get() {
+        Ok(ev) => {
+            // SAFETY: event points to a caller-owned struct.
+            unsafe { event.write(ev) };
+            0
+        }
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+pub(crate) unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
+    // SAFETY: event is what get_async_event returned; its element is a live
+    // object because destroying that object waits for this acknowledgement.
+    unsafe {
+        let ev = &*event;
+        match ev.event_type {
+            IBV_EVENT_CQ_ERR => crate::cq::Cq::from_ibv(ev.element.cq).async_events.acked(1),
+            IBV_EVENT_QP_FATAL
+            | IBV_EVENT_QP_REQ_ERR
+            | IBV_EVENT_QP_ACCESS_ERR
+            | IBV_EVENT_COMM_EST
+            | IBV_EVENT_SQ_DRAINED
+            | IBV_EVENT_PATH_MIG
+            | IBV_EVENT_PATH_MIG_ERR
+            | IBV_EVENT_QP_LAST_WQE_REACHED => {
+                crate::qp::Qp::from_ibv(ev.element.qp).async_events.acked(1)
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,533 @@
+//! Completion queues.
+//!
+//! A CQ is a preallocated ring of completions behind a mutex; producers
+//! (post paths and the progress thread) push, `poll_cq` and the
+//! `ibv_cq_ex` start/next calls pop. Nothing on these paths allocates.
+//!
+//! Every CQ is an `ibv_cq_ex` (the provider ABI requires it), shared with
+//! the QPs that use it through an `Arc`; the pointer handed to the
+//! application is that `Arc`'s data pointer.
+//!
+//! Notification follows the verbs model: `req_notify_cq` arms the CQ once;
+//! the next qualifying completion writes one event to the channel and
+//! disarms. Overrun (a completion arriving on a full ring) puts the CQ in
+//! error and queues `IBV_EVENT_CQ_ERR`, unless the CQ was created with
+//! `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`.
+
+use std::cell::UnsafeCell;
+use std::os::fd::RawFd;
+use std::os::raw::{c_int, c_uint};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use crate::channel::{self, Channel};
+use crate::context::{Context, CtxShared, EventCounter};
+use crate::device::MAX_CQE;
+use crate::qp::Qp;
+use crate::util::{mono_ns, set_errno, wall_ns};
+
+/// One completion as stored in the ring (a superset of `ibv_wc`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    pub wr_id: u64,
+    pub status: ibv_wc_status,
+    pub opcode: ibv_wc_opcode,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// Immediate data, raw (network order) bits.
+    pub imm: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: c_uint,
+    /// The completed receive was for a solicited request (drives
+    /// solicited-only notification; not visible in `ibv_wc`).
+    pub solicited: bool,
+    pub ts: u64,
+    pub wallclock: u64,
+}
+
+impl Cqe {
+    fn to_wc(self) -> ibv_wc {
+        let mut wc = ibv_wc::zeroed();
+        wc.wr_id = self.wr_id;
+        wc.status = self.status;
+        wc.opcode = self.opcode;
+        wc.vendor_err = self.vendor_err;
+        wc.byte_len = self.byte_len;
+        wc.set_imm_data(self.imm);
+        wc.qp_num = self.qp_num;
+        wc.src_qp = self.src_qp;
+        wc.wc_flags = self.wc_flags;
+        wc
+    }
+}
+
+const ARM_NONE: u8 = 0;
+const ARM_ANY: u8 = 1;
+const ARM_SOLICITED: u8 = 2;
+
+struct Ring {
+    buf: Box<[Cqe]>,
+    head: usize,
+    len: usize,
+    arm: u8,
+    /// How the CQ was armed when it last fired.
+    fired: u8,
+    error: bool,
+}
+
+impl Ring {
+    fn new(cap: usize) -> Ring {
+        Ring {
+            buf: vec![Cqe::default(); cap].into_boxed_slice(),
+            head: 0,
+            len: 0,
+            arm: ARM_NONE,
+            fired: ARM_NONE,
+            error: false,
+        }
+    }
+
+    fn pop(&mut self) -> Option<Cqe> {
+        if self.len == 0 {
+            return None;
+        }
+        let e = self.buf[self.head];
+        self.head = (self.head + 1) % self.buf.len();
+        self.len -= 1;
+        Some(e)
+    }
+}
+
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+#[repr(C)]
+pub struct Cq {
+    /// Shared with the application, which reads the poll cursor fields and
+    /// may write `cq_context`.
+    pub ibv: UnsafeCell<ibv_cq_ex>,
+    pub serial: u64,
+    pub ctx: Arc<CtxShared>,
+    ring: Mutex<Ring>,
+    channel: *mut ibv_comp_channel,
+    chan_wr: RawFd,
+    wc_flags: u64,
+    ignore_overrun: bool,
+    /// The completion `ibv_start_poll`/`ibv_next_poll` moved to; only the
+    /// single thread inside a start/end poll section touches it.
+    cur: UnsafeCell<Cqe>,
+    pub comp_events: EventCounter,
+    pub async_events: Arc<EventCounter>,
+    /// QPs using this CQ; destroy is refused while any exist.
+    pub qp_refs: AtomicU32,
+    /// The same QPs, for polling-driven progress.
+    qps: Mutex<Vec<Weak<Qp>>>,
+}
+
+// SAFETY: the ring is behind a mutex; `ibv` and `cur` are C-visible fields
+// accessed under the verbs threading rules (the extended poll cursor is
+// single-threaded by API contract); the channel pointer is only used to
+// reach a channel that outlives the CQ.
+unsafe impl Send for Cq {}
+// SAFETY: as above.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    /// # Safety
+    /// `cq` must come from our `create_cq_ex` and not be destroyed.
+    pub unsafe fn from_ibv<'a, T>(cq: *mut T) -> &'a Cq {
+        // SAFETY: ibv is the first field of the Arc'd Cq the pointer names.
+        unsafe { &*(cq as *const Cq) }
+    }
+
+    /// A new strong reference for a QP that will use this CQ.
+    ///
+    /// # Safety
+    /// As [`Cq::from_ibv`].
+    pub unsafe fn arc_from_ibv(cq: *mut ibv_cq) -> Arc<Cq> {
+        let p = cq as *const Cq;
+        // SAFETY: p is the data pointer of a live Arc<Cq> whose count the
+        // application's handle holds; we add one and adopt it.
+        unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        }
+    }
+
+    pub fn as_ibv(&self) -> *mut ibv_cq {
+        self.ibv.get() as *mut ibv_cq
+    }
+
+    /// Adds a completion. Never blocks on anything but the ring lock.
+    pub fn push(&self, mut e: Cqe) {
+        if self.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP as u64 != 0 {
+            e.ts = mono_ns();
+        }
+        if self.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK as u64 != 0 {
+            e.wallclock = wall_ns();
+        }
+        let mut r = self.ring.lock();
+        if r.error {
+            return;
+        }
+        let cap = r.buf.len();
+        if r.len == cap {
+            if self.ignore_overrun {
+                return;
+            }
+            r.error = true;
+            drop(r);
+            self.ctx.async_q.push(
+                self.as_ibv() as usize,
+                IBV_EVENT_CQ_ERR,
+                Some(self.async_events.clone()),
+            );
+            return;
+        }
+        let slot = (r.head + r.len) % cap;
+        r.buf[slot] = e;
+        r.len += 1;
+        let fire = match r.arm {
+            ARM_ANY => true,
+            ARM_SOLICITED => e.solicited || e.status != IBV_WC_SUCCESS,
+            _ => false,
+        };
+        if fire {
+            r.fired = r.arm;
+            r.arm = ARM_NONE;
+        }
+        drop(r);
+        if fire && self.chan_wr >= 0 {
+            channel::notify(self.chan_wr, self.serial);
+        }
+    }
+
+    pub fn attach_qp(&self, qp: &Arc<Qp>) {
+        self.qps.lock().push(Arc::downgrade(qp));
+    }
+
+    pub fn detach_qp(&self, qp: *const Qp) {
+        self.qps.lock().retain(|w| w.as_ptr() != qp);
+    }
+
+    /// Runs the transport of this CQ's QPs on the polling thread. A program
+    /// that spins on an empty CQ would otherwise compete for the CPU with
+    /// the progress thread that has to produce its completions; this way it
+    /// makes the progress itself. QPs busy elsewhere are skipped.
+    fn drive(&self) {
+        for w in self.qps.lock().iter() {
+            if let Some(q) = w.upgrade() {
+                q.drive();
+            }
+        }
+    }
+
+    /// Drive from polling only when the CQ is empty and not armed: an armed
+    /// CQ belongs to a program that waits for events (the progress thread
+    /// serves it), and completions made while it polls after re-arming
+    /// would raise events for entries that same poll then consumes.
+    fn wants_drive(&self) -> bool {
+        let r = self.ring.lock();
+        r.len == 0 && r.arm == ARM_NONE
+    }
+
+    /// For a channel event about to be returned: if every completion is
+    /// already polled and the CQ was not re-armed, the event tells the
+    /// waiter nothing. Re-arm as it was and report true so a blocking
+    /// waiter keeps waiting for the next completion instead (programs such
+    /// as ibv_rc_pingpong -e -t treat an event on an empty CQ as fatal).
+    pub fn take_stale_event(&self) -> bool {
+        let mut r = self.ring.lock();
+        if r.len == 0 && r.arm == ARM_NONE && r.fired != ARM_NONE && !r.error {
+            r.arm = r.fired;
+            return true;
+        }
+        false
+    }
+
+    /// Number of completions waiting (for tests and diagnostics).
+    pub fn pending(&self) -> usize {
+        self.ring.lock().len
+    }
+
+    pub fn in_error(&self) -> bool {
+        self.ring.lock().error
+    }
+}
+
+pub(crate) unsafe extern "C" fn create_cq_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    // SAFETY: attr points to the caller's init attributes.
+    let a = unsafe { &*attr };
+    let fail = |e| {
+        set_errno(e);
+        std::ptr::null_mut()
+    };
+    if a.cqe == 0 || a.cqe > MAX_CQE || a.comp_vector != 0 {
+        return fail(libc::EINVAL);
+    }
+    let known_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+    if a.comp_mask & !known_mask != 0 {
+        return fail(libc::EINVAL);
+    }
+    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 && !a.parent_domain.is_null() {
+        // No parent domains (yet).
+        return fail(libc::EOPNOTSUPP);
+    }
+    let supported = (IBV_WC_STANDARD_FLAGS
+        | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+        | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) as u64;
+    if a.wc_flags & !supported != 0 {
+        return fail(libc::EOPNOTSUPP);
+    }
+    let flags = if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+        a.flags
+    } else {
+        0
+    };
+    if flags & !(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0 {
+        return fail(libc::EOPNOTSUPP);
+    }
+    // SAFETY: context came from open_device.
+    let ctx = unsafe { Context::shared_of(context) };
+    let chan_wr = if a.channel.is_null() {
+        -1
+    } else {
+        // SAFETY: a non-null channel comes from create_comp_channel.
+        let ch = unsafe { Channel::from_ibv(a.channel) };
+        ch.attach();
+        ch.write_fd()
+    };
+    let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+    let mut ibv = ibv_cq_ex::zeroed();
+    ibv.context = context;
+    ibv.channel = a.channel;
+    ibv.cq_context = a.cq_context;
+    ibv.handle = serial as u32;
+    ibv.cqe = a.cqe as c_int;
+    ibv.start_poll = Some(start_poll);
+    ibv.next_poll = Some(next_poll);
+    ibv.end_poll = Some(end_poll);
+    ibv.read_opcode = Some(read_opcode);
+    ibv.read_vendor_err = Some(read_vendor_err);
+    ibv.read_byte_len = Some(read_byte_len);
+    ibv.read_imm_data = Some(read_imm_data);
+    ibv.read_qp_num = Some(read_qp_num);
+    ibv.read_src_qp = Some(read_src_qp);
+    ibv.read_wc_flags = Some(read_wc_flags);
+    ibv.read_slid = Some(read_slid);
+    ibv.read_sl = Some(read_sl);
+    ibv.read_dlid_path_bits = Some(read_dlid_path_bits);
+    ibv.read_completion_ts = Some(read_completion_ts);
+    ibv.read_completion_wallclock_ns = Some(read_completion_wallclock_ns);
+    ibv.read_cvlan = Some(read_cvlan);
+    ibv.read_flow_tag = Some(read_flow_tag);
+    ibv.read_tm_info = Some(read_tm_info);
+    let cq = Arc::new(Cq {
+        ibv: UnsafeCell::new(ibv),
+        serial,
+        ctx,
+        ring: Mutex::new(Ring::new(a.cqe as usize)),
+        channel: a.channel,
+        chan_wr,
+        wc_flags: a.wc_flags,
+        ignore_overrun: flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN != 0,
+        cur: UnsafeCell::new(Cqe::default()),
+        comp_events: EventCounter::default(),
+        async_events: Arc::new(EventCounter::default()),
+        qp_refs: AtomicU32::new(0),
+        qps: Mutex::new(Vec::new()),
+    });
+    let p = Arc::into_raw(cq);
+    channel::register_cq(serial, p);
+    p as *mut ibv_cq_ex
+}
+
+pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
+    // SAFETY: cq came from create_cq_ex.
+    let c = unsafe { Cq::from_ibv(cq) };
+    if c.qp_refs.load(Ordering::Acquire) != 0 {
+        return libc::EBUSY;
+    }
+    channel::unregister_cq(c.serial);
+    c.ctx.async_q.purge(cq as usize);
+    c.comp_events.wait_all_acked();
+    c.async_events.wait_all_acked();
+    if !c.channel.is_null() {
+        // SAFETY: the channel outlives every CQ attached to it.
+        unsafe { Channel::from_ibv(c.channel) }.detach();
+    }
+    // SAFETY: reclaims the application's reference taken in create_cq_ex.
+    drop(unsafe { Arc::from_raw(cq as *const Cq) });
+    0
+}
+
+pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+    // SAFETY: cq came from create_cq_ex.
+    let c = unsafe { Cq::from_ibv(cq) };
+    if cqe <= 0 || cqe as u32 > MAX_CQE {
+        return libc::EINVAL;
+    }
+    let mut r = c.ring.lock();
+    if (cqe as usize) < r.len {
+        return libc::EINVAL;
+    }
+    let mut n = Ring::new(cqe as usize);
+    n.arm = r.arm;
+    n.error = r.error;
+    while let Some(e) = r.pop() {
+        n.buf[n.len] = e;
+        n.len += 1;
+    }
+    *r = n;
+    // SAFETY: the cqe field is plain data in our allocation.
+    unsafe { std::ptr::write_volatile(&raw mut (*c.ibv.get()).cqe, cqe) };
+    0
+}
+
+pub(crate) unsafe extern "C" fn poll_cq(
+    cq: *mut ibv_cq,
+    num_entries: c_int,
+    wc: *mut ibv_wc,
+) -> c_int {
+    // SAFETY: cq came from create_cq_ex.
+    let c = unsafe { Cq::from_ibv(cq) };
+    if c.wants_drive() {
+        c.drive();
+    }
+    let mut r = c.ring.lock();
+    if r.len == 0 && r.error {
+        return -1;
+    }
+    let mut n = 0;
+    while n < num_entries.max(0) {
+        let Some(e) = r.pop() else { break };
+        // SAFETY: the caller provides room for num_entries completions.
+        unsafe { wc.add(n as usize).write(e.to_wc()) };
+        n += 1;
+    }
+    n
+}
+
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    // SAFETY: cq came from create_cq_ex.
+    let c = unsafe { Cq::from_ibv(cq) };
+    let mut r = c.ring.lock();
+    // A solicited-only request does not weaken an existing any-completion arm.
+    if solicited_only == 0 {
+        r.arm = ARM_ANY;
+    } else if r.arm != ARM_ANY {
+        r.arm = ARM_SOLICITED;
+    }
+    0
+}
+
+/// Moves the poll cursor to the next completion, or reports ENOENT.
+fn advance(c: &Cq) -> c_int {
+    let e = {
+        let mut r = c.ring.lock();
+        match r.pop() {
+            Some(e) => e,
+            None => return libc::ENOENT,
+        }
+    };
+    // SAFETY: only the thread inside the start/end poll section uses the
+    // cursor and the cursor fields of the public struct.
+    unsafe {
+        *c.cur.get() = e;
+        let ibv = c.ibv.get();
+        (*ibv).status = e.status;
+        (*ibv).wr_id = e.wr_id;
+    }
+    0
+}
+
+unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {
+    // SAFETY: attr, when given, points to the caller's poll attributes.
+    if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
+        return libc::EINVAL;
+    }
+    // SAFETY: cq came from create_cq_ex.
+    let c = unsafe { Cq::from_ibv(cq) };
+    if c.wants_drive() {
+        c.drive();
+    }
+    advance(c)
+}
+
+unsafe extern "C" fn next_poll(cq: *mut ibv_cq_ex) -> c_int {
+    // SAFETY: cq came from create_cq_ex.
+    advance(unsafe { Cq::from_ibv(cq) })
+}
+
+unsafe extern "C" fn end_poll(_cq: *mut ibv_cq_ex) {}
+
+/// # Safety
+/// `cq` must be a live CQ inside a start/end poll section.
+unsafe fn cur<'a>(cq: *mut ibv_cq_ex) -> &'a Cqe {
+    // SAFETY: per the contract, only this thread touches the cursor now.
+    unsafe { &*Cq::from_ibv(cq).cur.get() }
+}
+
+unsafe extern "C" fn read_opcode(cq: *mut ibv_cq_ex) -> ibv_wc_opcode {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.opcode
+}
+unsafe extern "C" fn read_vendor_err(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.vendor_err
+}
+unsafe extern "C" fn read_byte_len(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.byte_len
+}
+unsafe extern "C" fn read_imm_data(cq: *mut ibv_cq_ex) -> __be32 {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.imm
+}
+unsafe extern "C" fn read_qp_num(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.qp_num
+}
+unsafe extern "C" fn read_src_qp(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.src_qp
+}
+unsafe extern "C" fn read_wc_flags(cq: *mut ibv_cq_ex) -> c_uint {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.wc_flags
+}
+unsafe extern "C" fn read_slid(_cq: *mut ibv_cq_ex) -> u32 {
+    0
+}
+unsafe extern "C" fn read_sl(_cq: *mut ibv_cq_ex) -> u8 {
+    0
+}
+unsafe extern "C" fn read_dlid_path_bits(_cq: *mut ibv_cq_ex) -> u8 {
+    0
+}
+unsafe extern "C" fn read_completion_ts(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.ts
+}
+unsafe extern "C" fn read_completion_wallclock_ns(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.wallclock
+}
+unsafe extern "C" fn read_cvlan(_cq: *mut ibv_cq_ex) -> u16 {
+    0
+}
+unsafe extern "C" fn read_flow_tag(_cq: *mut ibv_cq_ex) -> u32 {
+    0
+}
+unsafe extern "C" fn read_tm_info(_cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info) {
+    if !tm_info.is_null() {
+        // SAFETY: out-pointer supplied by the caller.
+        unsafe { tm_info.write(ibv_wc_tm_info { tag: 0, r#priv: 0 }) };
+    }
+}

@@ -1,0 +1,313 @@
+//! Memory regions and the process-wide key table.
+//!
+//! The table maps a key (lkey == rkey) to the registered range. Every access
+//! to registered memory by the data path (local gather/scatter, remote
+//! READ/WRITE/atomic) looks the key up and does the memory access while
+//! holding the table's read lock, so `dereg_mr` (which takes the write lock)
+//! can never free the entry — or let the application free the memory —
+//! under an access in flight.
+//!
+//! Keys come from a bijection of a counter, so they are unique for 2^32
+//! registrations (a stale key never names a newer MR) yet not sequential.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::os::raw::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use once_cell::sync::Lazy;
+use parking_lot::{RwLock, RwLockReadGuard};
+use verbs_abi::*;
+
+use crate::pd::Pd;
+use crate::util::set_errno;
+
+/// Keys are already scrambled; hashing them again is wasted work on the
+/// data path.
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | *b as u64;
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = v as u64;
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct MrEntry {
+    /// Host address of the first byte.
+    pub host: usize,
+    pub len: u64,
+    /// Address the first byte has in the key's address space (SGEs and
+    /// remote addresses use it).
+    pub iova: u64,
+    pub access: u32,
+    pub pd: u32,
+}
+
+impl MrEntry {
+    /// Host pointer for `[addr, addr+len)` in the key's address space, if it
+    /// lies inside the region.
+    fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
+        let off = addr.checked_sub(self.iova)?;
+        if off > self.len || len > self.len - off {
+            return None;
+        }
+        Some((self.host as u64 + off) as usize as *mut u8)
+    }
+}
+
+#[derive(Default)]
+pub struct MrTable {
+    map: HashMap<u32, MrEntry, BuildHasherDefault<KeyHasher>>,
+}
+
+/// Why a key lookup failed; callers map it to a completion status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccessError;
+
+impl MrTable {
+    /// Checks a local SGE of PD `pd`; `write` when the provider will store
+    /// into it (receive buffers, READ and atomic results).
+    pub fn local(
+        &self,
+        lkey: u32,
+        addr: u64,
+        len: u64,
+        pd: u32,
+        write: bool,
+    ) -> Result<*mut u8, AccessError> {
+        if len == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let e = self.map.get(&lkey).ok_or(AccessError)?;
+        if e.pd != pd || (write && e.access & IBV_ACCESS_LOCAL_WRITE == 0) {
+            return Err(AccessError);
+        }
+        e.translate(addr, len).ok_or(AccessError)
+    }
+
+    /// Checks a remote access of `len` bytes at `addr` needing the
+    /// `IBV_ACCESS_REMOTE_*` bits in `need`.
+    pub fn remote(
+        &self,
+        rkey: u32,
+        addr: u64,
+        len: u64,
+        pd: u32,
+        need: u32,
+    ) -> Result<*mut u8, AccessError> {
+        if len == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let e = self.map.get(&rkey).ok_or(AccessError)?;
+        if e.pd != pd || e.access & need != need {
+            return Err(AccessError);
+        }
+        e.translate(addr, len).ok_or(AccessError)
+    }
+}
+
+static TABLE: Lazy<RwLock<MrTable>> = Lazy::new(|| RwLock::new(MrTable::default()));
+static COUNTER: AtomicU32 = AtomicU32::new(1);
+static SEED: Lazy<u32> = Lazy::new(|| {
+    let t = crate::util::wall_ns();
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u64;
+    ((t ^ (t >> 32) ^ (pid << 16)) as u32) | 1
+});
+
+/// Read access to the key table for the data path.
+pub fn table() -> RwLockReadGuard<'static, MrTable> {
+    TABLE.read()
+}
+
+fn new_key() -> u32 {
+    loop {
+        let c = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let k = c.wrapping_mul(0x9e37_79b1).rotate_left(13) ^ *SEED;
+        if k != 0 {
+            return k;
+        }
+    }
+}
+
+#[repr(C)]
+pub struct Mr {
+    pub ibv: ibv_mr,
+}
+
+const KNOWN_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
+    | IBV_ACCESS_REMOTE_WRITE
+    | IBV_ACCESS_REMOTE_READ
+    | IBV_ACCESS_REMOTE_ATOMIC
+    | IBV_ACCESS_MW_BIND
+    | IBV_ACCESS_ZERO_BASED
+    | IBV_ACCESS_HUGETLB;
+
+fn check_access(access: u32) -> Result<(), c_int> {
+    let access = access & !IBV_ACCESS_OPTIONAL_RANGE;
+    if access & IBV_ACCESS_ON_DEMAND != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if access & !KNOWN_ACCESS != 0 {
+        return Err(libc::EINVAL);
+    }
+    // InfiniBand requires local write permission for remote write/atomic.
+    if access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) != 0
+        && access & IBV_ACCESS_LOCAL_WRITE == 0
+    {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+pub(crate) unsafe extern "C" fn reg_mr(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_uint,
+) -> *mut ibv_mr {
+    if let Err(e) = check_access(access) {
+        set_errno(e);
+        return std::ptr::null_mut();
+    }
+    if length as u64 > 1 << 47 || (addr as u64).checked_add(length as u64).is_none() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: pd came from alloc_pd.
+    let p = unsafe { Pd::from_ibv(pd) };
+    let key = new_key();
+    let entry = MrEntry {
+        host: addr as usize,
+        len: length as u64,
+        iova,
+        access: access & KNOWN_ACCESS,
+        pd: p.id,
+    };
+    TABLE.write().map.insert(key, entry);
+    p.users.fetch_add(1, Ordering::AcqRel);
+    let mr = Box::new(Mr {
+        ibv: ibv_mr {
+            context: p.ibv.context,
+            pd,
+            addr,
+            length,
+            handle: key,
+            lkey: key,
+            rkey: key,
+        },
+    });
+    Box::into_raw(mr) as *mut ibv_mr
+}
+
+pub(crate) unsafe extern "C" fn rereg_mr(
+    mr: *mut ibv_mr,
+    flags: c_int,
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    let flags = flags as u32;
+    if flags & !IBV_REREG_MR_FLAGS_SUPPORTED != 0 || flags == 0 {
+        return libc::EINVAL;
+    }
+    if flags & IBV_REREG_MR_CHANGE_ACCESS != 0 {
+        if let Err(e) = check_access(access as u32) {
+            return e;
+        }
+    }
+    // SAFETY: mr came from reg_mr and is not deregistered.
+    let m = unsafe { &mut *(mr as *mut Mr) };
+    let mut t = TABLE.write();
+    let Some(e) = t.map.get_mut(&m.ibv.lkey) else {
+        return libc::EINVAL;
+    };
+    if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
+        e.host = addr as usize;
+        e.len = length as u64;
+        e.iova = addr as u64;
+        m.ibv.addr = addr;
+        m.ibv.length = length;
+    }
+    if flags & IBV_REREG_MR_CHANGE_ACCESS != 0 {
+        e.access = access as u32 & KNOWN_ACCESS;
+    }
+    if flags & IBV_REREG_MR_CHANGE_PD != 0 {
+        // SAFETY: both PDs come from alloc_pd.
+        let (old, new) = unsafe { (Pd::from_ibv(m.ibv.pd), Pd::from_ibv(pd)) };
+        e.pd = new.id;
+        new.users.fetch_add(1, Ordering::AcqRel);
+        old.users.fetch_sub(1, Ordering::AcqRel);
+        m.ibv.pd = pd;
+    }
+    0
+}
+
+pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
+    // SAFETY: mr came from reg_mr.
+    let m = unsafe { Box::from_raw(mr as *mut Mr) };
+    // Waits for every data-path access under the read lock to finish.
+    TABLE.write().map.remove(&m.ibv.lkey);
+    // SAFETY: the MR's PD outlives it (dealloc_pd refuses while users > 0).
+    unsafe { Pd::from_ibv(m.ibv.pd) }
+        .users
+        .fetch_sub(1, Ordering::AcqRel);
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_nonzero() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10000 {
+            let k = new_key();
+            assert_ne!(k, 0);
+            assert!(seen.insert(k));
+        }
+    }
+
+    #[test]
+    fn translate_bounds() {
+        let e = MrEntry {
+            host: 0x1000,
+            len: 100,
+            iova: 0x5000,
+            access: 0,
+            pd: 1,
+        };
+        assert_eq!(e.translate(0x5000, 100), Some(0x1000 as *mut u8));
+        assert_eq!(e.translate(0x5010, 10), Some(0x1010 as *mut u8));
+        assert_eq!(e.translate(0x5000, 101), None);
+        assert_eq!(e.translate(0x4fff, 1), None);
+        assert_eq!(e.translate(0x5064, 1), None);
+        assert_eq!(e.translate(u64::MAX, 2), None);
+    }
+
+    #[test]
+    fn access_rules() {
+        assert_eq!(check_access(IBV_ACCESS_REMOTE_WRITE), Err(libc::EINVAL));
+        assert_eq!(check_access(IBV_ACCESS_REMOTE_ATOMIC), Err(libc::EINVAL));
+        assert_eq!(check_access(IBV_ACCESS_REMOTE_READ), Ok(()));
+        assert_eq!(
+            check_access(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+            Ok(())
+        );
+        assert_eq!(check_access(IBV_ACCESS_RELAXED_ORDERING), Ok(()));
+        assert_eq!(check_access(1 << 15), Err(libc::EINVAL));
+    }
+}

@@ -1,0 +1,317 @@
+//! The progress engine: one background thread per process.
+//!
+//! It waits in `epoll` on every transport descriptor of every QP (listeners,
+//! incoming and outgoing connections), an eventfd for explicit wake-ups and
+//! a timerfd for deadlines (RNR). It does the responder's work, so one-sided
+//! operations complete while the target process makes no verbs call at all,
+//! and the requester's completion work (acks, READ and atomic responses).
+//!
+//! The thread never blocks on anything but `epoll_wait` and QP/CQ locks; all
+//! socket I/O is non-blocking. Events carry a token naming the QP (by
+//! serial number, never reused) and which of its descriptors fired, so an
+//! event for a QP destroyed meanwhile is simply dropped. A stale or
+//! spurious event is harmless: every handler copes with EAGAIN.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Weak};
+
+use once_cell::sync::OnceCell;
+use parking_lot::Mutex;
+
+use crate::qp::Qp;
+use crate::util::mono_ns;
+
+/// Which descriptor of a QP an event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Listener,
+    Incoming,
+    Outgoing,
+    /// An accepted connection whose hello is not read or not yet usable;
+    /// the slot indexes the QP's pending list.
+    Pending(usize),
+}
+
+const TOK_EVENTFD: u64 = u64::MAX;
+const TOK_TIMER: u64 = u64::MAX - 1;
+const MAX_PENDING_SLOTS: usize = 1 << 14;
+
+pub fn token(serial: u64, kind: Kind) -> u64 {
+    let (k, slot) = match kind {
+        Kind::Listener => (0, 0),
+        Kind::Incoming => (1, 0),
+        Kind::Outgoing => (2, 0),
+        Kind::Pending(s) => (3, s as u64),
+    };
+    (serial << 16) | (slot << 2) | k
+}
+
+fn untoken(t: u64) -> (u64, Kind) {
+    let kind = match t & 3 {
+        0 => Kind::Listener,
+        1 => Kind::Incoming,
+        2 => Kind::Outgoing,
+        _ => Kind::Pending(((t >> 2) & (MAX_PENDING_SLOTS as u64 - 1)) as usize),
+    };
+    (t >> 16, kind)
+}
+
+pub const fn max_pending_slots() -> usize {
+    MAX_PENDING_SLOTS
+}
+
+#[derive(Default)]
+struct Timers {
+    set: BTreeSet<(u64, u64)>,
+    /// Absolute deadline the timerfd is armed for, 0 when disarmed.
+    armed: u64,
+}
+
+pub struct Engine {
+    epfd: OwnedFd,
+    evfd: OwnedFd,
+    tfd: OwnedFd,
+    qps: Mutex<HashMap<u64, Weak<Qp>>>,
+    kicks: Mutex<Vec<u64>>,
+    timers: Mutex<Timers>,
+}
+
+fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
+    if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        // SAFETY: a fresh descriptor returned by the kernel.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+static ENGINE: OnceCell<&'static Engine> = OnceCell::new();
+
+/// The process's engine, started on first use.
+pub fn engine() -> io::Result<&'static Engine> {
+    ENGINE
+        .get_or_try_init(|| {
+            let e: &'static Engine = Box::leak(Box::new(Engine::new()?));
+            std::thread::Builder::new()
+                .name("rsw-progress".into())
+                .spawn(move || e.run())?;
+            Ok(e)
+        })
+        .copied()
+}
+
+impl Engine {
+    fn new() -> io::Result<Engine> {
+        // SAFETY: plain descriptor-creating syscalls; results are checked.
+        let (epfd, evfd, tfd) = unsafe {
+            (
+                owned(libc::epoll_create1(libc::EPOLL_CLOEXEC))?,
+                owned(libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK))?,
+                owned(libc::timerfd_create(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+                ))?,
+            )
+        };
+        let e = Engine {
+            epfd,
+            evfd,
+            tfd,
+            qps: Mutex::new(HashMap::new()),
+            kicks: Mutex::new(Vec::with_capacity(64)),
+            timers: Mutex::new(Timers::default()),
+        };
+        e.ctl(
+            libc::EPOLL_CTL_ADD,
+            e.evfd.as_raw_fd(),
+            TOK_EVENTFD,
+            libc::EPOLLIN as u32,
+        )?;
+        e.ctl(
+            libc::EPOLL_CTL_ADD,
+            e.tfd.as_raw_fd(),
+            TOK_TIMER,
+            libc::EPOLLIN as u32,
+        )?;
+        Ok(e)
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: ev is a valid epoll_event; fd is a descriptor the caller owns.
+        if unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), op, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Starts watching `fd` (level-triggered). Closing the descriptor stops
+    /// the watch.
+    pub fn add(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, token, events)
+    }
+
+    /// Changes what `fd` is watched for (and under which token). Safe to
+    /// call from any thread: a newly wanted, already-true condition wakes
+    /// the engine by itself.
+    pub fn modify(&self, fd: RawFd, token: u64, events: u32) {
+        let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, token, events);
+    }
+
+    pub fn register_qp(&self, serial: u64, qp: &Arc<Qp>) {
+        self.qps.lock().insert(serial, Arc::downgrade(qp));
+    }
+
+    pub fn unregister_qp(&self, serial: u64) {
+        self.qps.lock().remove(&serial);
+    }
+
+    fn lookup(&self, serial: u64) -> Option<Arc<Qp>> {
+        self.qps.lock().get(&serial).and_then(Weak::upgrade)
+    }
+
+    /// Asks the engine to run the QP's state machines soon (e.g. a receive
+    /// was posted while an incoming SEND waits for one).
+    pub fn kick(&self, serial: u64) {
+        self.kicks.lock().push(serial);
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
+        unsafe {
+            libc::write(
+                self.evfd.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
+    }
+
+    /// Calls the QP's `on_timer` at or after `deadline` (monotonic ns).
+    pub fn add_timer(&self, deadline: u64, serial: u64) {
+        let mut t = self.timers.lock();
+        t.set.insert((deadline, serial));
+        if t.armed == 0 || deadline < t.armed {
+            t.armed = deadline;
+            self.arm(deadline);
+        }
+    }
+
+    fn arm(&self, deadline: u64) {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
+                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+            },
+        };
+        // SAFETY: spec is a valid itimerspec; an all-zero value disarms.
+        unsafe {
+            libc::timerfd_settime(
+                self.tfd.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    fn run(&self) {
+        // SAFETY: epoll_event is plain data; all-zero is a valid value.
+        let mut evs: [libc::epoll_event; 64] = unsafe { std::mem::zeroed() };
+        let mut kicks: Vec<u64> = Vec::with_capacity(64);
+        let mut due: Vec<u64> = Vec::with_capacity(16);
+        loop {
+            // SAFETY: evs has room for the 64 events we ask for.
+            let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), 64, -1) };
+            if n < 0 {
+                continue;
+            }
+            for ev in &evs[..n as usize] {
+                let (tok, bits) = (ev.u64, ev.events);
+                match tok {
+                    TOK_EVENTFD => {
+                        let mut v: u64 = 0;
+                        // SAFETY: reads 8 bytes into a valid u64.
+                        unsafe {
+                            libc::read(
+                                self.evfd.as_raw_fd(),
+                                &mut v as *mut u64 as *mut libc::c_void,
+                                8,
+                            )
+                        };
+                        std::mem::swap(&mut kicks, &mut *self.kicks.lock());
+                        kicks.sort_unstable();
+                        kicks.dedup();
+                        for s in kicks.drain(..) {
+                            if let Some(qp) = self.lookup(s) {
+                                qp.on_kick();
+                            }
+                        }
+                    }
+                    TOK_TIMER => {
+                        let mut v: u64 = 0;
+                        // SAFETY: reads 8 bytes into a valid u64.
+                        unsafe {
+                            libc::read(
+                                self.tfd.as_raw_fd(),
+                                &mut v as *mut u64 as *mut libc::c_void,
+                                8,
+                            )
+                        };
+                        let now = mono_ns();
+                        {
+                            let mut t = self.timers.lock();
+                            while let Some(&(d, s)) = t.set.first() {
+                                if d > now {
+                                    break;
+                                }
+                                t.set.pop_first();
+                                due.push(s);
+                            }
+                            t.armed = t.set.first().map(|&(d, _)| d).unwrap_or(0);
+                            if t.armed != 0 {
+                                self.arm(t.armed);
+                            }
+                        }
+                        for s in due.drain(..) {
+                            if let Some(qp) = self.lookup(s) {
+                                qp.on_timer(now);
+                            }
+                        }
+                    }
+                    _ => {
+                        let (serial, kind) = untoken(tok);
+                        if let Some(qp) = self.lookup(serial) {
+                            qp.on_event(kind, bits);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        for kind in [
+            Kind::Listener,
+            Kind::Incoming,
+            Kind::Outgoing,
+            Kind::Pending(0),
+            Kind::Pending(1234),
+        ] {
+            let t = token(987_654_321, kind);
+            assert_eq!(untoken(t), (987_654_321, kind));
+            assert_ne!(t, TOK_EVENTFD);
+            assert_ne!(t, TOK_TIMER);
+        }
+    }
+}

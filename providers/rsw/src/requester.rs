@@ -1,0 +1,542 @@
+//! The requester half of an RC QP: our outgoing connection.
+//!
+//! It carries our requests to the peer's responder and brings back its
+//! responses (ACK, READ data, atomic results, NAK), which complete our send
+//! queue in order. Transmission starts on the caller's thread inside
+//! `ibv_post_send` (non-blocking); whatever does not fit is finished by the
+//! progress thread when the socket becomes writable.
+
+use std::io::ErrorKind;
+
+use verbs_abi::*;
+
+use crate::mr;
+use crate::progress::{engine, token, Kind};
+use crate::qp::{Qp, QpInner};
+use crate::transport::{Conn, Connecting, MAX_IOV};
+use crate::wire::{msn_before, Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
+
+/// Marks the hello as what is being transmitted (it belongs to no WQE).
+const TX_HELLO: u64 = u64::MAX;
+
+pub struct OutConn {
+    conn: Conn,
+    connected: bool,
+    events: u32,
+    tx_active: bool,
+    tx_seq: u64,
+    tx_hdr: [u8; HDR_LEN],
+    tx_total: usize,
+    tx_off: usize,
+    next_msn: u32,
+    rx_hdr: [u8; HDR_LEN],
+    rx_got: usize,
+    /// A READ response whose payload is being received.
+    rx_read: Option<ReadRx>,
+}
+
+struct ReadRx {
+    seq: u64,
+    left: u32,
+    done: u32,
+    status: ibv_wc_status,
+}
+
+/// Why the outgoing connection cannot go on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Broken {
+    /// The peer cannot be reached: like an InfiniBand transport retry
+    /// running out.
+    Lost,
+    /// A response made no sense for the WQE it answers.
+    BadResponse,
+}
+
+fn iov(ptr: *const u8, len: usize) -> libc::iovec {
+    libc::iovec {
+        iov_base: ptr as *mut libc::c_void,
+        iov_len: len,
+    }
+}
+
+/// Opens the outgoing connection (entering RTR). The hello is queued as the
+/// first bytes to send.
+pub fn start(qp: &Qp, g: &mut QpInner) {
+    g.out = None;
+    g.peer_gone = false;
+    let Some(remote) = g.remote else { return };
+    let (conn, connected) = match Conn::connect(&remote) {
+        Ok(Connecting::Ready(c)) => (c, true),
+        Ok(Connecting::Pending(c)) => (c, false),
+        Err(_) => {
+            g.peer_gone = true;
+            return;
+        }
+    };
+    let mut hello = [0u8; HDR_LEN];
+    Hello {
+        src_gid: g.local_gid,
+        src_qpn: qp.qpn,
+        dst_qpn: remote.qpn,
+        psn: g.attr.sq_psn,
+    }
+    .encode(&mut hello);
+    let events = if connected {
+        libc::EPOLLIN as u32
+    } else {
+        (libc::EPOLLIN | libc::EPOLLOUT) as u32
+    };
+    let Ok(eng) = engine() else {
+        g.peer_gone = true;
+        return;
+    };
+    if eng
+        .add(conn.fd(), token(qp.serial, Kind::Outgoing), events)
+        .is_err()
+    {
+        g.peer_gone = true;
+        return;
+    }
+    g.out = Some(OutConn {
+        conn,
+        connected,
+        events,
+        tx_active: true,
+        tx_seq: TX_HELLO,
+        tx_hdr: hello,
+        tx_total: HDR_LEN,
+        tx_off: 0,
+        next_msn: 0,
+        rx_hdr: [0; HDR_LEN],
+        rx_got: 0,
+        rx_read: None,
+    });
+    pump(qp, g);
+}
+
+pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
+    let Some(out) = g.out.as_mut() else { return };
+    if !out.connected {
+        if events & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 == 0 {
+            return;
+        }
+        if out.conn.finish_connect().is_err() {
+            fail(qp, g, Broken::Lost);
+            return;
+        }
+        out.connected = true;
+    }
+    if let Err(b) = receive(qp, g) {
+        fail(qp, g, b);
+        return;
+    }
+    pump(qp, g);
+}
+
+/// Runs the transmit side as far as it goes without blocking, and settles
+/// WQEs that can no longer reach the peer.
+pub fn pump(qp: &Qp, g: &mut QpInner) {
+    if g.out.is_none() {
+        if matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) && g.peer_gone && g.sq.head != g.sq.tail {
+            qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
+        }
+        return;
+    }
+    // From RTR on the hello goes out; requests only start in RTS.
+    if let Err(b) = transmit(qp, g) {
+        // A responder that refused a request closes with our later requests
+        // unread, which resets the connection under our feet; the NAK that
+        // explains why is already in our receive queue, so read it first.
+        let b = receive(qp, g).err().unwrap_or(b);
+        fail(qp, g, b);
+        return;
+    }
+    update_interest(qp, g);
+}
+
+fn update_interest(qp: &Qp, g: &mut QpInner) {
+    let Some(out) = g.out.as_mut() else { return };
+    let mut want = libc::EPOLLIN as u32;
+    if !out.connected || out.tx_active {
+        want |= libc::EPOLLOUT as u32;
+    }
+    if want != out.events {
+        out.events = want;
+        if let Ok(e) = engine() {
+            e.modify(out.conn.fd(), token(qp.serial, Kind::Outgoing), want);
+        }
+    }
+}
+
+/// The connection is unusable. A lost peer fails the WQE at the head (if
+/// any) with IBV_WC_RETRY_EXC_ERR, or else the next one posted; a
+/// nonsensical response fails the head with IBV_WC_BAD_RESP_ERR and the QP
+/// at once.
+fn fail(qp: &Qp, g: &mut QpInner, why: Broken) {
+    g.out = None;
+    g.peer_gone = true;
+    if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) {
+        return;
+    }
+    match why {
+        Broken::Lost if g.sq.head != g.sq.tail => qp.fail_head(g, IBV_WC_RETRY_EXC_ERR),
+        Broken::Lost => {}
+        Broken::BadResponse => qp.fail_head(g, IBV_WC_BAD_RESP_ERR),
+    }
+}
+
+/// Checks the local buffers of a WQE before it goes out.
+fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
+    let w = g.sq.wqe(seq);
+    if w.inline {
+        return true;
+    }
+    let write = w.expects_data();
+    let t = mr::table();
+    g.sq.sges(seq).iter().all(|s| {
+        t.local(s.lkey, s.addr, s.length as u64, qp.pd_id, write)
+            .is_ok()
+    })
+}
+
+fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
+    loop {
+        let out = g.out.as_mut().ok_or(Broken::Lost)?;
+        if !out.connected {
+            return Ok(());
+        }
+        if !out.tx_active {
+            if g.state != IBV_QPS_RTS || g.sq.tx == g.sq.tail || g.tx_blocked {
+                return Ok(());
+            }
+            let seq = g.sq.tx;
+            if !local_ok(qp, g, seq) {
+                g.sq.wqe_mut(seq).local_err = IBV_WC_LOC_PROT_ERR;
+                g.sq.tx += 1;
+                g.tx_blocked = true;
+                qp.after_send_completions(g);
+                return Ok(());
+            }
+            let rnr_retry = g.attr.rnr_retry;
+            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            let msn = out.next_msn;
+            out.next_msn = msn.wrapping_add(1);
+            let w = g.sq.wqe_mut(seq);
+            w.msn = msn;
+            let mut h = Header::new(w.op, msn);
+            h.length = w.len;
+            h.rkey = w.rkey;
+            h.remote_addr = w.remote_addr;
+            h.compare_add = w.compare_add;
+            h.swap = w.swap;
+            if matches!(w.op, Op::SendImm | Op::WriteImm) {
+                h.flags |= FLAG_IMM;
+                h.imm = w.imm;
+            }
+            if w.solicited {
+                h.flags |= FLAG_SOLICITED;
+            }
+            h.set_rnr_retry(rnr_retry);
+            let payload = if w.op.request_has_payload() {
+                w.len as usize
+            } else {
+                0
+            };
+            h.encode(&mut out.tx_hdr);
+            out.tx_active = true;
+            out.tx_seq = seq;
+            out.tx_off = 0;
+            out.tx_total = HDR_LEN + payload;
+            g.sq.tx += 1;
+        }
+        if !send_some(qp, g)? {
+            return Ok(());
+        }
+    }
+}
+
+/// Sends more of the message in progress; false when the socket is full.
+fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
+    let out = g.out.as_ref().ok_or(Broken::Lost)?;
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    let mut n = 0;
+    if out.tx_off < HDR_LEN {
+        v[n] = iov(out.tx_hdr[out.tx_off..].as_ptr(), HDR_LEN - out.tx_off);
+        n += 1;
+    }
+    let skip = out.tx_off.saturating_sub(HDR_LEN);
+    let payload_left = out.tx_total - HDR_LEN - skip;
+    let table;
+    if payload_left > 0 {
+        let seq = out.tx_seq;
+        let w = g.sq.wqe(seq);
+        if w.inline {
+            let d = g.sq.inline_data(seq);
+            v[n] = iov(d[skip..].as_ptr(), d.len() - skip);
+            n += 1;
+        } else {
+            table = mr::table();
+            let mut skip = skip as u64;
+            for s in g.sq.sges(seq) {
+                let len = s.length as u64;
+                if skip >= len {
+                    skip -= len;
+                    continue;
+                }
+                // The MR may have been deregistered since the WQE started:
+                // with part of the message on the wire there is no clean
+                // way back, so the connection is given up.
+                let p = table
+                    .local(s.lkey, s.addr + skip, len - skip, qp.pd_id, false)
+                    .map_err(|_| Broken::Lost)?;
+                v[n] = iov(p, (len - skip) as usize);
+                n += 1;
+                skip = 0;
+            }
+        }
+    }
+    // SAFETY: every iovec points into our header buffer, the WQE's inline
+    // buffer, or registered memory validated under the MR table lock, which
+    // is held across the call.
+    let r = unsafe { out.conn.send_iov(&v[..n]) };
+    match r {
+        Ok(k) => {
+            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            out.tx_off += k;
+            if out.tx_off == out.tx_total {
+                out.tx_active = false;
+            }
+            Ok(true)
+        }
+        Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
+        Err(_) => Err(Broken::Lost),
+    }
+}
+
+/// Reads responses until the socket is empty.
+fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
+    loop {
+        let out = g.out.as_mut().ok_or(Broken::Lost)?;
+        if out.rx_read.is_some() {
+            if !receive_read_data(qp, g)? {
+                return Ok(());
+            }
+            continue;
+        }
+        let got = out.rx_got;
+        let v = [iov(out.rx_hdr[got..].as_ptr(), HDR_LEN - got)];
+        // SAFETY: the iovec covers the unfilled part of our header buffer.
+        match unsafe { out.conn.recv_iov(&v) } {
+            Ok(0) => return Err(Broken::Lost),
+            Ok(k) => out.rx_got += k,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+            Err(_) => return Err(Broken::Lost),
+        }
+        if out.rx_got < HDR_LEN {
+            continue;
+        }
+        out.rx_got = 0;
+        let h = Header::decode(&out.rx_hdr).map_err(|_| Broken::BadResponse)?;
+        on_response(qp, g, &h)?;
+        if g.out.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+/// Completes the WQEs before `msn` (or up to and including it) that a
+/// later response implicitly acknowledges.
+fn ack(qp: &Qp, g: &mut QpInner, msn: u32, inclusive: bool) -> Result<(), Broken> {
+    while g.sq.head < g.sq.tx {
+        let w = *g.sq.wqe(g.sq.head);
+        if w.local_err != 0
+            || (g
+                .out
+                .as_ref()
+                .is_some_and(|o| o.tx_active && o.tx_seq == g.sq.head))
+        {
+            break;
+        }
+        let covered = if inclusive {
+            !msn_before(msn, w.msn)
+        } else {
+            msn_before(w.msn, msn)
+        };
+        if !covered {
+            break;
+        }
+        // A READ or atomic cannot be acknowledged without its own response.
+        if w.expects_data() {
+            return Err(Broken::BadResponse);
+        }
+        qp.complete_send(g, &w, IBV_WC_SUCCESS);
+        g.sq.head += 1;
+    }
+    Ok(())
+}
+
+/// The head WQE, which a response for `msn` must be about.
+fn head_for(g: &QpInner, msn: u32) -> Result<u64, Broken> {
+    let seq = g.sq.head;
+    if seq >= g.sq.tx || g.sq.wqe(seq).msn != msn || g.sq.wqe(seq).local_err != 0 {
+        return Err(Broken::BadResponse);
+    }
+    Ok(seq)
+}
+
+fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
+    match h.op {
+        Op::Ack => {
+            ack(qp, g, h.msn, true)?;
+            qp.after_send_completions(g);
+        }
+        Op::ReadResp => {
+            ack(qp, g, h.msn, false)?;
+            let seq = head_for(g, h.msn)?;
+            let w = *g.sq.wqe(seq);
+            if w.op != Op::ReadReq || h.length != w.len {
+                return Err(Broken::BadResponse);
+            }
+            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            out.rx_read = Some(ReadRx {
+                seq,
+                left: h.length,
+                done: 0,
+                status: IBV_WC_SUCCESS,
+            });
+            if h.length == 0 {
+                finish_read(qp, g);
+            }
+        }
+        Op::AtomicResp => {
+            ack(qp, g, h.msn, false)?;
+            let seq = head_for(g, h.msn)?;
+            let w = *g.sq.wqe(seq);
+            if !matches!(w.op, Op::CmpSwap | Op::FetchAdd) {
+                return Err(Broken::BadResponse);
+            }
+            let s = g.sq.sges(seq)[0];
+            let status = {
+                let t = mr::table();
+                match t.local(s.lkey, s.addr, 8, qp.pd_id, true) {
+                    Ok(p) => {
+                        // SAFETY: p is 8 bytes of registered, locally
+                        // writable memory (checked under the table lock,
+                        // still held); it need not be aligned.
+                        unsafe { std::ptr::write_unaligned(p as *mut u64, h.compare_add) };
+                        IBV_WC_SUCCESS
+                    }
+                    Err(_) => IBV_WC_LOC_PROT_ERR,
+                }
+            };
+            g.sq.head += 1;
+            qp.complete_send(g, &w, status);
+            if status != IBV_WC_SUCCESS {
+                qp.enter_error(g);
+            } else {
+                qp.after_send_completions(g);
+            }
+        }
+        Op::Nak => {
+            ack(qp, g, h.msn, false)?;
+            head_for(g, h.msn)?;
+            let status = match Syndrome::from_u8(h.syndrome) {
+                Some(Syndrome::RemAccess) => IBV_WC_REM_ACCESS_ERR,
+                Some(Syndrome::RemInvReq) => IBV_WC_REM_INV_REQ_ERR,
+                Some(Syndrome::RnrRetryExc) => IBV_WC_RNR_RETRY_EXC_ERR,
+                Some(Syndrome::RemOp) | None => IBV_WC_REM_OP_ERR,
+            };
+            qp.fail_head(g, status);
+        }
+        _ => return Err(Broken::BadResponse),
+    }
+    Ok(())
+}
+
+/// Receives READ response payload straight into the WQE's buffers; false
+/// when the socket is empty.
+fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
+    let out = g.out.as_ref().ok_or(Broken::Lost)?;
+    let rd = out.rx_read.as_ref().ok_or(Broken::Lost)?;
+    let (seq, done, left) = (rd.seq, rd.done as u64, rd.left as usize);
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    let mut n = 0;
+    let table = mr::table();
+    let mut bad = rd.status != IBV_WC_SUCCESS;
+    if !bad {
+        let mut skip = done;
+        let mut room = left;
+        for s in g.sq.sges(seq) {
+            let len = s.length as u64;
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            if room == 0 {
+                break;
+            }
+            let take = ((len - skip) as usize).min(room);
+            match table.local(s.lkey, s.addr + skip, take as u64, qp.pd_id, true) {
+                Ok(p) => {
+                    v[n] = iov(p, take);
+                    n += 1;
+                    room -= take;
+                }
+                Err(_) => {
+                    bad = true;
+                    break;
+                }
+            }
+            skip = 0;
+        }
+    }
+    let r = if bad {
+        drop(table);
+        discard(&out.conn, left)
+    } else {
+        // SAFETY: the iovecs cover registered, locally writable memory
+        // checked under the MR table lock, held across the call.
+        unsafe { out.conn.recv_iov(&v[..n]) }
+    };
+    let k = match r {
+        Ok(0) => return Err(Broken::Lost),
+        Ok(k) => k,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+        Err(_) => return Err(Broken::Lost),
+    };
+    let out = g.out.as_mut().ok_or(Broken::Lost)?;
+    let rd = out.rx_read.as_mut().ok_or(Broken::Lost)?;
+    if bad {
+        rd.status = IBV_WC_LOC_PROT_ERR;
+    }
+    rd.done += k as u32;
+    rd.left -= k as u32;
+    if rd.left == 0 {
+        finish_read(qp, g);
+    }
+    Ok(true)
+}
+
+fn finish_read(qp: &Qp, g: &mut QpInner) {
+    let Some(rd) = g.out.as_mut().and_then(|o| o.rx_read.take()) else {
+        return;
+    };
+    let w = *g.sq.wqe(rd.seq);
+    g.sq.head += 1;
+    qp.complete_send(g, &w, rd.status);
+    if rd.status != IBV_WC_SUCCESS {
+        qp.enter_error(g);
+    } else {
+        qp.after_send_completions(g);
+    }
+}
+
+/// Reads and drops up to `len` bytes (payload bound for memory we may not
+/// touch).
+pub fn discard(conn: &Conn, len: usize) -> std::io::Result<usize> {
+    let mut buf = [0u8; 4096];
+    let take = len.min(buf.len());
+    let v = [iov(buf.as_mut_ptr(), take)];
+    // SAFETY: the iovec covers our stack buffer.
+    unsafe { conn.recv_iov(&v) }
+}

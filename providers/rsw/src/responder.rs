@@ -1,0 +1,735 @@
+//! The responder half of an RC QP: the incoming connection from the peer's
+//! requester.
+//!
+//! The progress thread reads requests as a non-blocking state machine:
+//! header, then payload received straight into its destination (the posted
+//! receive's buffers or the target MR) — one copy, from the socket. Responses
+//! go back in request order on the same connection.
+//!
+//! A SEND (or WRITE with immediate) that finds no posted receive stalls the
+//! connection: we stop reading it, so TCP back-pressure holds everything
+//! behind it in order, until a receive is posted or the RNR deadline passes.
+//! After any NAK the connection is finished (flushed, then closed): the
+//! requester has failed, and whatever it sent after the refused request must
+//! not be executed.
+
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+
+use verbs_abi::*;
+
+use crate::cq::Cqe;
+use crate::mr;
+use crate::progress::{engine, max_pending_slots, token, Kind};
+use crate::qp::{rnr_timer_ns, Qp, QpInner};
+use crate::transport::{Conn, MAX_IOV};
+use crate::util::mono_ns;
+use crate::wire::{Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
+
+/// Stop reading requests while this many responses wait to be sent, so a
+/// peer that sends faster than it reads cannot make us buffer without bound.
+const MAX_QUEUED_RESPONSES: usize = 1024;
+const MAX_QUEUED_READ_BYTES: u64 = 8 << 20;
+
+/// An accepted connection before it is known to be our peer's.
+pub struct PendingConn {
+    conn: Conn,
+    buf: [u8; HDR_LEN],
+    got: usize,
+    hello: Option<Hello>,
+}
+
+enum Rx {
+    Header,
+    /// Waiting for a receive WQE (RNR).
+    Stalled(Header),
+    Payload(Header, u32),
+}
+
+struct ReadData {
+    rkey: u32,
+    addr: u64,
+    len: u32,
+    sent: u32,
+}
+
+struct Resp {
+    hdr: [u8; HDR_LEN],
+    op: Op,
+    off: usize,
+    read: Option<ReadData>,
+}
+
+pub struct InConn {
+    conn: Conn,
+    peer_qpn: u32,
+    events: u32,
+    rx_hdr: [u8; HDR_LEN],
+    rx_got: usize,
+    rx: Rx,
+    resp: VecDeque<Resp>,
+    read_bytes: u64,
+    /// No more requests are read; the connection closes once the queued
+    /// responses are out.
+    closing: bool,
+    rnr_deadline: Option<u64>,
+}
+
+impl InConn {
+    fn backlogged(&self) -> bool {
+        self.resp.len() >= MAX_QUEUED_RESPONSES || self.read_bytes >= MAX_QUEUED_READ_BYTES
+    }
+
+    fn push_resp(&mut self, h: &Header, read: Option<ReadData>) {
+        let mut hdr = [0u8; HDR_LEN];
+        h.encode(&mut hdr);
+        if let Some(r) = &read {
+            self.read_bytes += r.len as u64;
+        }
+        self.resp.push_back(Resp {
+            hdr,
+            op: h.op,
+            off: 0,
+            read,
+        });
+    }
+
+    /// ACKs are cumulative, so a new one replaces a queued, unsent one.
+    fn ack(&mut self, msn: u32) {
+        if let Some(last) = self.resp.back_mut() {
+            if last.op == Op::Ack && last.off == 0 {
+                last.hdr[4..8].copy_from_slice(&msn.to_le_bytes());
+                return;
+            }
+        }
+        self.push_resp(&Header::new(Op::Ack, msn), None);
+    }
+
+    fn nak(&mut self, msn: u32, syn: Syndrome) {
+        let mut h = Header::new(Op::Nak, msn);
+        h.syndrome = syn as u8;
+        self.push_resp(&h, None);
+        self.closing = true;
+        self.rx = Rx::Header;
+        self.rnr_deadline = None;
+    }
+}
+
+fn iov(ptr: *const u8, len: usize) -> libc::iovec {
+    libc::iovec {
+        iov_base: ptr as *mut libc::c_void,
+        iov_len: len,
+    }
+}
+
+pub fn is_stalled(g: &QpInner) -> bool {
+    matches!(g.inc.as_ref().map(|i| &i.rx), Some(Rx::Stalled(_)))
+}
+
+// ---- accepting ---------------------------------------------------------------
+
+pub fn on_listener(qp: &Qp, g: &mut QpInner) {
+    loop {
+        let Some(l) = g.listener.as_ref() else { return };
+        let conn = match l.accept() {
+            Ok(Some(c)) => c,
+            // Out of descriptors or similar: leave the rest queued.
+            Ok(None) | Err(_) => return,
+        };
+        if g.state == IBV_QPS_ERR {
+            continue;
+        }
+        let slot = match g.pending.iter().position(Option::is_none) {
+            Some(s) => s,
+            None if g.pending.len() < max_pending_slots() => {
+                g.pending.push(None);
+                g.pending.len() - 1
+            }
+            None => continue,
+        };
+        let Ok(eng) = engine() else { return };
+        if eng
+            .add(
+                conn.fd(),
+                token(qp.serial, Kind::Pending(slot)),
+                libc::EPOLLIN as u32,
+            )
+            .is_err()
+        {
+            continue;
+        }
+        g.pending[slot] = Some(PendingConn {
+            conn,
+            buf: [0; HDR_LEN],
+            got: 0,
+            hello: None,
+        });
+        on_pending(qp, g, slot);
+    }
+}
+
+pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
+    let Some(Some(p)) = g.pending.get_mut(slot) else {
+        return;
+    };
+    if p.hello.is_none() {
+        while p.got < HDR_LEN {
+            let v = [iov(p.buf[p.got..].as_ptr(), HDR_LEN - p.got)];
+            // SAFETY: the iovec covers the unfilled part of our buffer.
+            match unsafe { p.conn.recv_iov(&v) } {
+                Ok(0) => {
+                    g.pending[slot] = None;
+                    return;
+                }
+                Ok(k) => p.got += k,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    g.pending[slot] = None;
+                    return;
+                }
+            }
+        }
+        match Hello::decode(&p.buf) {
+            Ok(h) if h.dst_qpn == qp.qpn => p.hello = Some(h),
+            _ => {
+                g.pending[slot] = None;
+                return;
+            }
+        }
+    }
+    try_promote(qp, g, slot);
+}
+
+/// Turns a pending connection with a valid hello into the incoming
+/// connection once we know our peer, holds it before that, and drops it if
+/// it comes from someone else.
+fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
+    let Some(Some(p)) = g.pending.get(slot) else {
+        return;
+    };
+    let Some(hello) = p.hello else { return };
+    match g.state {
+        IBV_QPS_RESET | IBV_QPS_INIT => {
+            // Not reading it until RTR is what holds it.
+            if let Ok(e) = engine() {
+                e.modify(p.conn.fd(), token(qp.serial, Kind::Pending(slot)), 0);
+            }
+        }
+        IBV_QPS_ERR => g.pending[slot] = None,
+        _ => {
+            let Some(remote) = g.remote else { return };
+            let Some(p) = g.pending[slot].take() else {
+                return;
+            };
+            if hello.src_qpn != remote.qpn {
+                return;
+            }
+            let events = libc::EPOLLIN as u32;
+            if let Ok(e) = engine() {
+                e.modify(p.conn.fd(), token(qp.serial, Kind::Incoming), events);
+            }
+            // A newer connection from the peer replaces an older one (the
+            // peer re-connected, e.g. after a reset).
+            g.inc = Some(InConn {
+                conn: p.conn,
+                peer_qpn: hello.src_qpn,
+                events,
+                rx_hdr: [0; HDR_LEN],
+                rx_got: 0,
+                rx: Rx::Header,
+                resp: VecDeque::new(),
+                read_bytes: 0,
+                closing: false,
+                rnr_deadline: None,
+            });
+            pump(qp, g);
+        }
+    }
+}
+
+/// Entering RTR: connections that arrived early may now be used.
+pub fn promote_pending(qp: &Qp, g: &mut QpInner) {
+    for slot in 0..g.pending.len() {
+        try_promote(qp, g, slot);
+    }
+}
+
+// ---- requests -----------------------------------------------------------------
+
+enum Step {
+    More,
+    Blocked,
+    Closed,
+}
+
+/// Runs the incoming connection as far as it goes without blocking.
+pub fn pump(qp: &Qp, g: &mut QpInner) {
+    loop {
+        let Some(inc) = g.inc.as_mut() else { return };
+        if inc.closing {
+            break;
+        }
+        if inc.backlogged() {
+            // Make room by sending, then read on if that helped.
+            if !flush(qp, g) {
+                g.inc = None;
+                return;
+            }
+            match g.inc.as_ref() {
+                Some(i) if !i.backlogged() => continue,
+                Some(_) => break,
+                None => return,
+            }
+        }
+        let step = match inc.rx {
+            Rx::Stalled(h) => {
+                if g.rq.is_empty() {
+                    Step::Blocked
+                } else {
+                    inc.rx = Rx::Header;
+                    inc.rnr_deadline = None;
+                    on_request(qp, g, h);
+                    Step::More
+                }
+            }
+            Rx::Payload(..) => receive_payload(qp, g),
+            Rx::Header => receive_header(qp, g),
+        };
+        match step {
+            Step::More => continue,
+            Step::Blocked => break,
+            Step::Closed => {
+                g.inc = None;
+                return;
+            }
+        }
+    }
+    if !flush(qp, g) {
+        g.inc = None;
+        return;
+    }
+    settle(qp, g);
+}
+
+/// Closes a finished connection or updates what it is polled for.
+fn settle(qp: &Qp, g: &mut QpInner) {
+    let Some(inc) = g.inc.as_mut() else { return };
+    if inc.closing && inc.resp.is_empty() {
+        g.inc = None;
+        return;
+    }
+    let mut want = 0u32;
+    if !inc.closing && !inc.backlogged() && !matches!(inc.rx, Rx::Stalled(_)) {
+        want |= libc::EPOLLIN as u32;
+    }
+    if !inc.resp.is_empty() {
+        want |= libc::EPOLLOUT as u32;
+    }
+    if want != inc.events {
+        inc.events = want;
+        if let Ok(e) = engine() {
+            e.modify(inc.conn.fd(), token(qp.serial, Kind::Incoming), want);
+        }
+    }
+}
+
+/// The QP entered ERR: read no more requests, send what is queued (a NAK
+/// explaining the error, typically), then close.
+pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
+    let Some(inc) = g.inc.as_mut() else { return };
+    inc.closing = true;
+    inc.rx = Rx::Header;
+    inc.rnr_deadline = None;
+    if !flush(qp, g) {
+        g.inc = None;
+        return;
+    }
+    settle(qp, g);
+}
+
+pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
+    let Some(inc) = g.inc.as_mut() else { return };
+    let Rx::Stalled(h) = inc.rx else { return };
+    match inc.rnr_deadline {
+        Some(d) if d <= now => {}
+        _ => return,
+    }
+    if g.rq.is_empty() {
+        // Only the requester fails; this QP stays usable.
+        inc.nak(h.msn, Syndrome::RnrRetryExc);
+    }
+    pump(qp, g);
+}
+
+fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
+    let Some(inc) = g.inc.as_mut() else {
+        return Step::Closed;
+    };
+    let got = inc.rx_got;
+    let v = [iov(inc.rx_hdr[got..].as_ptr(), HDR_LEN - got)];
+    // SAFETY: the iovec covers the unfilled part of our header buffer.
+    match unsafe { inc.conn.recv_iov(&v) } {
+        Ok(0) => return Step::Closed,
+        Ok(k) => inc.rx_got += k,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Blocked,
+        Err(_) => return Step::Closed,
+    }
+    if inc.rx_got < HDR_LEN {
+        return Step::More;
+    }
+    inc.rx_got = 0;
+    match Header::decode(&inc.rx_hdr) {
+        Ok(h) if h.op.is_request() => {
+            on_request(qp, g, h);
+            Step::More
+        }
+        _ => {
+            // Not a request: the peer is broken. InfiniBand calls this an
+            // invalid request on the responder's work queue.
+            qp.async_event(IBV_EVENT_QP_REQ_ERR);
+            qp.enter_error(g);
+            Step::Closed
+        }
+    }
+}
+
+/// Checks a remote access against the QP's access flags and the MR.
+fn remote_ok(qp: &Qp, g: &QpInner, h: &Header, len: u64, need: u32) -> bool {
+    if len == 0 {
+        return true;
+    }
+    g.attr.qp_access_flags & need == need
+        && mr::table()
+            .remote(h.rkey, h.remote_addr, len, qp.pd_id, need)
+            .is_ok()
+}
+
+/// A request named memory it may not touch: NAK it, and the responder QP
+/// fails with an access error (InfiniBand class C responder error).
+fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
+    if let Some(inc) = g.inc.as_mut() {
+        inc.nak(msn, Syndrome::RemAccess);
+    }
+    qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
+    qp.enter_error(g);
+}
+
+fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
+    let min_rnr = g.attr.min_rnr_timer;
+    let Some(inc) = g.inc.as_mut() else { return };
+    inc.rx = Rx::Stalled(h);
+    let retries = h.rnr_retry();
+    // 7 means retry forever.
+    if retries < 7 {
+        let d = mono_ns() + rnr_timer_ns(min_rnr) * (retries as u64 + 1);
+        inc.rnr_deadline = Some(d);
+        if let Ok(e) = engine() {
+            e.add_timer(d, qp.serial);
+        }
+    }
+}
+
+fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
+    if g.state == IBV_QPS_RTR && !g.comm_est_sent {
+        g.comm_est_sent = true;
+        qp.async_event(IBV_EVENT_COMM_EST);
+    }
+    match h.op {
+        Op::Send | Op::SendImm => {
+            let Some((_, sges)) = g.rq.front() else {
+                stall(qp, g, h);
+                return;
+            };
+            let room: u64 = sges.iter().map(|s| s.length as u64).sum();
+            if h.length as u64 > room {
+                if let Some(wr_id) = g.rq.pop() {
+                    qp.complete_recv(Cqe {
+                        wr_id,
+                        status: IBV_WC_LOC_LEN_ERR,
+                        opcode: IBV_WC_RECV,
+                        src_qp: g.attr.dest_qp_num,
+                        ..Cqe::default()
+                    });
+                }
+                if let Some(inc) = g.inc.as_mut() {
+                    inc.nak(h.msn, Syndrome::RemInvReq);
+                }
+                qp.enter_error(g);
+                return;
+            }
+            start_payload(qp, g, h);
+        }
+        Op::Write | Op::WriteImm => {
+            if !remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_WRITE) {
+                access_error(qp, g, h.msn);
+                return;
+            }
+            if h.op == Op::WriteImm && g.rq.is_empty() {
+                stall(qp, g, h);
+                return;
+            }
+            start_payload(qp, g, h);
+        }
+        Op::ReadReq => {
+            if !remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_READ) {
+                access_error(qp, g, h.msn);
+                return;
+            }
+            let Some(inc) = g.inc.as_mut() else { return };
+            let mut r = Header::new(Op::ReadResp, h.msn);
+            r.length = h.length;
+            inc.push_resp(
+                &r,
+                Some(ReadData {
+                    rkey: h.rkey,
+                    addr: h.remote_addr,
+                    len: h.length,
+                    sent: 0,
+                }),
+            );
+        }
+        Op::CmpSwap | Op::FetchAdd => {
+            let orig = if !h.remote_addr.is_multiple_of(8)
+                || g.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC == 0
+            {
+                None
+            } else {
+                let t = mr::table();
+                t.remote(h.rkey, h.remote_addr, 8, qp.pd_id, IBV_ACCESS_REMOTE_ATOMIC)
+                    .ok()
+                    .map(|p| {
+                        // SAFETY: p is 8 aligned bytes of registered memory
+                        // with remote atomic rights, checked under the table
+                        // lock (held); hardware atomics make this atomic
+                        // against other QPs and local CPU atomics.
+                        let a = unsafe { std::sync::atomic::AtomicU64::from_ptr(p as *mut u64) };
+                        use std::sync::atomic::Ordering::SeqCst;
+                        if h.op == Op::CmpSwap {
+                            match a.compare_exchange(h.compare_add, h.swap, SeqCst, SeqCst) {
+                                Ok(v) | Err(v) => v,
+                            }
+                        } else {
+                            a.fetch_add(h.compare_add, SeqCst)
+                        }
+                    })
+            };
+            let Some(orig) = orig else {
+                access_error(qp, g, h.msn);
+                return;
+            };
+            let Some(inc) = g.inc.as_mut() else { return };
+            let mut r = Header::new(Op::AtomicResp, h.msn);
+            r.compare_add = orig;
+            inc.push_resp(&r, None);
+        }
+        _ => {}
+    }
+}
+
+fn start_payload(qp: &Qp, g: &mut QpInner, h: Header) {
+    let Some(inc) = g.inc.as_mut() else { return };
+    if h.length == 0 {
+        finish_request(qp, g, h);
+    } else {
+        inc.rx = Rx::Payload(h, 0);
+    }
+}
+
+fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
+    let Some(inc) = g.inc.as_ref() else {
+        return Step::Closed;
+    };
+    let Rx::Payload(h, done) = inc.rx else {
+        return Step::More;
+    };
+    let left = (h.length - done) as usize;
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    let mut n = 0;
+    let table = mr::table();
+    let mut bad = false;
+    if h.op.consumes_recv() && h.op != Op::WriteImm {
+        let Some((_, sges)) = g.rq.front() else {
+            return Step::Closed;
+        };
+        let mut skip = done as u64;
+        let mut room = left;
+        for s in sges {
+            let len = s.length as u64;
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            if room == 0 {
+                break;
+            }
+            let take = ((len - skip) as usize).min(room);
+            match table.local(s.lkey, s.addr + skip, take as u64, qp.pd_id, true) {
+                Ok(p) => {
+                    v[n] = iov(p, take);
+                    n += 1;
+                    room -= take;
+                }
+                Err(_) => {
+                    bad = true;
+                    break;
+                }
+            }
+            skip = 0;
+        }
+    } else {
+        match table.remote(
+            h.rkey,
+            h.remote_addr + done as u64,
+            left as u64,
+            qp.pd_id,
+            IBV_ACCESS_REMOTE_WRITE,
+        ) {
+            Ok(p) => {
+                v[0] = iov(p, left);
+                n = 1;
+            }
+            Err(_) => {
+                // The MR went away while the WRITE was arriving.
+                drop(table);
+                access_error(qp, g, h.msn);
+                return Step::More;
+            }
+        }
+    }
+    if bad {
+        drop(table);
+        // Our own receive buffer is unusable: the receive completes with a
+        // protection error and the requester learns of a remote failure.
+        if let Some(wr_id) = g.rq.pop() {
+            qp.complete_recv(Cqe {
+                wr_id,
+                status: IBV_WC_LOC_PROT_ERR,
+                opcode: IBV_WC_RECV,
+                src_qp: g.attr.dest_qp_num,
+                ..Cqe::default()
+            });
+        }
+        if let Some(inc) = g.inc.as_mut() {
+            inc.nak(h.msn, Syndrome::RemOp);
+        }
+        qp.enter_error(g);
+        return Step::More;
+    }
+    // SAFETY: the iovecs cover registered memory with the needed rights,
+    // checked under the MR table lock, which is held across the call.
+    let r = unsafe { inc.conn.recv_iov(&v[..n]) };
+    drop(table);
+    let k = match r {
+        Ok(0) => return Step::Closed,
+        Ok(k) => k as u32,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Blocked,
+        Err(_) => return Step::Closed,
+    };
+    let Some(inc) = g.inc.as_mut() else {
+        return Step::Closed;
+    };
+    if done + k == h.length {
+        inc.rx = Rx::Header;
+        finish_request(qp, g, h);
+    } else {
+        inc.rx = Rx::Payload(h, done + k);
+    }
+    Step::More
+}
+
+fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
+    let imm = h.flags & FLAG_IMM != 0;
+    let peer = g.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
+    let opcode = match h.op {
+        Op::Send | Op::SendImm => Some(IBV_WC_RECV),
+        Op::WriteImm => Some(IBV_WC_RECV_RDMA_WITH_IMM),
+        _ => None,
+    };
+    if let Some(opcode) = opcode {
+        if let Some(wr_id) = g.rq.pop() {
+            qp.complete_recv(Cqe {
+                wr_id,
+                status: IBV_WC_SUCCESS,
+                opcode,
+                byte_len: h.length,
+                imm: if imm { h.imm } else { 0 },
+                src_qp: peer,
+                wc_flags: if imm { IBV_WC_WITH_IMM } else { 0 },
+                solicited: h.flags & FLAG_SOLICITED != 0,
+                ..Cqe::default()
+            });
+        }
+    }
+    if let Some(inc) = g.inc.as_mut() {
+        inc.rx = Rx::Header;
+        inc.ack(h.msn);
+    }
+}
+
+// ---- responses ----------------------------------------------------------------
+
+/// Sends queued responses until done or the socket is full; false if the
+/// connection failed.
+fn flush(qp: &Qp, g: &mut QpInner) -> bool {
+    loop {
+        let Some(inc) = g.inc.as_mut() else {
+            return true;
+        };
+        let Some(r) = inc.resp.front() else {
+            return true;
+        };
+        let mut v = [iov(std::ptr::null(), 0); 2];
+        let mut n = 0;
+        if r.off < HDR_LEN {
+            v[0] = iov(r.hdr[r.off..].as_ptr(), HDR_LEN - r.off);
+            n = 1;
+        }
+        let table = mr::table();
+        if let Some(d) = &r.read {
+            let left = d.len - d.sent;
+            if left > 0 {
+                match table.remote(
+                    d.rkey,
+                    d.addr + d.sent as u64,
+                    left as u64,
+                    qp.pd_id,
+                    IBV_ACCESS_REMOTE_READ,
+                ) {
+                    Ok(p) => {
+                        v[n] = iov(p, left as usize);
+                        n += 1;
+                    }
+                    // The MR was deregistered mid-response: the requester
+                    // cannot be told cleanly any more; drop the connection.
+                    Err(_) => return false,
+                }
+            }
+        }
+        // SAFETY: the iovecs cover our header buffer and registered memory
+        // with remote read rights, checked under the MR table lock (held).
+        let res = unsafe { inc.conn.send_iov(&v[..n]) };
+        drop(table);
+        let mut k = match res {
+            Ok(k) => k,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        };
+        let Some(r) = inc.resp.front_mut() else {
+            return true;
+        };
+        let h = (HDR_LEN - r.off.min(HDR_LEN)).min(k);
+        r.off += h;
+        k -= h;
+        let mut done = r.off == HDR_LEN;
+        if let Some(d) = r.read.as_mut() {
+            d.sent += k as u32;
+            done = done && d.sent == d.len;
+        }
+        if done {
+            if let Some(d) = &r.read {
+                inc.read_bytes -= d.len as u64;
+            }
+            inc.resp.pop_front();
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The transport interface: how a QP reaches its peer.
+//!
+//! The RC protocol (requester and responder state machines) only needs a
+//! reliable, ordered, non-blocking byte stream per direction plus a way to
+//! be woken when it can make progress. A transport provides exactly that:
+//! a listener per QP (whose address is the QP number), an outgoing
+//! connection opened at RTR, the incoming connection accepted from the peer,
+//! and scatter/gather send/receive on them. Everything is non-blocking; each
+//! endpoint exposes a descriptor the progress engine polls.
+//!
+//! TCP is the only transport today. A same-host shared-memory transport can
+//! be added as another variant of [`Listener`] and [`Conn`] without touching
+//! the protocol code.
+
+pub mod tcp;
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Where a peer QP lives: its GID (an IP address, IPv4-mapped or IPv6) and
+/// its QP number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteAddr {
+    pub gid: [u8; 16],
+    pub qpn: u32,
+    /// Interface to use for link-local IPv6 GIDs.
+    pub ifindex: u32,
+}
+
+/// A QP's listening endpoint; its address is the QP number.
+pub enum Listener {
+    Tcp(tcp::TcpListener),
+}
+
+impl Listener {
+    /// Opens a new listener; returns it and the QP number it defines.
+    pub fn open() -> io::Result<(Listener, u32)> {
+        let (l, qpn) = tcp::TcpListener::open()?;
+        Ok((Listener::Tcp(l), qpn))
+    }
+
+    pub fn fd(&self) -> RawFd {
+        match self {
+            Listener::Tcp(l) => l.fd(),
+        }
+    }
+
+    /// Accepts one pending connection, `Ok(None)` when there is none.
+    pub fn accept(&self) -> io::Result<Option<Conn>> {
+        match self {
+            Listener::Tcp(l) => Ok(l.accept()?.map(Conn::Tcp)),
+        }
+    }
+}
+
+/// Outcome of starting a connection.
+pub enum Connecting {
+    /// Connected already (typical on loopback).
+    Ready(Conn),
+    /// In progress: the descriptor becomes writable when it completes; call
+    /// [`Conn::finish_connect`] then.
+    Pending(Conn),
+}
+
+/// One direction-pair byte stream between two QPs.
+pub enum Conn {
+    Tcp(tcp::TcpConn),
+}
+
+impl Conn {
+    pub fn connect(remote: &RemoteAddr) -> io::Result<Connecting> {
+        tcp::TcpConn::connect(remote)
+    }
+
+    pub fn fd(&self) -> RawFd {
+        match self {
+            Conn::Tcp(c) => c.fd(),
+        }
+    }
+
+    /// After the descriptor reported writable while connecting: Ok when the
+    /// connection is up, the connect error otherwise.
+    pub fn finish_connect(&self) -> io::Result<()> {
+        match self {
+            Conn::Tcp(c) => c.finish_connect(),
+        }
+    }
+
+    /// Non-blocking gather send; `ErrorKind::WouldBlock` when full.
+    ///
+    /// # Safety
+    /// Every iovec must describe readable memory for the whole call.
+    pub unsafe fn send_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
+        match self {
+            // SAFETY: forwarded contract.
+            Conn::Tcp(c) => unsafe { c.send_iov(iov) },
+        }
+    }
+
+    /// Non-blocking scatter receive; `Ok(0)` is end of stream,
+    /// `ErrorKind::WouldBlock` when nothing is available.
+    ///
+    /// # Safety
+    /// Every iovec must describe writable memory for the whole call.
+    pub unsafe fn recv_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
+        match self {
+            // SAFETY: forwarded contract.
+            Conn::Tcp(c) => unsafe { c.recv_iov(iov) },
+        }
+    }
+}
+
+/// Maximum iovecs one send/receive call uses (a header plus the largest
+/// scatter/gather list).
+pub const MAX_IOV: usize = 2 + crate::device::MAX_SGE as usize;

@@ -1,0 +1,285 @@
+//! TCP transport.
+//!
+//! A QP's number is the TCP port of its listening socket, bound to the
+//! wildcard address of an IPv6 dual-stack socket (IPv4 peers arrive as
+//! IPv4-mapped addresses). The kernel keeps ports unique per network
+//! namespace, which makes QP numbers unique across processes with no daemon
+//! and no coordination.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::{Connecting, RemoteAddr};
+use crate::device::gid_as_ipv4;
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn socket(family: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket creation; the result is checked.
+    let fd = cvt(unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passes a valid int of the advertised size.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &v as *const libc::c_int as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Small request/response messages must not wait for Nagle.
+fn tune(fd: RawFd) {
+    let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+}
+
+pub struct TcpListener {
+    fd: OwnedFd,
+}
+
+impl TcpListener {
+    pub fn open() -> io::Result<(TcpListener, u32)> {
+        let fd = match Self::bind6() {
+            Ok(fd) => fd,
+            Err(_) => Self::bind4()?,
+        };
+        // SAFETY: fd is a bound socket; the backlog is a plain int.
+        cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })?;
+        // SAFETY: storage is large enough for any socket address.
+        let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: ss/len describe a writable sockaddr buffer.
+        cvt(unsafe {
+            libc::getsockname(
+                fd.as_raw_fd(),
+                &mut ss as *mut _ as *mut libc::sockaddr,
+                &mut len,
+            )
+        })?;
+        let port = match ss.ss_family as libc::c_int {
+            // SAFETY: the family tells which sockaddr type was written.
+            libc::AF_INET6 => unsafe {
+                (*(&ss as *const _ as *const libc::sockaddr_in6)).sin6_port
+            },
+            // SAFETY: as above.
+            _ => unsafe { (*(&ss as *const _ as *const libc::sockaddr_in)).sin_port },
+        };
+        Ok((TcpListener { fd }, u16::from_be(port) as u32))
+    }
+
+    fn bind6() -> io::Result<OwnedFd> {
+        let fd = socket(libc::AF_INET6)?;
+        setsockopt_int(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+        // SAFETY: all-zero is the IPv6 wildcard address, port 0.
+        let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
+        sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        // SAFETY: sa is a valid sockaddr_in6 of the given length.
+        cvt(unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sa as *const _ as *const libc::sockaddr,
+                size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            )
+        })?;
+        Ok(fd)
+    }
+
+    fn bind4() -> io::Result<OwnedFd> {
+        let fd = socket(libc::AF_INET)?;
+        // SAFETY: all-zero is INADDR_ANY, port 0.
+        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        // SAFETY: sa is a valid sockaddr_in of the given length.
+        cvt(unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sa as *const _ as *const libc::sockaddr,
+                size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        })?;
+        Ok(fd)
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn accept(&self) -> io::Result<Option<TcpConn>> {
+        loop {
+            // SAFETY: we do not need the peer address, so null is allowed.
+            let r = unsafe {
+                libc::accept4(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if r >= 0 {
+                tune(r);
+                // SAFETY: r is a fresh descriptor we own.
+                return Ok(Some(TcpConn {
+                    fd: unsafe { OwnedFd::from_raw_fd(r) },
+                }));
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => return Ok(None),
+                // The peer gave up before we accepted: try the next one.
+                Some(libc::ECONNABORTED) | Some(libc::EPROTO) => continue,
+                _ => return Err(e),
+            }
+        }
+    }
+}
+
+pub struct TcpConn {
+    fd: OwnedFd,
+}
+
+impl TcpConn {
+    pub fn connect(remote: &RemoteAddr) -> io::Result<Connecting> {
+        if remote.qpn == 0 || remote.qpn > u16::MAX as u32 {
+            return Err(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
+        }
+        let port = (remote.qpn as u16).to_be();
+        // SAFETY: zeroed storage is a valid start for either family.
+        let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+        let (family, len) = if let Some(v4) = gid_as_ipv4(&remote.gid) {
+            // SAFETY: sockaddr_storage is larger than and aligned for
+            // sockaddr_in.
+            let sa = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_port = port;
+            sa.sin_addr.s_addr = u32::from_ne_bytes(v4);
+            (libc::AF_INET, size_of::<libc::sockaddr_in>())
+        } else {
+            // SAFETY: as above, for sockaddr_in6.
+            let sa = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+            sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sa.sin6_port = port;
+            sa.sin6_addr.s6_addr = remote.gid;
+            if remote.gid[0] == 0xfe && remote.gid[1] & 0xc0 == 0x80 {
+                sa.sin6_scope_id = remote.ifindex;
+            }
+            (libc::AF_INET6, size_of::<libc::sockaddr_in6>())
+        };
+        let fd = socket(family)?;
+        tune(fd.as_raw_fd());
+        let conn = TcpConn { fd };
+        loop {
+            // SAFETY: ss holds a valid address of `len` bytes.
+            let r = unsafe {
+                libc::connect(
+                    conn.fd.as_raw_fd(),
+                    &ss as *const _ as *const libc::sockaddr,
+                    len as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                return Ok(Connecting::Ready(super::Conn::Tcp(conn)));
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EINPROGRESS) => return Ok(Connecting::Pending(super::Conn::Tcp(conn))),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn finish_connect(&self) -> io::Result<()> {
+        let mut err: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: err/len describe a writable int.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                &mut err as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        })?;
+        if err != 0 {
+            return Err(io::Error::from_raw_os_error(err));
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// Every iovec must describe readable memory.
+    pub unsafe fn send_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
+        // SAFETY: a zeroed msghdr is valid; we only set the iovec fields.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = iov.len();
+        loop {
+            // SAFETY: msg points to iovecs the caller vouches for.
+            let n = unsafe {
+                libc::sendmsg(
+                    self.fd.as_raw_fd(),
+                    &msg,
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                )
+            };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+
+    /// # Safety
+    /// Every iovec must describe writable memory.
+    pub unsafe fn recv_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
+        // SAFETY: a zeroed msghdr is valid; we only set the iovec fields.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = iov.len();
+        loop {
+            // SAFETY: msg points to iovecs the caller vouches for.
+            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+}

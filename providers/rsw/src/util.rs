@@ -1,0 +1,108 @@
+//! Small OS helpers shared by the modules: errno, clocks, pipes.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+pub fn set_errno(e: i32) {
+    // SAFETY: __errno_location returns the calling thread's errno slot,
+    // which is always valid to write.
+    unsafe { *libc::__errno_location() = e };
+}
+
+pub fn last_errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer; the clocks used always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Monotonic nanoseconds: the "HCA clock" behind completion timestamps.
+pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Wall-clock nanoseconds since the epoch.
+pub fn wall_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// A close-on-exec pipe whose write end never blocks (the writers are the
+/// progress thread and verbs that must not stall on a slow reader); the read
+/// end stays blocking because it is what the application waits on.
+pub fn event_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and ours.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    set_nonblocking(wr.as_raw_fd())?;
+    Ok((rd, wr))
+}
+
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own; no pointers involved.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Reads exactly `buf.len()` bytes of one event record from a pipe fed only
+/// with records of that size (pipe writes of at most PIPE_BUF bytes are
+/// atomic, so a record is never split). Honours O_NONBLOCK on `fd`.
+pub fn read_record(fd: RawFd, buf: &mut [u8]) -> io::Result<()> {
+    loop {
+        // SAFETY: buf is valid for writes of buf.len() bytes.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n == buf.len() as isize {
+            return Ok(());
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        // EOF or a short read: only possible if the writer side vanished.
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+}
+
+/// Writes one record to a non-blocking pipe. A full pipe drops the record:
+/// the consumer is already far behind and has events to read.
+pub fn write_record(fd: RawFd, buf: &[u8]) {
+    loop {
+        // SAFETY: buf is valid for reads of buf.len() bytes.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 && last_errno() == libc::EINTR {
+            continue;
+        }
+        return;
+    }
+}
+
+/// Copies `src` into a fixed C string buffer, always NUL-terminated.
+pub fn copy_cstr(dst: &mut [libc::c_char], src: &str) {
+    let n = src.len().min(dst.len().saturating_sub(1));
+    for (d, s) in dst.iter_mut().zip(src.as_bytes()[..n].iter()) {
+        *d = *s as libc::c_char;
+    }
+    if n < dst.len() {
+        dst[n] = 0;
+    }
+}

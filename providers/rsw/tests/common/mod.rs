@@ -1,0 +1,509 @@
+//! Test harness: drives the provider the way libibverbs and a C program do,
+//! through the `ProviderOps` table and the function pointers the provider
+//! stores in the public structs. Every wait is bounded.
+#![allow(dead_code)]
+
+use std::os::raw::{c_int, c_void};
+use std::ptr::null_mut;
+use std::time::{Duration, Instant};
+
+use rsw::verbs_rs_provider_v1 as OPS;
+use verbs_abi::provider::{ProviderDevice, DEVICE_NAME_MAX};
+use verbs_abi::*;
+
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// An open context on rsw_lo.
+pub struct Ctx {
+    pub ctx: *mut ibv_context,
+    _dev: Box<ibv_device>,
+}
+
+impl Ctx {
+    pub fn open() -> Ctx {
+        let mut devs = vec![
+            ProviderDevice {
+                name: [0; DEVICE_NAME_MAX],
+                node_type: 0,
+                transport_type: 0,
+                node_guid: 0,
+                handle: null_mut(),
+            };
+            32
+        ];
+        // SAFETY: room for 32 entries.
+        let n = unsafe { OPS.discover.unwrap()(devs.as_mut_ptr(), devs.len()) };
+        assert!(n > 0, "no devices");
+        let lo = devs[..n as usize]
+            .iter()
+            .find(|d| {
+                // SAFETY: names are NUL-terminated.
+                let s = unsafe { std::ffi::CStr::from_ptr(d.name.as_ptr()) };
+                s.to_bytes() == b"rsw_lo"
+            })
+            .expect("rsw_lo device");
+        let mut dev = Box::new(ibv_device::zeroed());
+        dev.node_type = lo.node_type;
+        dev.transport_type = lo.transport_type;
+        dev.name = lo.name;
+        // SAFETY: handle from discover; dev outlives the context.
+        let ctx = unsafe { OPS.open_device.unwrap()(&mut *dev, lo.handle) };
+        assert!(!ctx.is_null(), "open_device: errno {}", errno());
+        Ctx { ctx, _dev: dev }
+    }
+
+    pub fn ops(&self) -> &ibv_context_ops {
+        // SAFETY: ctx is open.
+        unsafe { &(*self.ctx).ops }
+    }
+
+    pub fn vctx(&self) -> &verbs_context {
+        let off = std::mem::offset_of!(verbs_context, context);
+        // SAFETY: the context is the tail of a verbs_context (abi_compat
+        // says so; checked by a test).
+        unsafe { &*((self.ctx as *mut u8).sub(off) as *const verbs_context) }
+    }
+
+    pub fn alloc_pd(&self) -> *mut ibv_pd {
+        // SAFETY: ctx is open.
+        let pd = unsafe { OPS.alloc_pd.unwrap()(self.ctx) };
+        assert!(!pd.is_null());
+        pd
+    }
+
+    pub fn cq(&self, cqe: u32, channel: *mut ibv_comp_channel) -> *mut ibv_cq {
+        self.cq_ex(cqe, channel, IBV_WC_STANDARD_FLAGS as u64) as *mut ibv_cq
+    }
+
+    pub fn cq_ex(&self, cqe: u32, channel: *mut ibv_comp_channel, wc_flags: u64) -> *mut ibv_cq_ex {
+        let mut a = ibv_cq_init_attr_ex {
+            cqe,
+            cq_context: 0x1234 as *mut c_void,
+            channel,
+            comp_vector: 0,
+            wc_flags,
+            comp_mask: 0,
+            flags: 0,
+            parent_domain: null_mut(),
+        };
+        // SAFETY: ctx is open; a is valid.
+        let cq = unsafe { self.vctx().create_cq_ex.unwrap()(self.ctx, &mut a) };
+        assert!(!cq.is_null(), "create_cq_ex: errno {}", errno());
+        cq
+    }
+
+    pub fn channel(&self) -> *mut ibv_comp_channel {
+        // SAFETY: ctx is open.
+        let ch = unsafe { OPS.create_comp_channel.unwrap()(self.ctx) };
+        assert!(!ch.is_null());
+        ch
+    }
+
+    pub fn qp_attr(
+        &self,
+        pd: *mut ibv_pd,
+        scq: *mut ibv_cq,
+        rcq: *mut ibv_cq,
+    ) -> ibv_qp_init_attr_ex {
+        let mut a = ibv_qp_init_attr_ex::zeroed();
+        a.send_cq = scq;
+        a.recv_cq = rcq;
+        a.cap = ibv_qp_cap {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+        };
+        a.qp_type = IBV_QPT_RC;
+        a.comp_mask = IBV_QP_INIT_ATTR_PD;
+        a.pd = pd;
+        a
+    }
+
+    pub fn create_qp(&self, a: &mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+        // SAFETY: ctx is open; a is valid.
+        let qp = unsafe { self.vctx().create_qp_ex.unwrap()(self.ctx, a) };
+        assert!(!qp.is_null(), "create_qp_ex: errno {}", errno());
+        qp
+    }
+
+    pub fn qp(&self, pd: *mut ibv_pd, scq: *mut ibv_cq, rcq: *mut ibv_cq) -> *mut ibv_qp {
+        let mut a = self.qp_attr(pd, scq, rcq);
+        self.create_qp(&mut a)
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        // Objects are torn down by each test; leaking on a failed assert is
+        // fine in a test process.
+    }
+}
+
+/// A registered, heap-allocated buffer.
+pub struct Buf {
+    pub mem: Vec<u64>,
+    pub len: usize,
+    pub mr: *mut ibv_mr,
+}
+
+impl Buf {
+    pub fn new(pd: *mut ibv_pd, len: usize, access: u32) -> Buf {
+        let mut mem = vec![0u64; len.div_ceil(8).max(1)];
+        let p = mem.as_mut_ptr() as *mut c_void;
+        // SAFETY: pd is ours; the memory lives as long as the Buf.
+        let mr = unsafe { OPS.reg_mr.unwrap()(pd, p, len, p as u64, access) };
+        assert!(!mr.is_null(), "reg_mr: errno {}", errno());
+        Buf { mem, len, mr }
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.mem.as_ptr() as u64
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: mem has at least len bytes.
+        unsafe { std::slice::from_raw_parts(self.mem.as_ptr() as *const u8, self.len) }
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: mem has at least len bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.as_mut_ptr() as *mut u8, self.len) }
+    }
+
+    /// Reads through a volatile pointer: the provider's thread writes the
+    /// buffer behind the compiler's back.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let p = self.mem.as_ptr() as *const u8;
+        // SAFETY: reads within the buffer.
+        (0..self.len)
+            .map(|i| unsafe { std::ptr::read_volatile(p.add(i)) })
+            .collect()
+    }
+
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: mr is live.
+        unsafe { (*self.mr).lkey }
+    }
+
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: mr is live.
+        unsafe { (*self.mr).rkey }
+    }
+
+    pub fn sge(&self, off: usize, len: u32) -> ibv_sge {
+        ibv_sge {
+            addr: self.addr() + off as u64,
+            length: len,
+            lkey: self.lkey(),
+        }
+    }
+
+    pub fn dereg(&mut self) {
+        if !self.mr.is_null() {
+            // SAFETY: mr is live.
+            assert_eq!(unsafe { OPS.dereg_mr.unwrap()(self.mr) }, 0);
+            self.mr = null_mut();
+        }
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        self.dereg();
+    }
+}
+
+pub fn qpn(qp: *mut ibv_qp) -> u32 {
+    // SAFETY: qp is live.
+    unsafe { (*qp).qp_num }
+}
+
+pub fn modify(qp: *mut ibv_qp, a: &mut ibv_qp_attr, mask: u32) -> c_int {
+    // SAFETY: qp is live; a is valid.
+    unsafe { OPS.modify_qp.unwrap()(qp, a, mask as c_int) }
+}
+
+pub fn query(qp: *mut ibv_qp) -> (ibv_qp_attr, ibv_qp_init_attr) {
+    let mut a = ibv_qp_attr::zeroed();
+    let mut i = ibv_qp_init_attr::zeroed();
+    // SAFETY: qp is live; out-pointers are valid.
+    assert_eq!(unsafe { OPS.query_qp.unwrap()(qp, &mut a, 0, &mut i) }, 0);
+    (a, i)
+}
+
+/// Connection parameters for one side.
+#[derive(Clone, Copy)]
+pub struct ConnOpts {
+    pub access: u32,
+    pub min_rnr_timer: u8,
+    pub rnr_retry: u8,
+    pub global: bool,
+}
+
+impl Default for ConnOpts {
+    fn default() -> Self {
+        ConnOpts {
+            access: IBV_ACCESS_LOCAL_WRITE
+                | IBV_ACCESS_REMOTE_WRITE
+                | IBV_ACCESS_REMOTE_READ
+                | IBV_ACCESS_REMOTE_ATOMIC,
+            min_rnr_timer: 12,
+            rnr_retry: 7,
+            global: true,
+        }
+    }
+}
+
+pub fn to_init(qp: *mut ibv_qp, access: u32) {
+    let mut a = ibv_qp_attr::zeroed();
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qp_access_flags = access;
+    assert_eq!(
+        modify(
+            qp,
+            &mut a,
+            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS
+        ),
+        0
+    );
+}
+
+pub fn to_rtr(qp: *mut ibv_qp, dest: u32, o: &ConnOpts) {
+    let mut a = ibv_qp_attr::zeroed();
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = dest;
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = o.min_rnr_timer;
+    a.ah_attr.port_num = 1;
+    if o.global {
+        a.ah_attr.is_global = 1;
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&[127, 0, 0, 1]);
+        a.ah_attr.grh.dgid = ibv_gid::from_raw(g);
+        a.ah_attr.grh.sgid_index = 0;
+        a.ah_attr.grh.hop_limit = 1;
+    }
+    let mask = IBV_QP_STATE
+        | IBV_QP_AV
+        | IBV_QP_PATH_MTU
+        | IBV_QP_DEST_QPN
+        | IBV_QP_RQ_PSN
+        | IBV_QP_MAX_DEST_RD_ATOMIC
+        | IBV_QP_MIN_RNR_TIMER;
+    assert_eq!(modify(qp, &mut a, mask), 0);
+}
+
+pub fn to_rts(qp: *mut ibv_qp, o: &ConnOpts) {
+    let mut a = ibv_qp_attr::zeroed();
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 0;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = o.rnr_retry;
+    a.max_rd_atomic = 1;
+    let mask = IBV_QP_STATE
+        | IBV_QP_SQ_PSN
+        | IBV_QP_TIMEOUT
+        | IBV_QP_RETRY_CNT
+        | IBV_QP_RNR_RETRY
+        | IBV_QP_MAX_QP_RD_ATOMIC;
+    assert_eq!(modify(qp, &mut a, mask), 0);
+}
+
+/// Brings `a` and `b` to RTS connected to each other.
+pub fn connect(a: *mut ibv_qp, oa: &ConnOpts, b: *mut ibv_qp, ob: &ConnOpts) {
+    to_init(a, oa.access);
+    to_init(b, ob.access);
+    to_rtr(a, qpn(b), oa);
+    to_rtr(b, qpn(a), ob);
+    to_rts(a, oa);
+    to_rts(b, ob);
+}
+
+/// A connected pair of QPs on one context, each with its own CQ.
+pub struct Pair {
+    pub c: Ctx,
+    pub pd: *mut ibv_pd,
+    pub cq_a: *mut ibv_cq,
+    pub cq_b: *mut ibv_cq,
+    pub a: *mut ibv_qp,
+    pub b: *mut ibv_qp,
+}
+
+impl Pair {
+    pub fn new() -> Pair {
+        Pair::with(ConnOpts::default(), ConnOpts::default(), |_| {})
+    }
+
+    pub fn with(oa: ConnOpts, ob: ConnOpts, tweak: impl Fn(&mut ibv_qp_init_attr_ex)) -> Pair {
+        let c = Ctx::open();
+        let pd = c.alloc_pd();
+        let cq_a = c.cq(64, null_mut());
+        let cq_b = c.cq(64, null_mut());
+        let mut aa = c.qp_attr(pd, cq_a, cq_a);
+        tweak(&mut aa);
+        let a = c.create_qp(&mut aa);
+        let mut ab = c.qp_attr(pd, cq_b, cq_b);
+        tweak(&mut ab);
+        let b = c.create_qp(&mut ab);
+        connect(a, &oa, b, &ob);
+        Pair {
+            c,
+            pd,
+            cq_a,
+            cq_b,
+            a,
+            b,
+        }
+    }
+
+    pub fn buf(&self, len: usize) -> Buf {
+        Buf::new(
+            self.pd,
+            len,
+            IBV_ACCESS_LOCAL_WRITE
+                | IBV_ACCESS_REMOTE_WRITE
+                | IBV_ACCESS_REMOTE_READ
+                | IBV_ACCESS_REMOTE_ATOMIC,
+        )
+    }
+}
+
+pub fn send_wr(wr_id: u64, opcode: ibv_wr_opcode, sges: &mut [ibv_sge], flags: u32) -> ibv_send_wr {
+    let mut wr = ibv_send_wr::zeroed();
+    wr.wr_id = wr_id;
+    wr.opcode = opcode;
+    wr.sg_list = sges.as_mut_ptr();
+    wr.num_sge = sges.len() as c_int;
+    wr.send_flags = flags;
+    wr
+}
+
+pub fn post_send(qp: *mut ibv_qp, wr: &mut ibv_send_wr) -> c_int {
+    let mut bad: *mut ibv_send_wr = null_mut();
+    // SAFETY: qp is live; wr is a valid one-element list unless the test
+    // linked more.
+    unsafe { (*(*qp).context).ops.post_send.unwrap()(qp, wr, &mut bad) }
+}
+
+pub fn post_recv(qp: *mut ibv_qp, wr_id: u64, sges: &mut [ibv_sge]) -> c_int {
+    let mut wr = ibv_recv_wr {
+        wr_id,
+        next: null_mut(),
+        sg_list: sges.as_mut_ptr(),
+        num_sge: sges.len() as c_int,
+    };
+    let mut bad: *mut ibv_recv_wr = null_mut();
+    // SAFETY: qp is live; wr is valid.
+    unsafe { (*(*qp).context).ops.post_recv.unwrap()(qp, &mut wr, &mut bad) }
+}
+
+pub fn poll(cq: *mut ibv_cq, out: &mut [ibv_wc]) -> c_int {
+    // SAFETY: cq is live; out has room for out.len() entries.
+    unsafe { (*(*cq).context).ops.poll_cq.unwrap()(cq, out.len() as c_int, out.as_mut_ptr()) }
+}
+
+/// Waits (bounded) for exactly one completion.
+pub fn wait_wc(cq: *mut ibv_cq) -> ibv_wc {
+    let deadline = Instant::now() + WAIT;
+    let mut wc = [ibv_wc::zeroed()];
+    loop {
+        let n = poll(cq, &mut wc);
+        assert!(n >= 0, "poll_cq failed");
+        if n == 1 {
+            return wc[0];
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for a completion"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Waits for `n` completions.
+pub fn wait_wcs(cq: *mut ibv_cq, n: usize) -> Vec<ibv_wc> {
+    (0..n).map(|_| wait_wc(cq)).collect()
+}
+
+/// Asserts no completion shows up within `d` (used only to check absence;
+/// never for synchronisation).
+pub fn assert_no_wc(cq: *mut ibv_cq, d: Duration) {
+    let deadline = Instant::now() + d;
+    let mut wc = [ibv_wc::zeroed()];
+    while Instant::now() < deadline {
+        assert_eq!(
+            poll(cq, &mut wc),
+            0,
+            "unexpected completion: status {}",
+            wc[0].status
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Polls `cond` until it holds or the deadline passes.
+pub fn wait_until(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    cond()
+}
+
+pub fn qp_state(qp: *mut ibv_qp) -> ibv_qp_state {
+    query(qp).0.qp_state
+}
+
+pub fn destroy_qp(qp: *mut ibv_qp) {
+    // SAFETY: qp is live.
+    assert_eq!(unsafe { OPS.destroy_qp.unwrap()(qp) }, 0);
+}
+
+pub fn destroy_cq(cq: *mut ibv_cq) -> c_int {
+    // SAFETY: cq is live.
+    unsafe { OPS.destroy_cq.unwrap()(cq) }
+}
+
+/// Reads one async event without blocking forever: waits for `async_fd`
+/// to become readable first.
+pub fn get_async(ctx: *mut ibv_context) -> Option<ibv_async_event> {
+    // SAFETY: ctx is open.
+    let fd = unsafe { (*ctx).async_fd };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut p, 1, WAIT.as_millis() as c_int) };
+    if r != 1 {
+        return None;
+    }
+    let mut ev = ibv_async_event::zeroed();
+    // SAFETY: ctx is open; ev is valid.
+    if unsafe { OPS.get_async_event.unwrap()(ctx, &mut ev) } != 0 {
+        return None;
+    }
+    Some(ev)
+}
+
+pub fn ack_async(ev: &mut ibv_async_event) {
+    // SAFETY: ev came from get_async_event.
+    unsafe { OPS.ack_async_event.unwrap()(ev) };
+}

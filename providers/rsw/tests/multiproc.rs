@@ -1,0 +1,160 @@
+//! Two processes: the test binary runs itself again as the peer.
+//!
+//! The parent RDMA-WRITEs into the child's memory while the child makes no
+//! verbs call at all (it watches a flag byte), so only the child's progress
+//! thread can place the data; then they exchange a SEND each way.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::ptr::null_mut;
+use std::time::Instant;
+
+use common::*;
+use verbs_abi::*;
+
+const ROLE: &str = "RSW_MULTIPROC_CHILD";
+const LEN: usize = 1 << 20;
+
+fn pattern(i: usize) -> u8 {
+    (i % 251) as u8
+}
+
+/// The child side; a no-op unless started by `parent_writes_into_idle_child`.
+#[test]
+fn child_role() {
+    if std::env::var(ROLE).is_err() {
+        return;
+    }
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let cq = c.cq(16, null_mut());
+    let q = c.qp(pd, cq, cq);
+    let target = Buf::new(pd, LEN + 1, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    let msg = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    println!("CHILD {} {} {}", qpn(q), target.addr(), target.rkey());
+    std::io::stdout().flush().unwrap();
+
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let peer: u32 = line.trim().parse().unwrap();
+    let o = ConnOpts::default();
+    to_init(q, o.access);
+    to_rtr(q, peer, &o);
+    to_rts(q, &o);
+    assert_eq!(post_recv(q, 1, &mut [msg.sge(0, 64)]), 0);
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+
+    // No verbs calls until the flag (last byte) flips.
+    let flag = (target.addr() + LEN as u64) as *const u8;
+    let deadline = Instant::now() + WAIT;
+    // SAFETY: the flag byte is inside the target buffer.
+    while unsafe { std::ptr::read_volatile(flag) } == 0 {
+        assert!(Instant::now() < deadline, "flag never set");
+        std::hint::spin_loop();
+    }
+    let got = target.snapshot();
+    let ok = (0..LEN).all(|i| got[i] == pattern(i));
+    // Reply with a SEND, after which the parent expects ours first.
+    let r = wait_wc(cq);
+    assert_eq!((r.status, r.byte_len), (IBV_WC_SUCCESS, 5));
+    assert_eq!(&msg.snapshot()[..5], b"ping!");
+    let mut sg = [msg.sge(0, 5)];
+    msg_fill(&msg, b"pong!");
+    let mut w = send_wr(2, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(q, &mut w), 0);
+    assert_eq!(wait_wc(cq).status, IBV_WC_SUCCESS);
+    println!("RESULT {}", if ok { "OK" } else { "BAD" });
+    std::io::stdout().flush().unwrap();
+    // Wait for the parent to finish before tearing down the QP.
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+}
+
+fn msg_fill(b: &Buf, data: &[u8]) {
+    let p = b.addr() as *mut u8;
+    for (i, x) in data.iter().enumerate() {
+        // SAFETY: within the buffer.
+        unsafe { std::ptr::write_volatile(p.add(i), *x) };
+    }
+}
+
+#[test]
+fn parent_writes_into_idle_child() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_child = child.stdin.take().unwrap();
+    let mut from_child = BufReader::new(child.stdout.take().unwrap());
+    let mut next = |prefix: &str| -> String {
+        let mut l = String::new();
+        loop {
+            l.clear();
+            assert!(from_child.read_line(&mut l).unwrap() > 0, "child exited early");
+            if l.starts_with(prefix) {
+                return l.trim().to_string();
+            }
+        }
+    };
+    let hello = next("CHILD ");
+    let f: Vec<&str> = hello.split(' ').collect();
+    let (peer, raddr, rkey): (u32, u64, u32) = (f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap());
+
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let cq = c.cq(16, null_mut());
+    let q = c.qp(pd, cq, cq);
+    writeln!(to_child, "{}", qpn(q)).unwrap();
+    let o = ConnOpts::default();
+    to_init(q, o.access);
+    to_rtr(q, peer, &o);
+    to_rts(q, &o);
+    next("READY");
+
+    let mut data = Buf::new(pd, LEN, IBV_ACCESS_LOCAL_WRITE);
+    for (i, x) in data.bytes_mut().iter_mut().enumerate() {
+        *x = pattern(i);
+    }
+    let msg = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    assert_eq!(post_recv(q, 10, &mut [msg.sge(0, 64)]), 0);
+    let mut one = Buf::new(pd, 1, IBV_ACCESS_LOCAL_WRITE);
+    one.bytes_mut()[0] = 1;
+    // Data, then the flag: RC ordering makes the flag land last.
+    let mut s1 = [data.sge(0, LEN as u32)];
+    let mut w1 = send_wr(1, IBV_WR_RDMA_WRITE, &mut s1, 0);
+    w1.wr.rdma = ibv_send_wr_rdma { remote_addr: raddr, rkey };
+    let mut s2 = [one.sge(0, 1)];
+    let mut w2 = send_wr(2, IBV_WR_RDMA_WRITE, &mut s2, IBV_SEND_SIGNALED);
+    w2.wr.rdma = ibv_send_wr_rdma {
+        remote_addr: raddr + LEN as u64,
+        rkey,
+    };
+    w1.next = &mut w2;
+    assert_eq!(post_send(q, &mut w1), 0);
+    let wc = wait_wc(cq);
+    assert_eq!((wc.status, wc.wr_id), (IBV_WC_SUCCESS, 2));
+
+    msg_fill(&msg, b"ping!");
+    let mut s3 = [msg.sge(0, 5)];
+    let mut w3 = send_wr(3, IBV_WR_SEND, &mut s3, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(q, &mut w3), 0);
+    let mut got = wait_wcs(cq, 2);
+    got.sort_by_key(|w| w.wr_id);
+    assert_eq!((got[0].wr_id, got[0].status), (3, IBV_WC_SUCCESS));
+    assert_eq!((got[1].wr_id, got[1].status, got[1].src_qp), (10, IBV_WC_SUCCESS, peer));
+    assert_eq!(&msg.snapshot()[..5], b"pong!");
+
+    assert_eq!(next("RESULT "), "RESULT OK");
+    writeln!(to_child, "bye").unwrap();
+    let st = child.wait().unwrap();
+    assert!(st.success());
+}
