@@ -96,7 +96,8 @@ pub struct ProviderOps {
             attr_size: usize,
         ) -> c_int,
     >,
-    /// Fills one GID table entry; ENODATA for an empty or absent index.
+    /// Fills one GID table entry: ENODATA for an empty entry inside the
+    /// table, EINVAL for an index at or past `gid_tbl_len`.
     pub query_gid_ex: Fn<
         unsafe extern "C" fn(
             context: *mut ibv_context,

@@ -12,12 +12,11 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::raw::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use verbs_abi::*;
 
 use crate::cq::Cq;
-use crate::util::{event_pipe, read_record, set_errno, write_record};
+use crate::util::{event_pipe, read_record, set_errno, write_record, ForkFresh};
 
 #[repr(C)]
 pub struct Channel {
@@ -62,14 +61,18 @@ pub fn notify(write_fd: RawFd, serial: u64) {
 }
 
 /// Live CQs by serial, for resolving channel events.
-static CQS: Lazy<Mutex<HashMap<u64, usize>>> = Lazy::new(|| Mutex::new(HashMap::new()));
+static CQS: ForkFresh<Mutex<HashMap<u64, usize>>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
 
 pub fn register_cq(serial: u64, cq: *const Cq) {
-    CQS.lock().insert(serial, cq as usize);
+    CQS.get().lock().insert(serial, cq as usize);
 }
 
 pub fn unregister_cq(serial: u64) {
-    CQS.lock().remove(&serial);
+    CQS.get().lock().remove(&serial);
+}
+
+pub fn after_fork_child() {
+    CQS.reset();
 }
 
 pub(crate) unsafe extern "C" fn create_comp_channel(
@@ -125,7 +128,7 @@ pub(crate) unsafe extern "C" fn get_cq_event(
             return -1;
         }
         let serial = u64::from_ne_bytes(rec);
-        let cqs = CQS.lock();
+        let cqs = CQS.get().lock();
         let Some(&p) = cqs.get(&serial) else {
             // The CQ was destroyed after this event was queued.
             continue;

@@ -13,6 +13,10 @@
 //! disarms. Overrun (a completion arriving on a full ring) puts the CQ in
 //! error and queues `IBV_EVENT_CQ_ERR`, unless the CQ was created with
 //! `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`.
+//!
+//! Polling an empty, unarmed CQ also runs its QPs' transport on the calling
+//! thread (`Cq::drive`), so busy-polling programs do not depend on the
+//! progress thread getting a CPU.
 
 use std::cell::UnsafeCell;
 use std::os::fd::RawFd;

@@ -10,13 +10,12 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_void};
 
-use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use verbs_abi::provider::{ProviderDevice, DEVICE_NAME_MAX};
 use verbs_abi::*;
 
 use crate::context::Context;
-use crate::util::copy_cstr;
+use crate::util::{copy_cstr, ForkFresh};
 
 // Limits we advertise. They are what the implementation enforces, chosen so
 // preallocated queues stay reasonable in memory.
@@ -222,10 +221,17 @@ pub struct DevHandle {
     pub ifname: String,
 }
 
-static HANDLES: Lazy<Mutex<Vec<&'static DevHandle>>> = Lazy::new(|| Mutex::new(Vec::new()));
+static HANDLES: ForkFresh<Mutex<Vec<&'static DevHandle>>> =
+    ForkFresh::new(|| Mutex::new(Vec::new()));
+
+/// The handles themselves stay valid in a forked child; only the list (and
+/// its possibly held lock) starts afresh.
+pub fn after_fork_child() {
+    HANDLES.reset();
+}
 
 fn handle_for(ifname: &str) -> &'static DevHandle {
-    let mut hs = HANDLES.lock();
+    let mut hs = HANDLES.get().lock();
     if let Some(h) = hs.iter().find(|h| h.ifname == ifname) {
         return h;
     }
@@ -400,8 +406,11 @@ pub(crate) unsafe extern "C" fn query_gid_ex(
     // SAFETY: context was created by open_device.
     let ctx = unsafe { Context::from_ibv(context) };
     let d = &ctx.shared.dev;
+    // Past the table is EINVAL, as the kernel reports it; ENODATA would mean
+    // an empty entry inside it (our table has none), which callers turn
+    // into a zero GID.
     let Some(g) = d.gids.get(gid_index as usize) else {
-        return libc::ENODATA;
+        return libc::EINVAL;
     };
     let e = ibv_gid_entry {
         gid: ibv_gid::from_raw(*g),

@@ -11,8 +11,9 @@
 //! async events), `pd`, `mr` (key table), `channel` and `cq` (completions),
 //! `qp` (QP object, state machine, post calls), `qp_ex` (`ibv_wr_*`),
 //! `requester` / `responder` (the two halves of the RC protocol), `wire`
-//! (message format), `transport` (byte streams between QPs, TCP today) and
-//! `progress` (the background thread that drives it all).
+//! (message format), `transport` (byte streams between QPs, TCP today),
+//! `progress` (the background thread that drives it all) and `util` (OS
+//! helpers, including what a forked child resets).
 
 pub mod channel;
 pub mod context;

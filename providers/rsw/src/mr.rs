@@ -20,7 +20,7 @@ use parking_lot::{RwLock, RwLockReadGuard};
 use verbs_abi::*;
 
 use crate::pd::Pd;
-use crate::util::set_errno;
+use crate::util::{set_errno, ForkFresh};
 
 /// Keys are already scrambled; hashing them again is wasted work on the
 /// data path.
@@ -116,7 +116,7 @@ impl MrTable {
     }
 }
 
-static TABLE: Lazy<RwLock<MrTable>> = Lazy::new(|| RwLock::new(MrTable::default()));
+static TABLE: ForkFresh<RwLock<MrTable>> = ForkFresh::new(|| RwLock::new(MrTable::default()));
 static COUNTER: AtomicU32 = AtomicU32::new(1);
 static SEED: Lazy<u32> = Lazy::new(|| {
     let t = crate::util::wall_ns();
@@ -127,7 +127,12 @@ static SEED: Lazy<u32> = Lazy::new(|| {
 
 /// Read access to the key table for the data path.
 pub fn table() -> RwLockReadGuard<'static, MrTable> {
-    TABLE.read()
+    TABLE.get().read()
+}
+
+/// A forked child starts with no registrations (see `util::ForkFresh`).
+pub fn after_fork_child() {
+    TABLE.reset();
 }
 
 fn new_key() -> u32 {
@@ -195,7 +200,7 @@ pub(crate) unsafe extern "C" fn reg_mr(
         access: access & KNOWN_ACCESS,
         pd: p.id,
     };
-    TABLE.write().map.insert(key, entry);
+    TABLE.get().write().map.insert(key, entry);
     p.users.fetch_add(1, Ordering::AcqRel);
     let mr = Box::new(Mr {
         ibv: ibv_mr {
@@ -230,7 +235,7 @@ pub(crate) unsafe extern "C" fn rereg_mr(
     }
     // SAFETY: mr came from reg_mr and is not deregistered.
     let m = unsafe { &mut *(mr as *mut Mr) };
-    let mut t = TABLE.write();
+    let mut t = TABLE.get().write();
     let Some(e) = t.map.get_mut(&m.ibv.lkey) else {
         return libc::EINVAL;
     };
@@ -259,7 +264,7 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
     // SAFETY: mr came from reg_mr.
     let m = unsafe { Box::from_raw(mr as *mut Mr) };
     // Waits for every data-path access under the read lock to finish.
-    TABLE.write().map.remove(&m.ibv.lkey);
+    TABLE.get().write().map.remove(&m.ibv.lkey);
     // SAFETY: the MR's PD outlives it (dealloc_pd refuses while users > 0).
     unsafe { Pd::from_ibv(m.ibv.pd) }
         .users

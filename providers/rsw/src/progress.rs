@@ -15,13 +15,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Weak};
 
-use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
 use crate::qp::Qp;
-use crate::util::mono_ns;
+use crate::util::{mono_ns, ForkFresh};
 
 /// Which descriptor of a QP an event is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,19 +87,48 @@ fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
     }
 }
 
-static ENGINE: OnceCell<&'static Engine> = OnceCell::new();
+static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
+static STARTING: ForkFresh<Mutex<()>> = ForkFresh::new(|| Mutex::new(()));
 
-/// The process's engine, started on first use.
+/// The process's engine, started on first use (and again in a forked
+/// child, which has no progress thread).
 pub fn engine() -> io::Result<&'static Engine> {
-    ENGINE
-        .get_or_try_init(|| {
-            let e: &'static Engine = Box::leak(Box::new(Engine::new()?));
-            std::thread::Builder::new()
-                .name("rsw-progress".into())
-                .spawn(move || e.run())?;
-            Ok(e)
-        })
-        .copied()
+    let p = ENGINE.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: engines are leaked, never freed.
+        return Ok(unsafe { &*p });
+    }
+    let _g = STARTING.get().lock();
+    let p = ENGINE.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: as above.
+        return Ok(unsafe { &*p });
+    }
+    let e: &'static Engine = Box::leak(Box::new(Engine::new()?));
+    std::thread::Builder::new()
+        .name("rsw-progress".into())
+        .spawn(move || e.run())?;
+    ENGINE.store(e as *const Engine as *mut Engine, Ordering::Release);
+    Ok(e)
+}
+
+/// In a forked child: forget the parent's engine. Its epoll instance is the
+/// parent's own kernel object (the descriptor was inherited), so the child
+/// closes its copies and must never register anything there; the next use
+/// starts a new engine with a new thread.
+pub fn after_fork_child() {
+    let old = ENGINE.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    STARTING.reset();
+    if !old.is_null() {
+        // SAFETY: the old engine is leaked and never used again in this
+        // process; closing its descriptors here is their only close.
+        unsafe {
+            let e = &*old;
+            libc::close(e.epfd.as_raw_fd());
+            libc::close(e.evfd.as_raw_fd());
+            libc::close(e.tfd.as_raw_fd());
+        }
+    }
 }
 
 impl Engine {

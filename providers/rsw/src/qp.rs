@@ -428,9 +428,19 @@ impl Qp {
         if g.destroyed {
             return;
         }
+        // Error and hang-up are reported even for descriptors we are not
+        // reading on purpose (a held or RNR-stalled connection), so they
+        // must end the connection here or they would fire forever.
+        let dead = events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
         match kind {
             Kind::Listener => responder::on_listener(self, &mut g),
+            Kind::Pending(slot) if dead => {
+                if let Some(p) = g.pending.get_mut(slot) {
+                    *p = None;
+                }
+            }
             Kind::Pending(slot) => responder::on_pending(self, &mut g, slot),
+            Kind::Incoming if dead => g.inc = None,
             Kind::Incoming => responder::pump(self, &mut g),
             Kind::Outgoing => requester::on_event(self, &mut g, events),
         }

@@ -298,7 +298,7 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
     // SAFETY: every iovec points into our header buffer, the WQE's inline
     // buffer, or registered memory validated under the MR table lock, which
     // is held across the call.
-    let r = unsafe { out.conn.send_iov(&v[..n]) };
+    let r = unsafe { out.conn.send_iov(&v[..n], false) };
     match r {
         Ok(k) => {
             let out = g.out.as_mut().ok_or(Broken::Lost)?;

@@ -12,6 +12,11 @@
 //! After any NAK the connection is finished (flushed, then closed): the
 //! requester has failed, and whatever it sent after the refused request must
 //! not be executed.
+//!
+//! Acknowledgements are ordered against visibility as on hardware: the
+//! requester never learns of success before the data and the receive
+//! completion are visible here, and they never become visible before the
+//! ACK is in the kernel (see `finish_request`).
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -73,6 +78,8 @@ pub struct InConn {
     /// responses are out.
     closing: bool,
     rnr_deadline: Option<u64>,
+    /// The last bytes of the payload being received (see [`TAIL`]).
+    tail: [u8; TAIL as usize],
 }
 
 impl InConn {
@@ -241,6 +248,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 read_bytes: 0,
                 closing: false,
                 rnr_deadline: None,
+                tail: [0; TAIL as usize],
             });
             pump(qp, g);
         }
@@ -521,6 +529,11 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
             let mut r = Header::new(Op::AtomicResp, h.msn);
             r.compare_add = orig;
             inc.push_resp(&r, None);
+            // The target may already see the new value: get the response
+            // out before it can act on it (see TAIL).
+            if !flush(qp, g) {
+                g.inc = None;
+            }
         }
         _ => {}
     }
@@ -535,90 +548,130 @@ fn start_payload(qp: &Qp, g: &mut QpInner, h: Header) {
     }
 }
 
-fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
-    let Some(inc) = g.inc.as_ref() else {
-        return Step::Closed;
-    };
-    let Rx::Payload(h, done) = inc.rx else {
-        return Step::More;
-    };
-    let left = (h.length - done) as usize;
-    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-    let mut n = 0;
-    let table = mr::table();
-    let mut bad = false;
-    if h.op.consumes_recv() && h.op != Op::WriteImm {
-        let Some((_, sges)) = g.rq.front() else {
-            return Step::Closed;
-        };
-        let mut skip = done as u64;
-        let mut room = left;
+/// Bytes at the end of every SEND/WRITE payload that become visible only
+/// after the acknowledgement is handed to the kernel. Hardware acknowledges
+/// before the target's CPU can see the data; without this, a target that
+/// watches the last bytes of a buffer could see them, exit, and take the
+/// unsent ACK with it, failing a requester whose operation did succeed.
+const TAIL: u32 = 64;
+
+/// Where payload bytes go was found unusable.
+enum DestError {
+    /// Our posted receive buffer (its lkey or range).
+    Local,
+    /// The MR a WRITE targets (e.g. deregistered meanwhile).
+    Remote,
+}
+
+/// Fills `v` with host iovecs for payload bytes `[off, off + len)` of
+/// request `h`: the front receive's scatter list, or the target MR.
+fn dest_iov(
+    qp: &Qp,
+    g: &QpInner,
+    h: &Header,
+    off: u32,
+    len: usize,
+    t: &mr::MrTable,
+    v: &mut [libc::iovec; MAX_IOV],
+) -> Result<usize, DestError> {
+    if len == 0 {
+        return Ok(0);
+    }
+    if matches!(h.op, Op::Send | Op::SendImm) {
+        let (_, sges) = g.rq.front().ok_or(DestError::Local)?;
+        let mut n = 0;
+        let mut skip = off as u64;
+        let mut room = len;
         for s in sges {
-            let len = s.length as u64;
-            if skip >= len {
-                skip -= len;
+            let l = s.length as u64;
+            if skip >= l {
+                skip -= l;
                 continue;
             }
             if room == 0 {
                 break;
             }
-            let take = ((len - skip) as usize).min(room);
-            match table.local(s.lkey, s.addr + skip, take as u64, qp.pd_id, true) {
-                Ok(p) => {
-                    v[n] = iov(p, take);
-                    n += 1;
-                    room -= take;
-                }
-                Err(_) => {
-                    bad = true;
-                    break;
-                }
-            }
+            let take = ((l - skip) as usize).min(room);
+            let p = t
+                .local(s.lkey, s.addr + skip, take as u64, qp.pd_id, true)
+                .map_err(|_| DestError::Local)?;
+            v[n] = iov(p, take);
+            n += 1;
+            room -= take;
             skip = 0;
         }
+        Ok(n)
     } else {
-        match table.remote(
-            h.rkey,
-            h.remote_addr + done as u64,
-            left as u64,
-            qp.pd_id,
-            IBV_ACCESS_REMOTE_WRITE,
-        ) {
-            Ok(p) => {
-                v[0] = iov(p, left);
-                n = 1;
-            }
-            Err(_) => {
-                // The MR went away while the WRITE was arriving.
-                drop(table);
-                access_error(qp, g, h.msn);
-                return Step::More;
-            }
-        }
+        let p = t
+            .remote(
+                h.rkey,
+                h.remote_addr + off as u64,
+                len as u64,
+                qp.pd_id,
+                IBV_ACCESS_REMOTE_WRITE,
+            )
+            .map_err(|_| DestError::Remote)?;
+        v[0] = iov(p, len);
+        Ok(1)
     }
-    if bad {
-        drop(table);
+}
+
+fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError) {
+    match e {
+        // The MR went away while the WRITE was arriving.
+        DestError::Remote => access_error(qp, g, h.msn),
         // Our own receive buffer is unusable: the receive completes with a
         // protection error and the requester learns of a remote failure.
-        if let Some(wr_id) = g.rq.pop() {
-            qp.complete_recv(Cqe {
-                wr_id,
-                status: IBV_WC_LOC_PROT_ERR,
-                opcode: IBV_WC_RECV,
-                src_qp: g.attr.dest_qp_num,
-                ..Cqe::default()
-            });
+        DestError::Local => {
+            if let Some(wr_id) = g.rq.pop() {
+                qp.complete_recv(Cqe {
+                    wr_id,
+                    status: IBV_WC_LOC_PROT_ERR,
+                    opcode: IBV_WC_RECV,
+                    src_qp: g.attr.dest_qp_num,
+                    ..Cqe::default()
+                });
+            }
+            if let Some(inc) = g.inc.as_mut() {
+                inc.nak(h.msn, Syndrome::RemOp);
+            }
+            qp.enter_error(g);
         }
-        if let Some(inc) = g.inc.as_mut() {
-            inc.nak(h.msn, Syndrome::RemOp);
-        }
-        qp.enter_error(g);
-        return Step::More;
     }
-    // SAFETY: the iovecs cover registered memory with the needed rights,
-    // checked under the MR table lock, which is held across the call.
-    let r = unsafe { inc.conn.recv_iov(&v[..n]) };
-    drop(table);
+}
+
+fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
+    let Some(inc) = g.inc.as_mut() else {
+        return Step::Closed;
+    };
+    let Rx::Payload(h, done) = inc.rx else {
+        return Step::More;
+    };
+    let tail = h.length.min(TAIL);
+    let bulk = h.length - tail;
+    let r = if done < bulk {
+        let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+        let table = mr::table();
+        let n = match dest_iov(qp, g, &h, done, (bulk - done) as usize, &table, &mut v) {
+            Ok(n) => n,
+            Err(e) => {
+                drop(table);
+                dest_error(qp, g, &h, e);
+                return Step::More;
+            }
+        };
+        let Some(inc) = g.inc.as_ref() else {
+            return Step::Closed;
+        };
+        // SAFETY: the iovecs cover registered memory with the needed
+        // rights, checked under the MR table lock, held across the call.
+        unsafe { inc.conn.recv_iov(&v[..n]) }
+    } else {
+        let off = (done - bulk) as usize;
+        let v = [iov(inc.tail[off..].as_mut_ptr(), tail as usize - off)];
+        // SAFETY: the iovec covers the unfilled part of our tail buffer.
+        unsafe { inc.conn.recv_iov(&v) }
+    };
     let k = match r {
         Ok(0) => return Step::Closed,
         Ok(k) => k as u32,
@@ -637,9 +690,59 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
     Step::More
 }
 
+/// A request's payload is in. Two orders must hold at once: the requester
+/// may only learn of success once the data (and the receive completion) is
+/// visible here, and once it is visible the acknowledgement must already be
+/// in the kernel, so even a target process that exits on sight cannot lose
+/// it (see [`TAIL`]). So the ACK is queued in the socket but held back, the
+/// last bytes are placed and the receive completed, and only then is the
+/// ACK released.
 fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
+    let tail = h.length.min(TAIL);
+    let bulk = h.length - tail;
+    let mut tail_bytes = [0u8; TAIL as usize];
+    if let Some(inc) = g.inc.as_ref() {
+        tail_bytes[..tail as usize].copy_from_slice(&inc.tail[..tail as usize]);
+    }
+    // Refuse now, while a NAK can still say why.
+    {
+        let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+        let table = mr::table();
+        if let Err(e) = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v) {
+            drop(table);
+            dest_error(qp, g, &h, e);
+            return;
+        }
+    }
     let imm = h.flags & FLAG_IMM != 0;
     let peer = g.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
+    if let Some(inc) = g.inc.as_mut() {
+        inc.rx = Rx::Header;
+        inc.ack(h.msn);
+    }
+    let alive = send_responses(qp, g, true);
+    {
+        let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+        let table = mr::table();
+        // Checked above; only an MR deregistered in between (a program bug)
+        // makes this fail, and then the tail is not placed.
+        if let Ok(n) = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v) {
+            let mut off = 0;
+            for piece in &v[..n] {
+                // SAFETY: the destination is registered memory with the
+                // needed rights, checked under the MR table lock (held); the
+                // source is our local copy of the tail.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        tail_bytes.as_ptr().add(off),
+                        piece.iov_base as *mut u8,
+                        piece.iov_len,
+                    )
+                };
+                off += piece.iov_len;
+            }
+        }
+    }
     let opcode = match h.op {
         Op::Send | Op::SendImm => Some(IBV_WC_RECV),
         Op::WriteImm => Some(IBV_WC_RECV_RDMA_WITH_IMM),
@@ -660,9 +763,10 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
             });
         }
     }
-    if let Some(inc) = g.inc.as_mut() {
-        inc.rx = Rx::Header;
-        inc.ack(h.msn);
+    if !alive {
+        g.inc = None;
+    } else if let Some(inc) = g.inc.as_ref() {
+        inc.conn.push();
     }
 }
 
@@ -671,6 +775,12 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
 /// Sends queued responses until done or the socket is full; false if the
 /// connection failed.
 fn flush(qp: &Qp, g: &mut QpInner) -> bool {
+    send_responses(qp, g, false)
+}
+
+/// As [`flush`]; with `hold` the kernel keeps the bytes until
+/// `Conn::push`.
+fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
     loop {
         let Some(inc) = g.inc.as_mut() else {
             return true;
@@ -707,7 +817,7 @@ fn flush(qp: &Qp, g: &mut QpInner) -> bool {
         }
         // SAFETY: the iovecs cover our header buffer and registered memory
         // with remote read rights, checked under the MR table lock (held).
-        let res = unsafe { inc.conn.send_iov(&v[..n]) };
+        let res = unsafe { inc.conn.send_iov(&v[..n], hold) };
         drop(table);
         let mut k = match res {
             Ok(k) => k,

@@ -2,6 +2,8 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Once;
 
 pub fn set_errno(e: i32) {
     // SAFETY: __errno_location returns the calling thread's errno slot,
@@ -105,4 +107,76 @@ pub fn copy_cstr(dst: &mut [libc::c_char], src: &str) {
     if n < dst.len() {
         dst[n] = 0;
     }
+}
+
+/// A process-global value that a forked child replaces with a fresh one.
+///
+/// After `fork()` the child has only the forking thread, yet it inherits the
+/// parent's memory: a lock held by one of the parent's other threads (the
+/// progress thread, typically) would stay locked in the child forever. So
+/// the child forgets the inherited value (it is leaked, never freed, so
+/// stray references stay valid) and builds a new one on first use, like a
+/// process that never used the provider. The parent's verbs objects are not
+/// usable in the child, as with rdma-core.
+pub struct ForkFresh<T> {
+    ptr: AtomicPtr<T>,
+    init: fn() -> T,
+}
+
+impl<T> ForkFresh<T> {
+    pub const fn new(init: fn() -> T) -> ForkFresh<T> {
+        ForkFresh {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+            init,
+        }
+    }
+
+    pub fn get(&self) -> &T {
+        let p = self.ptr.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: non-null pointers come from Box::into_raw below and
+            // are never freed.
+            return unsafe { &*p };
+        }
+        register_fork_handler();
+        let new = Box::into_raw(Box::new((self.init)()));
+        match self.ptr.compare_exchange(
+            std::ptr::null_mut(),
+            new,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: we just published our own allocation.
+            Ok(_) => unsafe { &*new },
+            Err(existing) => {
+                // SAFETY: `new` lost the race and was never shared.
+                drop(unsafe { Box::from_raw(new) });
+                // SAFETY: as for the fast path.
+                unsafe { &*existing }
+            }
+        }
+    }
+
+    /// Forgets the current value (in a forked child).
+    pub fn reset(&self) {
+        self.ptr.store(std::ptr::null_mut(), Ordering::Release);
+    }
+}
+
+static FORK_HANDLER: Once = Once::new();
+
+/// Registers [`after_fork_child`] with `pthread_atfork`, once.
+pub fn register_fork_handler() {
+    FORK_HANDLER.call_once(|| {
+        // SAFETY: registers a plain extern "C" function.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    });
+}
+
+/// Runs in a forked child: every process-global starts afresh.
+extern "C" fn after_fork_child() {
+    crate::progress::after_fork_child();
+    crate::mr::after_fork_child();
+    crate::channel::after_fork_child();
+    crate::device::after_fork_child();
 }

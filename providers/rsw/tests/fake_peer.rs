@@ -86,7 +86,10 @@ fn strangers_are_ignored_and_the_real_peer_gets_through() {
     s.write_all(&hb).unwrap();
     s.write_all(b"hello").unwrap();
     let r = wait_wc(cq);
-    assert_eq!((r.status, r.wr_id, r.byte_len, r.src_qp), (IBV_WC_SUCCESS, 1, 5, 4242));
+    assert_eq!(
+        (r.status, r.wr_id, r.byte_len, r.src_qp),
+        (IBV_WC_SUCCESS, 1, 5, 4242)
+    );
     assert_eq!(r.imm_data(), 0xabcd);
     assert_eq!(&buf.snapshot()[..5], b"hello");
     // And it is acknowledged.

@@ -15,6 +15,7 @@ use common::*;
 use verbs_abi::*;
 
 const ROLE: &str = "RSW_MULTIPROC_CHILD";
+const ROLE_EXIT: &str = "RSW_MULTIPROC_EXITER";
 const LEN: usize = 1 << 20;
 
 fn pattern(i: usize) -> u8 {
@@ -31,7 +32,11 @@ fn child_role() {
     let pd = c.alloc_pd();
     let cq = c.cq(16, null_mut());
     let q = c.qp(pd, cq, cq);
-    let target = Buf::new(pd, LEN + 1, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    let target = Buf::new(
+        pd,
+        LEN + 1,
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+    );
     let msg = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
     println!("CHILD {} {} {}", qpn(q), target.addr(), target.rkey());
     std::io::stdout().flush().unwrap();
@@ -83,7 +88,7 @@ fn msg_fill(b: &Buf, data: &[u8]) {
 
 #[test]
 fn parent_writes_into_idle_child() {
-    if std::env::var(ROLE).is_ok() {
+    if std::env::var(ROLE).is_ok() || std::env::var(ROLE_EXIT).is_ok() {
         return;
     }
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -93,21 +98,39 @@ fn parent_writes_into_idle_child() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    // Bound every blocking read below: if the child hangs, kill it (by its
+    // pid) so the reads end with EOF and the test fails instead of hanging.
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let pid = child.id() as libc::pid_t;
+    let watchdog = std::thread::spawn(move || {
+        if done_rx.recv_timeout(WAIT * 3).is_err() {
+            // SAFETY: signalling our own child process.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
     let mut to_child = child.stdin.take().unwrap();
     let mut from_child = BufReader::new(child.stdout.take().unwrap());
     let mut next = |prefix: &str| -> String {
         let mut l = String::new();
         loop {
             l.clear();
-            assert!(from_child.read_line(&mut l).unwrap() > 0, "child exited early");
-            if l.starts_with(prefix) {
-                return l.trim().to_string();
+            assert!(
+                from_child.read_line(&mut l).unwrap() > 0,
+                "child exited early"
+            );
+            // The harness may have printed "test child_role ... " first.
+            if let Some(i) = l.find(prefix) {
+                return l[i..].trim().to_string();
             }
         }
     };
     let hello = next("CHILD ");
     let f: Vec<&str> = hello.split(' ').collect();
-    let (peer, raddr, rkey): (u32, u64, u32) = (f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap());
+    let (peer, raddr, rkey): (u32, u64, u32) = (
+        f[1].parse().unwrap(),
+        f[2].parse().unwrap(),
+        f[3].parse().unwrap(),
+    );
 
     let c = Ctx::open();
     let pd = c.alloc_pd();
@@ -131,7 +154,10 @@ fn parent_writes_into_idle_child() {
     // Data, then the flag: RC ordering makes the flag land last.
     let mut s1 = [data.sge(0, LEN as u32)];
     let mut w1 = send_wr(1, IBV_WR_RDMA_WRITE, &mut s1, 0);
-    w1.wr.rdma = ibv_send_wr_rdma { remote_addr: raddr, rkey };
+    w1.wr.rdma = ibv_send_wr_rdma {
+        remote_addr: raddr,
+        rkey,
+    };
     let mut s2 = [one.sge(0, 1)];
     let mut w2 = send_wr(2, IBV_WR_RDMA_WRITE, &mut s2, IBV_SEND_SIGNALED);
     w2.wr.rdma = ibv_send_wr_rdma {
@@ -150,11 +176,132 @@ fn parent_writes_into_idle_child() {
     let mut got = wait_wcs(cq, 2);
     got.sort_by_key(|w| w.wr_id);
     assert_eq!((got[0].wr_id, got[0].status), (3, IBV_WC_SUCCESS));
-    assert_eq!((got[1].wr_id, got[1].status, got[1].src_qp), (10, IBV_WC_SUCCESS, peer));
+    assert_eq!(
+        (got[1].wr_id, got[1].status, got[1].src_qp),
+        (10, IBV_WC_SUCCESS, peer)
+    );
     assert_eq!(&msg.snapshot()[..5], b"pong!");
 
     assert_eq!(next("RESULT "), "RESULT OK");
     writeln!(to_child, "bye").unwrap();
     let st = child.wait().unwrap();
+    let _ = done_tx.send(());
+    watchdog.join().unwrap();
     assert!(st.success());
+}
+
+/// A target that exits the moment it sees the last byte of a WRITE: the
+/// WRITE was received, so its requester must still see it succeed (the
+/// acknowledgement leaves before the data becomes visible).
+#[test]
+fn exiting_child_role() {
+    if std::env::var(ROLE_EXIT).is_err() {
+        return;
+    }
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let cq = c.cq(16, null_mut());
+    let q = c.qp(pd, cq, cq);
+    let target = Buf::new(pd, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    println!("CHILD {} {} {}", qpn(q), target.addr(), target.rkey());
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let peer: u32 = line.trim().parse().unwrap();
+    let o = ConnOpts::default();
+    to_init(q, o.access);
+    to_rtr(q, peer, &o);
+    to_rts(q, &o);
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    let last = (target.addr() + 4095) as *const u8;
+    let deadline = Instant::now() + WAIT;
+    // SAFETY: inside the buffer.
+    while unsafe { std::ptr::read_volatile(last) } == 0 {
+        assert!(Instant::now() < deadline, "data never arrived");
+        std::hint::spin_loop();
+    }
+    // Gone at once, without tearing anything down.
+    // SAFETY: ends the process.
+    unsafe { libc::_exit(0) };
+}
+
+#[test]
+fn write_to_a_target_that_exits_on_sight_succeeds() {
+    if std::env::var(ROLE).is_ok() || std::env::var(ROLE_EXIT).is_ok() {
+        return;
+    }
+    for round in 0..5 {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "exiting_child_role",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE_EXIT, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let pid = child.id() as libc::pid_t;
+        let watchdog = std::thread::spawn(move || {
+            if done_rx.recv_timeout(WAIT * 3).is_err() {
+                // SAFETY: signalling our own child process.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        });
+        let mut to_child = child.stdin.take().unwrap();
+        let mut from_child = BufReader::new(child.stdout.take().unwrap());
+        let mut next = |prefix: &str| -> String {
+            let mut l = String::new();
+            loop {
+                l.clear();
+                assert!(
+                    from_child.read_line(&mut l).unwrap() > 0,
+                    "child exited early"
+                );
+                if let Some(i) = l.find(prefix) {
+                    return l[i..].trim().to_string();
+                }
+            }
+        };
+        let hello = next("CHILD ");
+        let f: Vec<&str> = hello.split(' ').collect();
+        let (peer, raddr, rkey): (u32, u64, u32) = (
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        );
+        let c = Ctx::open();
+        let pd = c.alloc_pd();
+        let cq = c.cq(16, null_mut());
+        let q = c.qp(pd, cq, cq);
+        writeln!(to_child, "{}", qpn(q)).unwrap();
+        let o = ConnOpts::default();
+        to_init(q, o.access);
+        to_rtr(q, peer, &o);
+        to_rts(q, &o);
+        next("READY");
+        let mut data = Buf::new(pd, 4096, IBV_ACCESS_LOCAL_WRITE);
+        data.bytes_mut().fill(0x5a);
+        let mut sg = [data.sge(0, 4096)];
+        let mut w = send_wr(round, IBV_WR_RDMA_WRITE, &mut sg, IBV_SEND_SIGNALED);
+        w.wr.rdma = ibv_send_wr_rdma {
+            remote_addr: raddr,
+            rkey,
+        };
+        assert_eq!(post_send(q, &mut w), 0);
+        let wc = wait_wc(cq);
+        assert_eq!(
+            (wc.status, wc.wr_id),
+            (IBV_WC_SUCCESS, round),
+            "round {round}"
+        );
+        assert!(child.wait().unwrap().success());
+        let _ = done_tx.send(());
+        watchdog.join().unwrap();
+        destroy_qp(q);
+    }
 }

@@ -86,14 +86,23 @@ impl Conn {
         }
     }
 
-    /// Non-blocking gather send; `ErrorKind::WouldBlock` when full.
+    /// Non-blocking gather send; `ErrorKind::WouldBlock` when full. With
+    /// `hold`, the bytes are queued but not transmitted until [`Conn::push`]
+    /// (or the connection closes, which still delivers them).
     ///
     /// # Safety
     /// Every iovec must describe readable memory for the whole call.
-    pub unsafe fn send_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
+    pub unsafe fn send_iov(&self, iov: &[libc::iovec], hold: bool) -> io::Result<usize> {
         match self {
             // SAFETY: forwarded contract.
-            Conn::Tcp(c) => unsafe { c.send_iov(iov) },
+            Conn::Tcp(c) => unsafe { c.send_iov(iov, hold) },
+        }
+    }
+
+    /// Transmits what [`Conn::send_iov`] held back.
+    pub fn push(&self) {
+        match self {
+            Conn::Tcp(c) => c.push(),
         }
     }
 

@@ -239,18 +239,20 @@ impl TcpConn {
 
     /// # Safety
     /// Every iovec must describe readable memory.
-    pub unsafe fn send_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
+    pub unsafe fn send_iov(&self, iov: &[libc::iovec], hold: bool) -> io::Result<usize> {
         // SAFETY: a zeroed msghdr is valid; we only set the iovec fields.
         let mut msg: libc::msghdr = unsafe { zeroed() };
         msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
         msg.msg_iovlen = iov.len();
+        // MSG_MORE corks this data in the socket until the next push.
+        let more = if hold { libc::MSG_MORE } else { 0 };
         loop {
             // SAFETY: msg points to iovecs the caller vouches for.
             let n = unsafe {
                 libc::sendmsg(
                     self.fd.as_raw_fd(),
                     &msg,
-                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | more,
                 )
             };
             if n >= 0 {
@@ -261,6 +263,12 @@ impl TcpConn {
                 return Err(e);
             }
         }
+    }
+
+    /// Setting TCP_NODELAY (already on) makes the kernel transmit corked
+    /// data now.
+    pub fn push(&self) {
+        tune(self.fd.as_raw_fd());
     }
 
     /// # Safety
