@@ -49,17 +49,21 @@ start() {
     pids+=("$spid")
 }
 
-# --- ucmatose: 4 connections, 20 messages of 256 bytes each way.
-for extra in "" "-m"; do
+# --- ucmatose: its defaults (one connection), 10 connections, and 4
+# connections of 20 messages of 256 bytes each way, with and without
+# migrating the ids to a new event channel (-m).
+for extra in "" "-c 10" "-c 4 -C 20 -S 256" "-c 4 -C 20 -S 256 -m"; do
     port=$(free_port)
-    start ucmatose-server ucmatose -p "$port" -c 4 -C 20 -S 256 $extra
+    # shellcheck disable=SC2086
+    start ucmatose-server ucmatose -p "$port" $extra
     wait_listen "$port" || fail "ucmatose server did not listen"
-    timeout -k 5 60 ucmatose -s 127.0.0.1 -p "$port" -c 4 -C 20 -S 256 $extra \
-        >"$TMP/ucmatose-client.out" 2>&1 || fail "ucmatose client $extra failed"
-    wait "$spid" || fail "ucmatose server $extra failed"
+    # shellcheck disable=SC2086
+    timeout -k 5 60 ucmatose -s 127.0.0.1 -p "$port" $extra \
+        >"$TMP/ucmatose-client.out" 2>&1 || fail "ucmatose client '$extra' failed"
+    wait "$spid" || fail "ucmatose server '$extra' failed"
     grep -q 'return status 0' "$TMP/ucmatose-client.out" || fail "ucmatose client: no success line"
     grep -q 'return status 0' "$TMP/ucmatose-server.out" || fail "ucmatose server: no success line"
-    echo "ok: ucmatose $extra"
+    echo "ok: ucmatose '$extra'"
 done
 
 # --- rdma_server / rdma_client (synchronous endpoints).
