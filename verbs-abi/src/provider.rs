@@ -173,9 +173,8 @@ pub struct ProviderOps {
             attr: *mut ibv_srq_init_attr_ex,
         ) -> *mut ibv_srq,
     >,
-    pub modify_srq: Fn<
-        unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int,
-    >,
+    pub modify_srq:
+        Fn<unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int>,
     pub query_srq: Fn<unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int>,
     pub destroy_srq: Fn<unsafe extern "C" fn(srq: *mut ibv_srq) -> c_int>,
 
