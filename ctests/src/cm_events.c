@@ -34,6 +34,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -138,6 +139,22 @@ static struct sockaddr_in loop4(uint16_t port)
 	sin.sin_port = htons(port);
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	return sin;
+}
+
+/* A plain TCP listener (no CM behind it) on 127.0.0.1 and a port the
+ * kernel picks, stored in `port`. */
+static int tcp_listen_loop(int backlog, uint16_t *port)
+{
+	struct sockaddr_in sin = loop4(0);
+	socklen_t len = sizeof(sin);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	CHECK(s >= 0);
+	CHECK_OK(bind(s, (struct sockaddr *)&sin, sizeof(sin)));
+	CHECK_OK(listen(s, backlog));
+	CHECK_OK(getsockname(s, (struct sockaddr *)&sin, &len));
+	*port = ntohs(sin.sin_port);
+	return s;
 }
 
 /* A listener on 127.0.0.1 and a port the CM picks; returns the port. */
@@ -680,10 +697,9 @@ static void case_unreachable(void)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_conn_param cp = { .qp_num = 1 };
-	struct sockaddr_in sin = loop4(0);
-	socklen_t len = sizeof(sin);
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *cid;
+	uint16_t port;
 	long long t0;
 	int s;
 
@@ -691,15 +707,11 @@ static void case_unreachable(void)
 	 * the kernel, but no CM answers the REQ. The CM response timeout is
 	 * shortened to one second for this test. */
 	setenv("RDMACM_RS_TIMEOUT_MS", "1000", 1);
-	s = socket(AF_INET, SOCK_STREAM, 0);
-	CHECK(s >= 0);
-	CHECK_OK(bind(s, (struct sockaddr *)&sin, sizeof(sin)));
-	CHECK_OK(listen(s, 4));
-	CHECK_OK(getsockname(s, (struct sockaddr *)&sin, &len));
+	s = tcp_listen_loop(4, &port);
 
 	ch = rdma_create_event_channel();
 	CHECK(ch);
-	cid = client_route(ch, ntohs(sin.sin_port));
+	cid = client_route(ch, port);
 	t0 = now_ms();
 	CHECK_OK(rdma_connect(cid, &cp));
 	ev = expect(ch, RDMA_CM_EVENT_UNREACHABLE);
@@ -709,6 +721,332 @@ static void case_unreachable(void)
 	CHECK_OK(rdma_destroy_id(cid));
 	rdma_destroy_event_channel(ch);
 	close(s);
+}
+
+/* ---- strangers on the CM port ---------------------------------------------- */
+
+/*
+ * The frame header of our CM's own protocol (librdmacm-rs, src/wire.rs):
+ * "RSCM", version 1, message kind, two zero bytes, body length as a
+ * little-endian u32. Kind 1 is a REQ (35 fixed bytes, the last one the
+ * private data length), kind 4 an RTU.
+ */
+static size_t cm_header(uint8_t *b, uint8_t kind, uint32_t len)
+{
+	memcpy(b, "RSCM", 4);
+	b[4] = 1;
+	b[5] = kind;
+	b[6] = b[7] = 0;
+	for (int i = 0; i < 4; i++)
+		b[8 + i] = len >> (8 * i);
+	return 12;
+}
+
+/* A plain TCP connection to 127.0.0.1:port that has sent `len` bytes. */
+static int raw_send(uint16_t port, const void *buf, size_t len)
+{
+	struct sockaddr_in sin = loop4(port);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	CHECK(s >= 0);
+	CHECK_OK(connect(s, (struct sockaddr *)&sin, sizeof(sin)));
+	if (len)
+		CHECK(send(s, buf, len, MSG_NOSIGNAL) == (ssize_t)len);
+	return s;
+}
+
+/* The CM closes a connection that spoke garbage, within EVENT_MS and
+ * without answering it; closes our end. */
+static void expect_dropped_at(int line, int s)
+{
+	long long end = now_ms() + EVENT_MS;
+	char buf[256];
+
+	for (;;) {
+		struct pollfd pfd = { .fd = s, .events = POLLIN };
+		int left = (int)(end - now_ms());
+		ssize_t n;
+
+		if (left <= 0 || poll(&pfd, 1, left) != 1)
+			failf(line, "the CM kept a connection that sent garbage");
+		n = recv(s, buf, sizeof(buf), 0);
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			break;
+		if (n > 0)
+			failf(line, "the CM answered garbage with %zd bytes", n);
+	}
+	close(s);
+}
+#define expect_dropped(s) expect_dropped_at(__LINE__, s)
+
+/*
+ * Strangers connect to a listener's port and send what no CM sends: text,
+ * an unknown message kind, absurd lengths, a REQ whose private data length
+ * disagrees with its body, an RTU instead of a REQ, truncated frames, a
+ * stream of junk. Each connection is dropped, no event reaches the
+ * application, and a real connection to the same listener then works,
+ * while another stranger sits silent on a half-sent header.
+ */
+static void case_garbage_on_listen_port(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_conn_param cp = { .qp_num = 1 };
+	struct rdma_cm_id *lid, *cid, *sid;
+	struct rdma_cm_event *ev;
+	uint8_t b[64 + 35];
+	size_t n;
+	uint16_t port;
+	int s, silent;
+
+	CHECK(sch && cch);
+	port = listen_loop(sch, &lid, NULL);
+
+	expect_dropped(raw_send(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27));
+	n = cm_header(b, 99, 0);
+	expect_dropped(raw_send(port, b, n));
+	n = cm_header(b, 1, 0xffffffffu);
+	expect_dropped(raw_send(port, b, n));
+	n = cm_header(b, 1, 35);
+	memset(b + n, 0, 35);
+	b[n + 34] = 200;	/* private data length beyond the body */
+	expect_dropped(raw_send(port, b, n + 35));
+	n = cm_header(b, 4, 0);
+	expect_dropped(raw_send(port, b, n));
+	b[4] = 9;		/* a version we do not speak */
+	expect_dropped(raw_send(port, b, n));
+
+	/* Truncated frames, then end of stream. */
+	n = cm_header(b, 1, 35);
+	s = raw_send(port, b, n + 10);
+	CHECK_OK(shutdown(s, SHUT_WR));
+	expect_dropped(s);
+	s = raw_send(port, "RSC", 3);
+	CHECK_OK(shutdown(s, SHUT_WR));
+	expect_dropped(s);
+
+	/* A stream of junk behind a plausible header: the CM stops reading at
+	 * the first bad frame, so our writes end in an error or the CM's close. */
+	{
+		static uint8_t junk[1 << 16];
+
+		memset(junk, 0xa5, sizeof(junk));
+		cm_header(junk, 1, 1024);
+		s = raw_send(port, NULL, 0);
+		CHECK_OK(fcntl(s, F_SETFL, O_NONBLOCK));
+		for (int i = 0; i < 64; i++) {
+			struct pollfd pfd = { .fd = s, .events = POLLOUT };
+
+			if (poll(&pfd, 1, EVENT_MS) != 1 ||
+			    send(s, junk, sizeof(junk), MSG_NOSIGNAL) < 0)
+				break;
+		}
+		CHECK_OK(fcntl(s, F_SETFL, 0));
+		expect_dropped(s);
+	}
+
+	/* Silent on a half header: must not hold up anybody else. */
+	silent = raw_send(port, "RSCM", 4);
+	CHECK(channel_quiet(sch, 200));
+
+	cid = client_route(cch, port);
+	CHECK_OK(rdma_connect(cid, &cp));
+	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	sid = ev->id;
+	CHECK(ev->listen_id == lid);
+	CHECK_OK(rdma_ack_cm_event(ev));
+	cp.qp_num = 2;
+	CHECK_OK(rdma_accept(sid, &cp));
+	expect_ack(cch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK_OK(rdma_establish(cid));
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK_OK(rdma_disconnect(cid));
+	expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED);
+	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED);
+	close(silent);
+	CHECK_OK(rdma_destroy_id(sid));
+	CHECK_OK(rdma_destroy_id(cid));
+	CHECK(channel_quiet(sch, 100));
+	CHECK_OK(rdma_destroy_id(lid));
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
+/*
+ * A peer that acknowledges the REQ (MRA) over and over but never answers
+ * it: only the first MRA extends the wait (to six times the base timeout,
+ * shortened here to 200 ms), so the connect still ends in UNREACHABLE.
+ */
+static void case_repeated_mra(void)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_conn_param cp = { .qp_num = 1 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *cid;
+	struct pollfd pfd;
+	uint8_t mra[12], req[512];
+	uint16_t port;
+	long long t0;
+	int s, c;
+
+	setenv("RDMACM_RS_TIMEOUT_MS", "200", 1);
+	s = tcp_listen_loop(4, &port);
+	cm_header(mra, 2, 0);
+
+	ch = rdma_create_event_channel();
+	CHECK(ch);
+	cid = client_route(ch, port);
+	CHECK_OK(rdma_connect(cid, &cp));
+	c = accept(s, NULL, NULL);
+	CHECK(c >= 0);
+	pfd = (struct pollfd){ .fd = c, .events = POLLIN };
+	CHECK(poll(&pfd, 1, EVENT_MS) == 1);
+	CHECK(recv(c, req, sizeof(req), 0) > 12);	/* the REQ */
+	t0 = now_ms();
+	pfd = (struct pollfd){ .fd = ch->fd, .events = POLLIN };
+	while (now_ms() - t0 < 5000 && poll(&pfd, 1, 100) == 0)
+		CHECK(send(c, mra, sizeof(mra), MSG_NOSIGNAL) == sizeof(mra));
+	ev = expect(ch, RDMA_CM_EVENT_UNREACHABLE);
+	CHECK_EQ(ev->status, -ETIMEDOUT);
+	if (now_ms() - t0 > 3000)
+		failf(__LINE__, "UNREACHABLE only after %lld ms of MRAs", now_ms() - t0);
+	CHECK_OK(rdma_ack_cm_event(ev));
+	CHECK_OK(rdma_destroy_id(cid));
+	rdma_destroy_event_channel(ch);
+	close(c);
+	close(s);
+}
+
+/*
+ * rdma_disconnect while the CM's TCP connection is still being set up (the
+ * listener's accept queue is full, so our SYN goes unanswered): the REQ
+ * must never reach the listener later, when room frees up and the SYN is
+ * retransmitted.
+ */
+static void case_disconnect_while_connecting(void)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_conn_param cp = { .qp_num = 1 };
+	struct sockaddr_in sin;
+	struct rdma_cm_id *cid;
+	struct pollfd pfd;
+	uint16_t port;
+	int s, c1, a1;
+
+	s = tcp_listen_loop(0, &port);	/* room for one connection */
+	sin = loop4(port);
+	c1 = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(c1 >= 0);
+	CHECK_OK(connect(c1, (struct sockaddr *)&sin, sizeof(sin)));
+
+	ch = rdma_create_event_channel();
+	CHECK(ch);
+	cid = client_route(ch, port);
+	CHECK_OK(rdma_connect(cid, &cp));
+	CHECK(channel_quiet(ch, 200));	/* still connecting */
+	CHECK_OK(rdma_disconnect(cid));
+
+	/* Make room; the kernel retransmits an unanswered SYN after 1 s. */
+	a1 = accept(s, NULL, NULL);
+	CHECK(a1 >= 0);
+	pfd = (struct pollfd){ .fd = s, .events = POLLIN };
+	if (poll(&pfd, 1, 2500) == 1) {
+		int a2 = accept(s, NULL, NULL);
+		char b[64];
+
+		CHECK(a2 >= 0);
+		pfd = (struct pollfd){ .fd = a2, .events = POLLIN };
+		CHECK(poll(&pfd, 1, EVENT_MS) == 1);
+		if (recv(a2, b, sizeof(b), 0) > 0)
+			failf(__LINE__, "the REQ of a disconnected id reached the listener");
+		close(a2);
+	}
+	CHECK(channel_quiet(ch, 100));
+	CHECK_OK(rdma_destroy_id(cid));
+	rdma_destroy_event_channel(ch);
+	close(a1);
+	close(c1);
+	close(s);
+}
+
+/* CPU time this process used, in ms (every thread, the CM's included). */
+static long long cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A connection arrives while the process has no descriptor left: the CM
+ * cannot accept it, must not spin on the still-readable listening socket
+ * meanwhile, and accepts it once descriptors are free again.
+ */
+static void case_listen_out_of_fds(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *lid, *cid;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in sin;
+	struct rlimit old, low;
+	static int held[4096];
+	int nheld = 0, s;
+	long long c0;
+	uint16_t port;
+
+	CHECK(ch);
+	port = listen_loop(ch, &lid, NULL);
+	sin = loop4(port);
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(s >= 0);
+
+	CHECK_OK(getrlimit(RLIMIT_NOFILE, &old));
+	low = old;
+	low.rlim_cur = 256;
+	if (old.rlim_cur < low.rlim_cur)
+		low.rlim_cur = old.rlim_cur;
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &low));
+	for (;;) {
+		int fd = dup(0);
+
+		if (fd < 0) {
+			CHECK_EQ(errno, EMFILE);
+			break;
+		}
+		CHECK(nheld < (int)(sizeof(held) / sizeof(held[0])));
+		held[nheld++] = fd;
+	}
+	/* The kernel completes the handshake into the listener's backlog. */
+	CHECK_OK(connect(s, (struct sockaddr *)&sin, sizeof(sin)));
+	c0 = cpu_ms();
+	usleep(500 * 1000);	/* a measurement interval, not a synchronisation */
+	if (cpu_ms() - c0 > 50)
+		failf(__LINE__, "%lld ms of CPU in 500 ms while accept could not succeed",
+		      cpu_ms() - c0);
+	while (nheld)
+		close(held[--nheld]);
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &old));
+
+	/* Accepted now: as a stranger it is dropped; a real client gets in. */
+	CHECK(send(s, "junk", 4, MSG_NOSIGNAL) == 4);
+	expect_dropped(s);
+	cid = client_route(ch, port);
+	{
+		struct rdma_conn_param cp = { .qp_num = 1 };
+
+		CHECK_OK(rdma_connect(cid, &cp));
+	}
+	ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CHECK_OK(rdma_reject(ev->id, NULL, 0));
+	CHECK_OK(rdma_destroy_id(ev->id));
+	CHECK_OK(rdma_ack_cm_event(ev));
+	ev = expect(ch, RDMA_CM_EVENT_REJECTED);
+	CHECK(ev->id == cid);
+	CHECK_OK(rdma_ack_cm_event(ev));
+	CHECK_OK(rdma_destroy_id(cid));
+	CHECK_OK(rdma_destroy_id(lid));
+	rdma_destroy_event_channel(ch);
 }
 
 static void disconnect_case(int server_first)
@@ -1751,6 +2089,10 @@ static const struct {
 	{ "addr_error", case_addr_error },
 	{ "reject_by_destroy", case_reject_by_destroy },
 	{ "unreachable", case_unreachable },
+	{ "garbage_on_listen_port", case_garbage_on_listen_port },
+	{ "listen_out_of_fds", case_listen_out_of_fds },
+	{ "repeated_mra", case_repeated_mra },
+	{ "disconnect_while_connecting", case_disconnect_while_connecting },
 	{ "init_qp_attr", case_init_qp_attr },
 	{ "rd_atomic_limits", case_rd_atomic_limits },
 	{ "qp_traffic", case_qp_traffic },

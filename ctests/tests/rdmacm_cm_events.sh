@@ -5,8 +5,12 @@
 # their errno, private data and its length rules with connect, accept and
 # reject, REJECTED for a closed port (status 8), UNREACHABLE, ADDR_ERROR,
 # DISCONNECTED on both sides with flushed receives, a peer killed with
-# SIGKILL, and the synchronous (rdma_create_ep) mode. Each case runs in a
-# process of its own with an alarm; this script bounds the whole run too.
+# SIGKILL, the synchronous (rdma_create_ep) mode, strangers sending garbage
+# to a listener's port, a peer repeating MRAs (the connect still times
+# out), rdma_disconnect before the CM's TCP connection is up (the REQ never
+# leaves), and a listener that runs out of descriptors (no busy loop,
+# accepts again afterwards). Each case runs in a process of its own with an alarm;
+# this script bounds the whole run too.
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$REPO/build}

@@ -1,23 +1,21 @@
 //! Address handles, including building one from a received completion.
 
-use core::ffi::c_int;
+use core::ffi::{c_int, c_uint};
 use core::mem::size_of;
 
 use verbs_abi::*;
 
-use crate::context::{gid_entry, query_port_full};
-use crate::device::{context_ops, object_ops};
-use crate::pd::rc;
-use crate::util::{int_ret, minus_one_ret, ptr_ret};
+use crate::context::{
+    gid_entry, query_port_full, sysfs_gid_type, IBV_GID_TYPE_SYSFS_IB_ROCE_V1,
+    IBV_GID_TYPE_SYSFS_ROCE_V2,
+};
+use crate::device::{context_ops, object_ops, release};
+use crate::util::{minus_one_ret, ptr_ret, set_errno};
 
 /// IP protocol number of UDP: a RoCE v2 packet.
 const NEXT_HDR_UDP: u8 = 17;
 /// GRH next-header value of an IB transport header: IB or RoCE v1.
 const NEXT_HDR_IB: u8 = 0x1b;
-
-/// `enum ibv_gid_type_sysfs` values, the GID-type granularity used here.
-const SYSFS_IB_ROCE_V1: u8 = 0;
-const SYSFS_ROCE_V2: u8 = 1;
 
 /// # Safety
 /// `pd` is NULL or a PD; `attr` NULL or valid.
@@ -47,13 +45,8 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
 /// `ah` is NULL or an AH.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
-    int_ret((|| {
-        // SAFETY: forwarded contract.
-        let (ops, _) = unsafe { object_ops(ah) }?;
-        let destroy = ops.destroy_ah.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: the provider's own AH.
-        rc(unsafe { destroy(ah) })
-    })())
+    // SAFETY: forwarded contract.
+    unsafe { release(ah, |ops| ops.destroy_ah) }
 }
 
 /// What the 40-byte GRH area in front of a UD payload carried.
@@ -144,11 +137,10 @@ unsafe fn find_gid_index(
     ctx: *mut ibv_context,
     port: u8,
     gid: [u8; 16],
-    sysfs_type: u8,
+    sysfs_type: c_uint,
 ) -> Result<u8, c_int> {
-    // SAFETY: forwarded contract.
-    let ops = unsafe { context_ops(ctx) }?;
-    // SAFETY: as above.
+    let ops = context_ops(ctx)?;
+    // SAFETY: context_ops found the context open; ops is its provider.
     let len = unsafe { query_port_full(ops, ctx, port) }?.gid_tbl_len;
     for index in 0..u32::try_from(len).unwrap_or(0).min(256) {
         // SAFETY: as above.
@@ -157,12 +149,7 @@ unsafe fn find_gid_index(
             Err(libc::ENODATA) => continue,
             Err(e) => return Err(e),
         };
-        let t = if e.gid_type == IBV_GID_TYPE_ROCE_V2 {
-            SYSFS_ROCE_V2
-        } else {
-            SYSFS_IB_ROCE_V1
-        };
-        if e.gid.raw() == gid && t == sysfs_type {
+        if e.gid.raw() == gid && sysfs_gid_type(e.gid_type) == sysfs_type {
             return Ok(index as u8);
         }
     }
@@ -211,7 +198,12 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
                     }
                     // SAFETY: forwarded contract.
                     a.grh.sgid_index = unsafe {
-                        find_gid_index(context, port_num, v4_mapped(daddr), SYSFS_ROCE_V2)
+                        find_gid_index(
+                            context,
+                            port_num,
+                            v4_mapped(daddr),
+                            IBV_GID_TYPE_SYSFS_ROCE_V2,
+                        )
                     }?;
                     a.grh.dgid = ibv_gid::from_raw(v4_mapped(saddr));
                     a.grh.hop_limit = ttl;
@@ -228,8 +220,8 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
                         return Err(libc::EINVAL);
                     }
                     let t = match next_hdr {
-                        NEXT_HDR_UDP => SYSFS_ROCE_V2,
-                        NEXT_HDR_IB => SYSFS_IB_ROCE_V1,
+                        NEXT_HDR_UDP => IBV_GID_TYPE_SYSFS_ROCE_V2,
+                        NEXT_HDR_IB => IBV_GID_TYPE_SYSFS_IB_ROCE_V1,
                         _ => return Err(libc::EPROTONOSUPPORT),
                     };
                     // SAFETY: forwarded contract.
@@ -270,7 +262,8 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
 }
 
 /// Resolving a RoCE GID to a MAC/VLAN asks the kernel's neighbour table for
-/// the netdev behind a GID; our ports have no netdev.
+/// the netdev behind a GID; our ports have no netdev. Unlike the other int
+/// verbs this one reports a *negative* errno, as rdma-core's does.
 ///
 /// # Safety
 /// `context` is NULL or an open context.
@@ -281,11 +274,13 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
     _eth_mac: *mut u8,
     _vid: *mut u16,
 ) -> c_int {
-    if attr.is_null() {
-        return int_ret(Err(libc::EINVAL));
-    }
-    // SAFETY: forwarded contract.
-    int_ret(unsafe { context_ops(context) }.and(Err(libc::EOPNOTSUPP)))
+    let e = if attr.is_null() {
+        libc::EINVAL
+    } else {
+        context_ops(context).err().unwrap_or(libc::EOPNOTSUPP)
+    };
+    set_errno(e);
+    -e
 }
 
 #[cfg(test)]
@@ -375,6 +370,28 @@ mod tests {
     fn unknown_version_is_refused() {
         let g = [0u8; 40];
         assert_eq!(parse_grh(&g), Err(libc::EPROTONOSUPPORT));
+    }
+
+    #[test]
+    fn eth_l2_resolution_reports_negative_errno() {
+        let mut attr = ibv_ah_attr::zeroed();
+        // SAFETY: NULL and unknown contexts are checked, never dereferenced.
+        unsafe {
+            let r = ibv_resolve_eth_l2_from_gid(
+                core::ptr::null_mut(),
+                &mut attr,
+                core::ptr::null_mut(),
+                core::ptr::null_mut(),
+            );
+            assert_eq!(r, -libc::EINVAL);
+            let r = ibv_resolve_eth_l2_from_gid(
+                core::ptr::null_mut(),
+                core::ptr::null_mut(),
+                core::ptr::null_mut(),
+                core::ptr::null_mut(),
+            );
+            assert_eq!(r, -libc::EINVAL);
+        }
     }
 
     #[test]

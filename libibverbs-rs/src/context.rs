@@ -8,16 +8,26 @@ use core::ptr::null_mut;
 use verbs_abi::provider::ProviderOps;
 use verbs_abi::*;
 
-use crate::device::{context_ops, lookup, object_context};
-use crate::util::{int_ret, minus_one_ret, ptr_ret, set_errno, warning};
+use crate::device::{context_ops, lookup, object_context, register_context, unregister_context};
+use crate::util::{errno_result, int_ret, minus_one_ret, ptr_ret, set_errno, warning};
 
 /// Size of rdma-core's `struct _compat_ibv_port_attr`: `ibv_port_attr` as it
 /// was before `port_cap_flags2`, i.e. up to and including `flags`.
 const COMPAT_PORT_ATTR_SIZE: usize = offset_of!(ibv_port_attr, flags) + 1;
 
-/// `enum ibv_gid_type_sysfs` (driver.h): what `ibv_query_gid_type` reports.
-const IBV_GID_TYPE_SYSFS_IB_ROCE_V1: c_uint = 0;
-const IBV_GID_TYPE_SYSFS_ROCE_V2: c_uint = 1;
+/// `enum ibv_gid_type_sysfs` (driver.h): the GID types of rdma-core's
+/// sysfs-era calls, which cannot tell IB from RoCE v1.
+pub(crate) const IBV_GID_TYPE_SYSFS_IB_ROCE_V1: c_uint = 0;
+pub(crate) const IBV_GID_TYPE_SYSFS_ROCE_V2: c_uint = 1;
+
+/// An `IBV_GID_TYPE_*` at `ibv_gid_type_sysfs` granularity.
+pub(crate) fn sysfs_gid_type(gid_type: u32) -> c_uint {
+    if gid_type == IBV_GID_TYPE_ROCE_V2 {
+        IBV_GID_TYPE_SYSFS_ROCE_V2
+    } else {
+        IBV_GID_TYPE_SYSFS_IB_ROCE_V1
+    }
+}
 
 /// The `verbs_context` an extended `ibv_context` is the tail of.
 fn verbs_ctx(ctx: *mut ibv_context) -> *mut verbs_context {
@@ -85,31 +95,31 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         }
         // SAFETY: checked extended context.
         unsafe { install_lib_ops(ctx) };
+        register_context(ctx, dev.ops);
         Ok(ctx)
     })())
 }
 
+/// A context that is not open (NULL, foreign, already closed) is EINVAL.
+/// If the provider refuses to close, the context stays open.
+///
 /// # Safety
-/// `context` is NULL or an open context.
+/// `context` is NULL or a context from `ibv_open_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
-    // SAFETY: forwarded to the provider that opened it.
-    int_ret(unsafe { context_ops(context) }.and_then(|ops| {
-        let close = ops.close_device.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: as above.
-        match unsafe { close(context) } {
-            0 => Ok(()),
-            e => Err(e),
+    int_ret((|| {
+        let ops = unregister_context(context).ok_or(libc::EINVAL)?;
+        let rc = match ops.close_device {
+            // SAFETY: an open context of this provider, now out of the open
+            // set so no other close can reach it.
+            Some(close) => unsafe { close(context) },
+            None => libc::EOPNOTSUPP,
+        };
+        if rc != 0 {
+            register_context(context, ops);
         }
-    }))
-}
-
-fn errno_result(rc: c_int) -> Result<(), c_int> {
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(rc)
-    }
+        errno_result(rc)
+    })())
 }
 
 /// Full device attributes into our own buffer, whatever the provider
@@ -118,8 +128,7 @@ fn errno_result(rc: c_int) -> Result<(), c_int> {
 /// # Safety
 /// `ctx` is NULL or an open context.
 pub(crate) unsafe fn query_device_full(ctx: *mut ibv_context) -> Result<ibv_device_attr_ex, c_int> {
-    // SAFETY: forwarded contract.
-    let ops = unsafe { context_ops(ctx) }?;
+    let ops = context_ops(ctx)?;
     let q = ops.query_device_ex.ok_or(libc::EOPNOTSUPP)?;
     let mut attr = ibv_device_attr_ex::zeroed();
     // SAFETY: attr is a full-size, writable ibv_device_attr_ex.
@@ -181,9 +190,9 @@ unsafe fn query_port_sized(
     if attr.is_null() {
         return int_ret(Err(libc::EINVAL));
     }
-    // SAFETY: forwarded contracts.
     int_ret(
-        unsafe { context_ops(ctx) }
+        context_ops(ctx)
+            // SAFETY: ops is the provider of this open context.
             .and_then(|ops| unsafe { query_port_full(ops, ctx, port_num) })
             .map(|a| {
                 let n = len.min(size_of::<ibv_port_attr>());
@@ -240,8 +249,7 @@ pub(crate) unsafe fn gid_entry(
     index: u32,
     flags: u32,
 ) -> Result<ibv_gid_entry, c_int> {
-    // SAFETY: forwarded contract.
-    let ops = unsafe { context_ops(ctx) }?;
+    let ops = context_ops(ctx)?;
     let q = ops.query_gid_ex.ok_or(libc::EOPNOTSUPP)?;
     let mut e = ibv_gid_entry::zeroed();
     // SAFETY: e is a writable entry.
@@ -333,9 +341,8 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
         if entry_size < size_of::<ibv_gid_entry>() || (entries.is_null() && max_entries != 0) {
             return Err(libc::EINVAL);
         }
-        // SAFETY: forwarded contract.
-        let ops = unsafe { context_ops(context) }?;
-        // SAFETY: as above.
+        let ops = context_ops(context)?;
+        // SAFETY: context_ops found the context open; ops is its provider.
         let ports = unsafe { query_device_full(context) }?
             .orig_attr
             .phys_port_cnt;
@@ -390,8 +397,8 @@ pub unsafe extern "C" fn ibv_query_gid_type(
         }
         // SAFETY: forwarded contract.
         let t = match unsafe { gid_entry(context, port_num.into(), index, 0) } {
-            Ok(e) if e.gid_type == IBV_GID_TYPE_ROCE_V2 => IBV_GID_TYPE_SYSFS_ROCE_V2,
-            Ok(_) | Err(libc::ENODATA) => IBV_GID_TYPE_SYSFS_IB_ROCE_V1,
+            Ok(e) => sysfs_gid_type(e.gid_type),
+            Err(libc::ENODATA) => IBV_GID_TYPE_SYSFS_IB_ROCE_V1,
             Err(e) => return Err(e),
         };
         // SAFETY: non-NULL caller buffer.
@@ -415,8 +422,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
         if pkey.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: forwarded contract.
-        let ops = unsafe { context_ops(context) }?;
+        let ops = context_ops(context)?;
         let q = ops.query_pkey.ok_or(libc::EOPNOTSUPP)?;
         let mut v: u16 = 0;
         // SAFETY: v is writable.
@@ -438,10 +444,9 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
     pkey: __be16,
 ) -> c_int {
     let r = (|| -> Result<c_int, c_int> {
-        // SAFETY: forwarded contract.
-        let ops = unsafe { context_ops(context) }?;
+        let ops = context_ops(context)?;
         let q = ops.query_pkey.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: as above.
+        // SAFETY: context_ops found the context open; ops is its provider.
         let len = unsafe { query_port_full(ops, context, port_num) }?.pkey_tbl_len;
         for i in 0..c_int::from(len) {
             let mut v: u16 = 0;
@@ -471,8 +476,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
     if event.is_null() {
         return minus_one_ret(Err(libc::EINVAL));
     }
-    // SAFETY: forwarded contract.
-    match unsafe { context_ops(context) } {
+    match context_ops(context) {
         Err(e) => minus_one_ret(Err(e)),
         Ok(ops) => match ops.get_async_event {
             // SAFETY: the provider's own context; the event buffer is valid.
@@ -514,11 +518,77 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
     let Ok(ctx) = (unsafe { object_context(element) }) else {
         return;
     };
-    // SAFETY: the object's own context.
-    if let Ok(ops) = unsafe { context_ops(ctx) } {
+    if let Ok(ops) = context_ops(ctx) {
         if let Some(ack) = ops.ack_async_event {
             // SAFETY: the event came from this provider.
             unsafe { ack(event) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::errno;
+
+    /// A provider whose contexts and PDs are plain heap objects, so that a
+    /// use after close would be a real use after free.
+    unsafe extern "C" fn open(dev: *mut ibv_device, _: *mut c_void) -> *mut ibv_context {
+        let mut v = Box::new(verbs_context::zeroed());
+        v.sz = size_of::<verbs_context>();
+        v.context.abi_compat = VERBS_ABI_IS_EXTENDED;
+        v.context.device = dev;
+        let v = Box::into_raw(v);
+        // SAFETY: v is a live verbs_context.
+        unsafe { core::ptr::addr_of_mut!((*v).context) }
+    }
+    unsafe extern "C" fn close(ctx: *mut ibv_context) -> c_int {
+        // SAFETY: ctx is the tail of a verbs_context boxed by `open`.
+        drop(unsafe { Box::from_raw(verbs_ctx(ctx)) });
+        0
+    }
+    unsafe extern "C" fn alloc_pd(_: *mut ibv_context) -> *mut ibv_pd {
+        Box::into_raw(Box::new(ibv_pd::zeroed()))
+    }
+    unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {
+        // SAFETY: pd was boxed by `alloc_pd`.
+        drop(unsafe { Box::from_raw(pd) });
+        0
+    }
+    static OPS: ProviderOps = {
+        // SAFETY: all-zero is a valid ProviderOps (no name, no entries).
+        let mut ops: ProviderOps = unsafe { core::mem::zeroed() };
+        ops.open_device = Some(open);
+        ops.close_device = Some(close);
+        ops.alloc_pd = Some(alloc_pd);
+        ops.dealloc_pd = Some(dealloc_pd);
+        ops
+    };
+
+    #[test]
+    fn closed_contexts_are_refused() {
+        let dev = crate::device::add_test_device(&OPS);
+        // SAFETY: dev is registered; every later call is on a pointer the
+        // library checks before use.
+        unsafe {
+            let ctx = ibv_open_device(dev);
+            assert!(!ctx.is_null());
+            let pd = crate::pd::ibv_alloc_pd(ctx);
+            assert!(!pd.is_null());
+            assert_eq!((*pd).context, ctx);
+            assert_eq!(crate::pd::ibv_dealloc_pd(pd), 0);
+            assert_eq!(ibv_close_device(ctx), 0);
+            // The provider freed the context: nothing may reach it again.
+            assert_eq!(ibv_close_device(ctx), libc::EINVAL);
+            assert!(crate::pd::ibv_alloc_pd(ctx).is_null());
+            assert_eq!(errno(), libc::EINVAL);
+            let mut attr = ibv_device_attr::zeroed();
+            assert_eq!(ibv_query_device(ctx, &mut attr), libc::EINVAL);
+            assert_eq!(ibv_close_device(null_mut()), libc::EINVAL);
+            // A missing entry is EOPNOTSUPP on an open context.
+            let ctx = ibv_open_device(dev);
+            assert_eq!(ibv_query_device(ctx, &mut attr), libc::EOPNOTSUPP);
+            assert_eq!(ibv_close_device(ctx), 0);
         }
     }
 }

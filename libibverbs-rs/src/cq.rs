@@ -5,9 +5,8 @@ use core::ffi::{c_int, c_uint, c_void};
 
 use verbs_abi::*;
 
-use crate::device::{context_ops, object_ops};
-use crate::pd::rc;
-use crate::util::{int_ret, minus_one_ret, ptr_ret};
+use crate::device::{context_ops, object_ops, release};
+use crate::util::{errno_result, int_ret, minus_one_ret, ptr_ret};
 
 /// # Safety
 /// `context` is NULL or an open context.
@@ -16,8 +15,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
     ptr_ret((|| {
-        // SAFETY: forwarded contract.
-        let ops = unsafe { context_ops(context) }?;
+        let ops = context_ops(context)?;
         let create = ops.create_comp_channel.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own context.
         Ok(unsafe { create(context) })
@@ -28,13 +26,8 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// `channel` is NULL or a completion channel.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
-    int_ret((|| {
-        // SAFETY: forwarded contract.
-        let (ops, _) = unsafe { object_ops(channel) }?;
-        let destroy = ops.destroy_comp_channel.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: the provider's own channel.
-        rc(unsafe { destroy(channel) })
-    })())
+    // SAFETY: forwarded contract.
+    unsafe { release(channel, |ops| ops.destroy_comp_channel) }
 }
 
 /// Builds a CQ through the provider's `create_cq_ex`; every provider CQ
@@ -51,8 +44,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut ibv_cq {
     ptr_ret((|| {
-        // SAFETY: forwarded contract.
-        let ops = unsafe { context_ops(context) }?;
+        let ops = context_ops(context)?;
         let create = ops.create_cq_ex.ok_or(libc::EOPNOTSUPP)?;
         let mut attr = ibv_cq_init_attr_ex::zeroed();
         attr.cqe = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
@@ -78,7 +70,7 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
             return Err(libc::EINVAL);
         }
         // SAFETY: the provider's own CQ.
-        rc(unsafe { resize(cq, cqe) })
+        errno_result(unsafe { resize(cq, cqe) })
     })())
 }
 
@@ -86,13 +78,8 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
 /// `cq` is NULL or a CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
-    int_ret((|| {
-        // SAFETY: forwarded contract.
-        let (ops, _) = unsafe { object_ops(cq) }?;
-        let destroy = ops.destroy_cq.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: the provider's own CQ.
-        rc(unsafe { destroy(cq) })
-    })())
+    // SAFETY: forwarded contract.
+    unsafe { release(cq, |ops| ops.destroy_cq) }
 }
 
 /// 0, or -1 with errno (the C convention of this call).

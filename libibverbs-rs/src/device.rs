@@ -4,9 +4,10 @@
 //! Every `ibv_device` we return is the first field of a [`Device`] that is
 //! never freed, so a pointer from any earlier list stays valid for the life
 //! of the process, as programs expect. A device found again by a later
-//! `ibv_get_device_list` (same provider, same name) keeps its object. An
-//! `ibv_context` points at its device, which is how every verb finds the
-//! provider behind an object.
+//! `ibv_get_device_list` (same provider, same name) keeps its object.
+//!
+//! Open contexts are recorded with their provider; every verb finds the
+//! provider behind an object through its context in that record.
 
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::size_of;
@@ -17,7 +18,7 @@ use verbs_abi::provider::{ProviderDevice, ProviderOps};
 use verbs_abi::*;
 
 use crate::driver::{providers, Provider};
-use crate::util::{ptr_ret, set_errno, warning};
+use crate::util::{errno_result, int_ret, ptr_ret, set_errno, warning};
 
 /// Our device object. `ibv` must stay first: `ibv_device *` and
 /// `Device *` are the same address.
@@ -76,17 +77,36 @@ pub(crate) fn lookup(dev: *const ibv_device) -> Option<DeviceRef> {
     }
 }
 
-/// The provider behind a context, or EINVAL for NULL / foreign contexts.
-///
-/// # Safety
-/// `ctx` is NULL or points to a readable `ibv_context`.
-pub(crate) unsafe fn context_ops(ctx: *mut ibv_context) -> Result<&'static ProviderOps, c_int> {
-    if ctx.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: non-NULL context per the caller.
-    let dev = unsafe { (*ctx).device };
-    lookup(dev).map(|d| d.ops).ok_or(libc::EINVAL)
+/// Every context `ibv_open_device` has returned and `ibv_close_device` has
+/// not yet closed, with its provider. Verbs look contexts up here instead of
+/// reading through the pointer, so a NULL, foreign or already closed
+/// context is EINVAL rather than a read of freed memory (a double
+/// `ibv_close_device` would otherwise free the provider's context twice).
+static CONTEXTS: RwLock<Vec<(usize, &'static ProviderOps)>> = RwLock::new(Vec::new());
+
+/// Records a context the provider has just opened (never NULL).
+pub(crate) fn register_context(ctx: *mut ibv_context, ops: &'static ProviderOps) {
+    CONTEXTS.write().push((ctx as usize, ops));
+}
+
+/// Takes a context out of the open set; None if it is not open. Taking it
+/// out before the provider closes it means two racing closes cannot both
+/// reach the provider.
+pub(crate) fn unregister_context(ctx: *mut ibv_context) -> Option<&'static ProviderOps> {
+    let mut list = CONTEXTS.write();
+    let i = list.iter().position(|&(c, _)| c == ctx as usize)?;
+    Some(list.swap_remove(i).1)
+}
+
+/// The provider behind an open context, or EINVAL for NULL, foreign and
+/// closed contexts. The pointer itself is never dereferenced.
+pub(crate) fn context_ops(ctx: *mut ibv_context) -> Result<&'static ProviderOps, c_int> {
+    CONTEXTS
+        .read()
+        .iter()
+        .find(|&&(c, _)| c == ctx as usize)
+        .map(|&(_, ops)| ops)
+        .ok_or(libc::EINVAL)
 }
 
 /// The context an object belongs to. Every verbs object (PD, MR, CQ, QP,
@@ -116,8 +136,25 @@ pub(crate) unsafe fn object_ops<T>(
 ) -> Result<(&'static ProviderOps, *mut ibv_context), c_int> {
     // SAFETY: forwarded contract.
     let ctx = unsafe { object_context(obj) }?;
-    // SAFETY: ctx came from a live object.
-    Ok((unsafe { context_ops(ctx) }?, ctx))
+    Ok((context_ops(ctx)?, ctx))
+}
+
+/// The body of every destroy/dealloc verb: the provider's `entry` releases
+/// `obj`, whose context must still be open.
+///
+/// # Safety
+/// As for [`object_context`].
+pub(crate) unsafe fn release<T>(
+    obj: *mut T,
+    entry: fn(&ProviderOps) -> Option<unsafe extern "C" fn(*mut T) -> c_int>,
+) -> c_int {
+    int_ret((|| {
+        // SAFETY: forwarded contract.
+        let (ops, _) = unsafe { object_ops(obj) }?;
+        let f = entry(ops).ok_or(libc::EOPNOTSUPP)?;
+        // SAFETY: the provider's own object.
+        errno_result(unsafe { f(obj) })
+    })())
 }
 
 /// Copies `src` into a fixed C string field, truncating and terminating.
@@ -159,6 +196,9 @@ pub(crate) fn make_ibv_device(pd: &ProviderDevice, index: c_int, sysfs_root: &st
     dev
 }
 
+/// More devices than one provider can sensibly report.
+const MAX_DEVICES_PER_PROVIDER: usize = 4096;
+
 /// Asks one provider for its devices, growing the buffer if it has more.
 fn discover(p: &Provider) -> Vec<ProviderDevice> {
     let Some(discover) = p.ops.discover else {
@@ -183,6 +223,12 @@ fn discover(p: &Provider) -> Vec<ProviderDevice> {
         if n <= cap {
             buf.truncate(n);
             return buf;
+        }
+        // A count no host has is a provider bug; growing the buffer to it
+        // would end in an allocation failure, which aborts the program.
+        if n > MAX_DEVICES_PER_PROVIDER {
+            warning!("provider '{}' reports {n} devices; ignored", p.name);
+            return Vec::new();
         }
         cap = n;
     }
@@ -282,11 +328,11 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
-    if device.is_null() {
+    if lookup(device).is_none() {
         set_errno(libc::EINVAL);
         return core::ptr::null();
     }
-    // SAFETY: non-NULL device; `name` is a field inside it.
+    // SAFETY: one of our devices, which live for the whole process.
     unsafe { (*device).name.as_ptr() }
 }
 
@@ -329,6 +375,26 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
     ptr_ret(Err(err))
 }
 
+/// Registers a device of a test provider, as discovery would.
+#[cfg(test)]
+pub(crate) fn add_test_device(ops: &'static ProviderOps) -> *mut ibv_device {
+    // SAFETY: all-zero is a valid ProviderDevice.
+    let mut pd: ProviderDevice = unsafe { core::mem::zeroed() };
+    set_c_str(&mut pd.name, "test0");
+    let mut all = DEVICES.write();
+    let index = c_int::try_from(all.len()).unwrap_or(c_int::MAX);
+    let d = Box::into_raw(Box::new(Device {
+        ibv: make_ibv_device(&pd, index, "/sys"),
+        ops,
+        handle: null_mut(),
+        guid: 0,
+        index,
+        key: pd.name,
+    }));
+    all.push(DevPtr(d));
+    d.cast()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,12 +428,14 @@ mod tests {
         let fake = ibv_device::zeroed();
         assert!(lookup(&fake).is_none());
         assert!(lookup(core::ptr::null()).is_none());
-        // SAFETY: NULL and unknown devices are handled without dereferencing
-        // anything beyond the name field.
+        // SAFETY: NULL and unknown devices are refused without being
+        // dereferenced.
         unsafe {
             assert_eq!(ibv_get_device_index(core::ptr::null_mut()), -1);
             assert_eq!(ibv_get_device_guid(core::ptr::null_mut()), 0);
             assert!(ibv_get_device_name(core::ptr::null_mut()).is_null());
+            let mut fake = ibv_device::zeroed();
+            assert!(ibv_get_device_name(&mut fake).is_null());
             ibv_free_device_list(null_mut());
         }
     }

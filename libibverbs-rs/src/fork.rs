@@ -12,8 +12,7 @@
 
 use core::ffi::{c_int, c_void};
 
-/// `enum ibv_fork_status`: IBV_FORK_DISABLED, IBV_FORK_ENABLED, IBV_FORK_UNNEEDED.
-const IBV_FORK_UNNEEDED: c_int = 2;
+use verbs_abi::{ibv_fork_status, IBV_FORK_UNNEEDED};
 
 /// Honours `RDMAV_FORK_SAFE` / `IBV_FORK_SAFE` like rdma-core: they ask for
 /// `ibv_fork_init`, which has nothing to set up here.
@@ -30,7 +29,7 @@ pub extern "C" fn ibv_fork_init() -> c_int {
 }
 
 #[no_mangle]
-pub extern "C" fn ibv_is_fork_initialized() -> c_int {
+pub extern "C" fn ibv_is_fork_initialized() -> ibv_fork_status {
     IBV_FORK_UNNEEDED
 }
 

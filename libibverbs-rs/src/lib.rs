@@ -6,8 +6,9 @@
 //!
 //! Panic policy: the workspace builds with `panic = "abort"`, so a bug can
 //! never unwind into C; the entry points do not use `catch_unwind`. They
-//! validate pointers they can check (NULL, objects of unknown devices)
-//! and report EINVAL rather than crash.
+//! validate the pointers they can check (NULL, devices we never listed,
+//! contexts that are not open, see `device::context_ops`) and report
+//! EINVAL rather than crash.
 
 mod ah;
 mod cmd;

@@ -9,9 +9,8 @@ use core::ffi::{c_int, c_uint, c_void};
 
 use verbs_abi::*;
 
-use crate::device::object_ops;
-use crate::pd::rc;
-use crate::util::{int_ret, ptr_ret, set_errno};
+use crate::device::{object_ops, release};
+use crate::util::{ptr_ret, set_errno};
 
 /// # Safety
 /// `pd` is NULL or a PD; `addr..addr+length` is the caller's memory.
@@ -150,13 +149,8 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 /// `mr` is NULL or an MR.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-    int_ret((|| {
-        // SAFETY: forwarded contract.
-        let (ops, _) = unsafe { object_ops(mr) }?;
-        let dereg = ops.dereg_mr.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: the provider's own MR.
-        rc(unsafe { dereg(mr) })
-    })())
+    // SAFETY: forwarded contract.
+    unsafe { release(mr, |ops| ops.dereg_mr) }
 }
 
 /// MRs have no kernel handle to import (see `ibv_import_pd`).

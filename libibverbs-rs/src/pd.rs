@@ -4,24 +4,15 @@ use core::ffi::c_int;
 
 use verbs_abi::*;
 
-use crate::device::{context_ops, object_ops};
-use crate::util::{int_ret, ptr_ret};
-
-pub(crate) fn rc(e: c_int) -> Result<(), c_int> {
-    if e == 0 {
-        Ok(())
-    } else {
-        Err(e)
-    }
-}
+use crate::device::{context_ops, release};
+use crate::util::ptr_ret;
 
 /// # Safety
 /// `context` is NULL or an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     ptr_ret((|| {
-        // SAFETY: forwarded contract.
-        let ops = unsafe { context_ops(context) }?;
+        let ops = context_ops(context)?;
         let alloc = ops.alloc_pd.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own context.
         let pd = unsafe { alloc(context) };
@@ -37,13 +28,8 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 /// `pd` is NULL or a PD from `ibv_alloc_pd`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    int_ret((|| {
-        // SAFETY: forwarded contract.
-        let (ops, _) = unsafe { object_ops(pd) }?;
-        let dealloc = ops.dealloc_pd.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: the provider's own PD.
-        rc(unsafe { dealloc(pd) })
-    })())
+    // SAFETY: forwarded contract.
+    unsafe { release(pd, |ops| ops.dealloc_pd) }
 }
 
 /// Sharing a PD between processes needs a kernel object handle; software
@@ -53,8 +39,7 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
 /// `context` is NULL or an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, _pd_handle: u32) -> *mut ibv_pd {
-    // SAFETY: forwarded contract.
-    ptr_ret(unsafe { context_ops(context) }.and(Err(libc::EOPNOTSUPP)))
+    ptr_ret(context_ops(context).and(Err(libc::EOPNOTSUPP)))
 }
 
 /// Nothing can have been imported (see `ibv_import_pd`), so there is

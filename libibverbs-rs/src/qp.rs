@@ -4,9 +4,8 @@ use core::ffi::{c_int, c_uint};
 
 use verbs_abi::*;
 
-use crate::device::object_ops;
-use crate::pd::rc;
-use crate::util::{int_ret, ptr_ret, set_errno};
+use crate::device::{object_ops, release};
+use crate::util::{errno_result, int_ret, ptr_ret, set_errno};
 
 /// Builds the QP through the provider's `create_qp_ex` and reports the
 /// capabilities actually granted back in `qp_init_attr->cap`. verbs.h's
@@ -64,7 +63,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
         let (ops, _) = unsafe { object_ops(qp) }?;
         let modify = ops.modify_qp.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own QP.
-        rc(unsafe { modify(qp, attr, attr_mask) })?;
+        errno_result(unsafe { modify(qp, attr, attr_mask) })?;
         if attr_mask as c_uint & IBV_QP_STATE != 0 {
             // SAFETY: both live; programs read qp->state directly.
             unsafe { (*qp).state = (*attr).qp_state };
@@ -90,7 +89,7 @@ pub unsafe extern "C" fn ibv_query_qp(
         let (ops, _) = unsafe { object_ops(qp) }?;
         let query = ops.query_qp.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own QP; outputs checked non-NULL.
-        rc(unsafe { query(qp, attr, attr_mask, init_attr) })?;
+        errno_result(unsafe { query(qp, attr, attr_mask, init_attr) })?;
         if attr_mask as c_uint & IBV_QP_STATE != 0 {
             // SAFETY: both live.
             unsafe { (*qp).state = (*attr).qp_state };
@@ -103,13 +102,8 @@ pub unsafe extern "C" fn ibv_query_qp(
 /// `qp` is NULL or a QP.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    int_ret((|| {
-        // SAFETY: forwarded contract.
-        let (ops, _) = unsafe { object_ops(qp) }?;
-        let destroy = ops.destroy_qp.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: the provider's own QP.
-        rc(unsafe { destroy(qp) })
-    })())
+    // SAFETY: forwarded contract.
+    unsafe { release(qp, |ops| ops.destroy_qp) }
 }
 
 /// Every provider QP is the `qp_base` (first member) of an `ibv_qp_ex`, by

@@ -4,9 +4,8 @@ use core::ffi::c_int;
 
 use verbs_abi::*;
 
-use crate::device::object_ops;
-use crate::pd::rc;
-use crate::util::{int_ret, ptr_ret};
+use crate::device::{object_ops, release};
+use crate::util::{errno_result, int_ret, ptr_ret};
 
 /// Builds a basic SRQ through the provider's `create_srq_ex` and reports
 /// the granted sizes back in `srq_init_attr->attr`. verbs.h's inline
@@ -60,7 +59,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
         let (ops, _) = unsafe { object_ops(srq) }?;
         let modify = ops.modify_srq.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own SRQ.
-        rc(unsafe { modify(srq, srq_attr, srq_attr_mask) })
+        errno_result(unsafe { modify(srq, srq_attr, srq_attr_mask) })
     })())
 }
 
@@ -76,7 +75,7 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
         let (ops, _) = unsafe { object_ops(srq) }?;
         let query = ops.query_srq.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own SRQ.
-        rc(unsafe { query(srq, srq_attr) })
+        errno_result(unsafe { query(srq, srq_attr) })
     })())
 }
 
@@ -84,11 +83,6 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
 /// `srq` is NULL or an SRQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
-    int_ret((|| {
-        // SAFETY: forwarded contract.
-        let (ops, _) = unsafe { object_ops(srq) }?;
-        let destroy = ops.destroy_srq.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: the provider's own SRQ.
-        rc(unsafe { destroy(srq) })
-    })())
+    // SAFETY: forwarded contract.
+    unsafe { release(srq, |ops| ops.destroy_srq) }
 }

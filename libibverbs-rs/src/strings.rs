@@ -6,8 +6,8 @@
 
 use core::ffi::{c_char, c_int, CStr};
 
-/// `IBV_RATE_MAX`: "no rate / unknown" in the `enum ibv_rate` encoding.
-const IBV_RATE_MAX: c_int = 0;
+/// `IBV_RATE_MAX`, "no rate / unknown", as the `int` these calls trade in.
+const IBV_RATE_MAX: c_int = verbs_abi::IBV_RATE_MAX as c_int;
 
 fn node_type_name(node_type: c_int) -> &'static CStr {
     match node_type {

@@ -13,11 +13,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 
 use once_cell::sync::Lazy;
+use verbs_abi::IBV_SYSFS_PATH_MAX;
 
 use crate::util::{set_errno, trusted_env};
-
-/// `IBV_SYSFS_PATH_MAX`.
-const SYSFS_PATH_MAX: usize = 256;
 
 static SYSFS_PATH: Lazy<CString> = Lazy::new(|| {
     let bytes = match trusted_env("SYSFS_PATH") {
@@ -32,7 +30,7 @@ pub(crate) fn sysfs_root(env: &[u8]) -> Vec<u8> {
     let mut v: Vec<u8> = env
         .iter()
         .copied()
-        .take(SYSFS_PATH_MAX)
+        .take(IBV_SYSFS_PATH_MAX)
         .take_while(|&b| b != 0)
         .collect();
     while v.last() == Some(&b'/') {
@@ -143,7 +141,7 @@ mod tests {
         assert_eq!(sysfs_root(b"/sys///"), b"/sys");
         assert_eq!(sysfs_root(b"/"), b"");
         assert_eq!(sysfs_root(b"/tmp/x"), b"/tmp/x");
-        assert_eq!(sysfs_root(&[b'a'; 300]).len(), SYSFS_PATH_MAX);
+        assert_eq!(sysfs_root(&[b'a'; 300]).len(), IBV_SYSFS_PATH_MAX);
     }
 
     #[test]

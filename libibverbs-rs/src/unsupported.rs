@@ -7,7 +7,8 @@
 //! Each fails honestly with EOPNOTSUPP in its own C convention:
 //! constructors return NULL with errno, int calls return the positive
 //! errno (or -1 with errno where the call returns a descriptor), and the
-//! release calls have nothing to release. A NULL object is EINVAL.
+//! release calls have nothing to release. A NULL, unknown or closed target
+//! is EINVAL, so a program learns about its own bug first.
 
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
@@ -19,33 +20,32 @@ use crate::util::{int_ret, ptr_ret, set_errno};
 
 type Opaque = *mut c_void;
 
-/// EINVAL for NULL / foreign contexts, EOPNOTSUPP otherwise.
+// The three target checks share one signature so that the stub macro can
+// call any of them; only `on_object` reads through its pointer.
+
+/// EINVAL unless `ctx` is an open context.
 ///
 /// # Safety
-/// `ctx` is NULL or an open context.
-unsafe fn ctx_unsupported(ctx: *mut ibv_context) -> c_int {
-    // SAFETY: forwarded contract.
-    match unsafe { context_ops(ctx) } {
-        Ok(_) => libc::EOPNOTSUPP,
-        Err(e) => e,
-    }
+/// None beyond the shared signature: the pointer is not dereferenced.
+unsafe fn on_context(ctx: *mut ibv_context) -> c_int {
+    context_ops(ctx).err().unwrap_or(libc::EOPNOTSUPP)
 }
 
-/// As `ctx_unsupported` for an object that starts with its context.
+/// EINVAL unless `obj` belongs to an open context.
 ///
 /// # Safety
-/// `obj` is NULL or a verbs object.
-unsafe fn obj_unsupported<T>(obj: *mut T) -> c_int {
+/// `obj` is NULL or a verbs object (which starts with its context).
+unsafe fn on_object<T>(obj: *mut T) -> c_int {
     // SAFETY: forwarded contract.
-    match unsafe { object_ops(obj) } {
-        Ok(_) => libc::EOPNOTSUPP,
-        Err(e) => e,
-    }
+    unsafe { object_ops(obj) }.err().unwrap_or(libc::EOPNOTSUPP)
 }
 
-/// EINVAL for NULL, else EOPNOTSUPP: for objects that cannot exist here,
-/// whose context pointer we therefore cannot trust.
-fn null_or_unsupported<T>(p: *mut T) -> c_int {
+/// For objects that cannot exist here, whose context pointer therefore
+/// cannot be trusted: only NULL is told apart.
+///
+/// # Safety
+/// None beyond the shared signature: the pointer is not dereferenced.
+unsafe fn on_handle<T>(p: *mut T) -> c_int {
     if p.is_null() {
         libc::EINVAL
     } else {
@@ -53,12 +53,52 @@ fn null_or_unsupported<T>(p: *mut T) -> c_int {
     }
 }
 
-/// # Safety
-/// `context` is NULL or an open context.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_import_dm(context: *mut ibv_context, _dm_handle: u32) -> *mut ibv_dm {
-    // SAFETY: forwarded contract.
-    ptr_ret(Err(unsafe { ctx_unsupported(context) }))
+/// `CONV fn name(CHECK target: T, rest...) -> R;` defines an exported stub
+/// that reports `CHECK(target)` in convention CONV: `new` (NULL + errno),
+/// `int` (positive errno) or `fd` (-1 + errno).
+macro_rules! unsupported {
+    ($(
+        $conv:ident fn $name:ident(
+            $check:ident $target:ident: $tty:ty $(, $arg:ident: $ty:ty)* $(,)?
+        ) -> $ret:ty;
+    )*) => {$(
+        /// # Safety
+        /// The first argument is NULL or an object of its type; the others
+        /// are not dereferenced.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($target: $tty $(, $arg: $ty)*) -> $ret {
+            let _ = ($($arg,)*);
+            // SAFETY: forwarded contract.
+            let err = unsafe { $check($target) };
+            unsupported!(@$conv err)
+        }
+    )*};
+    (@new $e:ident) => { ptr_ret(Err($e)) };
+    (@int $e:ident) => { int_ret(Err($e)) };
+    (@fd $e:ident) => {{
+        set_errno($e);
+        -1
+    }};
+}
+
+unsupported! {
+    new fn ibv_import_dm(on_context context: *mut ibv_context, dm_handle: u32) -> *mut ibv_dm;
+    new fn ibv_alloc_dmah(on_context context: *mut ibv_context, attr: Opaque) -> Opaque;
+    new fn ibv_create_comp_cntr(on_context context: *mut ibv_context, cc_attr: Opaque) -> Opaque;
+    new fn ibv_reg_mr_ex(on_object pd: *mut ibv_pd, mr_init_attr: Opaque) -> *mut ibv_mr;
+    new fn ibv_reg_buf_mr(
+        on_object pd: *mut ibv_pd, buf: Opaque, addr: *mut c_void, length: usize, access: c_int,
+    ) -> *mut ibv_mr;
+    int fn ibv_dealloc_dmah(on_handle dmah: Opaque) -> c_int;
+    int fn ibv_destroy_comp_cntr(on_handle comp_cntr: Opaque) -> c_int;
+    int fn ibv_set_comp_cntr(on_handle comp_cntr: Opaque, value: u64) -> c_int;
+    int fn ibv_set_err_comp_cntr(on_handle comp_cntr: Opaque, value: u64) -> c_int;
+    int fn ibv_inc_comp_cntr(on_handle comp_cntr: Opaque, amount: u64) -> c_int;
+    int fn ibv_inc_err_comp_cntr(on_handle comp_cntr: Opaque, amount: u64) -> c_int;
+    int fn ibv_read_comp_cntr(on_handle comp_cntr: Opaque, value: *mut u64) -> c_int;
+    int fn ibv_read_err_comp_cntr(on_handle comp_cntr: Opaque, value: *mut u64) -> c_int;
+    fd fn ibv_dm_export_dmabuf_fd(on_handle dm: *mut ibv_dm) -> c_int;
+    fd fn ibv_export_buf_dmabuf_fd(on_handle buf: Opaque) -> c_int;
 }
 
 /// # Safety
@@ -67,37 +107,9 @@ pub unsafe extern "C" fn ibv_import_dm(context: *mut ibv_context, _dm_handle: u3
 pub unsafe extern "C" fn ibv_unimport_dm(_dm: *mut ibv_dm) {}
 
 /// # Safety
-/// `context` is NULL or an open context.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_alloc_dmah(context: *mut ibv_context, _attr: Opaque) -> Opaque {
-    // SAFETY: forwarded contract.
-    ptr_ret(Err(unsafe { ctx_unsupported(context) }))
-}
-
-/// # Safety
 /// Not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_dealloc_dmah(dmah: Opaque) -> c_int {
-    int_ret(Err(null_or_unsupported(dmah)))
-}
-
-/// # Safety
-/// `pd` is NULL or a PD.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_reg_mr_ex(pd: *mut ibv_pd, _mr_init_attr: Opaque) -> *mut ibv_mr {
-    // SAFETY: forwarded contract.
-    ptr_ret(Err(unsafe { obj_unsupported(pd) }))
-}
-
-/// Returns a descriptor, so failure is -1 with errno.
-///
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_dm_export_dmabuf_fd(dm: *mut ibv_dm) -> c_int {
-    set_errno(null_or_unsupported(dm));
-    -1
-}
+pub unsafe extern "C" fn ibv_free_buf(_buf: Opaque) {}
 
 /// # Safety
 /// `context` is NULL or an open context.
@@ -111,9 +123,12 @@ pub unsafe extern "C" fn ibv_query_port_speed(
         return int_ret(Err(libc::EINVAL));
     }
     // SAFETY: forwarded contract.
-    int_ret(Err(unsafe { ctx_unsupported(context) }))
+    int_ret(Err(unsafe { on_context(context) }))
 }
 
+/// The out handle is cleared so a caller that reads it after the failure
+/// sees no buffer.
+///
 /// # Safety
 /// `pd` is NULL or a PD; `buf` NULL or writable.
 #[no_mangle]
@@ -127,40 +142,12 @@ pub unsafe extern "C" fn ibv_alloc_buf(
         unsafe { *buf = null_mut() };
     }
     // SAFETY: forwarded contract.
-    ptr_ret(Err(unsafe { obj_unsupported(pd) }))
+    ptr_ret(Err(unsafe { on_object(pd) }))
 }
 
 /// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_free_buf(_buf: Opaque) {}
-
-/// # Safety
-/// `pd` is NULL or a PD.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_reg_buf_mr(
-    pd: *mut ibv_pd,
-    _buf: Opaque,
-    _addr: *mut c_void,
-    _length: usize,
-    _access: c_int,
-) -> *mut ibv_mr {
-    // SAFETY: forwarded contract.
-    ptr_ret(Err(unsafe { obj_unsupported(pd) }))
-}
-
-/// Returns a descriptor, so failure is -1 with errno.
-///
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_export_buf_dmabuf_fd(buf: Opaque) -> c_int {
-    set_errno(null_or_unsupported(buf));
-    -1
-}
-
-/// # Safety
-/// `context` is NULL or an open context.
+/// `context` is NULL or an open context; `caps` NULL or `caps_size`
+/// writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn _ibv_query_comp_cntr_caps(
     context: *mut ibv_context,
@@ -173,67 +160,7 @@ pub unsafe extern "C" fn _ibv_query_comp_cntr_caps(
         unsafe { core::ptr::write_bytes(caps.cast::<u8>(), 0, caps_size) };
     }
     // SAFETY: forwarded contract.
-    int_ret(Err(unsafe { ctx_unsupported(context) }))
-}
-
-/// # Safety
-/// `context` is NULL or an open context.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_create_comp_cntr(
-    context: *mut ibv_context,
-    _cc_attr: Opaque,
-) -> Opaque {
-    // SAFETY: forwarded contract.
-    ptr_ret(Err(unsafe { ctx_unsupported(context) }))
-}
-
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_destroy_comp_cntr(comp_cntr: Opaque) -> c_int {
-    int_ret(Err(null_or_unsupported(comp_cntr)))
-}
-
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_set_comp_cntr(comp_cntr: Opaque, _value: u64) -> c_int {
-    int_ret(Err(null_or_unsupported(comp_cntr)))
-}
-
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_set_err_comp_cntr(comp_cntr: Opaque, _value: u64) -> c_int {
-    int_ret(Err(null_or_unsupported(comp_cntr)))
-}
-
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_inc_comp_cntr(comp_cntr: Opaque, _amount: u64) -> c_int {
-    int_ret(Err(null_or_unsupported(comp_cntr)))
-}
-
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_inc_err_comp_cntr(comp_cntr: Opaque, _amount: u64) -> c_int {
-    int_ret(Err(null_or_unsupported(comp_cntr)))
-}
-
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_read_comp_cntr(comp_cntr: Opaque, _value: *mut u64) -> c_int {
-    int_ret(Err(null_or_unsupported(comp_cntr)))
-}
-
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn ibv_read_err_comp_cntr(comp_cntr: Opaque, _value: *mut u64) -> c_int {
-    int_ret(Err(null_or_unsupported(comp_cntr)))
+    int_ret(Err(unsafe { on_context(context) }))
 }
 
 /// # Safety
@@ -248,5 +175,32 @@ pub unsafe extern "C" fn ibv_qp_attach_comp_cntr(
         return int_ret(Err(libc::EINVAL));
     }
     // SAFETY: forwarded contract.
-    int_ret(Err(unsafe { obj_unsupported(qp) }))
+    int_ret(Err(unsafe { on_object(qp) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::errno;
+
+    #[test]
+    fn each_convention_reports_its_way() {
+        let mut handle = 0u64;
+        let h: Opaque = (&mut handle as *mut u64).cast();
+        // SAFETY: NULL and unknown targets are checked before any use; the
+        // handle stubs never dereference their argument.
+        unsafe {
+            assert!(ibv_import_dm(null_mut(), 1).is_null());
+            assert_eq!(errno(), libc::EINVAL);
+            assert!(ibv_reg_mr_ex(null_mut(), null_mut()).is_null());
+            assert_eq!(errno(), libc::EINVAL);
+            assert_eq!(ibv_destroy_comp_cntr(null_mut()), libc::EINVAL);
+            assert_eq!(ibv_inc_comp_cntr(h, 1), libc::EOPNOTSUPP);
+            assert_eq!(errno(), libc::EOPNOTSUPP);
+            assert_eq!(ibv_export_buf_dmabuf_fd(h), -1);
+            assert_eq!(errno(), libc::EOPNOTSUPP);
+            assert_eq!(ibv_dm_export_dmabuf_fd(null_mut()), -1);
+            assert_eq!(errno(), libc::EINVAL);
+        }
+    }
 }

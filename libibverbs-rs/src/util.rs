@@ -49,6 +49,15 @@ macro_rules! warning {
 }
 pub(crate) use warning;
 
+/// A provider's int return (0 or a positive errno) as a Result.
+pub(crate) fn errno_result(rc: c_int) -> Result<(), c_int> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
 /// Maps an int verb's outcome to its C return: 0 or a positive errno. The
 /// errno is also stored so `perror` after a failed call says something true.
 pub(crate) fn int_ret(r: Result<(), c_int>) -> c_int {

@@ -6,17 +6,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV
 
 use libc::{sockaddr, sockaddr_in, sockaddr_in6, sockaddr_storage, socklen_t};
 
-#[cfg(test)]
-/// Length of a C address of the given family, or 0 for families we do not
-/// speak (AF_IB included: our port space is IP only).
-pub fn c_len(family: i32) -> usize {
-    match family {
-        libc::AF_INET => size_of::<sockaddr_in>(),
-        libc::AF_INET6 => size_of::<sockaddr_in6>(),
-        _ => 0,
-    }
-}
-
 /// Reads a C socket address.
 ///
 /// # Safety
@@ -87,16 +76,6 @@ pub fn gid_of(ip: IpAddr) -> [u8; 16] {
     }
 }
 
-#[cfg(test)]
-/// The IP address a RoCE v2 GID stands for.
-pub fn ip_of_gid(gid: [u8; 16]) -> IpAddr {
-    let v6 = Ipv6Addr::from(gid);
-    match v6.to_ipv4_mapped() {
-        Some(v4) => IpAddr::V4(v4),
-        None => IpAddr::V6(v6),
-    }
-}
-
 /// IPv4-mapped IPv6 addresses (what a dual-stack socket reports for an
 /// IPv4 peer) are reported as plain IPv4, as the kernel's CM does.
 pub fn unmap(addr: SocketAddr) -> SocketAddr {
@@ -124,6 +103,23 @@ pub fn any_to_loopback(addr: SocketAddr) -> SocketAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn c_len(family: i32) -> usize {
+        match family {
+            libc::AF_INET => size_of::<sockaddr_in>(),
+            libc::AF_INET6 => size_of::<sockaddr_in6>(),
+            _ => 0,
+        }
+    }
+
+    /// The IP address a RoCE v2 GID stands for.
+    fn ip_of_gid(gid: [u8; 16]) -> IpAddr {
+        let v6 = Ipv6Addr::from(gid);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        }
+    }
 
     #[test]
     fn round_trip_v4_and_v6() {

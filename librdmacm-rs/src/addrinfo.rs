@@ -77,12 +77,12 @@ unsafe fn from_ai(rai: &mut rdma_addrinfo, h: &rdma_addrinfo, ai: &libc::addrinf
     rai.ai_family = ai.ai_family;
     // SAFETY: `ai` fields are valid per getaddrinfo.
     unsafe {
+        let a = copy_addr(ai.ai_addr, ai.ai_addrlen)?;
         let name = if ai.ai_canonname.is_null() {
             null_mut()
         } else {
             libc::strdup(ai.ai_canonname)
         };
-        let a = copy_addr(ai.ai_addr, ai.ai_addrlen)?;
         if ai.ai_flags & libc::AI_PASSIVE != 0 {
             rai.ai_flags = RAI_PASSIVE;
             rai.ai_src_canonname = name;

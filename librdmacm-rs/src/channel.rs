@@ -54,9 +54,11 @@ pub struct EventBox {
     pub post: Post,
 }
 
-// SAFETY: the raw pointers inside are the C view of ids and of the box's
-// own buffer; the ids they point to outlive every event about them
-// (destroy waits for the acks), so moving the box between threads is fine.
+// SAFETY: the raw pointers inside are only the C view handed to the
+// application: ids (which this library never reaches through an event,
+// using `owner`/`subject` instead) and `private_data`, which points into
+// this same heap box and so stays valid wherever the box goes. Nothing in
+// the box is tied to the thread that made it.
 unsafe impl Send for EventBox {}
 
 impl EventBox {
@@ -97,9 +99,10 @@ impl EventBox {
     }
 }
 
+/// The socket pair holds one byte exactly while `events` is non-empty
+/// (until the channel is closed), so the byte's presence needs no flag.
 struct Queue {
     events: VecDeque<Box<EventBox>>,
-    signalled: bool,
     closed: bool,
 }
 
@@ -143,7 +146,6 @@ impl Channel {
             tx,
             q: Mutex::new(Queue {
                 events: VecDeque::new(),
-                signalled: false,
                 closed: false,
             }),
             c_ptr: Mutex::new(0),
@@ -191,38 +193,34 @@ impl Channel {
         drop(unsafe { Box::from_raw(p as *mut ChannelBox) });
     }
 
-    fn raise(&self, q: &mut Queue) {
-        if !q.signalled {
-            let b = 1u8;
-            // SAFETY: one byte from a valid buffer; never blocks (the pair
-            // holds at most this byte) and never raises SIGPIPE.
-            unsafe {
-                libc::send(
-                    self.tx.as_raw_fd(),
-                    &b as *const u8 as *const _,
-                    1,
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                )
-            };
-            q.signalled = true;
-        }
+    /// The queue became non-empty. Called under the queue lock.
+    fn raise(&self) {
+        let b = 1u8;
+        // SAFETY: one byte from a valid buffer; never blocks (the pair
+        // holds at most this byte) and never raises SIGPIPE.
+        unsafe {
+            libc::send(
+                self.tx.as_raw_fd(),
+                &b as *const u8 as *const _,
+                1,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
     }
 
-    fn lower(&self, q: &mut Queue) {
-        if q.signalled {
-            let mut b = 0u8;
-            // SAFETY: one byte into a valid buffer; MSG_DONTWAIT keeps this
-            // independent of the mode the application set on the descriptor.
-            unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    &mut b as *mut u8 as *mut _,
-                    1,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            q.signalled = false;
-        }
+    /// The queue became empty. Called under the queue lock.
+    fn lower(&self) {
+        let mut b = 0u8;
+        // SAFETY: one byte into a valid buffer; MSG_DONTWAIT keeps this
+        // independent of the mode the application set on the descriptor.
+        unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                &mut b as *mut u8 as *mut _,
+                1,
+                libc::MSG_DONTWAIT,
+            )
+        };
     }
 
     pub fn push(&self, ev: Box<EventBox>) {
@@ -231,7 +229,9 @@ impl Channel {
             return;
         }
         q.events.push_back(ev);
-        self.raise(&mut q);
+        if q.events.len() == 1 {
+            self.raise();
+        }
     }
 
     /// Takes every queued event owned by `owner` (for destroy and migrate).
@@ -239,6 +239,7 @@ impl Channel {
     #[allow(clippy::vec_box)]
     pub fn take_for(&self, owner: &Arc<CmId>) -> Vec<Box<EventBox>> {
         let mut q = self.q.lock();
+        let had_events = !q.events.is_empty();
         let mut taken = Vec::new();
         let mut kept = VecDeque::with_capacity(q.events.len());
         for e in q.events.drain(..) {
@@ -249,8 +250,8 @@ impl Channel {
             }
         }
         q.events = kept;
-        if q.events.is_empty() {
-            self.lower(&mut q);
+        if had_events && q.events.is_empty() {
+            self.lower();
         }
         taken
     }
@@ -268,7 +269,7 @@ impl Channel {
         if let Some(e) = q.events.pop_front() {
             e.owner.note_reported();
             if q.events.is_empty() {
-                self.lower(&mut q);
+                self.lower();
             }
             return Ok(Some(e));
         }

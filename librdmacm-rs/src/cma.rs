@@ -728,7 +728,7 @@ pub extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut sockadd
 }
 
 /// ECE (enhanced connection establishment) options are never negotiated:
-/// the local options are accepted with rdma-core's checks and kept, and
+/// the local options pass rdma-core's checks and are then not used, and
 /// the peer is reported as offering none.
 ///
 /// # Safety

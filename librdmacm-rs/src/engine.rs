@@ -2,8 +2,9 @@
 //! set with every CM socket (listeners, connections awaiting their first
 //! message, and the connection of each connected id) and a timer list, and
 //! turns socket activity and timeouts into calls on the ids. Application
-//! threads register sockets and arm timers directly; the thread never
-//! blocks on anything but epoll.
+//! threads register sockets and arm timers directly; the thread waits on
+//! nothing but epoll and the short-held id and table locks, and does a
+//! bounded amount of reading per wakeup, so no peer can monopolise it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -17,7 +18,7 @@ use parking_lot::Mutex;
 use crate::error::{check, Res};
 use crate::id::{CmId, TimerKind};
 use crate::sock;
-use crate::wire::Msg;
+use crate::wire::{Msg, MAX_FRAME};
 
 /// How long a freshly accepted connection may take to send its REQ.
 const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,9 +28,9 @@ pub const EV_OUT: u32 = libc::EPOLLOUT as u32;
 
 /// A connection accepted by a listener whose REQ has not arrived yet.
 pub struct Accepted {
-    pub fd: Option<OwnedFd>,
-    pub inbuf: Vec<u8>,
-    pub listener: Weak<CmId>,
+    fd: Option<OwnedFd>,
+    inbuf: Vec<u8>,
+    listener: Weak<CmId>,
 }
 
 #[derive(Clone)]
@@ -56,7 +57,10 @@ pub struct Engine {
 const WAKE_TOKEN: u64 = 0;
 
 static ENGINE: OnceCell<Engine> = OnceCell::new();
-static STARTED: std::sync::Once = std::sync::Once::new();
+/// Set once the CM thread runs; a failed spawn leaves it unset so the next
+/// call tries again rather than every caller waiting on a thread that
+/// never came.
+static THREAD: OnceCell<()> = OnceCell::new();
 
 fn create() -> Res<Engine> {
     // SAFETY: plain syscalls; the descriptors are owned right away.
@@ -87,15 +91,14 @@ fn create() -> Res<Engine> {
 /// The engine, with its thread running.
 pub fn get() -> Res<&'static Engine> {
     let e = ENGINE.get_or_try_init(create)?;
-    let mut spawned = Ok(());
-    STARTED.call_once(|| {
-        spawned = std::thread::Builder::new()
+    THREAD.get_or_try_init(|| {
+        std::thread::Builder::new()
             .name("rdmacm-cm".into())
             .spawn(move || e.run())
             .map(|_| ())
-            .map_err(|_| libc::EAGAIN);
-    });
-    spawned.map(|_| e)
+            .map_err(|_| libc::EAGAIN)
+    })?;
+    Ok(e)
 }
 
 impl Engine {
@@ -239,73 +242,38 @@ impl Engine {
         }
     }
 
-    /// Refuses a connection that reached no usable listener, the way an IB
-    /// CM answers a REQ for which there is no service: a REJ with the given
-    /// reason, then the connection is closed.
-    fn refuse(&self, token: u64, a: &mut Accepted, reason: u16) {
-        if let Some(fd) = a.fd.as_ref() {
-            let msg = Msg::Rej {
-                reason,
-                pdata: Vec::new(),
-            }
-            .to_bytes();
-            let _ = sock::write(fd, &msg);
-        }
-        self.drop_accepted(token, a);
-    }
-
+    /// The first message of an accepted connection must be a complete,
+    /// valid REQ; anything else (a stranger on the port, a peer that gave
+    /// up) closes the connection without an answer.
     fn on_accepted(&self, token: u64, acc: &Arc<Mutex<Accepted>>) {
-        let mut guard = acc.lock();
-        let a = &mut *guard;
-        let Some(fd) = a.fd.as_ref() else { return };
-        let mut buf = [0u8; 1024];
-        let mut eof = false;
-        loop {
-            match sock::read(fd, &mut buf) {
-                Ok(0) => {
-                    eof = true;
-                    break;
-                }
-                Ok(n) => a.inbuf.extend_from_slice(&buf[..n]),
-                Err(libc::EINTR) => continue,
-                Err(libc::EAGAIN) => break,
-                Err(_) => {
-                    eof = true;
-                    break;
-                }
-            }
-        }
+        let mut a = acc.lock();
+        let Some(fd) = a.fd.take() else { return };
+        let eof = sock::read_into(&fd, &mut a.inbuf, MAX_FRAME);
         match Msg::decode(&a.inbuf) {
             Ok(Some((Msg::Req(info), used))) => {
                 let rest = a.inbuf.split_off(used);
-                let fd = a.fd.take().expect("checked above");
                 let listener = a.listener.upgrade();
-                drop(guard);
+                drop(a);
                 match listener {
                     Some(l) => CmId::on_request(&l, fd, token, info, rest),
-                    None => {
-                        let mut tmp = Accepted {
-                            fd: Some(fd),
-                            inbuf: Vec::new(),
-                            listener: Weak::new(),
-                        };
-                        self.refuse(token, &mut tmp, crate::id::REJ_INVALID_SERVICE_ID);
-                    }
+                    None => self.refuse(token, fd, crate::id::REJ_INVALID_SERVICE_ID),
                 }
             }
-            Ok(Some(_)) | Err(_) => self.drop_accepted(token, a),
-            Ok(None) if eof => self.drop_accepted(token, a),
-            Ok(None) => {}
+            Ok(None) if !eof => a.fd = Some(fd),
+            _ => self.deregister(fd.as_raw_fd(), token),
         }
     }
 
-    /// Used by `CmId::on_request` when it cannot take the connection.
-    pub fn refuse_fd(&self, token: u64, fd: OwnedFd, reason: u16) {
-        let mut tmp = Accepted {
-            fd: Some(fd),
-            inbuf: Vec::new(),
-            listener: Weak::new(),
-        };
-        self.refuse(token, &mut tmp, reason);
+    /// Refuses a REQ no listener can take (none left, wrong port space,
+    /// backlog full), the way an IB CM answers one: a REJ with the given
+    /// reason, then the connection is closed.
+    pub fn refuse(&self, token: u64, fd: OwnedFd, reason: u16) {
+        let msg = Msg::Rej {
+            reason,
+            pdata: Vec::new(),
+        }
+        .to_bytes();
+        let _ = sock::write(&fd, &msg);
+        self.deregister(fd.as_raw_fd(), token);
     }
 }

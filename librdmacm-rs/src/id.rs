@@ -28,7 +28,7 @@ use crate::engine::{self, Entry, TimerTarget, EV_IN, EV_OUT};
 use crate::error::{errno, trace, Res};
 use crate::ffi;
 use crate::sock;
-use crate::wire::{ConnInfo, Msg, REJ_PDATA, REP_PDATA, REQ_PDATA};
+use crate::wire::{ConnInfo, Msg, MAX_FRAME, REJ_PDATA, REP_PDATA, REQ_PDATA};
 
 /// IB CM reject reasons we produce (the values are the IB spec's).
 pub const REJ_TIMEOUT: u16 = 1;
@@ -45,6 +45,9 @@ const HOP_LIMIT: u8 = 64;
 /// RDMA_CM_EVENT_TIMEWAIT_EXIT: the kernel's CM over RoCE waits about
 /// twice the packet lifetime, roughly half a second.
 const TIMEWAIT: Duration = Duration::from_millis(500);
+/// How long a listener whose accept failed (no descriptors left) rests
+/// before trying again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// Base CM response timeout: how long the active side waits for the
 /// passive library to acknowledge a REQ. After that acknowledgement (MRA)
@@ -56,12 +59,18 @@ fn cm_timeout() -> Duration {
         .and_then(|v| v.parse::<u64>().ok())
         .filter(|v| *v > 0)
         .unwrap_or(10_000);
-    Duration::from_millis(ms)
+    // Capped at a day so the multiples taken of it and the deadlines built
+    // from it cannot overflow (which would panic, and abort the process).
+    Duration::from_millis(ms.min(86_400_000))
 }
+
+/// Unsent bytes no honest exchange leaves behind (a handful of messages):
+/// past this the peer is not reading what it asks for.
+const OUTBUF_LIMIT: usize = 4 * MAX_FRAME;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimerKind {
-    /// Protocol deadlines and the timewait timer.
+    /// Protocol deadlines, the timewait timer and a listener's accept retry.
     Proto,
     /// Closing a connection the peer did not close itself.
     Linger,
@@ -124,6 +133,10 @@ pub struct IdState {
     passive: bool,
     /// A REQ went out or came in (the kernel's "has an IB CM id").
     cm_started: bool,
+    /// Active: the peer's MRA arrived. Only the first one extends the wait
+    /// for the REP, so a peer repeating MRAs cannot hold a connect open
+    /// forever.
+    mra_seen: bool,
     my_psn: u32,
     /// Negotiated responder resources and initiator depth of our QP.
     rr: u8,
@@ -151,7 +164,9 @@ pub struct CmId {
     pending_reqs: AtomicU32,
 }
 
-// SAFETY: `raw` is owned by this object and only written under `st`.
+// SAFETY: `raw` is a heap object owned by this id; this library reads and
+// writes it only under `st` (or before the id is shared), and the rest is
+// thread-safe types.
 unsafe impl Send for CmId {}
 // SAFETY: as above.
 unsafe impl Sync for CmId {}
@@ -213,6 +228,7 @@ impl CmId {
                 backlog: 0,
                 passive: false,
                 cm_started: false,
+                mra_seen: false,
                 my_psn: 0,
                 rr: 0,
                 idepth: 0,
@@ -243,11 +259,14 @@ impl CmId {
         self.raw as *mut rdma_cm_id
     }
 
-    /// The C struct, for writing under the state lock.
-    #[allow(clippy::mut_from_ref)]
-    fn cs(&self, _st: &mut IdState) -> &mut rdma_cm_id {
+    /// The C struct, for writing under the state lock: the reference
+    /// borrows the guard's state, so it cannot outlive the lock nor
+    /// coexist with another one made this way.
+    fn cs<'a>(&self, _st: &'a mut IdState) -> &'a mut rdma_cm_id {
         // SAFETY: `raw` lives until `destroy` frees it after removing the id
-        // from every table; writers hold the state lock (the `_st` borrow).
+        // from every table; our writers hold the state lock (the `_st`
+        // borrow). The application may read the struct meanwhile, as with
+        // rdma-core.
         unsafe { &mut (*self.raw).c }
     }
 
@@ -326,14 +345,7 @@ impl CmId {
         ev.post = Post::QpToErr;
         self.queue(st, ev);
         self.arm(st, TimerKind::Proto, TIMEWAIT);
-        // The active side closes first, so TCP's TIME_WAIT lands on its
-        // ephemeral port and not on the listener's port.
-        if st.passive {
-            self.linger(st);
-        } else {
-            st.close_after_flush = true;
-            self.flush(st);
-        }
+        self.hang_up(st);
     }
 
     // -- timers --------------------------------------------------------------
@@ -381,6 +393,7 @@ impl CmId {
                         let ev = self.event(RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
                         self.queue(&st, ev);
                     }
+                    Phase::Listening => self.watch_listener(&mut st, true),
                     _ => {}
                 }
             }
@@ -405,11 +418,17 @@ impl CmId {
         st.linger_gen += 1;
     }
 
-    /// Waits (bounded) for the peer to close the connection after our last
-    /// message; the passive side never closes first.
-    fn linger(self: &Arc<Self>, st: &mut IdState) {
-        self.flush(st);
-        self.arm(st, TimerKind::Linger, cm_timeout());
+    /// Ends the connection once our last message is out. The active side
+    /// closes first, so TCP's TIME_WAIT lands on its ephemeral port and not
+    /// on the listener's; the passive side waits (bounded) for that close.
+    fn hang_up(self: &Arc<Self>, st: &mut IdState) {
+        if st.passive {
+            self.flush(st);
+            self.arm(st, TimerKind::Linger, cm_timeout());
+        } else {
+            st.close_after_flush = true;
+            self.flush(st);
+        }
     }
 
     fn register(self: &Arc<Self>, st: &mut IdState, events: u32) -> Res<()> {
@@ -422,6 +441,13 @@ impl CmId {
 
     fn send(&self, st: &mut IdState, msg: &Msg) {
         if st.sock.is_none() {
+            return;
+        }
+        if st.outbuf.len() > OUTBUF_LIMIT {
+            // A peer that keeps sending (DREQ after DREQ) but reads nothing
+            // must not grow the buffer without end; it misses only answers
+            // it does not read.
+            trace!("id {:p}: peer not reading, {:?} dropped", self.raw, msg);
             return;
         }
         msg.encode(&mut st.outbuf);
@@ -481,23 +507,8 @@ impl CmId {
     }
 
     fn read_all(self: &Arc<Self>, st: &mut IdState) {
-        let mut buf = [0u8; 2048];
-        let mut eof = false;
-        while let Some(fd) = st.sock.as_ref() {
-            match sock::read(fd, &mut buf) {
-                Ok(0) => {
-                    eof = true;
-                    break;
-                }
-                Ok(n) => st.inbuf.extend_from_slice(&buf[..n]),
-                Err(libc::EINTR) => continue,
-                Err(libc::EAGAIN) => break,
-                Err(_) => {
-                    eof = true;
-                    break;
-                }
-            }
-        }
+        let Some(fd) = st.sock.as_ref() else { return };
+        let eof = sock::read_into(fd, &mut st.inbuf, MAX_FRAME);
         self.process(st, eof);
     }
 
@@ -555,7 +566,10 @@ impl CmId {
         use Phase::*;
         trace!("id {:p} in {:?} got {:?}", self.raw, st.phase, msg);
         match (st.phase, msg) {
-            (ReqSent, Msg::Mra) => self.arm(st, TimerKind::Proto, cm_timeout() * 6),
+            (ReqSent, Msg::Mra) if !st.mra_seen => {
+                st.mra_seen = true;
+                self.arm(st, TimerKind::Proto, cm_timeout() * 6)
+            }
             (ReqSent, Msg::Rep(info)) => self.got_rep(st, info),
             (ReqSent | RepReceived | ReqReceived | RepSent, Msg::Rej { reason, pdata }) => {
                 self.rejected(st, reason, &pdata)
@@ -587,17 +601,13 @@ impl CmId {
         // its responder resources how many we may have outstanding.
         st.rr = info.initiator_depth;
         st.idepth = info.responder_resources;
-        st.rnr_retry = info.rnr_retry_count;
-        st.path_mtu = info.path_mtu;
+        // Kept within what the IB CM's wire fields can carry and our port
+        // (whose MTU `connect` put in `path_mtu`) can do, whatever the peer
+        // claims.
+        st.rnr_retry = info.rnr_retry_count.min(7);
+        st.path_mtu = info.path_mtu.min(st.path_mtu).max(1);
         let mut ev = self.event(RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-        ev.set_pdata(&info.pdata, REP_PDATA);
-        let c = ev.conn();
-        c.responder_resources = info.initiator_depth;
-        c.initiator_depth = info.responder_resources;
-        c.flow_control = info.flow_control;
-        c.rnr_retry_count = info.rnr_retry_count;
-        c.srq = info.srq;
-        c.qp_num = info.qpn;
+        report_conn(&mut ev, &info, REP_PDATA);
         ev.post = Post::ConnectReply;
         st.peer = Some(info);
         self.queue(st, ev);
@@ -606,12 +616,30 @@ impl CmId {
     // -- passive side --------------------------------------------------------
 
     /// The listener accepts one pending TCP connection, if any.
-    pub fn accept_one(&self) -> Option<OwnedFd> {
-        let st = self.st.lock();
+    pub fn accept_one(self: &Arc<Self>) -> Option<OwnedFd> {
+        let mut st = self.st.lock();
         if st.destroyed || st.phase != Phase::Listening {
             return None;
         }
-        sock::accept(st.sock.as_ref()?).ok().flatten()
+        match sock::accept(st.sock.as_ref()?) {
+            Ok(fd) => fd,
+            Err(e) => {
+                // Out of descriptors or memory: the connection stays queued
+                // and the socket readable, so epoll would report it again
+                // at once. Stop watching it for a moment instead of
+                // spinning the CM thread.
+                trace!("id {:p}: accept failed: errno {}", self.raw, e);
+                self.watch_listener(&mut st, false);
+                self.arm(&mut st, TimerKind::Proto, ACCEPT_RETRY);
+                None
+            }
+        }
+    }
+
+    fn watch_listener(&self, st: &mut IdState, on: bool) {
+        if let (Some(fd), Ok(e)) = (st.sock.as_ref(), engine::get()) {
+            e.modify(fd.as_raw_fd(), st.token, if on { EV_IN } else { 0 });
+        }
     }
 
     /// A REQ arrived on a connection accepted by `listener`: make the new
@@ -625,83 +653,26 @@ impl CmId {
     ) {
         let Ok(eng) = engine::get() else { return };
         let ls = listener.st.lock();
-        if ls.destroyed || ls.phase != Phase::Listening || u32::from(info.port_space) != ls.ps {
-            drop(ls);
-            eng.refuse_fd(token, fd, REJ_INVALID_SERVICE_ID);
-            return;
-        }
-        if listener.pending_reqs.load(Ordering::Relaxed) >= ls.backlog {
-            drop(ls);
-            eng.refuse_fd(token, fd, REJ_CONSUMER_DEFINED);
-            return;
-        }
-        let (Ok(local), Ok(peer)) = (sock::local_addr(&fd), sock::peer_addr(&fd)) else {
-            drop(ls);
-            eng.refuse_fd(token, fd, REJ_CONSUMER_DEFINED);
-            return;
-        };
-        let Some(loc) = device::find_local(local.ip()) else {
-            drop(ls);
-            eng.refuse_fd(token, fd, REJ_INVALID_SERVICE_ID);
-            return;
-        };
-        let chan = if ls.sync {
-            Channel::create()
-        } else {
-            Ok(ls.chan.clone())
-        };
-        let Ok(chan) = chan else {
-            drop(ls);
-            eng.refuse_fd(token, fd, REJ_CONSUMER_DEFINED);
-            return;
-        };
-        // SAFETY: the listener's C struct is live while we hold its lock.
-        let context = unsafe { (*listener.c()).context };
-        let new = CmId::new(ls.ps, chan, ls.sync, context);
-        {
-            let mut ns = new.st.lock();
-            if new.set_device(&mut ns, loc).is_err() {
-                drop(ns);
+        let new = match Self::admit(listener, &ls, &fd, &info) {
+            Ok(new) => new,
+            Err(reason) => {
                 drop(ls);
-                new.forget();
-                eng.refuse_fd(token, fd, REJ_CONSUMER_DEFINED);
+                eng.refuse(token, fd, reason);
                 return;
             }
-            ns.passive = true;
-            ns.cm_started = true;
-            ns.phase = Phase::ReqReceived;
-            new.set_addrs(&mut ns, local, peer, info.gid);
-            new.set_path(&mut ns);
-            // As seen from here: the peer's initiator depth is what we must
-            // answer, its responder resources what we may use.
-            ns.rr = info.initiator_depth;
-            ns.idepth = info.responder_resources;
-            ns.retry_count = info.retry_count.min(7);
-            ns.rnr_retry = info.rnr_retry_count.min(7);
-            let own_mtu = device::get(loc.dev)
-                .port_attr(loc.port)
-                .map(|p| p.active_mtu as u8);
-            ns.path_mtu = info.path_mtu.min(own_mtu.unwrap_or(info.path_mtu)).max(1);
-            ns.tos = ls.tos;
-            ns.ack_timeout = ls.ack_timeout;
+        };
+        {
+            let mut ns = new.st.lock();
             ns.sock = Some(fd);
             ns.token = token;
             ns.inbuf = rest;
-            ns.peer = Some(info.clone());
             eng.set_entry(token, Entry::Conn(Arc::downgrade(&new)));
             new.send(&mut ns, &Msg::Mra);
         }
         let mut ev = EventBox::new(listener, &new, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
         ev.ev.listen_id = listener.c();
-        ev.set_pdata(&info.pdata, REQ_PDATA);
-        let c = ev.conn();
-        c.responder_resources = info.initiator_depth;
-        c.initiator_depth = info.responder_resources;
-        c.flow_control = info.flow_control;
-        c.retry_count = info.retry_count;
-        c.rnr_retry_count = info.rnr_retry_count;
-        c.srq = info.srq;
-        c.qp_num = info.qpn;
+        report_conn(&mut ev, &info, REQ_PDATA);
+        ev.conn().retry_count = info.retry_count;
         ev.post = Post::ConnectRequest;
         listener.pending_reqs.fetch_add(1, Ordering::Relaxed);
         listener.queue(&ls, ev);
@@ -711,6 +682,57 @@ impl CmId {
         if !ns.inbuf.is_empty() {
             new.process(&mut ns, false);
         }
+    }
+
+    /// Makes the id that answers a REQ on `fd` (connection not attached
+    /// yet), or gives the reason to refuse the REQ with.
+    fn admit(
+        listener: &Arc<CmId>,
+        ls: &IdState,
+        fd: &OwnedFd,
+        info: &ConnInfo,
+    ) -> Result<Arc<CmId>, u16> {
+        if ls.destroyed || ls.phase != Phase::Listening || u32::from(info.port_space) != ls.ps {
+            return Err(REJ_INVALID_SERVICE_ID);
+        }
+        if listener.pending_reqs.load(Ordering::Relaxed) >= ls.backlog {
+            return Err(REJ_CONSUMER_DEFINED);
+        }
+        let (Ok(local), Ok(peer)) = (sock::local_addr(fd), sock::peer_addr(fd)) else {
+            return Err(REJ_CONSUMER_DEFINED);
+        };
+        let loc = device::find_local(local.ip()).ok_or(REJ_INVALID_SERVICE_ID)?;
+        let chan = if ls.sync {
+            Channel::create().map_err(|_| REJ_CONSUMER_DEFINED)?
+        } else {
+            ls.chan.clone()
+        };
+        // SAFETY: the listener's C struct is live while we hold its lock.
+        let context = unsafe { (*listener.c()).context };
+        let new = CmId::new(ls.ps, chan, ls.sync, context);
+        let mut ns = new.st.lock();
+        if new.set_device(&mut ns, loc).is_err() {
+            drop(ns);
+            new.forget();
+            return Err(REJ_CONSUMER_DEFINED);
+        }
+        ns.passive = true;
+        ns.cm_started = true;
+        ns.phase = Phase::ReqReceived;
+        new.set_addrs(&mut ns, local, peer, info.gid);
+        new.set_path(&mut ns);
+        // As seen from here: the peer's initiator depth is what we must
+        // answer, its responder resources what we may use.
+        ns.rr = info.initiator_depth;
+        ns.idepth = info.responder_resources;
+        ns.retry_count = info.retry_count.min(7);
+        ns.rnr_retry = info.rnr_retry_count.min(7);
+        ns.path_mtu = info.path_mtu.min(Self::port_mtu(&ns)).max(1);
+        ns.tos = ls.tos;
+        ns.ack_timeout = ls.ack_timeout;
+        ns.peer = Some(info.clone());
+        drop(ns);
+        Ok(new)
     }
 
     /// Drops a half-made id that was never shown to the application.
@@ -764,11 +786,10 @@ impl CmId {
 
     /// One path record, as rdma-core reports for RoCE after route resolution.
     fn set_path(&self, st: &mut IdState) {
-        let Some(loc) = st.local else { return };
-        let mtu = device::get(loc.dev)
-            .port_attr(loc.port)
-            .map(|p| p.active_mtu as u8)
-            .unwrap_or(IBV_MTU_1024 as u8);
+        if st.local.is_none() {
+            return;
+        }
+        let mtu = Self::port_mtu(st);
         let tos = st.tos;
         let c = self.cs(st);
         if c.route.path_rec.is_null() {
@@ -886,7 +907,7 @@ impl CmId {
             self.write_src(&mut st, SocketAddr::new(src_ip, s.port()));
         }
         self.set_device(&mut st, loc)?;
-        let src_now = st.src.expect("set above");
+        let src_now = st.src.ok_or(libc::EINVAL)?;
         self.set_addrs(&mut st, src_now, dst, addr::gid_of(dst.ip()));
         st.phase = Phase::AddrResolved;
         let ev = self.event(RDMA_CM_EVENT_ADDR_RESOLVED, 0);
@@ -973,6 +994,7 @@ impl CmId {
         unsafe { self.cs(st).route.addr.addr.ibaddr.sgid.raw() }
     }
 
+    /// The active MTU of the id's port (1024 when it cannot be known).
     fn port_mtu(st: &IdState) -> u8 {
         st.local
             .and_then(|l| device::get(l.dev).port_attr(l.port).ok())
@@ -1036,14 +1058,21 @@ impl CmId {
         }
         st.cm_started = true;
         st.passive = false;
+        st.mra_seen = false;
         st.outbuf.clear();
         Msg::Req(info).encode(&mut st.outbuf);
-        let fd = st.sock.as_ref().expect("set above");
+        let fd = st.sock.as_ref().ok_or(libc::EINVAL)?;
         sock::set_conn_options(fd);
         match sock::connect(fd, &dst) {
             Ok(_) => {
+                if let Err(e) = self.register(&mut st, EV_IN | EV_OUT) {
+                    // Nothing watches this socket: give it up and leave the
+                    // id where it was, so a later connect can try again.
+                    self.close_sock(&mut st);
+                    st.cm_started = false;
+                    return Err(e);
+                }
                 st.phase = Phase::Connecting;
-                self.register(&mut st, EV_IN | EV_OUT)?;
                 self.arm(&mut st, TimerKind::Proto, cm_timeout());
             }
             Err(libc::ECONNREFUSED) => self.rejected(&mut st, REJ_INVALID_SERVICE_ID, &[]),
@@ -1128,12 +1157,7 @@ impl CmId {
         );
         st.phase = Phase::Closed;
         st.timer_gen += 1;
-        if st.passive {
-            self.linger(&mut st);
-        } else {
-            st.close_after_flush = true;
-            self.flush(&mut st);
-        }
+        self.hang_up(&mut st);
         Ok(())
     }
 
@@ -1145,6 +1169,19 @@ impl CmId {
         self.send(&mut st, &Msg::Rtu);
         st.phase = Phase::Established;
         Ok(())
+    }
+
+    /// The REJ for a handshake we abandon, with the IB CM's reasons: the
+    /// passive side's consumer declined, the active side's stopped waiting.
+    fn give_up(st: &IdState) -> Msg {
+        Msg::Rej {
+            reason: if st.passive {
+                REJ_CONSUMER_DEFINED
+            } else {
+                REJ_TIMEOUT
+            },
+            pdata: Vec::new(),
+        }
     }
 
     /// Returns whether a synchronous caller should now wait for an event.
@@ -1169,24 +1206,17 @@ impl CmId {
             }
             Phase::Connecting | Phase::ReqSent | Phase::ReqReceived => {
                 qp_to_err(qp);
-                let reason = if st.passive {
-                    REJ_CONSUMER_DEFINED
+                if st.phase == Phase::Connecting {
+                    // The REQ waits in our buffer for the TCP handshake:
+                    // it must never leave, so the connection goes with it.
+                    self.close_sock(&mut st);
                 } else {
-                    REJ_TIMEOUT
-                };
-                if st.phase != Phase::Connecting {
-                    self.send(
-                        &mut st,
-                        &Msg::Rej {
-                            reason,
-                            pdata: Vec::new(),
-                        },
-                    );
+                    let m = Self::give_up(&st);
+                    self.send(&mut st, &m);
+                    self.hang_up(&mut st);
                 }
                 st.phase = Phase::Closed;
                 st.timer_gen += 1;
-                st.close_after_flush = true;
-                self.flush(&mut st);
                 Ok(false)
             }
             Phase::Closed if st.cm_started => {
@@ -1314,24 +1344,11 @@ impl CmId {
                 return;
             }
             st.destroyed = true;
-            match st.phase {
+            if matches!(st.phase, Phase::ReqReceived | Phase::ReqSent) {
                 // The peer learns at once instead of waiting for a timeout,
                 // as the IB CM rejects on behalf of a destroyed id.
-                Phase::ReqReceived => {
-                    let m = Msg::Rej {
-                        reason: REJ_CONSUMER_DEFINED,
-                        pdata: Vec::new(),
-                    };
-                    self.send(&mut st, &m)
-                }
-                Phase::ReqSent => {
-                    let m = Msg::Rej {
-                        reason: REJ_TIMEOUT,
-                        pdata: Vec::new(),
-                    };
-                    self.send(&mut st, &m)
-                }
-                _ => {}
+                let m = Self::give_up(&st);
+                self.send(&mut st, &m);
             }
             self.close_sock(&mut st);
             st.timer_gen += 1;
@@ -1644,14 +1661,27 @@ impl CmId {
                             };
                             id.send(&mut st, &m);
                             st.phase = Phase::Closed;
-                            st.close_after_flush = true;
-                            id.flush(&mut st);
+                            id.hang_up(&mut st);
                         }
                     }
                 }
             }
         }
     }
+}
+
+/// Shows a REQ's or REP's parameters in an event as the receiving side
+/// sees them: the peer's initiator depth is the responder resources asked
+/// of us, and the other way round. (Only a REQ reports its retry count.)
+fn report_conn(ev: &mut EventBox, info: &ConnInfo, pdata_area: usize) {
+    ev.set_pdata(&info.pdata, pdata_area);
+    let c = ev.conn();
+    c.responder_resources = info.initiator_depth;
+    c.initiator_depth = info.responder_resources;
+    c.flow_control = info.flow_control;
+    c.rnr_retry_count = info.rnr_retry_count;
+    c.srq = info.srq;
+    c.qp_num = info.qpn;
 }
 
 fn modify(qp: *mut ibv_qp, a: &mut ibv_qp_attr, mask: u32) -> Res<()> {

@@ -185,6 +185,25 @@ pub fn read(fd: &OwnedFd, buf: &mut [u8]) -> Res<usize> {
     }
 }
 
+/// Appends what `fd` has to `inbuf` until it would block, the stream ends
+/// or fails (then returns true), or `inbuf` holds `limit` bytes. The limit
+/// bounds the memory and the CM thread's time one busy or hostile peer
+/// can take per wakeup; epoll is level-triggered, so whatever is left is
+/// read on the next round.
+pub fn read_into(fd: &OwnedFd, inbuf: &mut Vec<u8>, limit: usize) -> bool {
+    let mut buf = [0u8; 2048];
+    while inbuf.len() < limit {
+        match read(fd, &mut buf) {
+            Ok(0) => return true,
+            Ok(n) => inbuf.extend_from_slice(&buf[..n]),
+            Err(libc::EINTR) => {}
+            Err(libc::EAGAIN) => return false,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
 /// Writes what fits without blocking; never raises SIGPIPE.
 pub fn write(fd: &OwnedFd, buf: &[u8]) -> Res<usize> {
     // SAFETY: `buf` is readable for its length.
@@ -222,6 +241,17 @@ pub fn route_source(dst: &SocketAddr) -> Res<IpAddr> {
 mod tests {
     use super::*;
 
+    /// Waits (at most 5 s) for `events` on `fd`.
+    fn ready(fd: &OwnedFd, events: i16) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut pfd, 1, 5000) == 1 }
+    }
+
     #[test]
     fn loopback_route_and_connect() {
         let src = route_source(&"127.0.0.1:7".parse().unwrap()).unwrap();
@@ -236,31 +266,13 @@ mod tests {
 
         let c = tcp_socket(&la).unwrap();
         let _ = connect(&c, &la).unwrap();
-        let mut pfd = libc::pollfd {
-            fd: c.as_raw_fd(),
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        assert_eq!(unsafe { libc::poll(&mut pfd, 1, 5000) }, 1);
+        assert!(ready(&c, libc::POLLOUT));
         assert_eq!(so_error(&c), 0);
-        let mut pfd = libc::pollfd {
-            fd: l.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        assert_eq!(unsafe { libc::poll(&mut pfd, 1, 5000) }, 1);
+        assert!(ready(&l, libc::POLLIN));
         let a = accept(&l).unwrap().unwrap();
         assert_eq!(peer_addr(&a).unwrap(), local_addr(&c).unwrap());
         assert_eq!(write(&c, b"hi").unwrap(), 2);
-        let mut pfd = libc::pollfd {
-            fd: a.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        assert_eq!(unsafe { libc::poll(&mut pfd, 1, 5000) }, 1);
+        assert!(ready(&a, libc::POLLIN));
         let mut b = [0u8; 4];
         assert_eq!(read(&a, &mut b).unwrap(), 2);
         assert_eq!(&b[..2], b"hi");
@@ -277,13 +289,7 @@ mod tests {
         match connect(&c, &port) {
             Err(e) => assert_eq!(e, libc::ECONNREFUSED),
             Ok(_) => {
-                let mut pfd = libc::pollfd {
-                    fd: c.as_raw_fd(),
-                    events: libc::POLLOUT,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                assert_eq!(unsafe { libc::poll(&mut pfd, 1, 5000) }, 1);
+                assert!(ready(&c, libc::POLLOUT));
                 assert_eq!(so_error(&c), libc::ECONNREFUSED);
             }
         }

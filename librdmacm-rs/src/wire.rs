@@ -28,6 +28,9 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 12;
 /// Bodies are small; anything larger is a stranger on the port.
 pub const MAX_BODY: usize = 1024;
+/// The longest valid message: a buffer this long holds a complete first
+/// message or fails to decode.
+pub const MAX_FRAME: usize = HEADER_LEN + MAX_BODY;
 
 pub const REQ_PDATA: usize = 56;
 pub const REP_PDATA: usize = 196;
@@ -280,6 +283,60 @@ mod tests {
             assert_eq!(Msg::decode(&b[..cut]), Ok(None), "cut at {cut}");
         }
         assert!(Msg::decode(&b).unwrap().is_some());
+    }
+
+    /// Mangled and random input never panics, never claims more bytes than
+    /// it was given, and `MAX_FRAME` bytes always decide (the CM's read
+    /// limit depends on that).
+    #[test]
+    fn mangled_input_is_safe() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let valid = [
+            Msg::Req(sample(REQ_PDATA)).to_bytes(),
+            Msg::Rep(sample(40)).to_bytes(),
+            Msg::Rej {
+                reason: 28,
+                pdata: vec![3; 20],
+            }
+            .to_bytes(),
+            Msg::Drep.to_bytes(),
+        ];
+        for i in 0..50_000 {
+            let mut b = if i % 4 == 3 {
+                let n = (rnd() % (MAX_FRAME as u64 + 64)) as usize;
+                let mut v: Vec<u8> = (0..n).map(|_| rnd() as u8).collect();
+                if n >= 6 && rnd() % 2 == 0 {
+                    v[..4].copy_from_slice(&MAGIC);
+                    v[4] = VERSION;
+                    v[5] = (rnd() % 9) as u8;
+                }
+                v
+            } else {
+                valid[i % valid.len()].clone()
+            };
+            for _ in 0..rnd() % 4 {
+                if !b.is_empty() {
+                    let at = (rnd() as usize) % b.len();
+                    b[at] = rnd() as u8;
+                }
+            }
+            if rnd() % 3 == 0 {
+                b.truncate((rnd() as usize) % (b.len() + 1));
+            }
+            match Msg::decode(&b) {
+                Ok(Some((_, used))) => assert!(used <= b.len() && used >= HEADER_LEN),
+                Ok(None) => assert!(b.len() < MAX_FRAME),
+                Err(_) => {}
+            }
+            b.resize(MAX_FRAME, 0);
+            assert_ne!(Msg::decode(&b), Ok(None));
+        }
     }
 
     #[test]

@@ -62,7 +62,8 @@ pub struct ProviderDevice {
     pub handle: *mut c_void,
 }
 
-type Fn<A> = Option<A>;
+/// A table entry; `None` means the provider does not implement it.
+type Entry<F> = Option<F>;
 
 /// The table a provider exports. All entries are `unsafe extern "C"` and may
 /// be called from any thread.
@@ -75,12 +76,13 @@ pub struct ProviderOps {
 
     /// Writes up to `max` devices to `out` and returns how many the provider
     /// has (which may exceed `max`: call again with room), or -errno.
-    pub discover: Fn<unsafe extern "C" fn(out: *mut ProviderDevice, max: usize) -> isize>,
-    pub open_device:
-        Fn<unsafe extern "C" fn(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context>,
-    pub close_device: Fn<unsafe extern "C" fn(context: *mut ibv_context) -> c_int>,
+    pub discover: Entry<unsafe extern "C" fn(out: *mut ProviderDevice, max: usize) -> isize>,
+    pub open_device: Entry<
+        unsafe extern "C" fn(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context,
+    >,
+    pub close_device: Entry<unsafe extern "C" fn(context: *mut ibv_context) -> c_int>,
 
-    pub query_device_ex: Fn<
+    pub query_device_ex: Entry<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             input: *const ibv_query_device_ex_input,
@@ -88,7 +90,7 @@ pub struct ProviderOps {
             attr_size: usize,
         ) -> c_int,
     >,
-    pub query_port: Fn<
+    pub query_port: Entry<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             port_num: u8,
@@ -98,7 +100,7 @@ pub struct ProviderOps {
     >,
     /// Fills one GID table entry: ENODATA for an empty entry inside the
     /// table, EINVAL for an index at or past `gid_tbl_len`.
-    pub query_gid_ex: Fn<
+    pub query_gid_ex: Entry<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             port_num: u32,
@@ -107,19 +109,21 @@ pub struct ProviderOps {
             flags: u32,
         ) -> c_int,
     >,
-    pub query_pkey: Fn<
+    /// Writes one P_Key table entry in network byte order, as
+    /// `ibv_query_pkey` returns it; EINVAL past the table's end.
+    pub query_pkey: Entry<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             port_num: u8,
             index: c_int,
-            pkey: *mut u16,
+            pkey: *mut __be16,
         ) -> c_int,
     >,
 
-    pub alloc_pd: Fn<unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_pd>,
-    pub dealloc_pd: Fn<unsafe extern "C" fn(pd: *mut ibv_pd) -> c_int>,
+    pub alloc_pd: Entry<unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_pd>,
+    pub dealloc_pd: Entry<unsafe extern "C" fn(pd: *mut ibv_pd) -> c_int>,
 
-    pub reg_mr: Fn<
+    pub reg_mr: Entry<
         unsafe extern "C" fn(
             pd: *mut ibv_pd,
             addr: *mut c_void,
@@ -130,7 +134,7 @@ pub struct ProviderOps {
     >,
     /// Returns 0 or a positive errno (`IBV_REREG_MR_ERR_*` are for the
     /// exported call to map).
-    pub rereg_mr: Fn<
+    pub rereg_mr: Entry<
         unsafe extern "C" fn(
             mr: *mut ibv_mr,
             flags: c_int,
@@ -140,53 +144,54 @@ pub struct ProviderOps {
             access: c_int,
         ) -> c_int,
     >,
-    pub dereg_mr: Fn<unsafe extern "C" fn(mr: *mut ibv_mr) -> c_int>,
-    pub alloc_mw: Fn<unsafe extern "C" fn(pd: *mut ibv_pd, mw_type: ibv_mw_type) -> *mut ibv_mw>,
-    pub dealloc_mw: Fn<unsafe extern "C" fn(mw: *mut ibv_mw) -> c_int>,
+    pub dereg_mr: Entry<unsafe extern "C" fn(mr: *mut ibv_mr) -> c_int>,
+    pub alloc_mw: Entry<unsafe extern "C" fn(pd: *mut ibv_pd, mw_type: ibv_mw_type) -> *mut ibv_mw>,
+    pub dealloc_mw: Entry<unsafe extern "C" fn(mw: *mut ibv_mw) -> c_int>,
 
     pub create_comp_channel:
-        Fn<unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_comp_channel>,
-    pub destroy_comp_channel: Fn<unsafe extern "C" fn(channel: *mut ibv_comp_channel) -> c_int>,
+        Entry<unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_comp_channel>,
+    pub destroy_comp_channel: Entry<unsafe extern "C" fn(channel: *mut ibv_comp_channel) -> c_int>,
     /// Blocks (unless the channel fd is O_NONBLOCK) for the next CQ event;
     /// returns 0 or -1 with errno, like `ibv_get_cq_event`.
-    pub get_cq_event: Fn<
+    pub get_cq_event: Entry<
         unsafe extern "C" fn(
             channel: *mut ibv_comp_channel,
             cq: *mut *mut ibv_cq,
             cq_context: *mut *mut c_void,
         ) -> c_int,
     >,
-    pub ack_cq_events: Fn<unsafe extern "C" fn(cq: *mut ibv_cq, nevents: c_uint)>,
+    pub ack_cq_events: Entry<unsafe extern "C" fn(cq: *mut ibv_cq, nevents: c_uint)>,
 
-    pub create_cq_ex: Fn<
+    pub create_cq_ex: Entry<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             attr: *mut ibv_cq_init_attr_ex,
         ) -> *mut ibv_cq_ex,
     >,
-    pub resize_cq: Fn<unsafe extern "C" fn(cq: *mut ibv_cq, cqe: c_int) -> c_int>,
-    pub destroy_cq: Fn<unsafe extern "C" fn(cq: *mut ibv_cq) -> c_int>,
+    pub resize_cq: Entry<unsafe extern "C" fn(cq: *mut ibv_cq, cqe: c_int) -> c_int>,
+    pub destroy_cq: Entry<unsafe extern "C" fn(cq: *mut ibv_cq) -> c_int>,
 
-    pub create_srq_ex: Fn<
+    pub create_srq_ex: Entry<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             attr: *mut ibv_srq_init_attr_ex,
         ) -> *mut ibv_srq,
     >,
-    pub modify_srq:
-        Fn<unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int>,
-    pub query_srq: Fn<unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int>,
-    pub destroy_srq: Fn<unsafe extern "C" fn(srq: *mut ibv_srq) -> c_int>,
+    pub modify_srq: Entry<
+        unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int,
+    >,
+    pub query_srq: Entry<unsafe extern "C" fn(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int>,
+    pub destroy_srq: Entry<unsafe extern "C" fn(srq: *mut ibv_srq) -> c_int>,
 
-    pub create_qp_ex: Fn<
+    pub create_qp_ex: Entry<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             attr: *mut ibv_qp_init_attr_ex,
         ) -> *mut ibv_qp,
     >,
     pub modify_qp:
-        Fn<unsafe extern "C" fn(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int>,
-    pub query_qp: Fn<
+        Entry<unsafe extern "C" fn(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int>,
+    pub query_qp: Entry<
         unsafe extern "C" fn(
             qp: *mut ibv_qp,
             attr: *mut ibv_qp_attr,
@@ -194,22 +199,24 @@ pub struct ProviderOps {
             init_attr: *mut ibv_qp_init_attr,
         ) -> c_int,
     >,
-    pub destroy_qp: Fn<unsafe extern "C" fn(qp: *mut ibv_qp) -> c_int>,
+    pub destroy_qp: Entry<unsafe extern "C" fn(qp: *mut ibv_qp) -> c_int>,
 
-    pub create_ah: Fn<unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah>,
-    pub destroy_ah: Fn<unsafe extern "C" fn(ah: *mut ibv_ah) -> c_int>,
+    pub create_ah:
+        Entry<unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah>,
+    pub destroy_ah: Entry<unsafe extern "C" fn(ah: *mut ibv_ah) -> c_int>,
     pub attach_mcast:
-        Fn<unsafe extern "C" fn(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int>,
+        Entry<unsafe extern "C" fn(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int>,
     pub detach_mcast:
-        Fn<unsafe extern "C" fn(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int>,
+        Entry<unsafe extern "C" fn(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int>,
 
     /// Blocks (unless `async_fd` is O_NONBLOCK) for the next async event;
     /// returns 0 or -1 with errno.
-    pub get_async_event:
-        Fn<unsafe extern "C" fn(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int>,
+    pub get_async_event: Entry<
+        unsafe extern "C" fn(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int,
+    >,
     /// Called for QP, CQ, SRQ and WQ events only (port and device events
     /// need no acknowledgement bookkeeping).
-    pub ack_async_event: Fn<unsafe extern "C" fn(event: *mut ibv_async_event)>,
+    pub ack_async_event: Entry<unsafe extern "C" fn(event: *mut ibv_async_event)>,
 }
 
 // SAFETY: the table is immutable after construction and `name` points to a

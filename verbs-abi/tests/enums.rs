@@ -1,7 +1,7 @@
 //! Compares every constant recorded by the enum probes with the Rust
 //! constant of the same name: `shared/abi/enums.txt` (the reference) and
 //! `tests/data/enums_extra.txt` (everything else verbs-abi defines, printed
-//! by `tests/data/enums_extra_probe.c` against the same headers).  Also
+//! by a probe `tests/data/gen_tables.py` compiles against the same headers).  Also
 //! checks that each C enum type's Rust alias has the same size.
 //!
 //! A name in those files without a Rust constant fails the test unless it

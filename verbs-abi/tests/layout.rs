@@ -1,7 +1,8 @@
 //! Compares the Rust types with the C layouts recorded by the probes:
 //! `shared/abi/layout.txt` (rdma-core 44 as built by Debian, the reference)
 //! and `tests/data/layout_extra.txt` (the types that file does not list,
-//! printed by `tests/data/layout_extra_probe.c` against the same headers).
+//! printed by a probe `tests/data/gen_tables.py` compiles against the same
+//! headers).
 //!
 //! Every struct and every field path named in those files must exist in
 //! Rust with the same offset and size; the structs must have the same size
