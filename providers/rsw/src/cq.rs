@@ -251,15 +251,6 @@ impl Cq {
         }
         false
     }
-
-    /// Number of completions waiting (for tests and diagnostics).
-    pub fn pending(&self) -> usize {
-        self.ring.lock().len
-    }
-
-    pub fn in_error(&self) -> bool {
-        self.ring.lock().error
-    }
 }
 
 pub(crate) unsafe extern "C" fn create_cq_ex(
@@ -383,6 +374,7 @@ pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int 
     }
     let mut n = Ring::new(cqe as usize);
     n.arm = r.arm;
+    n.fired = r.fired;
     n.error = r.error;
     while let Some(e) = r.pop() {
         n.buf[n.len] = e;

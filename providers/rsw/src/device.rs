@@ -77,16 +77,6 @@ pub fn mtu_enum(if_mtu: u32) -> ibv_mtu {
     }
 }
 
-pub fn mtu_bytes(m: ibv_mtu) -> u32 {
-    match m {
-        IBV_MTU_256 => 256,
-        IBV_MTU_512 => 512,
-        IBV_MTU_1024 => 1024,
-        IBV_MTU_2048 => 2048,
-        _ => 4096,
-    }
-}
-
 pub fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
     let mut g = [0u8; 16];
     g[10] = 0xff;
@@ -453,7 +443,6 @@ mod tests {
         assert_eq!(mtu_enum(1500), IBV_MTU_1024);
         assert_eq!(mtu_enum(1400), IBV_MTU_1024);
         assert_eq!(mtu_enum(576), IBV_MTU_256);
-        assert_eq!(mtu_bytes(IBV_MTU_2048), 2048);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use parking_lot::{RwLock, RwLockReadGuard};
 use verbs_abi::*;
 
 use crate::pd::Pd;
-use crate::util::{set_errno, ForkFresh};
+use crate::util::{iov, set_errno, ForkFresh};
 
 /// Keys are already scrambled; hashing them again is wasted work on the
 /// data path.
@@ -114,6 +114,41 @@ impl MrTable {
         }
         e.translate(addr, len).ok_or(AccessError)
     }
+
+    /// Host iovecs for bytes `[off, off + len)` of the message a local
+    /// scatter/gather list describes, each piece checked as by
+    /// [`MrTable::local`]; returns how many entries of `out` were filled.
+    /// The pointers stay valid only while this table is locked.
+    pub fn sge_iovs(
+        &self,
+        sges: &[ibv_sge],
+        mut off: u64,
+        len: usize,
+        pd: u32,
+        write: bool,
+        out: &mut [libc::iovec],
+    ) -> Result<usize, AccessError> {
+        let mut n = 0;
+        let mut room = len;
+        for s in sges {
+            if room == 0 {
+                break;
+            }
+            let l = s.length as u64;
+            if off >= l {
+                off -= l;
+                continue;
+            }
+            let take = ((l - off) as usize).min(room);
+            let addr = s.addr.checked_add(off).ok_or(AccessError)?;
+            let p = self.local(s.lkey, addr, take as u64, pd, write)?;
+            *out.get_mut(n).ok_or(AccessError)? = iov(p, take);
+            n += 1;
+            room -= take;
+            off = 0;
+        }
+        Ok(n)
+    }
 }
 
 static TABLE: ForkFresh<RwLock<MrTable>> = ForkFresh::new(|| RwLock::new(MrTable::default()));
@@ -125,7 +160,10 @@ static SEED: Lazy<u32> = Lazy::new(|| {
     ((t ^ (t >> 32) ^ (pid << 16)) as u32) | 1
 });
 
-/// Read access to the key table for the data path.
+/// Read access to the key table for the data path. Never take it twice on
+/// one thread: the lock is fair to writers, so a second read behind a
+/// waiting `dereg_mr` deadlocks. Drop the guard before anything that may
+/// complete work or change QP state.
 pub fn table() -> RwLockReadGuard<'static, MrTable> {
     TABLE.get().read()
 }
@@ -175,6 +213,15 @@ fn check_access(access: u32) -> Result<(), c_int> {
     Ok(())
 }
 
+/// A range the data path can address: `translate` adds offsets to the host
+/// address, which must not wrap.
+fn check_range(addr: *mut c_void, length: usize) -> Result<(), c_int> {
+    if length as u64 > 1 << 47 || (addr as u64).checked_add(length as u64).is_none() {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
 pub(crate) unsafe extern "C" fn reg_mr(
     pd: *mut ibv_pd,
     addr: *mut c_void,
@@ -186,8 +233,8 @@ pub(crate) unsafe extern "C" fn reg_mr(
         set_errno(e);
         return std::ptr::null_mut();
     }
-    if length as u64 > 1 << 47 || (addr as u64).checked_add(length as u64).is_none() {
-        set_errno(libc::EINVAL);
+    if let Err(e) = check_range(addr, length) {
+        set_errno(e);
         return std::ptr::null_mut();
     }
     // SAFETY: pd came from alloc_pd.
@@ -232,6 +279,14 @@ pub(crate) unsafe extern "C" fn rereg_mr(
         if let Err(e) = check_access(access as u32) {
             return e;
         }
+    }
+    if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
+        if let Err(e) = check_range(addr, length) {
+            return e;
+        }
+    }
+    if flags & IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null() {
+        return libc::EINVAL;
     }
     // SAFETY: mr came from reg_mr and is not deregistered.
     let m = unsafe { &mut *(mr as *mut Mr) };

@@ -112,6 +112,18 @@ pub fn engine() -> io::Result<&'static Engine> {
     Ok(e)
 }
 
+/// Stops watching `fd`, if an engine runs. Closing a descriptor removes
+/// its watch only when no other descriptor refers to the same socket; after
+/// a `fork()` the child holds copies, and the watch would outlive the QP,
+/// reporting a ready socket nobody reads, over and over.
+pub fn unwatch(fd: RawFd) {
+    let p = ENGINE.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: engines are leaked, never freed.
+        let _ = unsafe { &*p }.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+    }
+}
+
 /// In a forked child: forget the parent's engine. Its epoll instance is the
 /// parent's own kernel object (the descriptor was inherited), so the child
 /// closes its copies and must never register anything there; the next use
@@ -262,56 +274,8 @@ impl Engine {
             for ev in &evs[..n as usize] {
                 let (tok, bits) = (ev.u64, ev.events);
                 match tok {
-                    TOK_EVENTFD => {
-                        let mut v: u64 = 0;
-                        // SAFETY: reads 8 bytes into a valid u64.
-                        unsafe {
-                            libc::read(
-                                self.evfd.as_raw_fd(),
-                                &mut v as *mut u64 as *mut libc::c_void,
-                                8,
-                            )
-                        };
-                        std::mem::swap(&mut kicks, &mut *self.kicks.lock());
-                        kicks.sort_unstable();
-                        kicks.dedup();
-                        for s in kicks.drain(..) {
-                            if let Some(qp) = self.lookup(s) {
-                                qp.on_kick();
-                            }
-                        }
-                    }
-                    TOK_TIMER => {
-                        let mut v: u64 = 0;
-                        // SAFETY: reads 8 bytes into a valid u64.
-                        unsafe {
-                            libc::read(
-                                self.tfd.as_raw_fd(),
-                                &mut v as *mut u64 as *mut libc::c_void,
-                                8,
-                            )
-                        };
-                        let now = mono_ns();
-                        {
-                            let mut t = self.timers.lock();
-                            while let Some(&(d, s)) = t.set.first() {
-                                if d > now {
-                                    break;
-                                }
-                                t.set.pop_first();
-                                due.push(s);
-                            }
-                            t.armed = t.set.first().map(|&(d, _)| d).unwrap_or(0);
-                            if t.armed != 0 {
-                                self.arm(t.armed);
-                            }
-                        }
-                        for s in due.drain(..) {
-                            if let Some(qp) = self.lookup(s) {
-                                qp.on_timer(now);
-                            }
-                        }
-                    }
+                    TOK_EVENTFD => self.run_kicks(&mut kicks),
+                    TOK_TIMER => self.run_timers(&mut due),
                     _ => {
                         let (serial, kind) = untoken(tok);
                         if let Some(qp) = self.lookup(serial) {
@@ -322,6 +286,54 @@ impl Engine {
             }
         }
     }
+
+    /// Kicks queued since the last call; `kicks` is scratch space that
+    /// trades places with the queue, so neither side allocates.
+    fn run_kicks(&self, kicks: &mut Vec<u64>) {
+        // Reset the eventfd before taking the queue: a kick queued after
+        // the swap makes it readable again.
+        drain_counter(&self.evfd);
+        std::mem::swap(kicks, &mut *self.kicks.lock());
+        kicks.sort_unstable();
+        kicks.dedup();
+        for s in kicks.drain(..) {
+            if let Some(qp) = self.lookup(s) {
+                qp.on_kick();
+            }
+        }
+    }
+
+    /// Runs the timers that are due and re-arms for the next one.
+    fn run_timers(&self, due: &mut Vec<u64>) {
+        drain_counter(&self.tfd);
+        let now = mono_ns();
+        {
+            let mut t = self.timers.lock();
+            while let Some(&(d, s)) = t.set.first() {
+                if d > now {
+                    break;
+                }
+                t.set.pop_first();
+                due.push(s);
+            }
+            t.armed = t.set.first().map(|&(d, _)| d).unwrap_or(0);
+            if t.armed != 0 {
+                self.arm(t.armed);
+            }
+        }
+        for s in due.drain(..) {
+            if let Some(qp) = self.lookup(s) {
+                qp.on_timer(now);
+            }
+        }
+    }
+}
+
+/// Resets an eventfd or timerfd (both non-blocking) to not readable.
+fn drain_counter(fd: &OwnedFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a valid u64.
+    unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
 }
 
 #[cfg(test)]

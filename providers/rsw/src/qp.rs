@@ -31,6 +31,13 @@ use crate::transport::{Listener, RemoteAddr};
 use crate::util::set_errno;
 use crate::wire::Op;
 
+/// An empty scatter/gather entry, to preallocate SGE arrays with.
+pub const NO_SGE: ibv_sge = ibv_sge {
+    addr: 0,
+    length: 0,
+    lkey: 0,
+};
+
 /// One send work request as queued.
 #[derive(Clone, Copy, Debug)]
 pub struct SendWqe {
@@ -109,15 +116,7 @@ impl SendQueue {
     fn new(cap: usize, max_sge: usize, max_inline: usize) -> SendQueue {
         SendQueue {
             wqes: vec![SendWqe::EMPTY; cap].into_boxed_slice(),
-            sges: vec![
-                ibv_sge {
-                    addr: 0,
-                    length: 0,
-                    lkey: 0
-                };
-                cap * max_sge
-            ]
-            .into_boxed_slice(),
+            sges: vec![NO_SGE; cap * max_sge].into_boxed_slice(),
             inline_buf: vec![0u8; cap * max_inline].into_boxed_slice(),
             cap,
             max_sge,
@@ -177,15 +176,7 @@ impl RecvQueue {
         RecvQueue {
             wr_ids: vec![0; cap].into_boxed_slice(),
             nsge: vec![0; cap].into_boxed_slice(),
-            sges: vec![
-                ibv_sge {
-                    addr: 0,
-                    length: 0,
-                    lkey: 0
-                };
-                cap * max_sge
-            ]
-            .into_boxed_slice(),
+            sges: vec![NO_SGE; cap * max_sge].into_boxed_slice(),
             cap,
             max_sge,
             head: 0,
@@ -224,9 +215,9 @@ impl RecvQueue {
 /// Mutable QP state (see the module comment for who takes the lock).
 pub struct QpInner {
     pub state: ibv_qp_state,
-    /// Attributes as last set, returned by query_qp.
+    /// Attributes as last set by modify_qp, for query_qp (which adds the
+    /// state and the capabilities, kept in `state` and the queues).
     pub attr: ibv_qp_attr,
-    pub cap: ibv_qp_cap,
     pub sq_sig_all: bool,
     pub sq: SendQueue,
     pub rq: RecvQueue,
@@ -247,6 +238,19 @@ pub struct QpInner {
     /// IBV_EVENT_SQ_DRAINED is owed when the SQ drains in SQD.
     pub sqd_notify: bool,
     pub destroyed: bool,
+}
+
+impl QpInner {
+    /// The capabilities the QP was created with, as its queues hold them.
+    pub fn caps(&self) -> ibv_qp_cap {
+        ibv_qp_cap {
+            max_send_wr: self.sq.cap as u32,
+            max_recv_wr: self.rq.cap as u32,
+            max_send_sge: self.sq.max_sge as u32,
+            max_recv_sge: self.rq.max_sge as u32,
+            max_inline_data: self.sq.max_inline as u32,
+        }
+    }
 }
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
@@ -304,7 +308,6 @@ impl Qp {
 
     pub fn set_state(&self, g: &mut QpInner, s: ibv_qp_state) {
         g.state = s;
-        g.attr.qp_state = s;
         // SAFETY: the public state field is plain data in our allocation;
         // programs only read it.
         unsafe { std::ptr::write_volatile(&raw mut (*self.ibv.get()).qp_base.state, s) };
@@ -415,9 +418,7 @@ impl Qp {
         g.tx_blocked = false;
         g.comm_est_sent = false;
         g.sqd_notify = false;
-        let cap = g.cap;
         g.attr = ibv_qp_attr::zeroed();
-        g.attr.cap = cap;
         self.set_state(g, IBV_QPS_RESET);
     }
 
@@ -575,8 +576,6 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     if send_ops.is_some() {
         crate::qp_ex::fill_ops(&mut ibv);
     }
-    let mut attr = ibv_qp_attr::zeroed();
-    attr.cap = cap;
     let listen_fd = listener.fd();
     let qp = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
@@ -589,8 +588,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         recv_cq,
         inner: Mutex::new(QpInner {
             state: IBV_QPS_RESET,
-            attr,
-            cap,
+            attr: ibv_qp_attr::zeroed(),
             sq_sig_all: a.sq_sig_all != 0,
             sq: SendQueue::new(
                 cap.max_send_wr as usize,
@@ -965,7 +963,7 @@ pub(crate) unsafe extern "C" fn query_qp(
     let mut a = g.attr;
     a.qp_state = g.state;
     a.cur_qp_state = g.state;
-    a.cap = g.cap;
+    a.cap = g.caps();
     a.sq_draining = (g.state == IBV_QPS_SQD && g.sq.head != g.sq.tx) as u8;
     if !attr.is_null() {
         // SAFETY: out-pointer supplied by the caller.
@@ -979,7 +977,7 @@ pub(crate) unsafe extern "C" fn query_qp(
             send_cq: b.send_cq,
             recv_cq: b.recv_cq,
             srq: std::ptr::null_mut(),
-            cap: g.cap,
+            cap: g.caps(),
             qp_type: IBV_QPT_RC,
             sq_sig_all: g.sq_sig_all as c_int,
         };
@@ -1011,7 +1009,7 @@ fn wire_op(opcode: ibv_wr_opcode) -> Option<Op> {
 /// `wr.sg_list` must hold `wr.num_sge` entries.
 pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<(Op, u32), c_int> {
     let op = wire_op(wr.opcode).ok_or(libc::EINVAL)?;
-    if wr.num_sge < 0 || wr.num_sge as u32 > g.cap.max_send_sge {
+    if wr.num_sge < 0 || wr.num_sge as u32 > g.sq.max_sge as u32 {
         return Err(libc::EINVAL);
     }
     let sges: &[ibv_sge] = if wr.num_sge == 0 {
@@ -1033,7 +1031,7 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<(Op, u32), 
         }
         Op::ReadReq => Ok((op, total as u32)),
         _ => {
-            if wr.send_flags & IBV_SEND_INLINE != 0 && total > g.cap.max_inline_data as u64 {
+            if wr.send_flags & IBV_SEND_INLINE != 0 && total > g.sq.max_inline as u64 {
                 return Err(libc::EINVAL);
             }
             Ok((op, total as u32))
@@ -1216,7 +1214,7 @@ pub(crate) unsafe extern "C" fn post_recv(
             rc = libc::EINVAL;
             break;
         }
-        if w.num_sge < 0 || w.num_sge as u32 > g.cap.max_recv_sge {
+        if w.num_sge < 0 || w.num_sge as u32 > g.rq.max_sge as u32 {
             rc = libc::EINVAL;
             break;
         }

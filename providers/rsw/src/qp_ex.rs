@@ -12,7 +12,7 @@ use std::os::raw::{c_int, c_void};
 
 use verbs_abi::*;
 
-use crate::qp::{post_send_batch, Qp};
+use crate::qp::{post_send_batch, Qp, NO_SGE};
 
 pub struct Builder {
     wrs: Vec<ibv_send_wr>,
@@ -28,14 +28,7 @@ impl Builder {
     pub fn new(max_wr: usize, max_sge: usize, max_inline: usize) -> Builder {
         Builder {
             wrs: vec![ibv_send_wr::zeroed(); max_wr],
-            sges: vec![
-                ibv_sge {
-                    addr: 0,
-                    length: 0,
-                    lkey: 0
-                };
-                max_wr * max_sge
-            ],
+            sges: vec![NO_SGE; max_wr * max_sge],
             inline: vec![0; max_wr * max_inline],
             max_sge,
             max_inline,

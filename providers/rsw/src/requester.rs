@@ -14,6 +14,7 @@ use crate::mr;
 use crate::progress::{engine, token, Kind};
 use crate::qp::{Qp, QpInner};
 use crate::transport::{Conn, Connecting, MAX_IOV};
+use crate::util::iov;
 use crate::wire::{msn_before, Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
 
 /// Marks the hello as what is being transmitted (it belongs to no WQE).
@@ -50,13 +51,6 @@ enum Broken {
     Lost,
     /// A response made no sense for the WQE it answers.
     BadResponse,
-}
-
-fn iov(ptr: *const u8, len: usize) -> libc::iovec {
-    libc::iovec {
-        iov_base: ptr as *mut libc::c_void,
-        iov_len: len,
-    }
 }
 
 /// Opens the outgoing connection (entering RTR). The hello is queued as the
@@ -276,23 +270,19 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
             n += 1;
         } else {
             table = mr::table();
-            let mut skip = skip as u64;
-            for s in g.sq.sges(seq) {
-                let len = s.length as u64;
-                if skip >= len {
-                    skip -= len;
-                    continue;
-                }
-                // The MR may have been deregistered since the WQE started:
-                // with part of the message on the wire there is no clean
-                // way back, so the connection is given up.
-                let p = table
-                    .local(s.lkey, s.addr + skip, len - skip, qp.pd_id, false)
-                    .map_err(|_| Broken::Lost)?;
-                v[n] = iov(p, (len - skip) as usize);
-                n += 1;
-                skip = 0;
-            }
+            // The MR may have been deregistered since the WQE started: with
+            // part of the message on the wire there is no clean way back, so
+            // the connection is given up.
+            n += table
+                .sge_iovs(
+                    g.sq.sges(seq),
+                    skip as u64,
+                    payload_left,
+                    qp.pd_id,
+                    false,
+                    &mut v[n..],
+                )
+                .map_err(|_| Broken::Lost)?;
         }
     }
     // SAFETY: every iovec points into our header buffer, the WQE's inline
@@ -460,44 +450,25 @@ fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
     let rd = out.rx_read.as_ref().ok_or(Broken::Lost)?;
     let (seq, done, left) = (rd.seq, rd.done as u64, rd.left as usize);
     let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-    let mut n = 0;
     let table = mr::table();
-    let mut bad = rd.status != IBV_WC_SUCCESS;
-    if !bad {
-        let mut skip = done;
-        let mut room = left;
-        for s in g.sq.sges(seq) {
-            let len = s.length as u64;
-            if skip >= len {
-                skip -= len;
-                continue;
-            }
-            if room == 0 {
-                break;
-            }
-            let take = ((len - skip) as usize).min(room);
-            match table.local(s.lkey, s.addr + skip, take as u64, qp.pd_id, true) {
-                Ok(p) => {
-                    v[n] = iov(p, take);
-                    n += 1;
-                    room -= take;
-                }
-                Err(_) => {
-                    bad = true;
-                    break;
-                }
-            }
-            skip = 0;
-        }
-    }
-    let r = if bad {
-        drop(table);
-        discard(&out.conn, left)
+    let dest = if rd.status == IBV_WC_SUCCESS {
+        table
+            .sge_iovs(g.sq.sges(seq), done, left, qp.pd_id, true, &mut v)
+            .ok()
     } else {
+        None
+    };
+    let bad = dest.is_none();
+    let r = match dest {
         // SAFETY: the iovecs cover registered, locally writable memory
         // checked under the MR table lock, held across the call.
-        unsafe { out.conn.recv_iov(&v[..n]) }
+        Some(n) => unsafe { out.conn.recv_iov(&v[..n]) },
+        None => discard(&out.conn, left),
     };
+    // Released before completing: what follows may end in enter_error,
+    // which takes the table again, and a recursive read lock deadlocks
+    // once a dereg_mr is waiting for the write lock.
+    drop(table);
     let k = match r {
         Ok(0) => return Err(Broken::Lost),
         Ok(k) => k,

@@ -28,7 +28,7 @@ use crate::mr;
 use crate::progress::{engine, max_pending_slots, token, Kind};
 use crate::qp::{rnr_timer_ns, Qp, QpInner};
 use crate::transport::{Conn, MAX_IOV};
-use crate::util::mono_ns;
+use crate::util::{iov, mono_ns};
 use crate::wire::{Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
 
 /// Stop reading requests while this many responses wait to be sent, so a
@@ -119,13 +119,6 @@ impl InConn {
         self.closing = true;
         self.rx = Rx::Header;
         self.rnr_deadline = None;
-    }
-}
-
-fn iov(ptr: *const u8, len: usize) -> libc::iovec {
-    libc::iovec {
-        iov_base: ptr as *mut libc::c_void,
-        iov_len: len,
     }
 }
 
@@ -450,19 +443,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
             };
             let room: u64 = sges.iter().map(|s| s.length as u64).sum();
             if h.length as u64 > room {
-                if let Some(wr_id) = g.rq.pop() {
-                    qp.complete_recv(Cqe {
-                        wr_id,
-                        status: IBV_WC_LOC_LEN_ERR,
-                        opcode: IBV_WC_RECV,
-                        src_qp: g.attr.dest_qp_num,
-                        ..Cqe::default()
-                    });
-                }
-                if let Some(inc) = g.inc.as_mut() {
-                    inc.nak(h.msn, Syndrome::RemInvReq);
-                }
-                qp.enter_error(g);
+                fail_recv(qp, g, h.msn, IBV_WC_LOC_LEN_ERR, Syndrome::RemInvReq);
                 return;
             }
             start_payload(qp, g, h);
@@ -505,11 +486,15 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 let t = mr::table();
                 t.remote(h.rkey, h.remote_addr, 8, qp.pd_id, IBV_ACCESS_REMOTE_ATOMIC)
                     .ok()
+                    // The wire address is in the MR's iova space; the host
+                    // address may be aligned differently (ibv_reg_mr_iova).
+                    .filter(|p| (*p as usize).is_multiple_of(8))
                     .map(|p| {
-                        // SAFETY: p is 8 aligned bytes of registered memory
-                        // with remote atomic rights, checked under the table
-                        // lock (held); hardware atomics make this atomic
-                        // against other QPs and local CPU atomics.
+                        // SAFETY: p is 8 bytes of registered memory with
+                        // remote atomic rights, checked under the table lock
+                        // (held), and 8-aligned (filtered above); hardware
+                        // atomics make this atomic against other QPs and
+                        // local CPU atomics.
                         let a = unsafe { std::sync::atomic::AtomicU64::from_ptr(p as *mut u64) };
                         use std::sync::atomic::Ordering::SeqCst;
                         if h.op == Op::CmpSwap {
@@ -579,33 +564,13 @@ fn dest_iov(
     }
     if matches!(h.op, Op::Send | Op::SendImm) {
         let (_, sges) = g.rq.front().ok_or(DestError::Local)?;
-        let mut n = 0;
-        let mut skip = off as u64;
-        let mut room = len;
-        for s in sges {
-            let l = s.length as u64;
-            if skip >= l {
-                skip -= l;
-                continue;
-            }
-            if room == 0 {
-                break;
-            }
-            let take = ((l - skip) as usize).min(room);
-            let p = t
-                .local(s.lkey, s.addr + skip, take as u64, qp.pd_id, true)
-                .map_err(|_| DestError::Local)?;
-            v[n] = iov(p, take);
-            n += 1;
-            room -= take;
-            skip = 0;
-        }
-        Ok(n)
+        t.sge_iovs(sges, off as u64, len, qp.pd_id, true, v)
+            .map_err(|_| DestError::Local)
     } else {
         let p = t
             .remote(
                 h.rkey,
-                h.remote_addr + off as u64,
+                h.remote_addr.wrapping_add(off as u64),
                 len as u64,
                 qp.pd_id,
                 IBV_ACCESS_REMOTE_WRITE,
@@ -622,22 +587,26 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError) {
         DestError::Remote => access_error(qp, g, h.msn),
         // Our own receive buffer is unusable: the receive completes with a
         // protection error and the requester learns of a remote failure.
-        DestError::Local => {
-            if let Some(wr_id) = g.rq.pop() {
-                qp.complete_recv(Cqe {
-                    wr_id,
-                    status: IBV_WC_LOC_PROT_ERR,
-                    opcode: IBV_WC_RECV,
-                    src_qp: g.attr.dest_qp_num,
-                    ..Cqe::default()
-                });
-            }
-            if let Some(inc) = g.inc.as_mut() {
-                inc.nak(h.msn, Syndrome::RemOp);
-            }
-            qp.enter_error(g);
-        }
+        DestError::Local => fail_recv(qp, g, h.msn, IBV_WC_LOC_PROT_ERR, Syndrome::RemOp),
     }
+}
+
+/// The receive a request lands in cannot take it: the receive completes
+/// with `status`, the requester is told `syn`, and the QP fails.
+fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syndrome) {
+    if let Some(wr_id) = g.rq.pop() {
+        qp.complete_recv(Cqe {
+            wr_id,
+            status,
+            opcode: IBV_WC_RECV,
+            src_qp: g.attr.dest_qp_num,
+            ..Cqe::default()
+        });
+    }
+    if let Some(inc) = g.inc.as_mut() {
+        inc.nak(msn, syn);
+    }
+    qp.enter_error(g);
 }
 
 fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
@@ -800,7 +769,7 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
             if left > 0 {
                 match table.remote(
                     d.rkey,
-                    d.addr + d.sent as u64,
+                    d.addr.wrapping_add(d.sent as u64),
                     left as u64,
                     qp.pd_id,
                     IBV_ACCESS_REMOTE_READ,

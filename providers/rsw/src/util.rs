@@ -98,6 +98,14 @@ pub fn write_record(fd: RawFd, buf: &[u8]) {
     }
 }
 
+/// An iovec for `len` bytes at `ptr` (the transport's scatter/gather unit).
+pub fn iov(ptr: *const u8, len: usize) -> libc::iovec {
+    libc::iovec {
+        iov_base: ptr as *mut libc::c_void,
+        iov_len: len,
+    }
+}
+
 /// Copies `src` into a fixed C string buffer, always NUL-terminated.
 pub fn copy_cstr(dst: &mut [libc::c_char], src: &str) {
     let n = src.len().min(dst.len().saturating_sub(1));

@@ -91,11 +91,6 @@ impl Op {
     pub fn request_has_payload(self) -> bool {
         matches!(self, Op::Send | Op::SendImm | Op::Write | Op::WriteImm)
     }
-
-    /// Requests that consume a receive WQE at the responder.
-    pub fn consumes_recv(self) -> bool {
-        matches!(self, Op::Send | Op::SendImm | Op::WriteImm)
-    }
 }
 
 /// Why a responder refused a request.
@@ -353,7 +348,6 @@ mod tests {
     fn opcode_classes() {
         assert!(Op::Send.is_request() && Op::FetchAdd.is_request());
         assert!(!Op::Ack.is_request() && !Op::Nak.is_request());
-        assert!(Op::WriteImm.consumes_recv() && !Op::Write.consumes_recv());
         assert!(Op::Write.request_has_payload() && !Op::ReadReq.request_has_payload());
         for v in 0..=255u8 {
             if let Some(op) = Op::from_u8(v) {

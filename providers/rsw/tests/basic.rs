@@ -198,6 +198,50 @@ fn mr_keys_and_access_rules() {
     assert_eq!(unsafe { OPS.dealloc_pd.unwrap()(pd) }, 0);
 }
 
+/// rereg_mr refuses what reg_mr refuses (a range that wraps the address
+/// space, a missing PD) and leaves the MR as it was; a good change applies.
+#[test]
+fn rereg_mr_checks_its_arguments() {
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let pd2 = c.alloc_pd();
+    let a = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    let mut other = vec![0u64; 16];
+    let rereg = |flags: u32, pd: *mut ibv_pd, addr: usize, len: usize| {
+        // SAFETY: a.mr is live; the provider only records addr/len.
+        unsafe { OPS.rereg_mr.unwrap()(a.mr, flags as i32, pd, addr as *mut _, len, 0) }
+    };
+    let t = IBV_REREG_MR_CHANGE_TRANSLATION;
+    assert_eq!(rereg(t, null_mut(), usize::MAX - 16, 64), libc::EINVAL);
+    assert_eq!(rereg(t, null_mut(), 4096, 1 << 48), libc::EINVAL);
+    assert_eq!(
+        rereg(IBV_REREG_MR_CHANGE_PD, null_mut(), 0, 0),
+        libc::EINVAL
+    );
+    // SAFETY: mr is live.
+    unsafe {
+        assert_eq!((*a.mr).addr as u64, a.addr());
+        assert_eq!((*a.mr).length, 64);
+        assert_eq!((*a.mr).pd, pd);
+    }
+    let addr = other.as_mut_ptr() as usize;
+    assert_eq!(rereg(t | IBV_REREG_MR_CHANGE_PD, pd2, addr, 128), 0);
+    // SAFETY: mr is live.
+    unsafe {
+        assert_eq!((*a.mr).addr as usize, addr);
+        assert_eq!((*a.mr).length, 128);
+        assert_eq!((*a.mr).pd, pd2);
+    }
+    // The MR moved to pd2: pd is free, pd2 is not.
+    // SAFETY: both PDs are ours.
+    unsafe {
+        assert_eq!(OPS.dealloc_pd.unwrap()(pd2), libc::EBUSY);
+        assert_eq!(OPS.dealloc_pd.unwrap()(pd), 0);
+    }
+    drop(a);
+    drop(other);
+}
+
 #[test]
 fn qp_caps_and_unsupported_types() {
     let c = Ctx::open();

@@ -7,6 +7,7 @@ use std::ptr::null_mut;
 use std::time::Duration;
 
 use common::*;
+use rsw::verbs_rs_provider_v1 as OPS;
 use verbs_abi::*;
 
 fn write_wr(wr_id: u64, sg: &mut [ibv_sge], raddr: u64, rkey: u32) -> ibv_send_wr {
@@ -118,6 +119,32 @@ fn unaligned_atomic() {
     let mut wr = send_wr(6, IBV_WR_ATOMIC_FETCH_AND_ADD, &mut sg, IBV_SEND_SIGNALED);
     wr.wr.atomic = ibv_send_wr_atomic {
         remote_addr: t.addr() + 4,
+        compare_add: 1,
+        swap: 0,
+        rkey: t.rkey(),
+    };
+    expect_rem_access(&p, &t, wr);
+}
+
+/// Atomic addresses are in the MR's iova space: an aligned iova does not
+/// make the host memory behind it aligned, and an atomic on unaligned host
+/// memory is refused like any misaligned one.
+#[test]
+fn atomic_on_unaligned_host_memory() {
+    let p = Pair::new();
+    let mut mem = vec![0x4142_4344_4546_4748u64; 9];
+    // SAFETY: 4 bytes into a 72-byte allocation, 64 bytes left.
+    let host = unsafe { (mem.as_mut_ptr() as *mut u8).add(4) };
+    let iova = 0x10_0000u64;
+    // SAFETY: pd is ours; the memory outlives the registration.
+    let mr = unsafe { OPS.reg_mr.unwrap()(p.pd, host.cast(), 64, iova, ALL) };
+    assert!(!mr.is_null(), "reg_mr: errno {}", errno());
+    let t = Buf { mem, len: 72, mr };
+    let res = p.buf(8);
+    let mut sg = [res.sge(0, 8)];
+    let mut wr = send_wr(8, IBV_WR_ATOMIC_FETCH_AND_ADD, &mut sg, IBV_SEND_SIGNALED);
+    wr.wr.atomic = ibv_send_wr_atomic {
+        remote_addr: iova + 8,
         compare_add: 1,
         swap: 0,
         rkey: t.rkey(),

@@ -295,8 +295,17 @@ fn qp_without_send_ops_has_no_builder() {
     }
 }
 
-#[test]
-fn channel_blocking_and_nonblocking() {
+type ChannelPair = (
+    Ctx,
+    *mut ibv_pd,
+    *mut ibv_comp_channel,
+    *mut ibv_cq,
+    *mut ibv_qp,
+    *mut ibv_qp,
+);
+
+/// Two QPs connected to each other, sharing one CQ bound to a channel.
+fn channel_pair() -> ChannelPair {
     let c = Ctx::open();
     let pd = c.alloc_pd();
     let ch = c.channel();
@@ -305,6 +314,25 @@ fn channel_blocking_and_nonblocking() {
     let b = c.qp(pd, cq, cq);
     let o = ConnOpts::default();
     connect(a, &o, b, &o);
+    (c, pd, ch, cq, a, b)
+}
+
+fn channel_pair_destroy(
+    a: *mut ibv_qp,
+    b: *mut ibv_qp,
+    cq: *mut ibv_cq,
+    ch: *mut ibv_comp_channel,
+) {
+    destroy_qp(a);
+    destroy_qp(b);
+    assert_eq!(destroy_cq(cq), 0);
+    // SAFETY: ch is live and unused.
+    assert_eq!(unsafe { OPS.destroy_comp_channel.unwrap()(ch) }, 0);
+}
+
+#[test]
+fn channel_blocking_and_nonblocking() {
+    let (c, pd, ch, cq, a, b) = channel_pair();
     let buf = Buf::new(pd, 8, IBV_ACCESS_LOCAL_WRITE);
     // SAFETY: ch is live.
     let fd = unsafe { (*ch).fd };
@@ -360,16 +388,7 @@ fn channel_blocking_and_nonblocking() {
     unsafe { libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK) };
     // SAFETY: cq is live.
     assert_eq!(unsafe { (*c.ctx).ops.req_notify_cq.unwrap()(cq, 0) }, 0);
-    let chp = ch as usize;
-    let waiter = std::thread::spawn(move || {
-        let mut ev_cq: *mut ibv_cq = null_mut();
-        let mut ev_ctx: *mut c_void = null_mut();
-        // SAFETY: the channel outlives the thread (joined below).
-        let r = unsafe {
-            OPS.get_cq_event.unwrap()(chp as *mut ibv_comp_channel, &mut ev_cq, &mut ev_ctx)
-        };
-        (r, ev_cq as usize)
-    });
+    let waiter = cq_event_waiter(ch);
     assert_eq!(post_recv(b, 3, &mut [buf.sge(0, 8)]), 0);
     let mut w = send_wr(4, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
     assert_eq!(post_send(a, &mut w), 0);
@@ -379,11 +398,55 @@ fn channel_blocking_and_nonblocking() {
     // SAFETY: cq is live.
     unsafe { OPS.ack_cq_events.unwrap()(cq, 1) };
 
-    destroy_qp(a);
-    destroy_qp(b);
-    assert_eq!(destroy_cq(cq), 0);
-    // SAFETY: ch is live and unused.
-    assert_eq!(unsafe { OPS.destroy_comp_channel.unwrap()(ch) }, 0);
+    channel_pair_destroy(a, b, cq, ch);
+}
+
+/// An event whose completions were all polled before it was read tells a
+/// blocking waiter nothing: it is skipped, the CQ re-armed, and the waiter
+/// returns at the next completion. Resizing the CQ in between must not
+/// change that.
+#[test]
+fn blocking_waiter_skips_a_stale_event_even_after_resize() {
+    let (c, pd, ch, cq, a, b) = channel_pair();
+    let buf = Buf::new(pd, 8, IBV_ACCESS_LOCAL_WRITE);
+    // SAFETY: ch is live.
+    let fd = unsafe { (*ch).fd };
+    let mut sg = [buf.sge(0, 8)];
+    let mut exchange = |id: u64| {
+        assert_eq!(post_recv(b, id, &mut [buf.sge(0, 8)]), 0);
+        let mut w = send_wr(id + 1, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+        assert_eq!(post_send(a, &mut w), 0);
+    };
+
+    // SAFETY: cq is live.
+    assert_eq!(unsafe { (*c.ctx).ops.req_notify_cq.unwrap()(cq, 0) }, 0);
+    exchange(1);
+    assert_eq!(wait_wcs(cq, 2).len(), 2);
+    let mut pf = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    assert_eq!(unsafe { libc::poll(&mut pf, 1, 10_000) }, 1);
+    // SAFETY: cq is live.
+    assert_eq!(unsafe { OPS.resize_cq.unwrap()(cq, 32) }, 0);
+
+    let waiter = cq_event_waiter(ch);
+    // Checks absence only: the stale event must not end the wait.
+    let quiet = std::time::Instant::now() + std::time::Duration::from_millis(300);
+    while std::time::Instant::now() < quiet {
+        assert!(!waiter.is_finished(), "woken by a stale event");
+        std::thread::yield_now();
+    }
+    exchange(3);
+    let (r, got) = waiter.join().unwrap();
+    assert_eq!((r, got), (0, cq as usize));
+    assert_eq!(wait_wcs(cq, 2).len(), 2);
+    // SAFETY: cq is live; one event was delivered.
+    unsafe { OPS.ack_cq_events.unwrap()(cq, 1) };
+
+    channel_pair_destroy(a, b, cq, ch);
 }
 
 #[test]

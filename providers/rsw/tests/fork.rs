@@ -5,7 +5,6 @@
 mod common;
 
 use std::ptr::null_mut;
-use std::time::Instant;
 
 use common::*;
 use verbs_abi::*;
@@ -72,22 +71,7 @@ fn fork_after_use() {
         // harness teardown.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
-    // Reap with a bounded wait.
-    let deadline = Instant::now() + WAIT * 2;
-    let mut status = 0;
-    loop {
-        // SAFETY: our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            break;
-        }
-        if Instant::now() > deadline {
-            // SAFETY: our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("child did not finish");
-        }
-        std::thread::yield_now();
-    }
+    let status = reap_child(pid, WAIT * 2);
     assert!(libc::WIFEXITED(status), "child status {status:#x}");
     assert_eq!(libc::WEXITSTATUS(status), 0, "child traffic failed");
     // The parent still works, including its old registrations.

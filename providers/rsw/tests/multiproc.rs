@@ -22,6 +22,30 @@ fn pattern(i: usize) -> u8 {
     (i % 251) as u8
 }
 
+/// A line to the parent, which reads our stdout.
+fn say(line: &str) {
+    println!("{line}");
+    std::io::stdout().flush().unwrap();
+}
+
+/// Child side of the handshake: tells the parent our QP number and the
+/// target buffer, reads the parent's QP number and connects to it.
+fn child_connect(q: *mut ibv_qp, target: &Buf) {
+    say(&format!(
+        "CHILD {} {} {}",
+        qpn(q),
+        target.addr(),
+        target.rkey()
+    ));
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let peer: u32 = line.trim().parse().unwrap();
+    let o = ConnOpts::default();
+    to_init(q, o.access);
+    to_rtr(q, peer, &o);
+    to_rts(q, &o);
+}
+
 /// The child side; a no-op unless started by `parent_writes_into_idle_child`.
 #[test]
 fn child_role() {
@@ -38,19 +62,9 @@ fn child_role() {
         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
     );
     let msg = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
-    println!("CHILD {} {} {}", qpn(q), target.addr(), target.rkey());
-    std::io::stdout().flush().unwrap();
-
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).unwrap();
-    let peer: u32 = line.trim().parse().unwrap();
-    let o = ConnOpts::default();
-    to_init(q, o.access);
-    to_rtr(q, peer, &o);
-    to_rts(q, &o);
+    child_connect(q, &target);
     assert_eq!(post_recv(q, 1, &mut [msg.sge(0, 64)]), 0);
-    println!("READY");
-    std::io::stdout().flush().unwrap();
+    say("READY");
 
     // No verbs calls until the flag (last byte) flips.
     let flag = (target.addr() + LEN as u64) as *const u8;
@@ -71,8 +85,7 @@ fn child_role() {
     let mut w = send_wr(2, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
     assert_eq!(post_send(q, &mut w), 0);
     assert_eq!(wait_wc(cq).status, IBV_WC_SUCCESS);
-    println!("RESULT {}", if ok { "OK" } else { "BAD" });
-    std::io::stdout().flush().unwrap();
+    say(if ok { "RESULT OK" } else { "RESULT BAD" });
     // Wait for the parent to finish before tearing down the QP.
     let mut line = String::new();
     let _ = std::io::stdin().lock().read_line(&mut line);
@@ -86,36 +99,50 @@ fn msg_fill(b: &Buf, data: &[u8]) {
     }
 }
 
-#[test]
-fn parent_writes_into_idle_child() {
-    if std::env::var(ROLE).is_ok() || std::env::var(ROLE_EXIT).is_ok() {
-        return;
-    }
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
-        .env(ROLE, "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Bound every blocking read below: if the child hangs, kill it (by its
-    // pid) so the reads end with EOF and the test fails instead of hanging.
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let pid = child.id() as libc::pid_t;
-    let watchdog = std::thread::spawn(move || {
-        if done_rx.recv_timeout(WAIT * 3).is_err() {
-            // SAFETY: signalling our own child process.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+/// The test binary run again as the peer in `role` (a test name, enabled
+/// by the environment variable `env`), spoken to line by line. A watchdog
+/// kills it (by its pid) if it hangs, so every read below ends.
+struct Child {
+    child: std::process::Child,
+    to_child: std::process::ChildStdin,
+    from_child: BufReader<std::process::ChildStdout>,
+    done_tx: std::sync::mpsc::Sender<()>,
+    watchdog: std::thread::JoinHandle<()>,
+}
+
+impl Child {
+    fn spawn(role: &str, env: &str) -> Child {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", role, "--nocapture", "--test-threads=1"])
+            .env(env, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let pid = child.id() as libc::pid_t;
+        let watchdog = std::thread::spawn(move || {
+            if done_rx.recv_timeout(WAIT * 3).is_err() {
+                // SAFETY: signalling our own child process.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        });
+        Child {
+            to_child: child.stdin.take().unwrap(),
+            from_child: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            done_tx,
+            watchdog,
         }
-    });
-    let mut to_child = child.stdin.take().unwrap();
-    let mut from_child = BufReader::new(child.stdout.take().unwrap());
-    let mut next = |prefix: &str| -> String {
+    }
+
+    /// The next line containing `prefix`, from the prefix on.
+    fn next(&mut self, prefix: &str) -> String {
         let mut l = String::new();
         loop {
             l.clear();
             assert!(
-                from_child.read_line(&mut l).unwrap() > 0,
+                self.from_child.read_line(&mut l).unwrap() > 0,
                 "child exited early"
             );
             // The harness may have printed "test child_role ... " first.
@@ -123,25 +150,48 @@ fn parent_writes_into_idle_child() {
                 return l[i..].trim().to_string();
             }
         }
-    };
-    let hello = next("CHILD ");
-    let f: Vec<&str> = hello.split(' ').collect();
-    let (peer, raddr, rkey): (u32, u64, u32) = (
-        f[1].parse().unwrap(),
-        f[2].parse().unwrap(),
-        f[3].parse().unwrap(),
-    );
+    }
 
+    /// Reads the child's "CHILD qpn addr rkey" line, creates our QP and
+    /// connects it to the child's; returns the QP, its CQ, the child's QP
+    /// number and its target buffer's address and rkey.
+    fn connect(&mut self, c: &Ctx, pd: *mut ibv_pd) -> (*mut ibv_qp, *mut ibv_cq, u32, u64, u32) {
+        let hello = self.next("CHILD ");
+        let f: Vec<&str> = hello.split(' ').collect();
+        let (peer, raddr, rkey): (u32, u64, u32) = (
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        );
+        let cq = c.cq(16, null_mut());
+        let q = c.qp(pd, cq, cq);
+        writeln!(self.to_child, "{}", qpn(q)).unwrap();
+        let o = ConnOpts::default();
+        to_init(q, o.access);
+        to_rtr(q, peer, &o);
+        to_rts(q, &o);
+        self.next("READY");
+        (q, cq, peer, raddr, rkey)
+    }
+
+    /// Waits for the child to exit; true if it succeeded.
+    fn finish(mut self) -> bool {
+        let st = self.child.wait().unwrap();
+        let _ = self.done_tx.send(());
+        self.watchdog.join().unwrap();
+        st.success()
+    }
+}
+
+#[test]
+fn parent_writes_into_idle_child() {
+    if std::env::var(ROLE).is_ok() || std::env::var(ROLE_EXIT).is_ok() {
+        return;
+    }
+    let mut child = Child::spawn("child_role", ROLE);
     let c = Ctx::open();
     let pd = c.alloc_pd();
-    let cq = c.cq(16, null_mut());
-    let q = c.qp(pd, cq, cq);
-    writeln!(to_child, "{}", qpn(q)).unwrap();
-    let o = ConnOpts::default();
-    to_init(q, o.access);
-    to_rtr(q, peer, &o);
-    to_rts(q, &o);
-    next("READY");
+    let (q, cq, peer, raddr, rkey) = child.connect(&c, pd);
 
     let mut data = Buf::new(pd, LEN, IBV_ACCESS_LOCAL_WRITE);
     for (i, x) in data.bytes_mut().iter_mut().enumerate() {
@@ -182,12 +232,9 @@ fn parent_writes_into_idle_child() {
     );
     assert_eq!(&msg.snapshot()[..5], b"pong!");
 
-    assert_eq!(next("RESULT "), "RESULT OK");
-    writeln!(to_child, "bye").unwrap();
-    let st = child.wait().unwrap();
-    let _ = done_tx.send(());
-    watchdog.join().unwrap();
-    assert!(st.success());
+    assert_eq!(child.next("RESULT "), "RESULT OK");
+    writeln!(child.to_child, "bye").unwrap();
+    assert!(child.finish());
 }
 
 /// A target that exits the moment it sees the last byte of a WRITE: the
@@ -203,17 +250,8 @@ fn exiting_child_role() {
     let cq = c.cq(16, null_mut());
     let q = c.qp(pd, cq, cq);
     let target = Buf::new(pd, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    println!("CHILD {} {} {}", qpn(q), target.addr(), target.rkey());
-    std::io::stdout().flush().unwrap();
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).unwrap();
-    let peer: u32 = line.trim().parse().unwrap();
-    let o = ConnOpts::default();
-    to_init(q, o.access);
-    to_rtr(q, peer, &o);
-    to_rts(q, &o);
-    println!("READY");
-    std::io::stdout().flush().unwrap();
+    child_connect(q, &target);
+    say("READY");
     let last = (target.addr() + 4095) as *const u8;
     let deadline = Instant::now() + WAIT;
     // SAFETY: inside the buffer.
@@ -232,58 +270,10 @@ fn write_to_a_target_that_exits_on_sight_succeeds() {
         return;
     }
     for round in 0..5 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "exiting_child_role",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE_EXIT, "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let pid = child.id() as libc::pid_t;
-        let watchdog = std::thread::spawn(move || {
-            if done_rx.recv_timeout(WAIT * 3).is_err() {
-                // SAFETY: signalling our own child process.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        });
-        let mut to_child = child.stdin.take().unwrap();
-        let mut from_child = BufReader::new(child.stdout.take().unwrap());
-        let mut next = |prefix: &str| -> String {
-            let mut l = String::new();
-            loop {
-                l.clear();
-                assert!(
-                    from_child.read_line(&mut l).unwrap() > 0,
-                    "child exited early"
-                );
-                if let Some(i) = l.find(prefix) {
-                    return l[i..].trim().to_string();
-                }
-            }
-        };
-        let hello = next("CHILD ");
-        let f: Vec<&str> = hello.split(' ').collect();
-        let (peer, raddr, rkey): (u32, u64, u32) = (
-            f[1].parse().unwrap(),
-            f[2].parse().unwrap(),
-            f[3].parse().unwrap(),
-        );
+        let mut child = Child::spawn("exiting_child_role", ROLE_EXIT);
         let c = Ctx::open();
         let pd = c.alloc_pd();
-        let cq = c.cq(16, null_mut());
-        let q = c.qp(pd, cq, cq);
-        writeln!(to_child, "{}", qpn(q)).unwrap();
-        let o = ConnOpts::default();
-        to_init(q, o.access);
-        to_rtr(q, peer, &o);
-        to_rts(q, &o);
-        next("READY");
+        let (q, cq, _, raddr, rkey) = child.connect(&c, pd);
         let mut data = Buf::new(pd, 4096, IBV_ACCESS_LOCAL_WRITE);
         data.bytes_mut().fill(0x5a);
         let mut sg = [data.sge(0, 4096)];
@@ -299,9 +289,7 @@ fn write_to_a_target_that_exits_on_sight_succeeds() {
             (IBV_WC_SUCCESS, round),
             "round {round}"
         );
-        assert!(child.wait().unwrap().success());
-        let _ = done_tx.send(());
-        watchdog.join().unwrap();
+        assert!(child.finish());
         destroy_qp(q);
     }
 }

@@ -13,23 +13,6 @@ use common::*;
 use rsw::wire::{Header, Hello, Op, HDR_LEN};
 use verbs_abi::*;
 
-/// CPU time (clock ticks) used so far by the thread named `rsw-progress`.
-fn progress_ticks() -> u64 {
-    for t in std::fs::read_dir("/proc/self/task").unwrap() {
-        let dir = t.unwrap().path();
-        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if comm.trim() == "rsw-progress" {
-            let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
-            // Fields after the parenthesised name; utime and stime are the
-            // 14th and 15th fields of the whole line.
-            let rest = &stat[stat.rfind(')').unwrap() + 2..];
-            let f: Vec<&str> = rest.split(' ').collect();
-            return f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-        }
-    }
-    panic!("no progress thread");
-}
-
 #[test]
 fn reset_of_a_stalled_connection_does_not_spin() {
     let c = Ctx::open();

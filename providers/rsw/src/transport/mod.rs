@@ -32,6 +32,12 @@ pub enum Listener {
     Tcp(tcp::TcpListener),
 }
 
+impl Drop for Listener {
+    fn drop(&mut self) {
+        crate::progress::unwatch(self.fd());
+    }
+}
+
 impl Listener {
     /// Opens a new listener; returns it and the QP number it defines.
     pub fn open() -> io::Result<(Listener, u32)> {
@@ -65,6 +71,12 @@ pub enum Connecting {
 /// One direction-pair byte stream between two QPs.
 pub enum Conn {
     Tcp(tcp::TcpConn),
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        crate::progress::unwatch(self.fd());
+    }
 }
 
 impl Conn {

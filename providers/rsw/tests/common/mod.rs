@@ -507,3 +507,54 @@ pub fn ack_async(ev: &mut ibv_async_event) {
     // SAFETY: ev came from get_async_event.
     unsafe { OPS.ack_async_event.unwrap()(ev) };
 }
+
+/// CPU time (clock ticks) used so far by the thread named `rsw-progress`.
+pub fn progress_ticks() -> u64 {
+    for t in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = t.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim() == "rsw-progress" {
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+            // Fields after the parenthesised name; utime and stime are the
+            // 14th and 15th fields of the whole line.
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            let f: Vec<&str> = rest.split(' ').collect();
+            return f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        }
+    }
+    panic!("no progress thread");
+}
+
+/// Reaps a forked child within `d`, killing it (by pid) if it overstays;
+/// returns its wait status.
+pub fn reap_child(pid: libc::pid_t, d: Duration) -> c_int {
+    let deadline = Instant::now() + d;
+    let mut status = 0;
+    loop {
+        // SAFETY: our own child.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            return status;
+        }
+        if Instant::now() > deadline {
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("child did not finish");
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// A thread blocked in `get_cq_event` on `ch`; yields its return value and
+/// the CQ it named.
+pub fn cq_event_waiter(ch: *mut ibv_comp_channel) -> std::thread::JoinHandle<(c_int, usize)> {
+    let chp = ch as usize;
+    std::thread::spawn(move || {
+        let mut ev_cq: *mut ibv_cq = null_mut();
+        let mut ev_ctx: *mut c_void = null_mut();
+        // SAFETY: the caller keeps the channel alive until it joins.
+        let r = unsafe {
+            OPS.get_cq_event.unwrap()(chp as *mut ibv_comp_channel, &mut ev_cq, &mut ev_ctx)
+        };
+        (r, ev_cq as usize)
+    })
+}
