@@ -237,6 +237,9 @@ pub struct QpInner {
     pub comm_est_sent: bool,
     /// IBV_EVENT_SQ_DRAINED is owed when the SQ drains in SQD.
     pub sqd_notify: bool,
+    /// `accept` failed (e.g. EMFILE); the listener is not watched until
+    /// this monotonic time.
+    pub accept_resume: Option<u64>,
     pub destroyed: bool,
 }
 
@@ -606,6 +609,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             tx_blocked: false,
             comm_est_sent: false,
             sqd_notify: false,
+            accept_resume: None,
             destroyed: false,
         }),
         async_events: Arc::new(EventCounter::default()),

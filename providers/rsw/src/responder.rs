@@ -128,13 +128,26 @@ pub fn is_stalled(g: &QpInner) -> bool {
 
 // ---- accepting ---------------------------------------------------------------
 
+/// How long a listener rests after `accept` failed.
+const ACCEPT_PAUSE_NS: u64 = 100_000_000;
+
 pub fn on_listener(qp: &Qp, g: &mut QpInner) {
     loop {
         let Some(l) = g.listener.as_ref() else { return };
         let conn = match l.accept() {
             Ok(Some(c)) => c,
-            // Out of descriptors or similar: leave the rest queued.
-            Ok(None) | Err(_) => return,
+            Ok(None) => return,
+            Err(_) => {
+                // Out of descriptors or similar: the connection stays queued
+                // and the listener readable, so watching it now would only
+                // spin. Stop watching it and try again a little later.
+                let Ok(e) = engine() else { return };
+                e.modify(l.fd(), token(qp.serial, Kind::Listener), 0);
+                let at = mono_ns() + ACCEPT_PAUSE_NS;
+                g.accept_resume = Some(at);
+                e.add_timer(at, qp.serial);
+                return;
+            }
         };
         if g.state == IBV_QPS_ERR {
             continue;
@@ -349,6 +362,17 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 }
 
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
+    if g.accept_resume.is_some_and(|d| d <= now) {
+        g.accept_resume = None;
+        if let (Some(l), Ok(e)) = (g.listener.as_ref(), engine()) {
+            e.modify(
+                l.fd(),
+                token(qp.serial, Kind::Listener),
+                libc::EPOLLIN as u32,
+            );
+        }
+        on_listener(qp, g);
+    }
     let Some(inc) = g.inc.as_mut() else { return };
     let Rx::Stalled(h) = inc.rx else { return };
     match inc.rnr_deadline {

@@ -1,0 +1,211 @@
+//! A peer that opens connections until the process runs out of descriptors:
+//! `accept()` fails with EMFILE while the connection stays queued, so the
+//! listener stays readable. The progress thread must not spin on it, must
+//! keep serving connected QPs, and must accept again once descriptors are
+//! available. The victim runs in a forked child with a lowered
+//! RLIMIT_NOFILE; the parent plays the peer. Alone in its binary: no other
+//! test thread may run during fork.
+
+mod common;
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::ptr::null_mut;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rsw::wire::{Header, Hello, Op, HDR_LEN};
+use verbs_abi::*;
+
+const FAKE: u32 = 4402;
+const IDLE_CONNS: usize = 12;
+
+fn pipe() -> (File, File) {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for two descriptors.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh and ours.
+    unsafe {
+        (
+            File::from(OwnedFd::from_raw_fd(fds[0])),
+            File::from(OwnedFd::from_raw_fd(fds[1])),
+        )
+    }
+}
+
+/// CPU ticks of the progress thread through a stat file opened in advance:
+/// once descriptors run out, opening /proc files is no longer possible.
+struct Ticks(File);
+
+impl Ticks {
+    fn open() -> Ticks {
+        for t in std::fs::read_dir("/proc/self/task").unwrap() {
+            let dir = t.unwrap().path();
+            let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            if comm.trim() == "rsw-progress" {
+                return Ticks(File::open(dir.join("stat")).unwrap());
+            }
+        }
+        panic!("no progress thread");
+    }
+
+    fn get(&self) -> u64 {
+        let mut b = [0u8; 1024];
+        let n = self.0.read_at(&mut b, 0).unwrap();
+        let s = std::str::from_utf8(&b[..n]).unwrap();
+        let rest = &s[s.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    }
+}
+
+fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd").unwrap().count() as u64
+}
+
+fn set_nofile(soft: u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid rlimit.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
+    r.rlim_cur = soft;
+    // SAFETY: as above; lowering the soft limit needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) }, 0);
+}
+
+/// The real pair still works: a SEND and an RDMA WRITE, bytes checked.
+fn healthy(p: &Pair, round: u8) {
+    let mut src = p.buf(64);
+    let dst = p.buf(64);
+    src.bytes_mut().fill(round);
+    assert_eq!(post_recv(p.b, 1, &mut [dst.sge(0, 32)]), 0);
+    let mut sg = [src.sge(0, 32)];
+    let mut w = send_wr(2, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    assert_eq!(wait_wc(p.cq_b).status, IBV_WC_SUCCESS);
+    let mut sg = [src.sge(32, 32)];
+    let mut w = send_wr(3, IBV_WR_RDMA_WRITE, &mut sg, IBV_SEND_SIGNALED);
+    w.wr.rdma = ibv_send_wr_rdma {
+        remote_addr: dst.addr() + 32,
+        rkey: dst.rkey(),
+    };
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    assert!(dst.snapshot().iter().all(|&b| b == round));
+}
+
+/// The victim's side: returns normally only if every check passed.
+fn child(mut to_parent: File, mut from_parent: File) {
+    let p = Pair::new();
+    healthy(&p, 1);
+    let pd = p.c.alloc_pd();
+    let cq = p.c.cq(16, null_mut());
+    let v = p.c.qp(pd, cq, cq);
+    let o = ConnOpts::default();
+    to_init(v, o.access);
+    to_rtr(v, FAKE, &o);
+    let recv = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    assert_eq!(post_recv(v, 9, &mut [recv.sge(0, 64)]), 0);
+    let ticks = Ticks::open();
+
+    // Room for only a few more descriptors.
+    let mut orig = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: orig is a valid rlimit.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut orig) },
+        0
+    );
+    set_nofile(open_fds() + 3);
+    to_parent.write_all(&qpn(v).to_ne_bytes()).unwrap();
+    // The parent has queued more connections than we can accept.
+    let mut b = [0u8; 1];
+    from_parent.read_exact(&mut b).unwrap();
+
+    // A measurement window, not synchronisation: a thread spinning on the
+    // readable listener would use nearly all of it (ticks are 10 ms).
+    let before = ticks.get();
+    std::thread::sleep(Duration::from_millis(400));
+    let used = ticks.get() - before;
+    assert!(used <= 6, "progress thread used {used} ticks in 400 ms");
+    healthy(&p, 2);
+
+    // Descriptors come back: the listener takes the queued connections and
+    // then the real peer's.
+    set_nofile(orig.rlim_cur);
+    to_parent.write_all(&[1]).unwrap();
+    let w = wait_wc(cq);
+    assert_eq!((w.status, w.wr_id, w.byte_len), (IBV_WC_SUCCESS, 9, 6));
+    assert_eq!(&recv.snapshot()[..6], b"resume");
+    healthy(&p, 3);
+}
+
+#[test]
+fn accept_out_of_descriptors_does_not_spin() {
+    let (mut from_child, to_parent) = pipe();
+    let (from_parent, mut to_child) = pipe();
+    // SAFETY: the test binary runs only this test; the child ends with
+    // _exit and never returns into the harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: bounds the child's life if something blocks.
+        unsafe { libc::alarm(30) };
+        drop(from_child);
+        drop(to_child);
+        // The harness captures this thread's output; report straight to
+        // the inherited stderr instead.
+        std::panic::set_hook(Box::new(|info| {
+            let msg = format!("child: {info}\n");
+            // SAFETY: writes a valid buffer to descriptor 2.
+            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        }));
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            child(to_parent, from_parent)
+        }))
+        .is_ok();
+        // SAFETY: leaves without running the harness in the child.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    drop(to_parent);
+    drop(from_parent);
+    let mut q = [0u8; 4];
+    from_child.read_exact(&mut q).expect("child started");
+    let port = u32::from_ne_bytes(q);
+    // Idle connections: queued by the kernel, more than the child can take.
+    let idle: Vec<TcpStream> = (0..IDLE_CONNS)
+        .map(|_| TcpStream::connect(("127.0.0.1", port as u16)).unwrap())
+        .collect();
+    to_child.write_all(&[1]).unwrap();
+    let mut b = [0u8; 1];
+    from_child.read_exact(&mut b).expect("child checked");
+    // The expected peer, behind the idle ones.
+    let mut s = TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+    let mut h = [0u8; HDR_LEN];
+    Hello {
+        src_gid: [0; 16],
+        src_qpn: FAKE,
+        dst_qpn: port,
+        psn: 0,
+    }
+    .encode(&mut h);
+    s.write_all(&h).unwrap();
+    let mut r = Header::new(Op::Send, 0);
+    r.length = 6;
+    r.encode(&mut h);
+    s.write_all(&h).unwrap();
+    s.write_all(b"resume").unwrap();
+    let deadline = Instant::now() + WAIT * 2;
+    let status = reap_child(pid, deadline - Instant::now());
+    drop(idle);
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "child checks failed");
+}
