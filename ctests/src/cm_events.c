@@ -665,6 +665,59 @@ static void case_closed_port(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/*
+ * A listener that starts just after the connect (a peer that agreed out of
+ * band to listen, as perftest -R does): the refused connect is retried and
+ * the connection is made instead of a REJECTED.
+ */
+static void case_listen_late(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_conn_param cp = { .qp_num = 1 };
+	struct rdma_cm_id *tmp, *lid, *cid, *sid;
+	struct sockaddr_in sin = loop4(0);
+	struct rdma_cm_event *ev;
+	long long t0;
+	uint16_t port;
+
+	CHECK(sch && cch);
+	CHECK_OK(rdma_create_id(sch, &tmp, NULL, RDMA_PS_TCP));
+	CHECK_OK(rdma_bind_addr(tmp, (struct sockaddr *)&sin));
+	port = ntohs(rdma_get_src_port(tmp));
+	CHECK_OK(rdma_destroy_id(tmp));
+
+	cid = client_route(cch, port);
+	t0 = now_ms();
+	CHECK_OK(rdma_connect(cid, &cp));
+	/* Nobody listens yet: nothing may be reported while retrying. */
+	CHECK(channel_quiet(cch, 20));
+
+	sin = loop4(port);
+	CHECK_OK(rdma_create_id(sch, &lid, NULL, RDMA_PS_TCP));
+	CHECK_OK(rdma_bind_addr(lid, (struct sockaddr *)&sin));
+	CHECK_OK(rdma_listen(lid, 4));
+	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	sid = ev->id;
+	CHECK_OK(rdma_ack_cm_event(ev));
+	CHECK(now_ms() - t0 < 2000);
+	CHECK_OK(rdma_accept(sid, &cp));
+	ev = expect(cch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK(ev->id == cid);
+	CHECK_OK(rdma_ack_cm_event(ev));
+	CHECK_OK(rdma_establish(cid));
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED);
+
+	CHECK_OK(rdma_disconnect(cid));
+	expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED);
+	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK_OK(rdma_destroy_id(cid));
+	CHECK_OK(rdma_destroy_id(sid));
+	CHECK_OK(rdma_destroy_id(lid));
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
 /* The listener destroys the new id instead of answering: REJECTED 28. */
 static void case_reject_by_destroy(void)
 {
@@ -2086,6 +2139,7 @@ static const struct {
 	{ "pdata_connect_accept", case_pdata_connect_accept },
 	{ "pdata_reject", case_pdata_reject },
 	{ "closed_port", case_closed_port },
+	{ "listen_late", case_listen_late },
 	{ "addr_error", case_addr_error },
 	{ "reject_by_destroy", case_reject_by_destroy },
 	{ "unreachable", case_unreachable },

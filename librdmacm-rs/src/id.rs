@@ -45,6 +45,11 @@ const HOP_LIMIT: u8 = 64;
 /// RDMA_CM_EVENT_TIMEWAIT_EXIT: the kernel's CM over RoCE waits about
 /// twice the packet lifetime, roughly half a second.
 const TIMEWAIT: Duration = Duration::from_millis(500);
+
+/// How often, and how far apart, a refused connect is tried again before
+/// it is reported as REJECTED (see `CmId::refused`).
+const REFUSED_RETRIES: u8 = 5;
+const REFUSED_DELAY: Duration = Duration::from_millis(50);
 /// How long a listener whose accept failed (no descriptors left) rests
 /// before trying again.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
@@ -137,6 +142,10 @@ pub struct IdState {
     /// for the REP, so a peer repeating MRAs cannot hold a connect open
     /// forever.
     mra_seen: bool,
+    /// Active: refused connects so far, and the REQ and source address kept
+    /// for the next try while one is scheduled (see `refused`).
+    refused: u8,
+    retry: Option<(Vec<u8>, Option<SocketAddr>)>,
     my_psn: u32,
     /// Negotiated responder resources and initiator depth of our QP.
     rr: u8,
@@ -229,6 +238,8 @@ impl CmId {
                 passive: false,
                 cm_started: false,
                 mra_seen: false,
+                refused: 0,
+                retry: None,
                 my_psn: 0,
                 rr: 0,
                 idepth: 0,
@@ -382,6 +393,7 @@ impl CmId {
                     return;
                 }
                 match st.phase {
+                    Phase::Connecting if st.retry.is_some() => self.retry_connect(&mut st),
                     Phase::Connecting | Phase::ReqSent | Phase::RepSent => {
                         self.fail(&mut st, RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT)
                     }
@@ -557,7 +569,7 @@ impl CmId {
                 st.phase = Phase::ReqSent;
                 self.flush(st);
             }
-            libc::ECONNREFUSED => self.rejected(st, REJ_INVALID_SERVICE_ID, &[]),
+            libc::ECONNREFUSED => self.refused(st),
             e => self.fail(st, RDMA_CM_EVENT_UNREACHABLE, -e),
         }
     }
@@ -1059,26 +1071,80 @@ impl CmId {
         st.cm_started = true;
         st.passive = false;
         st.mra_seen = false;
+        st.refused = 0;
         st.outbuf.clear();
         Msg::Req(info).encode(&mut st.outbuf);
+        if let Err(e) = self.start_connect(&mut st, dst) {
+            // Nothing watches this socket: give it up and leave the id where
+            // it was, so a later connect can try again.
+            self.close_sock(&mut st);
+            st.cm_started = false;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Starts the TCP connection to the listener with the REQ waiting in
+    /// `outbuf`. Errors are only those of watching the socket; connection
+    /// failures become events.
+    fn start_connect(self: &Arc<Self>, st: &mut IdState, dst: SocketAddr) -> Res<()> {
         let fd = st.sock.as_ref().ok_or(libc::EINVAL)?;
         sock::set_conn_options(fd);
         match sock::connect(fd, &dst) {
             Ok(_) => {
-                if let Err(e) = self.register(&mut st, EV_IN | EV_OUT) {
-                    // Nothing watches this socket: give it up and leave the
-                    // id where it was, so a later connect can try again.
-                    self.close_sock(&mut st);
-                    st.cm_started = false;
-                    return Err(e);
-                }
+                self.register(st, EV_IN | EV_OUT)?;
                 st.phase = Phase::Connecting;
-                self.arm(&mut st, TimerKind::Proto, cm_timeout());
+                self.arm(st, TimerKind::Proto, cm_timeout());
             }
-            Err(libc::ECONNREFUSED) => self.rejected(&mut st, REJ_INVALID_SERVICE_ID, &[]),
-            Err(e) => self.fail(&mut st, RDMA_CM_EVENT_UNREACHABLE, -e),
+            Err(libc::ECONNREFUSED) => self.refused(st),
+            Err(e) => self.fail(st, RDMA_CM_EVENT_UNREACHABLE, -e),
         }
         Ok(())
+    }
+
+    /// Nobody listens on the destination port. An IB CM rejects at once,
+    /// but a peer that has just agreed out of band to listen may not be
+    /// listening yet: perftest -R connects right after its handshake, and
+    /// with our instant address and route resolution it wins that race far
+    /// more often than over a kernel CM (Debian's perftest cannot recover).
+    /// So a refused connect is tried again a few times, 50 ms apart; a port
+    /// nobody opens still ends in REJECTED, a quarter of a second later.
+    fn refused(self: &Arc<Self>, st: &mut IdState) {
+        if st.refused >= REFUSED_RETRIES {
+            return self.rejected(st, REJ_INVALID_SERVICE_ID, &[]);
+        }
+        st.refused += 1;
+        let src = st.sock.as_ref().and_then(|fd| sock::local_addr(fd).ok());
+        let req = std::mem::take(&mut st.outbuf);
+        self.close_sock(st);
+        st.retry = Some((req, src));
+        st.phase = Phase::Connecting;
+        self.arm(st, TimerKind::Proto, REFUSED_DELAY);
+    }
+
+    /// The scheduled retry of a refused connect: a new socket on the same
+    /// source address (same port when it is still free), the same REQ.
+    fn retry_connect(self: &Arc<Self>, st: &mut IdState) {
+        let Some((req, src)) = st.retry.take() else {
+            return;
+        };
+        let Some(dst) = st.dst else { return };
+        let fd = match sock::tcp_socket(&dst) {
+            Ok(fd) => fd,
+            Err(e) => return self.fail(st, RDMA_CM_EVENT_UNREACHABLE, -e),
+        };
+        if let Some(a) = src {
+            let _ = sock::set_reuseaddr(&fd);
+            if sock::bind(&fd, &a).is_err() {
+                let _ = sock::bind(&fd, &SocketAddr::new(a.ip(), 0));
+            }
+        }
+        st.sock = Some(fd);
+        st.outbuf = req;
+        if let Err(e) = self.start_connect(st, dst) {
+            self.close_sock(st);
+            self.fail(st, RDMA_CM_EVENT_UNREACHABLE, -e);
+        }
     }
 
     pub fn accept(self: &Arc<Self>, p: Option<&rdma_conn_param>) -> Res<()> {
