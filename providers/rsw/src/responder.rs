@@ -42,6 +42,9 @@ pub struct PendingConn {
     buf: [u8; HDR_LEN],
     got: usize,
     hello: Option<Hello>,
+    /// When the connection is dropped if its hello is still incomplete, so
+    /// strangers that connect and say nothing cannot pile up descriptors.
+    hello_by: u64,
 }
 
 enum Rx {
@@ -130,6 +133,9 @@ pub fn is_stalled(g: &QpInner) -> bool {
 
 /// How long a listener rests after `accept` failed.
 const ACCEPT_PAUSE_NS: u64 = 100_000_000;
+/// How long an accepted connection may take to send its hello. A real peer
+/// sends it with its first bytes; only strangers and stalled peers wait.
+const HELLO_TIMEOUT_NS: u64 = 5_000_000_000;
 
 pub fn on_listener(qp: &Qp, g: &mut QpInner) {
     loop {
@@ -171,11 +177,14 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
         {
             continue;
         }
+        let hello_by = mono_ns() + HELLO_TIMEOUT_NS;
+        eng.add_timer(hello_by, qp.serial);
         g.pending[slot] = Some(PendingConn {
             conn,
             buf: [0; HDR_LEN],
             got: 0,
             hello: None,
+            hello_by,
         });
         on_pending(qp, g, slot);
     }
@@ -362,6 +371,13 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 }
 
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
+    for p in g.pending.iter_mut() {
+        if p.as_ref()
+            .is_some_and(|c| c.hello.is_none() && c.hello_by <= now)
+        {
+            *p = None;
+        }
+    }
     if g.accept_resume.is_some_and(|d| d <= now) {
         g.accept_resume = None;
         if let (Some(l), Ok(e)) = (g.listener.as_ref(), engine()) {

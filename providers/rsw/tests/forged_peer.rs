@@ -658,6 +658,37 @@ fn half_a_hello_or_header_then_silence() {
 }
 
 #[test]
+fn silent_strangers_are_dropped() {
+    let _s = serial();
+    let p = Pair::new();
+    let v = Victim::new(&p.c);
+    let mut silent = dial(v.qpn());
+    // Still held half a second later: a slow peer is not cut off at once.
+    silent
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    match silent.read(&mut b) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        r => panic!("silent connection not held: {r:?}"),
+    }
+    // Dropped by the hello deadline (5 s), so strangers that say nothing
+    // cannot pile up descriptors.
+    silent
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let t0 = Instant::now();
+    expect_closed(&mut silent);
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "closed after {:?}",
+        t0.elapsed()
+    );
+    after(&p, 12);
+    v.assert_unharmed();
+}
+
+#[test]
 fn flood_of_connections() {
     let _s = serial();
     let p = Pair::new();
