@@ -20,16 +20,19 @@ ip -n $a link set va$$ up
 ip -n $b link set vb$$ up
 
 port=18515
+# The first run names no device: the default (first) device must be the
+# veth one, whose GIDs the other host can reach, not rsw_lo.
 for args in "" "-e -c" "-N -s 65536 -n 200 -c"; do
+    if [ -z "$args" ]; then da="" db=""; else da="-d rsw_va$$" db="-d rsw_vb$$"; fi
     # shellcheck disable=SC2086
     timeout 60 ip netns exec $a env LD_LIBRARY_PATH="$LD_LIBRARY_PATH" IBV_CONFIG_DIR="$IBV_CONFIG_DIR" \
-        ibv_rc_pingpong -d rsw_va$$ -g 0 -p $port $args > "$work/srv" 2>&1 &
+        ibv_rc_pingpong $da -g 0 -p $port $args > "$work/srv" 2>&1 &
     srv=$!
     bg_pids="$bg_pids $srv"
     wait_listen $port $a
     # shellcheck disable=SC2086
     timeout 60 ip netns exec $b env LD_LIBRARY_PATH="$LD_LIBRARY_PATH" IBV_CONFIG_DIR="$IBV_CONFIG_DIR" \
-        ibv_rc_pingpong -d rsw_vb$$ -g 0 -p $port $args 198.51.100.1 > "$work/cli" 2>&1
+        ibv_rc_pingpong $db -g 0 -p $port $args 198.51.100.1 > "$work/cli" 2>&1
     crc=$?
     wait $srv; src=$?
     if [ $crc != 0 ] || [ $src != 0 ]; then

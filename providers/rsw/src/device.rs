@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::ffi::CStr;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_int, c_uint, c_void};
 
 use parking_lot::Mutex;
 use verbs_abi::provider::{ProviderDevice, DEVICE_NAME_MAX};
@@ -116,6 +116,7 @@ pub fn guid_for(ifname: &str, mac: Option<[u8; 6]>) -> [u8; 8] {
 
 struct IfScan {
     ifindex: u32,
+    loopback: bool,
     mac: Option<[u8; 6]>,
     v4: Vec<[u8; 4]>,
     v6: Vec<[u8; 16]>,
@@ -129,7 +130,9 @@ fn read_mtu(ifname: &str) -> u32 {
 }
 
 /// Lists the interfaces that have at least one IP address, ordered by
-/// interface index so device order is stable.
+/// interface index so device order is stable, loopback last: programs that
+/// take "the first device" (ibv_rc_pingpong, perftest without -d) should get
+/// one whose GIDs another host can reach, as with soft-RoCE on a NIC.
 pub fn scan() -> Vec<DeviceInfo> {
     let mut ifs: HashMap<String, IfScan> = HashMap::new();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
@@ -153,10 +156,12 @@ pub fn scan() -> Vec<DeviceInfo> {
         let ent = ifs.entry(name.clone()).or_insert_with(|| IfScan {
             // SAFETY: ifa_name is a valid C string.
             ifindex: unsafe { libc::if_nametoindex(ifa.ifa_name) },
+            loopback: false,
             mac: None,
             v4: Vec::new(),
             v6: Vec::new(),
         });
+        ent.loopback |= ifa.ifa_flags & libc::IFF_LOOPBACK as c_uint != 0;
         // SAFETY: ifa_addr points to a sockaddr whose family says which
         // concrete sockaddr type it is.
         unsafe {
@@ -184,24 +189,25 @@ pub fn scan() -> Vec<DeviceInfo> {
     // SAFETY: head came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
 
-    let mut out: Vec<DeviceInfo> = ifs
+    let mut out: Vec<(bool, DeviceInfo)> = ifs
         .into_iter()
         .filter(|(_, s)| !s.v4.is_empty() || !s.v6.is_empty())
         .map(|(ifname, s)| {
             let mut gids: Vec<[u8; 16]> = s.v4.iter().map(|a| ipv4_mapped(*a)).collect();
             gids.extend(s.v6.iter().copied());
-            DeviceInfo {
+            let info = DeviceInfo {
                 name: format!("rsw_{ifname}"),
                 guid: guid_for(&ifname, s.mac),
                 if_mtu: read_mtu(&ifname),
                 ifindex: s.ifindex,
                 ifname,
                 gids,
-            }
+            };
+            (s.loopback, info)
         })
         .collect();
-    out.sort_by_key(|d| d.ifindex);
-    out
+    out.sort_by_key(|(loopback, d)| (*loopback, d.ifindex));
+    out.into_iter().map(|(_, d)| d).collect()
 }
 
 /// What `ProviderDevice.handle` points to: the interface name. Interned and
