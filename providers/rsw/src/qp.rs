@@ -12,9 +12,10 @@
 //! `responder` (their requests, our responses).
 
 use std::cell::UnsafeCell;
+use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use verbs_abi::*;
@@ -28,7 +29,7 @@ use crate::qp_ex::Builder;
 use crate::requester::{self, OutConn};
 use crate::responder::{self, InConn, PendingConn};
 use crate::transport::{Listener, RemoteAddr};
-use crate::util::set_errno;
+use crate::util::{set_errno, ForkFresh};
 use crate::wire::Op;
 
 /// An empty scatter/gather entry, to preallocate SGE arrays with.
@@ -257,6 +258,24 @@ impl QpInner {
 }
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// The QPs handed out and not destroyed, by the address the application
+/// holds. The control verbs look a QP up here instead of trusting the
+/// pointer: librdmacm moves an id's QP to ERR when the application retrieves
+/// DISCONNECTED, and programs such as rping destroy that QP with
+/// `ibv_destroy_qp` first, so a stale pointer must fail with EINVAL rather
+/// than touch freed memory. The lookup also keeps the QP alive for the call.
+/// A forked child starts empty, as with every table here (`ForkFresh`).
+static LIVE: ForkFresh<Mutex<HashMap<usize, Weak<Qp>>>> =
+    ForkFresh::new(|| Mutex::new(HashMap::new()));
+
+/// The live QP behind an application pointer, if it is one of ours.
+fn live(qp: *mut ibv_qp) -> Option<Arc<Qp>> {
+    LIVE.get()
+        .lock()
+        .get(&(qp as usize))
+        .and_then(Weak::upgrade)
+}
 
 #[repr(C)]
 pub struct Qp {
@@ -640,7 +659,10 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         qp.recv_cq.attach_qp(&qp);
     }
     a.cap = cap;
-    Ok(Arc::into_raw(qp) as *mut ibv_qp)
+    let weak = Arc::downgrade(&qp);
+    let p = Arc::into_raw(qp) as *mut ibv_qp;
+    LIVE.get().lock().insert(p as usize, weak);
+    Ok(p)
 }
 
 pub(crate) unsafe extern "C" fn create_qp_ex(
@@ -658,7 +680,12 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
 }
 
 pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
-    // SAFETY: qp came from create_qp_ex.
+    // Removing it first makes a second destroy, or a racing one, fail.
+    if LIVE.get().lock().remove(&(qp as usize)).is_none() {
+        return libc::EINVAL;
+    }
+    // SAFETY: qp came from create_qp_ex and was live until just now; only
+    // this call reclaims it.
     let q = unsafe { Qp::from_ibv(qp) };
     if let Ok(e) = engine() {
         e.unregister_qp(q.serial);
@@ -947,9 +974,15 @@ pub(crate) unsafe extern "C" fn modify_qp(
     attr: *mut ibv_qp_attr,
     mask: c_int,
 ) -> c_int {
-    // SAFETY: qp came from create_qp_ex; attr points to caller attributes.
-    let (q, a) = unsafe { (Qp::from_ibv(qp), &*attr) };
-    match modify(q, a, mask as u32) {
+    let Some(q) = live(qp) else {
+        return libc::EINVAL;
+    };
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: attr points to the caller's attributes (checked non-null).
+    let a = unsafe { &*attr };
+    match modify(&q, a, mask as u32) {
         Ok(()) => 0,
         Err(e) => e,
     }
@@ -961,8 +994,9 @@ pub(crate) unsafe extern "C" fn query_qp(
     _mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    // SAFETY: qp came from create_qp_ex.
-    let q = unsafe { Qp::from_ibv(qp) };
+    let Some(q) = live(qp) else {
+        return libc::EINVAL;
+    };
     let g = q.inner.lock();
     let mut a = g.attr;
     a.qp_state = g.state;

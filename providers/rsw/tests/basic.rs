@@ -315,6 +315,18 @@ fn qp_caps_and_unsupported_types() {
 
     destroy_qp(qp);
     destroy_qp(qp2);
+    // A destroyed QP's pointer fails with EINVAL instead of touching freed
+    // memory (librdmacm moves an id's QP to ERR on DISCONNECTED even after
+    // the program destroyed it, as rping does).
+    let mut attr = ibv_qp_attr::zeroed();
+    attr.qp_state = IBV_QPS_ERR;
+    assert_eq!(modify(qp, &mut attr, IBV_QP_STATE), libc::EINVAL);
+    let mut init = ibv_qp_init_attr::zeroed();
+    // SAFETY: the provider must reject the stale pointer without using it.
+    let rc = unsafe { OPS.query_qp.unwrap()(qp, &mut attr, 0, &mut init) };
+    assert_eq!(rc, libc::EINVAL);
+    // SAFETY: as above, for a second destroy.
+    assert_eq!(unsafe { OPS.destroy_qp.unwrap()(qp2) }, libc::EINVAL);
     assert_eq!(destroy_cq(cq), 0);
     // SAFETY: pd is ours and now unused.
     assert_eq!(unsafe { OPS.dealloc_pd.unwrap()(pd) }, 0);
