@@ -113,7 +113,7 @@ ctests-bin: $(CTEST_BINS)
 # -MD records every header used; a header taken from /usr/include/infiniband
 # or /usr/include/rdma means include/ lacks it, which must not pass unnoticed
 # on machines that have rdma-core's -dev packages installed.
-$(BUILD)/ctests/%: ctests/src/%.c $(HEADERS) $(wildcard ctests/src/common/*)
+$(BUILD)/ctests/%: ctests/src/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CTEST_CFLAGS) -I include -MD -MP -MF $@.d -o $@ $< -L $(BUILD)/lib \
 	  $$(grep -q '^[[:space:]]*#[[:space:]]*include[[:space:]]*<rdma/' $< && echo -lrdmacm) \
