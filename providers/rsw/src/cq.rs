@@ -21,7 +21,7 @@
 use std::cell::UnsafeCell;
 use std::os::fd::RawFd;
 use std::os::raw::{c_int, c_uint};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -120,6 +120,8 @@ pub struct Cq {
     chan_wr: RawFd,
     wc_flags: u64,
     ignore_overrun: bool,
+    /// The ring overflowed: the CQ and its QPs are in error.
+    overrun: AtomicBool,
     /// The completion `ibv_start_poll`/`ibv_next_poll` moved to; only the
     /// single thread inside a start/end poll section touches it.
     cur: UnsafeCell<Cqe>,
@@ -184,11 +186,22 @@ impl Cq {
             }
             r.error = true;
             drop(r);
+            self.overrun.store(true, Ordering::Release);
             self.ctx.async_q.push(
                 self.as_ibv() as usize,
                 IBV_EVENT_CQ_ERR,
                 Some(self.async_events.clone()),
             );
+            // Every QP on this CQ has lost completions: have each move
+            // itself to ERR (the caller may hold one QP's lock, so none is
+            // changed from here).
+            if let Ok(e) = crate::progress::engine() {
+                for w in self.qps.lock().iter() {
+                    if let Some(q) = w.upgrade() {
+                        e.kick(q.serial);
+                    }
+                }
+            }
             return;
         }
         let slot = (r.head + r.len) % cap;
@@ -207,6 +220,11 @@ impl Cq {
         if fire && self.chan_wr >= 0 {
             channel::notify(self.chan_wr, self.serial);
         }
+    }
+
+    /// Whether the CQ overran (see [`Cq::push`]).
+    pub fn overran(&self) -> bool {
+        self.overrun.load(Ordering::Acquire)
     }
 
     pub fn attach_qp(&self, qp: &Arc<Qp>) {
@@ -332,6 +350,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         chan_wr,
         wc_flags: a.wc_flags,
         ignore_overrun: flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN != 0,
+        overrun: AtomicBool::new(false),
         cur: UnsafeCell::new(Cqe::default()),
         comp_events: EventCounter::default(),
         async_events: Arc::new(EventCounter::default()),

@@ -241,6 +241,16 @@ pub struct QpInner {
     /// `accept` failed (e.g. EMFILE); the listener is not watched until
     /// this monotonic time.
     pub accept_resume: Option<u64>,
+    /// An incoming connection was accepted since RTR; no other may be.
+    pub inc_bound: bool,
+    /// The retry timer (see `requester`): when it next ticks (0: not
+    /// running), whether the peer showed signs of life since the last tick,
+    /// consecutive ticks without any, and until when an RNR wait notice
+    /// vouches for the peer.
+    pub ack_tick_at: u64,
+    pub ack_progress: bool,
+    pub ack_idle: u8,
+    pub rnr_hold_until: u64,
     pub destroyed: bool,
 }
 
@@ -440,6 +450,9 @@ impl Qp {
         g.tx_blocked = false;
         g.comm_est_sent = false;
         g.sqd_notify = false;
+        g.inc_bound = false;
+        g.ack_idle = 0;
+        g.rnr_hold_until = 0;
         g.attr = ibv_qp_attr::zeroed();
         self.set_state(g, IBV_QPS_RESET);
     }
@@ -474,6 +487,7 @@ impl Qp {
         if g.destroyed {
             return;
         }
+        self.check_cq_overrun(&mut g);
         responder::pump(self, &mut g);
         requester::pump(self, &mut g);
     }
@@ -501,6 +515,20 @@ impl Qp {
             return;
         }
         responder::on_timer(self, &mut g, now);
+        requester::on_timer(self, &mut g, now);
+    }
+
+    /// A CQ of this QP overran: the completions it lost make the QP's
+    /// queues meaningless, so, as the spec says, the QP goes to the error
+    /// state with `IBV_EVENT_QP_FATAL`.
+    fn check_cq_overrun(&self, g: &mut QpInner) {
+        if g.state == IBV_QPS_ERR || g.state == IBV_QPS_RESET {
+            return;
+        }
+        if self.send_cq.overran() || self.recv_cq.overran() {
+            self.async_event(IBV_EVENT_QP_FATAL);
+            self.enter_error(g);
+        }
     }
 }
 
@@ -629,6 +657,11 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             comm_est_sent: false,
             sqd_notify: false,
             accept_resume: None,
+            inc_bound: false,
+            ack_tick_at: 0,
+            ack_progress: false,
+            ack_idle: 0,
+            rnr_hold_until: 0,
             destroyed: false,
         }),
         async_events: Arc::new(EventCounter::default()),
@@ -911,6 +944,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
         return Err(libc::EINVAL);
     }
     check_values(qp, a, mask)?;
+    let saved = g.attr;
     store(&mut g, a, mask);
     match new {
         IBV_QPS_RESET => qp.reset(&mut g),
@@ -919,7 +953,15 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
         IBV_QPS_RTR => {
             qp.set_state(&mut g, IBV_QPS_RTR);
             if cur == IBV_QPS_INIT {
-                to_rtr(qp, &mut g);
+                if let Err(e) = to_rtr(qp, &mut g) {
+                    // No socket for the connection: the modify fails and
+                    // the QP stays in INIT, as a failed command leaves it.
+                    g.attr = saved;
+                    g.remote = None;
+                    g.out = None;
+                    qp.set_state(&mut g, IBV_QPS_INIT);
+                    return Err(e);
+                }
             }
         }
         IBV_QPS_RTS => {
@@ -941,7 +983,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
 
 /// Entering RTR: the peer is known, so open our outgoing connection and let
 /// a peer connection that arrived early through.
-fn to_rtr(qp: &Qp, g: &mut QpInner) {
+fn to_rtr(qp: &Qp, g: &mut QpInner) -> Result<(), c_int> {
     let dev = &qp.ctx.dev;
     let first = dev.gids.first().copied().unwrap_or([0; 16]);
     let ah = g.attr.ah_attr;
@@ -964,9 +1006,12 @@ fn to_rtr(qp: &Qp, g: &mut QpInner) {
         gid,
         qpn: g.attr.dest_qp_num,
         ifindex: dev.ifindex,
+        global: ah.is_global != 0,
     });
-    requester::start(qp, g);
+    g.inc_bound = false;
+    requester::start(qp, g)?;
     responder::promote_pending(qp, g);
+    Ok(())
 }
 
 pub(crate) unsafe extern "C" fn modify_qp(

@@ -13,8 +13,8 @@ use verbs_abi::*;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
 use crate::qp::{Qp, QpInner};
-use crate::transport::{Conn, Connecting, MAX_IOV};
-use crate::util::iov;
+use crate::transport::{Conn, ConnectError, Connecting, MAX_IOV};
+use crate::util::{iov, mono_ns};
 use crate::wire::{msn_before, Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
 
 /// Marks the hello as what is being transmitted (it belongs to no WQE).
@@ -54,19 +54,27 @@ enum Broken {
 }
 
 /// Opens the outgoing connection (entering RTR). The hello is queued as the
-/// first bytes to send.
-pub fn start(qp: &Qp, g: &mut QpInner) {
+/// first bytes to send. Fails with an errno only when this host cannot make
+/// the connection (out of descriptors, say); a peer that cannot be reached
+/// is found out later, as on hardware, by the retry timer.
+pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
     g.out = None;
     g.peer_gone = false;
-    let Some(remote) = g.remote else { return };
-    let (conn, connected) = match Conn::connect(&remote) {
+    let Some(remote) = g.remote else {
+        return Ok(());
+    };
+    let (conn, connected) = match Conn::connect(&remote, &g.local_gid) {
         Ok(Connecting::Ready(c)) => (c, true),
         Ok(Connecting::Pending(c)) => (c, false),
-        Err(_) => {
+        Err(ConnectError::Local(e)) => return Err(e.raw_os_error().unwrap_or(libc::ENOMEM)),
+        Err(ConnectError::Remote(_)) => {
             g.peer_gone = true;
-            return;
+            return Ok(());
         }
     };
+    if let Some(budget) = retry_budget_ns(g) {
+        conn.set_user_timeout((budget / 1_000_000).clamp(1, u32::MAX as u64) as u32);
+    }
     let mut hello = [0u8; HDR_LEN];
     Hello {
         src_gid: g.local_gid,
@@ -80,17 +88,9 @@ pub fn start(qp: &Qp, g: &mut QpInner) {
     } else {
         (libc::EPOLLIN | libc::EPOLLOUT) as u32
     };
-    let Ok(eng) = engine() else {
-        g.peer_gone = true;
-        return;
-    };
-    if eng
-        .add(conn.fd(), token(qp.serial, Kind::Outgoing), events)
-        .is_err()
-    {
-        g.peer_gone = true;
-        return;
-    }
+    let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+    eng.add(conn.fd(), token(qp.serial, Kind::Outgoing), events)
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     g.out = Some(OutConn {
         conn,
         connected,
@@ -106,6 +106,92 @@ pub fn start(qp: &Qp, g: &mut QpInner) {
         rx_read: None,
     });
     pump(qp, g);
+    Ok(())
+}
+
+// ---- the retry timer ----------------------------------------------------------
+//
+// InfiniBand's requester retransmits when no acknowledgement comes within the
+// local ACK timeout (4.096 us x 2^timeout) and gives up with
+// IBV_WC_RETRY_EXC_ERR after retry_cnt retries. TCP does the retransmitting
+// here, so what remains of the contract is the bound: while work is
+// outstanding, a timer ticks once per ACK timeout, and retry_cnt + 1
+// consecutive ticks without any sign of the peer (bytes accepted by or
+// received from the connection, or an RNR wait notice) fail the QP. Nothing
+// on the post path arms a timer or reads a clock while a QP is busy: the
+// tick re-arms itself until the QP has been idle for a whole period.
+
+/// Shortest ACK timeout honoured. Below it a busy machine's scheduling
+/// delays alone would exhaust the retries of a live peer (timeout 13).
+const MIN_ACK_TIMEOUT_NS: u64 = 4096 << 13;
+/// After an RNR wait notice the peer is known alive for this long.
+pub const RNR_NOTICE_GRACE_NS: u64 = 3 * RNR_NOTICE_NS;
+/// How often a stalled responder repeats its RNR wait notice.
+pub const RNR_NOTICE_NS: u64 = 100_000_000;
+
+/// One ACK timeout (a "try"), or None for timeout 0 (wait forever).
+fn ack_timeout_ns(g: &QpInner) -> Option<u64> {
+    match g.attr.timeout {
+        0 => None,
+        t => Some((4096u64 << t.min(31)).max(MIN_ACK_TIMEOUT_NS)),
+    }
+}
+
+/// How long a silent peer is given before its requests fail.
+fn retry_budget_ns(g: &QpInner) -> Option<u64> {
+    ack_timeout_ns(g).map(|t| t * (g.attr.retry_cnt.min(7) as u64 + 1))
+}
+
+/// Requests wait for the peer: transmitted and unanswered, or queued to go
+/// out in RTS.
+fn outstanding(g: &QpInner) -> bool {
+    match g.state {
+        IBV_QPS_RTS => g.sq.head != g.sq.tail,
+        IBV_QPS_SQD => g.sq.head != g.sq.tx,
+        _ => false,
+    }
+}
+
+/// Starts the tick if work is outstanding and it is not running.
+fn arm_retry_timer(qp: &Qp, g: &mut QpInner) {
+    if g.ack_tick_at != 0 || !outstanding(g) {
+        return;
+    }
+    let Some(t) = ack_timeout_ns(g) else { return };
+    let Ok(e) = engine() else { return };
+    g.ack_tick_at = mono_ns() + t;
+    g.ack_idle = 0;
+    g.ack_progress = false;
+    e.add_timer(g.ack_tick_at, qp.serial);
+}
+
+/// The retry timer's tick (see above).
+pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
+    if g.ack_tick_at == 0 || g.ack_tick_at > now {
+        return;
+    }
+    g.ack_tick_at = 0;
+    let Some(t) = ack_timeout_ns(g) else { return };
+    let progressed = std::mem::take(&mut g.ack_progress);
+    if !outstanding(g) {
+        g.ack_idle = 0;
+        if !progressed {
+            return; // idle for a whole period: the next post re-arms
+        }
+    } else if progressed || now < g.rnr_hold_until {
+        g.ack_idle = 0;
+    } else {
+        g.ack_idle += 1;
+        if g.ack_idle > g.attr.retry_cnt.min(7) {
+            g.ack_idle = 0;
+            fail(qp, g, Broken::Lost);
+            return;
+        }
+    }
+    g.ack_tick_at = now + t;
+    if let Ok(e) = engine() {
+        e.add_timer(g.ack_tick_at, qp.serial);
+    }
 }
 
 pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
@@ -119,6 +205,7 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
             return;
         }
         out.connected = true;
+        g.ack_progress = true;
     }
     if let Err(b) = receive(qp, g) {
         fail(qp, g, b);
@@ -136,6 +223,7 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
         }
         return;
     }
+    arm_retry_timer(qp, g);
     // From RTR on the hello goes out; requests only start in RTS.
     if let Err(b) = transmit(qp, g) {
         // A responder that refused a request closes with our later requests
@@ -291,6 +379,7 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
     let r = unsafe { out.conn.send_iov(&v[..n], false) };
     match r {
         Ok(k) => {
+            g.ack_progress |= k > 0;
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
             out.tx_off += k;
             if out.tx_off == out.tx_total {
@@ -322,6 +411,8 @@ fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
             Err(_) => return Err(Broken::Lost),
         }
+        g.ack_progress = true;
+        let out = g.out.as_mut().ok_or(Broken::Lost)?;
         if out.rx_got < HDR_LEN {
             continue;
         }
@@ -427,6 +518,14 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
                 qp.after_send_completions(g);
             }
         }
+        Op::RnrWait => {
+            // The responder is alive and waiting for a receive: not a
+            // reason to give up, however long it takes.
+            ack(qp, g, h.msn, false)?;
+            head_for(g, h.msn)?;
+            g.rnr_hold_until = mono_ns() + RNR_NOTICE_GRACE_NS;
+            qp.after_send_completions(g);
+        }
         Op::Nak => {
             ack(qp, g, h.msn, false)?;
             head_for(g, h.msn)?;
@@ -475,6 +574,7 @@ fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
         Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
         Err(_) => return Err(Broken::Lost),
     };
+    g.ack_progress = true;
     let out = g.out.as_mut().ok_or(Broken::Lost)?;
     let rd = out.rx_read.as_mut().ok_or(Broken::Lost)?;
     if bad {

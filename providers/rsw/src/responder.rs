@@ -20,14 +20,16 @@
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use verbs_abi::*;
 
 use crate::cq::Cqe;
 use crate::mr;
-use crate::progress::{engine, max_pending_slots, token, Kind};
+use crate::progress::{engine, token, Kind};
 use crate::qp::{rnr_timer_ns, Qp, QpInner};
-use crate::transport::{Conn, MAX_IOV};
+use crate::requester::RNR_NOTICE_NS;
+use crate::transport::{canon_gid, Conn, Endpoints, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
 
@@ -39,12 +41,72 @@ const MAX_QUEUED_READ_BYTES: u64 = 8 << 20;
 /// An accepted connection before it is known to be our peer's.
 pub struct PendingConn {
     conn: Conn,
+    ends: Endpoints,
     buf: [u8; HDR_LEN],
     got: usize,
     hello: Option<Hello>,
-    /// When the connection is dropped if its hello is still incomplete, so
-    /// strangers that connect and say nothing cannot pile up descriptors.
-    hello_by: u64,
+    _counted: Counted,
+    /// When the connection is dropped if it is still pending: strangers
+    /// that connect and say nothing, or name a QP that never reaches RTR,
+    /// cannot pile up descriptors.
+    deadline: u64,
+}
+
+/// Pending connections of the whole process (every QP's), for the cap.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Connections closed because they did not come from the QP's peer, or
+/// arrived when the limits were reached.
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// How many incoming connections were refused as foreign or over a limit
+/// since the process started (for tests and diagnostics).
+pub fn refused_connections() -> u64 {
+    REFUSED.load(Ordering::Relaxed)
+}
+
+/// Pending connections held now, process-wide.
+pub fn pending_connections() -> usize {
+    PENDING.load(Ordering::Relaxed)
+}
+
+/// One pending connection counted in [`PENDING`] for as long as it lives.
+struct Counted;
+
+impl Counted {
+    fn new() -> Counted {
+        PENDING.fetch_add(1, Ordering::Relaxed);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        PENDING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// At most this many pending connections per QP. A real peer needs one.
+const MAX_PENDING_PER_QP: usize = 8;
+
+/// Process-wide cap on pending connections: a quarter of the descriptor
+/// limit, so strangers can never take the descriptors the application and
+/// its own QPs need.
+fn max_pending_total() -> usize {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid out-pointer.
+    let cur = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        1024
+    };
+    (cur / 4).clamp(4, 4096) as usize
+}
+
+fn refuse() {
+    REFUSED.fetch_add(1, Ordering::Relaxed);
 }
 
 enum Rx {
@@ -81,6 +143,8 @@ pub struct InConn {
     /// responses are out.
     closing: bool,
     rnr_deadline: Option<u64>,
+    /// When the next RNR wait notice is due while stalled.
+    rnr_notice_at: u64,
     /// The last bytes of the payload being received (see [`TAIL`]).
     tail: [u8; TAIL as usize],
 }
@@ -122,6 +186,7 @@ impl InConn {
         self.closing = true;
         self.rx = Rx::Header;
         self.rnr_deadline = None;
+        self.rnr_notice_at = 0;
     }
 }
 
@@ -135,12 +200,33 @@ pub fn is_stalled(g: &QpInner) -> bool {
 const ACCEPT_PAUSE_NS: u64 = 100_000_000;
 /// How long an accepted connection may take to send its hello. A real peer
 /// sends it with its first bytes; only strangers and stalled peers wait.
-const HELLO_TIMEOUT_NS: u64 = 5_000_000_000;
+const HELLO_TIMEOUT_NS: u64 = 2_000_000_000;
+/// How long a connection with a valid hello is held for a QP that has not
+/// reached RTR yet (its peer got there first, the usual case, by moments).
+const HELD_TIMEOUT_NS: u64 = 30_000_000_000;
+
+/// Whether a connection that arrived at `local` from `peer` can be the
+/// QP's peer: it must arrive at one of the device's addresses (a QP of
+/// rsw_lo is not reachable from other hosts), and once the peer is known
+/// (RTR), come from the peer's address.
+fn endpoints_ok(qp: &Qp, g: &QpInner, e: &Endpoints) -> bool {
+    let gids = &qp.ctx.dev.gids;
+    if !gids.iter().any(|d| canon_gid(d) == e.local) {
+        return false;
+    }
+    match g.remote {
+        Some(r) if r.global => canon_gid(&r.gid) == e.peer,
+        // LID-only addressing means this host: the peer's address is one
+        // of ours.
+        Some(_) => e.peer == e.local || gids.iter().any(|d| canon_gid(d) == e.peer),
+        None => true,
+    }
+}
 
 pub fn on_listener(qp: &Qp, g: &mut QpInner) {
     loop {
         let Some(l) = g.listener.as_ref() else { return };
-        let conn = match l.accept() {
+        let (conn, ends) = match l.accept() {
             Ok(Some(c)) => c,
             Ok(None) => return,
             Err(_) => {
@@ -155,16 +241,33 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                 return;
             }
         };
-        if g.state == IBV_QPS_ERR {
+        if g.state == IBV_QPS_ERR || g.inc_bound || !endpoints_ok(qp, g, &ends) {
+            refuse();
+            continue;
+        }
+        if PENDING.load(Ordering::Relaxed) >= max_pending_total() {
+            refuse();
             continue;
         }
         let slot = match g.pending.iter().position(Option::is_none) {
             Some(s) => s,
-            None if g.pending.len() < max_pending_slots() => {
+            None if g.pending.len() < MAX_PENDING_PER_QP => {
                 g.pending.push(None);
                 g.pending.len() - 1
             }
-            None => continue,
+            None => {
+                // Full: the oldest gives way, so a flood cannot lock the
+                // real peer out for longer than it keeps flooding.
+                let oldest = g
+                    .pending
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, p)| p.as_ref().map_or(0, |p| p.deadline))
+                    .map_or(0, |(i, _)| i);
+                g.pending[oldest] = None;
+                refuse();
+                oldest
+            }
         };
         let Ok(eng) = engine() else { return };
         if eng
@@ -177,14 +280,16 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
         {
             continue;
         }
-        let hello_by = mono_ns() + HELLO_TIMEOUT_NS;
-        eng.add_timer(hello_by, qp.serial);
+        let deadline = mono_ns() + HELLO_TIMEOUT_NS;
+        eng.add_timer(deadline, qp.serial);
         g.pending[slot] = Some(PendingConn {
             conn,
+            ends,
             buf: [0; HDR_LEN],
             got: 0,
             hello: None,
-            hello_by,
+            _counted: Counted::new(),
+            deadline,
         });
         on_pending(qp, g, slot);
     }
@@ -215,6 +320,7 @@ pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
             Ok(h) if h.dst_qpn == qp.qpn => p.hello = Some(h),
             _ => {
                 g.pending[slot] = None;
+                refuse();
                 return;
             }
         }
@@ -232,9 +338,14 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
     let Some(hello) = p.hello else { return };
     match g.state {
         IBV_QPS_RESET | IBV_QPS_INIT => {
-            // Not reading it until RTR is what holds it.
+            // Not reading it until RTR is what holds it, for a while.
+            let deadline = mono_ns() + HELD_TIMEOUT_NS;
             if let Ok(e) = engine() {
                 e.modify(p.conn.fd(), token(qp.serial, Kind::Pending(slot)), 0);
+                e.add_timer(deadline, qp.serial);
+            }
+            if let Some(Some(p)) = g.pending.get_mut(slot) {
+                p.deadline = deadline;
             }
         }
         IBV_QPS_ERR => g.pending[slot] = None,
@@ -243,15 +354,23 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
             let Some(p) = g.pending[slot].take() else {
                 return;
             };
-            if hello.src_qpn != remote.qpn {
+            // Bound to the pair given at RTR: the peer's QPN, GID and
+            // address, and only one connection per RTR, so nobody can take
+            // over a live connection by claiming to be the peer.
+            let gid_ok = !remote.global || canon_gid(&hello.src_gid) == canon_gid(&remote.gid);
+            if hello.src_qpn != remote.qpn
+                || !gid_ok
+                || !endpoints_ok(qp, g, &p.ends)
+                || g.inc_bound
+            {
+                refuse();
                 return;
             }
+            g.inc_bound = true;
             let events = libc::EPOLLIN as u32;
             if let Ok(e) = engine() {
                 e.modify(p.conn.fd(), token(qp.serial, Kind::Incoming), events);
             }
-            // A newer connection from the peer replaces an older one (the
-            // peer re-connected, e.g. after a reset).
             g.inc = Some(InConn {
                 conn: p.conn,
                 peer_qpn: hello.src_qpn,
@@ -263,6 +382,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 read_bytes: 0,
                 closing: false,
                 rnr_deadline: None,
+                rnr_notice_at: 0,
                 tail: [0; TAIL as usize],
             });
             pump(qp, g);
@@ -311,6 +431,7 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
                 } else {
                     inc.rx = Rx::Header;
                     inc.rnr_deadline = None;
+                    inc.rnr_notice_at = 0;
                     on_request(qp, g, h);
                     Step::More
                 }
@@ -363,6 +484,7 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
     inc.closing = true;
     inc.rx = Rx::Header;
     inc.rnr_deadline = None;
+    inc.rnr_notice_at = 0;
     if !flush(qp, g) {
         g.inc = None;
         return;
@@ -372,10 +494,9 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     for p in g.pending.iter_mut() {
-        if p.as_ref()
-            .is_some_and(|c| c.hello.is_none() && c.hello_by <= now)
-        {
+        if p.as_ref().is_some_and(|c| c.deadline <= now) {
             *p = None;
+            refuse();
         }
     }
     if g.accept_resume.is_some_and(|d| d <= now) {
@@ -391,6 +512,17 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     }
     let Some(inc) = g.inc.as_mut() else { return };
     let Rx::Stalled(h) = inc.rx else { return };
+    if inc.rnr_notice_at != 0 && inc.rnr_notice_at <= now && !inc.closing {
+        inc.push_resp(&Header::new(Op::RnrWait, h.msn), None);
+        inc.rnr_notice_at = now + RNR_NOTICE_NS;
+        if let Ok(e) = engine() {
+            e.add_timer(inc.rnr_notice_at, qp.serial);
+        }
+        pump(qp, g);
+        let Some(inc) = g.inc.as_mut() else { return };
+        let Rx::Stalled(_) = inc.rx else { return };
+    }
+    let Some(inc) = g.inc.as_mut() else { return };
     match inc.rnr_deadline {
         Some(d) if d <= now => {}
         _ => return,
@@ -455,10 +587,28 @@ fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
     qp.enter_error(g);
 }
 
+/// A request that is malformed for its operation (a misaligned atomic):
+/// NAK it as an invalid request; the responder QP fails (InfiniBand class
+/// B/C responder error, `IBV_EVENT_QP_REQ_ERR`).
+fn inv_request(qp: &Qp, g: &mut QpInner, msn: u32) {
+    if let Some(inc) = g.inc.as_mut() {
+        inc.nak(msn, Syndrome::RemInvReq);
+    }
+    qp.async_event(IBV_EVENT_QP_REQ_ERR);
+    qp.enter_error(g);
+}
+
 fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
     let min_rnr = g.attr.min_rnr_timer;
     let Some(inc) = g.inc.as_mut() else { return };
     inc.rx = Rx::Stalled(h);
+    // Tell the requester we are alive and waiting, now and every
+    // RNR_NOTICE_NS, so its retry timer does not count the wait.
+    inc.push_resp(&Header::new(Op::RnrWait, h.msn), None);
+    inc.rnr_notice_at = mono_ns() + RNR_NOTICE_NS;
+    if let Ok(e) = engine() {
+        e.add_timer(inc.rnr_notice_at, qp.serial);
+    }
     let retries = h.rnr_retry();
     // 7 means retry forever.
     if retries < 7 {
@@ -518,9 +668,13 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
             );
         }
         Op::CmpSwap | Op::FetchAdd => {
-            let orig = if !h.remote_addr.is_multiple_of(8)
-                || g.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC == 0
-            {
+            // A misaligned atomic is an invalid request (as rdma-core's
+            // soft devices answer it), not an access violation.
+            if !h.remote_addr.is_multiple_of(8) {
+                inv_request(qp, g, h.msn);
+                return;
+            }
+            let orig = if g.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC == 0 {
                 None
             } else {
                 let t = mr::table();

@@ -63,6 +63,10 @@ pub enum Op {
     AtomicResp = 0x83,
     /// The request with `msn` failed with `syndrome`; earlier ones succeeded.
     Nak = 0x84,
+    /// The request with `msn` waits for a receive to be posted (RNR);
+    /// earlier ones succeeded. Repeated while the wait lasts, so the
+    /// requester knows the responder is alive.
+    RnrWait = 0x85,
 }
 
 impl Op {
@@ -79,6 +83,7 @@ impl Op {
             0x82 => Op::ReadResp,
             0x83 => Op::AtomicResp,
             0x84 => Op::Nak,
+            0x85 => Op::RnrWait,
             _ => return None,
         })
     }

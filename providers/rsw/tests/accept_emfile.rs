@@ -190,8 +190,14 @@ fn accept_out_of_descriptors_does_not_spin() {
     // The expected peer, behind the idle ones.
     let mut s = TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
     let mut h = [0u8; HDR_LEN];
+    // The peer the victim was told of at RTR: its QPN and GID, from its
+    // address (connections are bound to all three).
+    let mut gid = [0u8; 16];
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    gid[12..].copy_from_slice(&[127, 0, 0, 1]);
     Hello {
-        src_gid: [0; 16],
+        src_gid: gid,
         src_qpn: FAKE,
         dst_qpn: port,
         psn: 0,

@@ -22,7 +22,25 @@ fn write_wr(wr_id: u64, sg: &mut [ibv_sge], raddr: u64, rkey: u32) -> ibv_send_w
 /// Posts a remote operation that must fail with IBV_WC_REM_ACCESS_ERR and
 /// checks the target bytes are unchanged, the responder went to ERR with a
 /// QP_ACCESS_ERR event, and the requester flushes what followed.
-fn expect_rem_access(p: &Pair, target: &Buf, mut wr: ibv_send_wr) {
+fn expect_rem_access(p: &Pair, target: &Buf, wr: ibv_send_wr) {
+    expect_remote_error(
+        p,
+        target,
+        wr,
+        IBV_WC_REM_ACCESS_ERR,
+        IBV_EVENT_QP_ACCESS_ERR,
+    );
+}
+
+/// As [`expect_rem_access`], for the given requester status and responder
+/// event.
+fn expect_remote_error(
+    p: &Pair,
+    target: &Buf,
+    mut wr: ibv_send_wr,
+    status: ibv_wc_status,
+    event: ibv_event_type,
+) {
     let before = target.snapshot();
     let src = p.buf(8);
     let mut sg = [src.sge(0, 8)];
@@ -30,7 +48,7 @@ fn expect_rem_access(p: &Pair, target: &Buf, mut wr: ibv_send_wr) {
     wr.next = &mut next;
     assert_eq!(post_send(p.a, &mut wr), 0);
     let e = wait_wc(p.cq_a);
-    assert_eq!(e.status, IBV_WC_REM_ACCESS_ERR);
+    assert_eq!(e.status, status);
     assert_eq!(e.wr_id, wr.wr_id);
     assert_eq!(e.qp_num, qpn(p.a));
     let f = wait_wc(p.cq_a);
@@ -38,7 +56,7 @@ fn expect_rem_access(p: &Pair, target: &Buf, mut wr: ibv_send_wr) {
     assert_eq!(qp_state(p.a), IBV_QPS_ERR);
     assert_eq!(qp_state(p.b), IBV_QPS_ERR);
     let mut ev = get_async(p.c.ctx).expect("async event");
-    assert_eq!(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+    assert_eq!(ev.event_type, event);
     // SAFETY: QP events carry the QP.
     assert_eq!(unsafe { ev.element.qp }, p.b);
     ack_async(&mut ev);
@@ -123,7 +141,7 @@ fn unaligned_atomic() {
         swap: 0,
         rkey: t.rkey(),
     };
-    expect_rem_access(&p, &t, wr);
+    expect_remote_error(&p, &t, wr, IBV_WC_REM_INV_REQ_ERR, IBV_EVENT_QP_REQ_ERR);
 }
 
 /// Atomic addresses are in the MR's iova space: an aligned iova does not

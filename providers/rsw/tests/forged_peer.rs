@@ -545,7 +545,14 @@ fn out_of_range_and_wrapping_addresses() {
         h.compare_add = u64::MAX;
         h.swap = u64::MAX;
         send(&mut s, &h, &[]);
-        expect_nak(&mut s, 0, Syndrome::RemAccess);
+        // A misaligned atomic is an invalid request, whatever its range.
+        let atomic = matches!(op, Op::CmpSwap | Op::FetchAdd);
+        let syn = if atomic && addr % 8 != 0 {
+            Syndrome::RemInvReq
+        } else {
+            Syndrome::RemAccess
+        };
+        expect_nak(&mut s, 0, syn);
         v.assert_failed();
         v.t.assert_untouched();
     }
@@ -782,9 +789,18 @@ fn rnr_from_a_forged_peer() {
     let mut h = req(Op::Send, 0, 4, 0, 0);
     h.set_rnr_retry(1);
     send(&mut s, &h, b"rnr!");
+    // The responder says it waits (so the requester's retry timer does not
+    // run out), then gives up.
+    let r = read_resp(&mut s);
+    assert_eq!((r.op, r.msn), (Op::RnrWait, 0));
     expect_nak(&mut s, 0, Syndrome::RnrRetryExc);
     assert_eq!(qp_state(q), IBV_QPS_RTR);
 
+    // Connections are bound to one per RTR: the peer comes back only after
+    // the QP is reset and connected again.
+    reset(q);
+    to_init(q, o.access);
+    to_rtr(q, FAKE, &o);
     let mut s = dial(qpn(q));
     s.write_all(&hello(FAKE, qpn(q))).unwrap();
     let mut h = req(Op::Send, 0, 4, 0, 0);
@@ -796,7 +812,11 @@ fn rnr_from_a_forged_peer() {
     let w = wait_wc(cq);
     assert_eq!((w.status, w.wr_id, w.byte_len), (IBV_WC_SUCCESS, 5, 4));
     assert_eq!(&recv.snapshot()[..4], b"wait");
-    let a = read_resp(&mut s);
+    let mut a = read_resp(&mut s);
+    while a.op == Op::RnrWait {
+        assert_eq!(a.msn, 0);
+        a = read_resp(&mut s);
+    }
     assert_eq!((a.op, a.msn), (Op::Ack, 0));
 }
 

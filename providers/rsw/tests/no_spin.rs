@@ -25,8 +25,13 @@ fn reset_of_a_stalled_connection_does_not_spin() {
 
     let mut s = TcpStream::connect(("127.0.0.1", qpn(q) as u16)).unwrap();
     let mut b = [0u8; HDR_LEN];
+    // The peer named at RTR: its QPN and GID (::ffff:127.0.0.1).
+    let mut gid = [0u8; 16];
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    gid[12..].copy_from_slice(&[127, 0, 0, 1]);
     Hello {
-        src_gid: [0; 16],
+        src_gid: gid,
         src_qpn: 4300,
         dst_qpn: qpn(q),
         psn: 0,

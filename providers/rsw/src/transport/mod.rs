@@ -25,6 +25,31 @@ pub struct RemoteAddr {
     pub qpn: u32,
     /// Interface to use for link-local IPv6 GIDs.
     pub ifindex: u32,
+    /// The GID was given at RTR (a GRH); without one (LID-only
+    /// addressing) the peer is on this host.
+    pub global: bool,
+}
+
+/// The addresses of both ends of an accepted connection, as GIDs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoints {
+    pub peer: [u8; 16],
+    pub local: [u8; 16],
+}
+
+pub use tcp::ConnectError;
+
+/// One spelling per address: an IPv4 address given in the deprecated
+/// IPv4-compatible form (`::a.b.c.d`) becomes IPv4-mapped
+/// (`::ffff:a.b.c.d`), the form GIDs and dual-stack sockets use.
+pub fn canon_gid(g: &[u8; 16]) -> [u8; 16] {
+    let v4_compat =
+        g[..12].iter().all(|&b| b == 0) && g[12..] != [0, 0, 0, 0] && g[12..] != [0, 0, 0, 1];
+    if v4_compat {
+        crate::device::ipv4_mapped([g[12], g[13], g[14], g[15]])
+    } else {
+        *g
+    }
 }
 
 /// A QP's listening endpoint; its address is the QP number.
@@ -52,9 +77,9 @@ impl Listener {
     }
 
     /// Accepts one pending connection, `Ok(None)` when there is none.
-    pub fn accept(&self) -> io::Result<Option<Conn>> {
+    pub fn accept(&self) -> io::Result<Option<(Conn, Endpoints)>> {
         match self {
-            Listener::Tcp(l) => Ok(l.accept()?.map(Conn::Tcp)),
+            Listener::Tcp(l) => Ok(l.accept()?.map(|(c, e)| (Conn::Tcp(c), e))),
         }
     }
 }
@@ -80,8 +105,16 @@ impl Drop for Conn {
 }
 
 impl Conn {
-    pub fn connect(remote: &RemoteAddr) -> io::Result<Connecting> {
-        tcp::TcpConn::connect(remote)
+    /// Starts a connection to `remote` from our address `local`.
+    pub fn connect(remote: &RemoteAddr, local: &[u8; 16]) -> Result<Connecting, ConnectError> {
+        tcp::TcpConn::connect(remote, local)
+    }
+
+    /// See [`tcp::TcpConn::set_user_timeout`].
+    pub fn set_user_timeout(&self, ms: u32) {
+        match self {
+            Conn::Tcp(c) => c.set_user_timeout(ms),
+        }
     }
 
     pub fn fd(&self) -> RawFd {

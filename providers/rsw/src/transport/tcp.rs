@@ -10,7 +10,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::{Connecting, RemoteAddr};
+use super::{canon_gid, Connecting, Endpoints, RemoteAddr};
 use crate::device::gid_as_ipv4;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -129,23 +129,30 @@ impl TcpListener {
         self.fd.as_raw_fd()
     }
 
-    pub fn accept(&self) -> io::Result<Option<TcpConn>> {
+    /// Accepts one pending connection with the addresses of both ends.
+    pub fn accept(&self) -> io::Result<Option<(TcpConn, Endpoints)>> {
         loop {
-            // SAFETY: we do not need the peer address, so null is allowed.
+            // SAFETY: storage is large enough for any socket address.
+            let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+            let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            // SAFETY: ss/len describe a writable sockaddr buffer.
             let r = unsafe {
                 libc::accept4(
                     self.fd.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
+                    &mut ss as *mut _ as *mut libc::sockaddr,
+                    &mut len,
                     libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
                 )
             };
             if r >= 0 {
-                tune(r);
                 // SAFETY: r is a fresh descriptor we own.
-                return Ok(Some(TcpConn {
+                let conn = TcpConn {
                     fd: unsafe { OwnedFd::from_raw_fd(r) },
-                }));
+                };
+                tune(r);
+                let peer = sockaddr_gid(&ss);
+                let local = local_gid(r).unwrap_or([0; 16]);
+                return Ok(Some((conn, Endpoints { peer, local })));
             }
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
@@ -159,39 +166,101 @@ impl TcpListener {
     }
 }
 
+/// The address in a socket address as a GID (IPv4 as `::ffff:a.b.c.d`).
+fn sockaddr_gid(ss: &libc::sockaddr_storage) -> [u8; 16] {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET6 => {
+            // SAFETY: the family says a sockaddr_in6 was written.
+            let sa = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            canon_gid(&sa.sin6_addr.s6_addr)
+        }
+        libc::AF_INET => {
+            // SAFETY: the family says a sockaddr_in was written.
+            let sa = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            crate::device::ipv4_mapped(sa.sin_addr.s_addr.to_ne_bytes())
+        }
+        _ => [0; 16],
+    }
+}
+
+fn local_gid(fd: RawFd) -> io::Result<[u8; 16]> {
+    // SAFETY: storage is large enough for any socket address.
+    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: ss/len describe a writable sockaddr buffer.
+    cvt(unsafe { libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) })?;
+    Ok(sockaddr_gid(&ss))
+}
+
+/// A socket address for `gid` and `port` (network order), with its length.
+fn sockaddr_for(gid: &[u8; 16], port: u16, ifindex: u32) -> (libc::sockaddr_storage, usize) {
+    // SAFETY: zeroed storage is a valid start for either family.
+    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+    if let Some(v4) = gid_as_ipv4(gid) {
+        // SAFETY: sockaddr_storage is larger than and aligned for
+        // sockaddr_in.
+        let sa = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_port = port;
+        sa.sin_addr.s_addr = u32::from_ne_bytes(v4);
+        (ss, size_of::<libc::sockaddr_in>())
+    } else {
+        // SAFETY: as above, for sockaddr_in6.
+        let sa = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+        sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        sa.sin6_port = port;
+        sa.sin6_addr.s6_addr = *gid;
+        if gid[0] == 0xfe && gid[1] & 0xc0 == 0x80 {
+            sa.sin6_scope_id = ifindex;
+        }
+        (ss, size_of::<libc::sockaddr_in6>())
+    }
+}
+
 pub struct TcpConn {
     fd: OwnedFd,
 }
 
+/// Why a connection could not be started.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// No socket for it here (descriptors, memory, our address).
+    Local(io::Error),
+    /// The network or the peer said no.
+    Remote(io::Error),
+}
+
 impl TcpConn {
-    pub fn connect(remote: &RemoteAddr) -> io::Result<Connecting> {
+    /// Connects to `remote` from the address `local` (our GID), so the peer
+    /// sees the source address it was told at RTR. Creating or binding the
+    /// socket fails with `Err(ConnectError::Local)`; anything the network
+    /// answers is `ConnectError::Remote`.
+    pub fn connect(remote: &RemoteAddr, local: &[u8; 16]) -> Result<Connecting, ConnectError> {
         if remote.qpn == 0 || remote.qpn > u16::MAX as u32 {
-            return Err(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
+            return Err(ConnectError::Remote(io::Error::from_raw_os_error(
+                libc::EADDRNOTAVAIL,
+            )));
         }
-        let port = (remote.qpn as u16).to_be();
-        // SAFETY: zeroed storage is a valid start for either family.
-        let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-        let (family, len) = if let Some(v4) = gid_as_ipv4(&remote.gid) {
-            // SAFETY: sockaddr_storage is larger than and aligned for
-            // sockaddr_in.
-            let sa = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
-            sa.sin_family = libc::AF_INET as libc::sa_family_t;
-            sa.sin_port = port;
-            sa.sin_addr.s_addr = u32::from_ne_bytes(v4);
-            (libc::AF_INET, size_of::<libc::sockaddr_in>())
-        } else {
-            // SAFETY: as above, for sockaddr_in6.
-            let sa = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
-            sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sa.sin6_port = port;
-            sa.sin6_addr.s6_addr = remote.gid;
-            if remote.gid[0] == 0xfe && remote.gid[1] & 0xc0 == 0x80 {
-                sa.sin6_scope_id = remote.ifindex;
-            }
-            (libc::AF_INET6, size_of::<libc::sockaddr_in6>())
-        };
-        let fd = socket(family)?;
+        let (ss, len) = sockaddr_for(&remote.gid, (remote.qpn as u16).to_be(), remote.ifindex);
+        let family = ss.ss_family as libc::c_int;
+        let fd = socket(family).map_err(ConnectError::Local)?;
         tune(fd.as_raw_fd());
+        // Bind the source only when it is of the peer's family; a mixed
+        // pair (IPv4 GID to IPv6 GID) cannot talk and fails at connect.
+        let (src, slen) = sockaddr_for(local, 0, remote.ifindex);
+        if src.ss_family == ss.ss_family && *local != [0; 16] {
+            // SAFETY: src holds a valid address of `slen` bytes.
+            let r = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    &src as *const _ as *const libc::sockaddr,
+                    slen as libc::socklen_t,
+                )
+            };
+            if r < 0 {
+                return Err(ConnectError::Local(io::Error::last_os_error()));
+            }
+        }
         let conn = TcpConn { fd };
         loop {
             // SAFETY: ss holds a valid address of `len` bytes.
@@ -209,9 +278,30 @@ impl TcpConn {
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 Some(libc::EINPROGRESS) => return Ok(Connecting::Pending(super::Conn::Tcp(conn))),
-                _ => return Err(e),
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                    return Err(ConnectError::Local(e))
+                }
+                _ => return Err(ConnectError::Remote(e)),
             }
         }
+    }
+
+    /// Bounds how long sent data may stay unacknowledged by the peer's
+    /// kernel, and probes an idle connection, so a vanished host ends the
+    /// connection instead of leaving it open forever.
+    pub fn set_user_timeout(&self, ms: u32) {
+        let fd = self.fd.as_raw_fd();
+        let _ = setsockopt_int(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_USER_TIMEOUT,
+            ms as libc::c_int,
+        );
+        let secs = (ms / 1000).max(1) as libc::c_int;
+        let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs);
+        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, secs);
+        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3);
     }
 
     pub fn fd(&self) -> RawFd {

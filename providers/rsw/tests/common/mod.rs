@@ -276,6 +276,14 @@ pub fn to_init(qp: *mut ibv_qp, access: u32) {
     );
 }
 
+/// Moves a QP back to RESET.
+#[allow(dead_code)]
+pub fn reset(qp: *mut ibv_qp) {
+    let mut a = ibv_qp_attr::zeroed();
+    a.qp_state = IBV_QPS_RESET;
+    assert_eq!(modify(qp, &mut a, IBV_QP_STATE), 0);
+}
+
 pub fn to_rtr(qp: *mut ibv_qp, dest: u32, o: &ConnOpts) {
     let mut a = ibv_qp_attr::zeroed();
     a.qp_state = IBV_QPS_RTR;
