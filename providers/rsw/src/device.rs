@@ -37,6 +37,38 @@ pub const FW_VER: &str = concat!("rsw ", env!("CARGO_PKG_VERSION"));
 /// The completion clock runs in nanoseconds: 1,000,000 kHz.
 pub const CORE_CLOCK_KHZ: u64 = 1_000_000;
 
+/// Descriptors a connected QP holds: its listener and one connection per
+/// direction.
+const FDS_PER_QP: u64 = 3;
+/// Descriptors left to the application and to everything else we open.
+const RESERVED_FDS: u64 = 64;
+
+/// How many QPs this process can really have connected at once: what the
+/// descriptor limit allows (three per QP), and what the host's ephemeral
+/// ports allow (a listener and an outgoing connection per QP), within
+/// [`MAX_QP`]. Read when asked, since both limits can change.
+pub fn qp_limit() -> u32 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid out-pointer.
+    let nofile = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        1024
+    };
+    let by_fds = nofile.saturating_sub(RESERVED_FDS) / FDS_PER_QP;
+    let by_ports = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|v| v.parse::<u64>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .map_or(u64::MAX, |(lo, hi)| (hi.saturating_sub(lo) + 1) / 2);
+    by_fds.min(by_ports).clamp(1, MAX_QP as u64) as u32
+}
+
 /// Everything a context needs to know about its interface.
 #[derive(Clone, Debug)]
 pub struct DeviceInfo {
@@ -277,7 +309,8 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     a.vendor_id = 0;
     a.vendor_part_id = 0;
     a.hw_ver = 1;
-    a.max_qp = MAX_QP as c_int;
+    let max_qp = qp_limit();
+    a.max_qp = max_qp as c_int;
     a.max_qp_wr = MAX_QP_WR as c_int;
     a.device_cap_flags =
         IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CURR_QP_STATE_MOD;
@@ -288,7 +321,7 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     a.max_mr = MAX_MR as c_int;
     a.max_pd = MAX_PD as c_int;
     a.max_qp_rd_atom = MAX_RD_ATOM as c_int;
-    a.max_res_rd_atom = (MAX_RD_ATOM * MAX_QP) as c_int;
+    a.max_res_rd_atom = (MAX_RD_ATOM * max_qp) as c_int;
     a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;
     a.atomic_cap = IBV_ATOMIC_HCA;
     a.max_pkeys = 1;

@@ -29,6 +29,9 @@ pub struct OutConn {
     tx_hdr: [u8; HDR_LEN],
     tx_total: usize,
     tx_off: usize,
+    /// The socket was full at the last send: bytes accepted after that
+    /// prove the peer's host is taking data.
+    tx_was_full: bool,
     next_msn: u32,
     rx_hdr: [u8; HDR_LEN],
     rx_got: usize,
@@ -100,6 +103,7 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         tx_hdr: hello,
         tx_total: HDR_LEN,
         tx_off: 0,
+        tx_was_full: false,
         next_msn: 0,
         rx_hdr: [0; HDR_LEN],
         rx_got: 0,
@@ -116,8 +120,9 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
 // IBV_WC_RETRY_EXC_ERR after retry_cnt retries. TCP does the retransmitting
 // here, so what remains of the contract is the bound: while work is
 // outstanding, a timer ticks once per ACK timeout, and retry_cnt + 1
-// consecutive ticks without any sign of the peer (bytes accepted by or
-// received from the connection, or an RNR wait notice) fail the QP. Nothing
+// consecutive ticks without any sign of the peer (bytes received from it,
+// room made in a full send buffer, a completed connect, or an RNR wait
+// notice) fail the QP. Nothing
 // on the post path arms a timer or reads a clock while a QP is busy: the
 // tick re-arms itself until the QP has been idle for a whole period.
 
@@ -379,7 +384,11 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
     let r = unsafe { out.conn.send_iov(&v[..n], false) };
     match r {
         Ok(k) => {
-            g.ack_progress |= k > 0;
+            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            if out.tx_was_full && k > 0 {
+                out.tx_was_full = false;
+                g.ack_progress = true;
+            }
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
             out.tx_off += k;
             if out.tx_off == out.tx_total {
@@ -387,7 +396,12 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
             }
             Ok(true)
         }
-        Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+            if let Some(out) = g.out.as_mut() {
+                out.tx_was_full = true;
+            }
+            Ok(false)
+        }
         Err(_) => Err(Broken::Lost),
     }
 }

@@ -244,6 +244,8 @@ pub struct ConnOpts {
     pub min_rnr_timer: u8,
     pub rnr_retry: u8,
     pub global: bool,
+    pub timeout: u8,
+    pub retry_cnt: u8,
 }
 
 impl Default for ConnOpts {
@@ -256,6 +258,8 @@ impl Default for ConnOpts {
             min_rnr_timer: 12,
             rnr_retry: 7,
             global: true,
+            timeout: 14,
+            retry_cnt: 7,
         }
     }
 }
@@ -317,8 +321,8 @@ pub fn to_rts(qp: *mut ibv_qp, o: &ConnOpts) {
     let mut a = ibv_qp_attr::zeroed();
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = 0;
-    a.timeout = 14;
-    a.retry_cnt = 7;
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
     a.rnr_retry = o.rnr_retry;
     a.max_rd_atomic = 1;
     let mask = IBV_QP_STATE

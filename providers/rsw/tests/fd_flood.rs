@@ -1,0 +1,212 @@
+//! Descriptor exhaustion: with `ulimit -n 256`, an outsider opens 312
+//! connections carrying valid-looking hellos to QPs that have not reached
+//! RTR. The victim must keep its descriptors: pending connections stay
+//! under a quarter of the limit, and the victim can still open files and
+//! create QPs. Then, with no descriptor left, moving a QP to RTR fails with
+//! EMFILE (and leaves it in INIT) instead of failing later at the first
+//! post. The victim is a forked child; alone in its binary because of the
+//! fork.
+
+mod common;
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::ptr::null_mut;
+use std::time::Instant;
+
+use common::*;
+use rsw::responder::{pending_connections, refused_connections};
+use rsw::wire::{Hello, HDR_LEN};
+use verbs_abi::*;
+
+const QPS: usize = 12;
+const PER_QP: usize = 26;
+const LIMIT: u64 = 256;
+
+fn pipe() -> (File, File) {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for two descriptors.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh and ours.
+    unsafe {
+        (
+            File::from(OwnedFd::from_raw_fd(fds[0])),
+            File::from(OwnedFd::from_raw_fd(fds[1])),
+        )
+    }
+}
+
+fn set_nofile(soft: u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid rlimit.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
+    r.rlim_cur = soft;
+    // SAFETY: as above; lowering the soft limit needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) }, 0);
+}
+
+fn lo_gid() -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&[127, 0, 0, 1]);
+    g
+}
+
+fn rtr_attr(dest: u32) -> (ibv_qp_attr, u32) {
+    let mut a = ibv_qp_attr::zeroed();
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = dest;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = ibv_gid::from_raw(lo_gid());
+    let mask = IBV_QP_STATE
+        | IBV_QP_AV
+        | IBV_QP_PATH_MTU
+        | IBV_QP_DEST_QPN
+        | IBV_QP_RQ_PSN
+        | IBV_QP_MAX_DEST_RD_ATOMIC
+        | IBV_QP_MIN_RNR_TIMER;
+    (a, mask)
+}
+
+fn child(mut to_parent: File, mut from_parent: File) {
+    set_nofile(LIMIT);
+    let c = Ctx::open();
+    // The advertised QP limit is what 256 descriptors can hold (three per
+    // connected QP, 64 kept for the application).
+    let mut ex = ibv_device_attr_ex::zeroed();
+    // SAFETY: ctx is open; ex is a valid out-struct of the given size.
+    let rc = unsafe {
+        rsw::verbs_rs_provider_v1.query_device_ex.unwrap()(
+            c.ctx,
+            null_mut(),
+            &mut ex,
+            std::mem::size_of_val(&ex),
+        )
+    };
+    assert_eq!(rc, 0);
+    assert_eq!(ex.orig_attr.max_qp, ((LIMIT - 64) / 3) as i32);
+    let pd = c.alloc_pd();
+    let cq = c.cq(16, null_mut());
+    let access = ConnOpts::default().access;
+    let qps: Vec<*mut ibv_qp> = (0..QPS)
+        .map(|_| {
+            let q = c.qp(pd, cq, cq);
+            to_init(q, access);
+            q
+        })
+        .collect();
+    for &q in &qps {
+        to_parent.write_all(&qpn(q).to_ne_bytes()).unwrap();
+    }
+    let mut b = [0u8; 1];
+    from_parent.read_exact(&mut b).unwrap();
+    // Every connection was either held or refused.
+    let total = (QPS * PER_QP) as u64;
+    assert!(
+        wait_until(|| refused_connections() + pending_connections() as u64 >= total),
+        "refused {} pending {}",
+        refused_connections(),
+        pending_connections()
+    );
+    let held = pending_connections() as u64;
+    assert!(held <= LIMIT / 4, "{held} connections held");
+    assert!(held > 0, "nothing held: the cap is not what is tested");
+    // The victim's own descriptors still work.
+    let f = File::open("/dev/null").expect("open() after the flood");
+    drop(f);
+    let extra = c.qp(pd, cq, cq);
+    to_init(extra, access);
+    let other = c.qp(pd, cq, cq);
+    to_init(other, access);
+
+    // No descriptor left: RTR cannot open its connection and says so.
+    let mut filler = Vec::new();
+    loop {
+        match File::open("/dev/null") {
+            Ok(f) => filler.push(f),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EMFILE));
+                break;
+            }
+        }
+    }
+    let (mut a, mask) = rtr_attr(qpn(other));
+    assert_eq!(modify(extra, &mut a, mask), libc::EMFILE);
+    assert_eq!(qp_state(extra), IBV_QPS_INIT);
+    drop(filler);
+    assert_eq!(modify(extra, &mut a, mask), 0);
+    assert_eq!(qp_state(extra), IBV_QPS_RTR);
+    to_parent.write_all(&[1]).unwrap();
+}
+
+#[test]
+fn a_connection_flood_cannot_take_the_victims_descriptors() {
+    let (mut from_child, to_parent) = pipe();
+    let (from_parent, mut to_child) = pipe();
+    // SAFETY: the test binary runs only this test; the child ends with
+    // _exit and never returns into the harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: bounds the child's life if something blocks.
+        unsafe { libc::alarm(60) };
+        drop(from_child);
+        drop(to_child);
+        std::panic::set_hook(Box::new(|info| {
+            let msg = format!("child: {info}\n");
+            // SAFETY: writes a valid buffer to descriptor 2.
+            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        }));
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            child(to_parent, from_parent)
+        }))
+        .is_ok();
+        // SAFETY: leaves without running the harness in the child.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    drop(to_parent);
+    drop(from_parent);
+    set_nofile(4096);
+    let mut ports = Vec::new();
+    for _ in 0..QPS {
+        let mut q = [0u8; 4];
+        from_child.read_exact(&mut q).expect("child started");
+        ports.push(u32::from_ne_bytes(q));
+    }
+    let mut conns = Vec::new();
+    for &port in &ports {
+        for i in 0..PER_QP {
+            let mut s = TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+            let mut h = [0u8; HDR_LEN];
+            Hello {
+                src_gid: lo_gid(),
+                src_qpn: 6000 + i as u32,
+                dst_qpn: port,
+                psn: 0,
+            }
+            .encode(&mut h);
+            // The victim may have closed it already.
+            let _ = s.write_all(&h);
+            conns.push(s);
+        }
+    }
+    to_child.write_all(&[1]).unwrap();
+    let deadline = Instant::now() + WAIT * 3;
+    let mut b = [0u8; 1];
+    let got = from_child.read(&mut b).unwrap_or(0);
+    let status = reap_child(pid, deadline - Instant::now());
+    drop(conns);
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "child checks failed");
+    assert_eq!(got, 1);
+}
