@@ -422,23 +422,34 @@ static void async_nonblock(void)
 	CHECK_EQ(readable_within(e.ctx->async_fd, 0), 0);
 
 	struct ibv_cq *small = overrun_cq(&e);
-	bool got = false;
+	/*
+	 * The overrun raises IBV_EVENT_CQ_ERR for the CQ and, as the spec
+	 * moves the QPs that lost completions to the error state,
+	 * IBV_EVENT_QP_FATAL for the sending QP (in either order).
+	 */
+	bool got = false, fatal = false;
 	uint64_t deadline = vt_now_ms() + VT_POLL_MS;
-	while (!got && vt_now_ms() < deadline) {
+	while (!(got && fatal) && vt_now_ms() < deadline) {
 		if (!readable_within(e.ctx->async_fd,
 				     (int)(deadline - vt_now_ms())))
 			break;
 		memset(&ev, 0, sizeof(ev));
 		CHECK_OK(ibv_get_async_event(e.ctx, &ev));
-		got = ev.event_type == IBV_EVENT_CQ_ERR;
-		if (got)
+		if (ev.event_type == IBV_EVENT_CQ_ERR) {
+			got = true;
 			CHECK(ev.element.cq == small);
-		else
+		} else if (ev.event_type == IBV_EVENT_QP_FATAL) {
+			fatal = true;
+			CHECK(ev.element.qp->send_cq == small);
+			CHECK_EQ(vt_qp_state(ev.element.qp), IBV_QPS_ERR);
+		} else {
 			fprintf(stderr, "  (other async event: %s)\n",
 				ibv_event_type_str(ev.event_type));
+		}
 		ibv_ack_async_event(&ev);
 	}
 	CHECKF(got, "no IBV_EVENT_CQ_ERR within %d ms", VT_POLL_MS);
+	CHECKF(fatal, "no IBV_EVENT_QP_FATAL within %d ms", VT_POLL_MS);
 	errno = 0;
 	CHECK_EQ(ibv_get_async_event(e.ctx, &ev), -1);
 	CHECK_EQ(errno, EAGAIN);

@@ -65,7 +65,7 @@ pub fn qp_limit() -> u32 {
             let mut it = s.split_whitespace().map(|v| v.parse::<u64>().ok());
             Some((it.next()??, it.next()??))
         })
-        .map_or(u64::MAX, |(lo, hi)| (hi.saturating_sub(lo) + 1) / 2);
+        .map_or(u64::MAX, |(lo, hi)| (hi + 1).saturating_sub(lo) / 2);
     by_fds.min(by_ports).clamp(1, MAX_QP as u64) as u32
 }
 
