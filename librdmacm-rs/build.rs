@@ -18,6 +18,25 @@ fn main() {
             out.join("../../..")
         }
     };
-    println!("cargo:rustc-link-search=native={}", dir.display());
-    println!("cargo:rustc-link-lib=dylib=ibverbs");
+    // Link that very file, never whatever `-libverbs` finds first on the
+    // search path (Debian's libibverbs-dev would do): a librdmacm built
+    // against rdma-core's libibverbs loads ours only by accident.
+    let lib = dir.join("libibverbs.so");
+    println!("cargo:rerun-if-changed={}", lib.display());
+    let ours = std::fs::read(&lib)
+        .map(|b| b.windows(MARK.len()).any(|w| w == MARK))
+        .unwrap_or(false);
+    if !ours {
+        panic!(
+            "librdmacm links against our libibverbs, and {} is {}: build it first \
+             (`make`, or `cargo build --release -p ibverbs` into the same target \
+             directory), or point IBVERBS_LIB_DIR at its directory",
+            lib.display(),
+            if lib.exists() { "not ours" } else { "missing" }
+        );
+    }
+    println!("cargo:rustc-cdylib-link-arg={}", lib.display());
 }
+
+/// A string only our libibverbs carries (its provider-ABI entry symbol).
+const MARK: &[u8] = b"verbs_rs_provider_v1";

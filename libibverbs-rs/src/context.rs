@@ -29,24 +29,6 @@ pub(crate) fn sysfs_gid_type(gid_type: u32) -> c_uint {
     }
 }
 
-/// The `verbs_context` an extended `ibv_context` is the tail of.
-fn verbs_ctx(ctx: *mut ibv_context) -> *mut verbs_context {
-    ctx.cast::<u8>()
-        .wrapping_sub(offset_of!(verbs_context, context))
-        .cast::<verbs_context>()
-}
-
-/// True when the provider's `verbs_context` is long enough to hold the
-/// entry at `offset` (the rule verbs.h applies before using one).
-///
-/// # Safety
-/// `ctx` is an extended context.
-unsafe fn vctx_has(ctx: *mut ibv_context, offset: usize) -> bool {
-    // SAFETY: extended contexts have a readable `sz` right before `context`.
-    let sz = unsafe { (*verbs_ctx(ctx)).sz };
-    sz >= size_of::<verbs_context>() - offset
-}
-
 /// Fills extension slots the provider left empty with ours, as rdma-core
 /// does, so that programs built against any verbs.h take the full path.
 ///
@@ -56,10 +38,12 @@ unsafe fn install_lib_ops(ctx: *mut ibv_context) {
     // SAFETY: `ctx` is extended (checked by the caller), so the
     // verbs_context fields covered by `sz` exist; only NULL slots change.
     unsafe {
-        if vctx_has(ctx, offset_of!(verbs_context, query_port))
-            && (*verbs_ctx(ctx)).query_port.is_none()
-        {
-            (*verbs_ctx(ctx)).query_port = Some(lib_query_port);
+        if let Some(v) = verbs_context_of(ctx) {
+            if verbs_context_has(v, offset_of!(verbs_context, query_port))
+                && (*v).query_port.is_none()
+            {
+                (*v).query_port = Some(lib_query_port);
+            }
         }
         let ops = core::ptr::addr_of_mut!((*ctx).ops);
         if (*ops)._compat_query_port.is_none() {
@@ -544,7 +528,10 @@ mod tests {
     }
     unsafe extern "C" fn close(ctx: *mut ibv_context) -> c_int {
         // SAFETY: ctx is the tail of a verbs_context boxed by `open`.
-        drop(unsafe { Box::from_raw(verbs_ctx(ctx)) });
+        if let Some(v) = unsafe { verbs_context_of(ctx) } {
+            // SAFETY: as above; reclaimed once.
+            drop(unsafe { Box::from_raw(v) });
+        }
         0
     }
     unsafe extern "C" fn alloc_pd(_: *mut ibv_context) -> *mut ibv_pd {

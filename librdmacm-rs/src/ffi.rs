@@ -39,29 +39,6 @@ extern "C" {
     pub fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int;
 }
 
-/// The `verbs_context` around `ctx`, if the context is an extended one.
-///
-/// # Safety
-/// `ctx` must be a live context.
-unsafe fn verbs_ctx(ctx: *mut ibv_context) -> Option<*mut verbs_context> {
-    // SAFETY: the caller guarantees `ctx` is live.
-    if unsafe { (*ctx).abi_compat } != VERBS_ABI_IS_EXTENDED {
-        return None;
-    }
-    Some((ctx as *mut u8).wrapping_sub(offset_of!(verbs_context, context)) as *mut verbs_context)
-}
-
-/// True if the provider's `verbs_context` is long enough to hold the entry
-/// at byte offset `field` (counted from the start of the struct).
-///
-/// # Safety
-/// `vctx` must come from [`verbs_ctx`].
-unsafe fn has_field(vctx: *mut verbs_context, field: usize) -> bool {
-    let tail = offset_of!(verbs_context, context) - field;
-    // SAFETY: `sz` sits just before `context`, which is valid.
-    unsafe { (*vctx).sz >= tail }
-}
-
 /// `ibv_query_port` as the header's inline wrapper does it.
 ///
 /// # Safety
@@ -70,12 +47,13 @@ pub unsafe fn query_port(ctx: *mut ibv_context, port: u8) -> Result<ibv_port_att
     let mut attr = ibv_port_attr::zeroed();
     // SAFETY: `ctx` is live; `attr` is a full-size port attribute buffer.
     let rc = unsafe {
-        match verbs_ctx(ctx) {
-            Some(v) if has_field(v, offset_of!(verbs_context, query_port)) => match (*v).query_port
-            {
-                Some(f) => f(ctx, port, &mut attr, core::mem::size_of::<ibv_port_attr>()),
-                None => ibv_query_port(ctx, port, &mut attr),
-            },
+        match verbs_context_of(ctx) {
+            Some(v) if verbs_context_has(v, offset_of!(verbs_context, query_port)) => {
+                match (*v).query_port {
+                    Some(f) => f(ctx, port, &mut attr, core::mem::size_of::<ibv_port_attr>()),
+                    None => ibv_query_port(ctx, port, &mut attr),
+                }
+            }
             _ => ibv_query_port(ctx, port, &mut attr),
         }
     };
@@ -96,8 +74,8 @@ pub unsafe fn create_qp_ex(ctx: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex
         if (*attr).comp_mask == IBV_QP_INIT_ATTR_PD {
             return ibv_create_qp((*attr).pd, attr as *mut ibv_qp_init_attr);
         }
-        if let Some(v) = verbs_ctx(ctx) {
-            if has_field(v, offset_of!(verbs_context, create_qp_ex)) {
+        if let Some(v) = verbs_context_of(ctx) {
+            if verbs_context_has(v, offset_of!(verbs_context, create_qp_ex)) {
                 if let Some(f) = (*v).create_qp_ex {
                     return f(ctx, attr);
                 }
@@ -126,8 +104,8 @@ pub unsafe fn create_srq_ex(
         {
             return ibv_create_srq((*attr).pd, attr as *mut ibv_srq_init_attr);
         }
-        if let Some(v) = verbs_ctx(ctx) {
-            if has_field(v, offset_of!(verbs_context, create_srq_ex)) {
+        if let Some(v) = verbs_context_of(ctx) {
+            if verbs_context_has(v, offset_of!(verbs_context, create_srq_ex)) {
                 if let Some(f) = (*v).create_srq_ex {
                     return f(ctx, attr);
                 }
@@ -204,5 +182,39 @@ mod stubs {
     }
     pub unsafe fn ibv_destroy_srq(_: *mut ibv_srq) -> c_int {
         libc::ENOSYS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn provider_query_port(
+        _: *mut ibv_context,
+        _: u8,
+        _: *mut ibv_port_attr,
+        _: usize,
+    ) -> c_int {
+        0
+    }
+
+    /// A provider whose `verbs_context` ends one field before `query_port`
+    /// must not have that slot read: the call goes to the exported
+    /// `ibv_query_port` (a stub answering ENOSYS here). With the full size
+    /// the provider's entry answers.
+    #[test]
+    fn a_context_one_field_short_is_not_trusted() {
+        let mut v = Box::new(verbs_context::zeroed());
+        v.context.abi_compat = VERBS_ABI_IS_EXTENDED;
+        v.query_port = Some(provider_query_port);
+        let full = core::mem::size_of::<verbs_context>();
+        let short = full - offset_of!(verbs_context, query_port) - core::mem::size_of::<usize>();
+        let ctx = core::ptr::addr_of_mut!(v.context);
+        v.sz = short;
+        // SAFETY: ctx is the tail of a live verbs_context.
+        assert_eq!(unsafe { query_port(ctx, 1) }.err(), Some(libc::ENOSYS));
+        v.sz = full;
+        // SAFETY: as above.
+        assert!(unsafe { query_port(ctx, 1) }.is_ok());
     }
 }

@@ -8,7 +8,9 @@
 
 pub mod cma;
 pub mod provider;
+pub mod vctx;
 pub mod verbs;
 
 pub use cma::*;
+pub use vctx::{verbs_context_covers, verbs_context_has, verbs_context_of};
 pub use verbs::*;
