@@ -10,13 +10,13 @@
 //! Keys come from a bijection of a counter, so they are unique for 2^32
 //! registrations (a stale key never names a newer MR) yet not sequential.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::raw::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use once_cell::sync::Lazy;
-use parking_lot::{RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use verbs_abi::*;
 
 use crate::pd::Pd;
@@ -171,6 +171,7 @@ pub fn table() -> RwLockReadGuard<'static, MrTable> {
 /// A forked child starts with no registrations (see `util::ForkFresh`).
 pub fn after_fork_child() {
     TABLE.reset();
+    LIVE.reset();
 }
 
 fn new_key() -> u32 {
@@ -214,12 +215,71 @@ fn check_access(access: u32) -> Result<(), c_int> {
 }
 
 /// A range the data path can address: `translate` adds offsets to the host
-/// address, which must not wrap.
+/// address, which must not wrap. Length 0 is refused, as the kernel
+/// refuses it (only on-demand paging, which we lack, registers nothing).
 fn check_range(addr: *mut c_void, length: usize) -> Result<(), c_int> {
-    if length as u64 > 1 << 47 || (addr as u64).checked_add(length as u64).is_none() {
+    if length == 0 || length as u64 > 1 << 47 || (addr as u64).checked_add(length as u64).is_none()
+    {
         return Err(libc::EINVAL);
     }
     Ok(())
+}
+
+/// What the kernel's pinning checks: every page of the range is mapped
+/// readable, and writable when we may store into it (local write, which
+/// remote write and atomics imply). EFAULT otherwise.
+fn check_mapped(addr: usize, length: usize, write: bool) -> Result<(), c_int> {
+    // Without /proc (an unusual sandbox) there is nothing to check against;
+    // the guarded accesses still keep a bad range from crashing anything.
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Ok(());
+    };
+    mapped_in(&maps, addr, addr + length, write)
+}
+
+/// [`check_mapped`] over the text of a maps file (sorted by address).
+fn mapped_in(maps: &str, start: usize, end: usize, write: bool) -> Result<(), c_int> {
+    let mut at = start;
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        if hi <= at {
+            continue;
+        }
+        let p = perms.as_bytes();
+        if lo > at || p.first() != Some(&b'r') || (write && p.get(1) != Some(&b'w')) {
+            return Err(libc::EFAULT);
+        }
+        at = hi;
+        if at >= end {
+            return Ok(());
+        }
+    }
+    Err(libc::EFAULT)
+}
+
+/// Whether the provider will store into memory registered with `access`.
+fn writes_into(access: u32) -> bool {
+    access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) != 0
+}
+
+/// The MRs handed out and not deregistered, by address: `dereg_mr` and
+/// `rereg_mr` check here before touching the pointer, so a second
+/// deregistration fails with EINVAL instead of reading freed memory.
+static LIVE: ForkFresh<Mutex<HashSet<usize>>> = ForkFresh::new(|| Mutex::new(HashSet::new()));
+
+/// Whether `mr` is a live MR of ours.
+pub fn is_live(mr: *mut ibv_mr) -> bool {
+    LIVE.get().lock().contains(&(mr as usize))
 }
 
 pub(crate) unsafe extern "C" fn reg_mr(
@@ -233,10 +293,13 @@ pub(crate) unsafe extern "C" fn reg_mr(
         set_errno(e);
         return std::ptr::null_mut();
     }
-    if let Err(e) = check_range(addr, length) {
+    if let Err(e) = check_range(addr, length)
+        .and_then(|()| check_mapped(addr as usize, length, writes_into(access)))
+    {
         set_errno(e);
         return std::ptr::null_mut();
     }
+    crate::guard::install();
     // SAFETY: pd came from alloc_pd.
     let p = unsafe { Pd::from_ibv(pd) };
     let key = new_key();
@@ -260,7 +323,9 @@ pub(crate) unsafe extern "C" fn reg_mr(
             rkey: key,
         },
     });
-    Box::into_raw(mr) as *mut ibv_mr
+    let mr = Box::into_raw(mr) as *mut ibv_mr;
+    LIVE.get().lock().insert(mr as usize);
+    mr
 }
 
 pub(crate) unsafe extern "C" fn rereg_mr(
@@ -280,20 +345,32 @@ pub(crate) unsafe extern "C" fn rereg_mr(
             return e;
         }
     }
-    if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
-        if let Err(e) = check_range(addr, length) {
-            return e;
-        }
-    }
     if flags & IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: mr came from reg_mr and is not deregistered.
+    let live = LIVE.get().lock();
+    if !live.contains(&(mr as usize)) {
+        return libc::EINVAL;
+    }
+    // SAFETY: mr came from reg_mr and is not deregistered (checked above;
+    // the LIVE lock held keeps a racing dereg_mr out).
     let m = unsafe { &mut *(mr as *mut Mr) };
     let mut t = TABLE.get().write();
     let Some(e) = t.map.get_mut(&m.ibv.lkey) else {
         return libc::EINVAL;
     };
+    if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
+        let new_access = if flags & IBV_REREG_MR_CHANGE_ACCESS != 0 {
+            access as u32
+        } else {
+            e.access
+        };
+        if let Err(err) = check_range(addr, length)
+            .and_then(|()| check_mapped(addr as usize, length, writes_into(new_access)))
+        {
+            return err;
+        }
+    }
     if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
         e.host = addr as usize;
         e.len = length as u64;
@@ -316,7 +393,12 @@ pub(crate) unsafe extern "C" fn rereg_mr(
 }
 
 pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
-    // SAFETY: mr came from reg_mr.
+    // Removing it first makes a second or racing dereg fail.
+    if !LIVE.get().lock().remove(&(mr as usize)) {
+        return libc::EINVAL;
+    }
+    // SAFETY: mr came from reg_mr and was live until just now; only this
+    // call reclaims it.
     let m = unsafe { Box::from_raw(mr as *mut Mr) };
     // Waits for every data-path access under the read lock to finish.
     TABLE.get().write().map.remove(&m.ibv.lkey);
@@ -356,6 +438,20 @@ mod tests {
         assert_eq!(e.translate(0x4fff, 1), None);
         assert_eq!(e.translate(0x5064, 1), None);
         assert_eq!(e.translate(u64::MAX, 2), None);
+    }
+
+    #[test]
+    fn mapped_ranges() {
+        let maps = "1000-3000 rw-p 0 0:0 0\n3000-4000 r--p 0 0:0 0 /lib\n\
+                    5000-6000 ---p 0 0:0 0\n6000-7000 rw-p 0 0:0 0 [heap]\n";
+        assert_eq!(mapped_in(maps, 0x1000, 0x3000, true), Ok(()));
+        assert_eq!(mapped_in(maps, 0x2fff, 0x3001, false), Ok(()));
+        assert_eq!(mapped_in(maps, 0x2fff, 0x3001, true), Err(libc::EFAULT));
+        assert_eq!(mapped_in(maps, 0x3000, 0x4001, false), Err(libc::EFAULT));
+        assert_eq!(mapped_in(maps, 0x5000, 0x5001, false), Err(libc::EFAULT));
+        assert_eq!(mapped_in(maps, 0x6000, 0x7000, true), Ok(()));
+        assert_eq!(mapped_in(maps, 0x0, 0x10, false), Err(libc::EFAULT));
+        assert_eq!(mapped_in(maps, 0x7000, 0x7001, false), Err(libc::EFAULT));
     }
 
     #[test]

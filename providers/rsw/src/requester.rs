@@ -54,6 +54,9 @@ enum Broken {
     Lost,
     /// A response made no sense for the WQE it answers.
     BadResponse,
+    /// Our own registered memory could not be read (unmapped since it was
+    /// registered) while part of the request was already on the wire.
+    LocalFault,
 }
 
 /// Opens the outgoing connection (entering RTR). The hello is queued as the
@@ -269,6 +272,7 @@ fn fail(qp: &Qp, g: &mut QpInner, why: Broken) {
         Broken::Lost if g.sq.head != g.sq.tail => qp.fail_head(g, IBV_WC_RETRY_EXC_ERR),
         Broken::Lost => {}
         Broken::BadResponse => qp.fail_head(g, IBV_WC_BAD_RESP_ERR),
+        Broken::LocalFault => qp.fail_head(g, IBV_WC_LOC_PROT_ERR),
     }
 }
 
@@ -402,6 +406,7 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
             }
             Ok(false)
         }
+        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Err(Broken::LocalFault),
         Err(_) => Err(Broken::Lost),
     }
 }
@@ -515,11 +520,15 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
                 let t = mr::table();
                 match t.local(s.lkey, s.addr, 8, qp.pd_id, true) {
                     Ok(p) => {
+                        let v = h.compare_add.to_ne_bytes();
                         // SAFETY: p is 8 bytes of registered, locally
                         // writable memory (checked under the table lock,
-                        // still held); it need not be aligned.
-                        unsafe { std::ptr::write_unaligned(p as *mut u64, h.compare_add) };
-                        IBV_WC_SUCCESS
+                        // still held); it need not be aligned; a fault
+                        // (memory unmapped since) is caught.
+                        match unsafe { crate::guard::copy(p, v.as_ptr(), 8) } {
+                            Ok(()) => IBV_WC_SUCCESS,
+                            Err(_) => IBV_WC_LOC_PROT_ERR,
+                        }
                     }
                     Err(_) => IBV_WC_LOC_PROT_ERR,
                 }
@@ -586,6 +595,14 @@ fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
         Ok(0) => return Err(Broken::Lost),
         Ok(k) => k,
         Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+        // Our buffer is registered but no longer mapped: the READ fails
+        // locally and the rest of its data is read and dropped.
+        Err(e) if e.raw_os_error() == Some(libc::EFAULT) && !bad => {
+            if let Some(rd) = g.out.as_mut().and_then(|o| o.rx_read.as_mut()) {
+                rd.status = IBV_WC_LOC_PROT_ERR;
+            }
+            return Ok(true);
+        }
         Err(_) => return Err(Broken::Lost),
     };
     g.ack_progress = true;

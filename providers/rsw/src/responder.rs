@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use verbs_abi::*;
 
 use crate::cq::Cqe;
+use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
 use crate::qp::{rnr_timer_ns, Qp, QpInner};
@@ -683,21 +684,22 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                     // The wire address is in the MR's iova space; the host
                     // address may be aligned differently (ibv_reg_mr_iova).
                     .filter(|p| (*p as usize).is_multiple_of(8))
-                    .map(|p| {
+                    .and_then(|p| {
+                        let p = p as *mut u64;
                         // SAFETY: p is 8 bytes of registered memory with
                         // remote atomic rights, checked under the table lock
                         // (held), and 8-aligned (filtered above); hardware
                         // atomics make this atomic against other QPs and
-                        // local CPU atomics.
-                        let a = unsafe { std::sync::atomic::AtomicU64::from_ptr(p as *mut u64) };
-                        use std::sync::atomic::Ordering::SeqCst;
-                        if h.op == Op::CmpSwap {
-                            match a.compare_exchange(h.compare_add, h.swap, SeqCst, SeqCst) {
-                                Ok(v) | Err(v) => v,
+                        // local CPU atomics. Memory unmapped since its
+                        // registration faults, which the guard reports.
+                        unsafe {
+                            if h.op == Op::CmpSwap {
+                                guard::cas64(p, h.compare_add, h.swap)
+                            } else {
+                                guard::fetch_add64(p, h.compare_add)
                             }
-                        } else {
-                            a.fetch_add(h.compare_add, SeqCst)
                         }
+                        .ok()
                     })
             };
             let Some(orig) = orig else {
@@ -839,6 +841,16 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
         Ok(0) => return Step::Closed,
         Ok(k) => k as u32,
         Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Blocked,
+        // The destination is registered but no longer mapped.
+        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
+            let e = if matches!(h.op, Op::Send | Op::SendImm) {
+                DestError::Local
+            } else {
+                DestError::Remote
+            };
+            dest_error(qp, g, &h, e);
+            return Step::More;
+        }
         Err(_) => return Step::Closed,
     };
     let Some(inc) = g.inc.as_mut() else {
@@ -888,20 +900,25 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
         let table = mr::table();
         // Checked above; only an MR deregistered in between (a program bug)
-        // makes this fail, and then the tail is not placed.
+        // makes this fail, and then the tail is not placed. Nor is it when
+        // the application unmapped the memory: the ACK is already out, as
+        // hardware's would be before it wrote into pages it had pinned.
         if let Ok(n) = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v) {
             let mut off = 0;
             for piece in &v[..n] {
                 // SAFETY: the destination is registered memory with the
                 // needed rights, checked under the MR table lock (held); the
-                // source is our local copy of the tail.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        tail_bytes.as_ptr().add(off),
+                // source is our local copy of the tail; a fault is caught.
+                let placed = unsafe {
+                    guard::copy(
                         piece.iov_base as *mut u8,
+                        tail_bytes.as_ptr().add(off),
                         piece.iov_len,
                     )
                 };
+                if placed.is_err() {
+                    break;
+                }
                 off += piece.iov_len;
             }
         }
@@ -985,6 +1002,16 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
         let mut k = match res {
             Ok(k) => k,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+            // A READ's source is registered but no longer mapped. Part of
+            // the response may be out, so no NAK can follow it: the
+            // connection ends (the requester's READ fails) and this QP
+            // reports the access error.
+            Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
+                g.inc = None;
+                qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
+                qp.enter_error(g);
+                return true;
+            }
             Err(_) => return false,
         };
         let Some(r) = inc.resp.front_mut() else {
