@@ -5,10 +5,10 @@ use core::ffi::{c_int, c_uint, c_void};
 use core::mem::{offset_of, size_of};
 use core::ptr::null_mut;
 
-use verbs_abi::provider::ProviderOps;
+use verbs_abi::provider::{ObjectKind, ProviderOps};
 use verbs_abi::*;
 
-use crate::device::{context_ops, lookup, object_context, register_context, unregister_context};
+use crate::device::{context_ops, lookup, object_context_of, register_context, unregister_context};
 use crate::util::{errno_result, int_ret, minus_one_ret, ptr_ret, set_errno, warning};
 
 /// Size of rdma-core's `struct _compat_ibv_port_attr`: `ibv_port_attr` as it
@@ -497,9 +497,15 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
     if !about_object {
         return;
     }
+    let kind = match kind {
+        IBV_EVENT_CQ_ERR => ObjectKind::Cq,
+        IBV_EVENT_SRQ_ERR | IBV_EVENT_SRQ_LIMIT_REACHED => ObjectKind::Srq,
+        IBV_EVENT_WQ_FATAL => ObjectKind::Wq,
+        _ => ObjectKind::Qp,
+    };
     // SAFETY: for these event types the element is a CQ, QP, SRQ or WQ,
-    // each of which starts with its context pointer.
-    let Ok(ctx) = (unsafe { object_context(element) }) else {
+    // which the provider validates before anything reads it.
+    let Ok(ctx) = (unsafe { object_context_of(element, kind) }) else {
         return;
     };
     if let Ok(ops) = context_ops(ctx) {

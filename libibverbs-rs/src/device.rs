@@ -14,7 +14,7 @@ use core::mem::size_of;
 use core::ptr::null_mut;
 
 use parking_lot::RwLock;
-use verbs_abi::provider::{ProviderDevice, ProviderOps};
+use verbs_abi::provider::{ObjectKind, ProviderDevice, ProviderOps, VerbsObject};
 use verbs_abi::*;
 
 use crate::driver::{providers, Provider};
@@ -109,16 +109,60 @@ pub(crate) fn context_ops(ctx: *mut ibv_context) -> Result<&'static ProviderOps,
         .ok_or(libc::EINVAL)
 }
 
-/// The context an object belongs to. Every verbs object (PD, MR, CQ, QP,
+/// The context an object belongs to, validated before anything is read
+/// through the pointer: the providers of the open contexts are asked
+/// whether `obj` is a live object of theirs (`object_context`), so a stale
+/// pointer (destroyed, deregistered) or a foreign one gets EINVAL, never a
+/// read of freed memory. Only when a provider cannot answer is the
+/// pointer trusted, as rdma-core does: every verbs object (PD, MR, CQ, QP,
 /// SRQ, AH, WQ, MW, completion channel) starts with its `ibv_context *`.
 ///
 /// # Safety
-/// `obj` is NULL or points to such an object.
-pub(crate) unsafe fn object_context<T>(obj: *mut T) -> Result<*mut ibv_context, c_int> {
+/// `obj` is NULL or was a `T` (it may have been destroyed since).
+pub(crate) unsafe fn object_context<T: VerbsObject>(
+    obj: *mut T,
+) -> Result<*mut ibv_context, c_int> {
+    // SAFETY: forwarded contract.
+    unsafe { object_context_of(obj.cast(), T::KIND) }
+}
+
+/// [`object_context`] for an untyped pointer of a known kind.
+///
+/// # Safety
+/// As for [`object_context`].
+pub(crate) unsafe fn object_context_of(
+    obj: *mut c_void,
+    kind: ObjectKind,
+) -> Result<*mut ibv_context, c_int> {
     if obj.is_null() {
         return Err(libc::EINVAL);
     }
-    // SAFETY: the first field of every verbs object is its context pointer.
+    let mut unchecked = false;
+    let mut asked: Vec<usize> = Vec::new();
+    let providers: Vec<&'static ProviderOps> = CONTEXTS.read().iter().map(|&(_, o)| o).collect();
+    for ops in providers {
+        let key = ops as *const ProviderOps as usize;
+        if asked.contains(&key) {
+            continue;
+        }
+        asked.push(key);
+        match ops.object_context {
+            Some(f) => {
+                // SAFETY: the provider looks the pointer up without reading
+                // through it.
+                let ctx = unsafe { f(kind as u32, obj) };
+                if !ctx.is_null() {
+                    return Ok(ctx);
+                }
+            }
+            None => unchecked = true,
+        }
+    }
+    if !unchecked {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a provider that cannot validate owns it, by the caller's
+    // contract; the first field of every verbs object is its context.
     let ctx = unsafe { *(obj as *const *mut ibv_context) };
     if ctx.is_null() {
         Err(libc::EINVAL)
@@ -131,7 +175,7 @@ pub(crate) unsafe fn object_context<T>(obj: *mut T) -> Result<*mut ibv_context, 
 ///
 /// # Safety
 /// As for [`object_context`].
-pub(crate) unsafe fn object_ops<T>(
+pub(crate) unsafe fn object_ops<T: VerbsObject>(
     obj: *mut T,
 ) -> Result<(&'static ProviderOps, *mut ibv_context), c_int> {
     // SAFETY: forwarded contract.
@@ -144,7 +188,7 @@ pub(crate) unsafe fn object_ops<T>(
 ///
 /// # Safety
 /// As for [`object_context`].
-pub(crate) unsafe fn release<T>(
+pub(crate) unsafe fn release<T: VerbsObject>(
     obj: *mut T,
     entry: fn(&ProviderOps) -> Option<unsafe extern "C" fn(*mut T) -> c_int>,
 ) -> c_int {

@@ -13,6 +13,7 @@
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
 
+use verbs_abi::provider::VerbsObject;
 use verbs_abi::*;
 
 use crate::device::{context_ops, object_ops};
@@ -35,7 +36,7 @@ unsafe fn on_context(ctx: *mut ibv_context) -> c_int {
 ///
 /// # Safety
 /// `obj` is NULL or a verbs object (which starts with its context).
-unsafe fn on_object<T>(obj: *mut T) -> c_int {
+unsafe fn on_object<T: VerbsObject>(obj: *mut T) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { object_ops(obj) }.err().unwrap_or(libc::EOPNOTSUPP)
 }

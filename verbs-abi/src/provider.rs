@@ -217,6 +217,66 @@ pub struct ProviderOps {
     /// Called for QP, CQ, SRQ and WQ events only (port and device events
     /// need no acknowledgement bookkeeping).
     pub ack_async_event: Entry<unsafe extern "C" fn(event: *mut ibv_async_event)>,
+
+    /// The context of `obj`, a live object of kind `kind` (an
+    /// [`ObjectKind`] value) that this provider handed out, or NULL when it
+    /// is not one: never created here, or destroyed since. It must not read
+    /// through `obj` before knowing it. libibverbs asks before it touches
+    /// an application's object pointer, so a stale or foreign pointer fails
+    /// with EINVAL instead of reading freed memory. Without this entry
+    /// libibverbs trusts the pointer, as rdma-core does.
+    pub object_context:
+        Entry<unsafe extern "C" fn(kind: u32, obj: *mut c_void) -> *mut ibv_context>,
+}
+
+/// The kinds of object [`ProviderOps::object_context`] is asked about.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectKind {
+    Pd = 1,
+    Mr = 2,
+    Cq = 3,
+    Qp = 4,
+    Srq = 5,
+    Ah = 6,
+    Mw = 7,
+    CompChannel = 8,
+    Wq = 9,
+    Xrcd = 10,
+}
+
+impl ObjectKind {
+    pub fn from_u32(v: u32) -> Option<ObjectKind> {
+        use ObjectKind::*;
+        [Pd, Mr, Cq, Qp, Srq, Ah, Mw, CompChannel, Wq, Xrcd]
+            .into_iter()
+            .find(|k| *k as u32 == v)
+    }
+}
+
+/// A verbs object type and its [`ObjectKind`]; every such object starts
+/// with its `ibv_context *`.
+pub trait VerbsObject {
+    const KIND: ObjectKind;
+}
+
+macro_rules! verbs_objects {
+    ($($t:ty => $k:ident),* $(,)?) => {
+        $(impl VerbsObject for $t { const KIND: ObjectKind = ObjectKind::$k; })*
+    };
+}
+
+verbs_objects! {
+    ibv_pd => Pd,
+    ibv_mr => Mr,
+    ibv_cq => Cq,
+    ibv_qp => Qp,
+    ibv_srq => Srq,
+    ibv_ah => Ah,
+    ibv_mw => Mw,
+    ibv_comp_channel => CompChannel,
+    ibv_wq => Wq,
+    ibv_xrcd => Xrcd,
 }
 
 // SAFETY: the table is immutable after construction and `name` points to a

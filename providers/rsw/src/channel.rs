@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use verbs_abi::*;
 
 use crate::cq::Cq;
+use crate::handles::{Ctx, CHANNELS};
 use crate::util::{event_pipe, read_record, set_errno, write_record, ForkFresh};
 
 #[repr(C)]
@@ -71,10 +72,6 @@ pub fn unregister_cq(serial: u64) {
     CQS.get().lock().remove(&serial);
 }
 
-pub fn after_fork_child() {
-    CQS.reset();
-}
-
 pub(crate) unsafe extern "C" fn create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
@@ -95,16 +92,29 @@ pub(crate) unsafe extern "C" fn create_comp_channel(
         wr,
         cqs: AtomicI32::new(0),
     });
-    Box::into_raw(ch) as *mut ibv_comp_channel
+    let p = Box::into_raw(ch) as *mut ibv_comp_channel;
+    CHANNELS.insert(p, Ctx(context));
+    p
 }
 
 pub(crate) unsafe extern "C" fn destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
-    // SAFETY: channel came from create_comp_channel.
-    let ch = unsafe { Channel::from_ibv(channel) };
-    if ch.cqs.load(Ordering::Acquire) > 0 {
-        return libc::EBUSY;
+    let taken = CHANNELS.remove_if(channel, |_| {
+        // SAFETY: a live channel of ours (in the table, locked).
+        if unsafe { Channel::from_ibv(channel) }
+            .cqs
+            .load(Ordering::Acquire)
+            > 0
+        {
+            Err(libc::EBUSY)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = taken {
+        return e;
     }
-    // SAFETY: a boxed Channel with no CQ left referring to it.
+    // SAFETY: a boxed Channel with no CQ left referring to it, out of the
+    // table, so only this call reclaims it.
     drop(unsafe { Box::from_raw(channel as *mut Channel) });
     0
 }

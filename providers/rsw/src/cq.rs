@@ -30,6 +30,7 @@ use verbs_abi::*;
 use crate::channel::{self, Channel};
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::device::MAX_CQE;
+use crate::handles::{Ctx, CHANNELS, CQS};
 use crate::qp::Qp;
 use crate::util::{mono_ns, set_errno, wall_ns};
 
@@ -308,6 +309,9 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     }
     // SAFETY: context came from open_device.
     let ctx = unsafe { Context::shared_of(context) };
+    if !a.channel.is_null() && !CHANNELS.contains(a.channel) {
+        return fail(libc::EINVAL);
+    }
     let chan_wr = if a.channel.is_null() {
         -1
     } else {
@@ -359,15 +363,25 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     });
     let p = Arc::into_raw(cq);
     channel::register_cq(serial, p);
+    CQS.insert(p, Ctx(context));
     p as *mut ibv_cq_ex
 }
 
 pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
-    // SAFETY: cq came from create_cq_ex.
-    let c = unsafe { Cq::from_ibv(cq) };
-    if c.qp_refs.load(Ordering::Acquire) != 0 {
-        return libc::EBUSY;
+    let taken = CQS.remove_if(cq, |_| {
+        // SAFETY: cq is a live CQ of ours (in the table, locked).
+        if unsafe { Cq::from_ibv(cq) }.qp_refs.load(Ordering::Acquire) != 0 {
+            Err(libc::EBUSY)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = taken {
+        return e;
     }
+    // SAFETY: cq came from create_cq_ex and was live until just now; only
+    // this call reclaims it.
+    let c = unsafe { Cq::from_ibv(cq) };
     channel::unregister_cq(c.serial);
     c.ctx.async_q.purge(cq as usize);
     c.comp_events.wait_all_acked();
@@ -382,7 +396,10 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
 }
 
 pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    // SAFETY: cq came from create_cq_ex.
+    if !CQS.contains(cq) {
+        return libc::EINVAL;
+    }
+    // SAFETY: cq is a live CQ of ours (checked above).
     let c = unsafe { Cq::from_ibv(cq) };
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return libc::EINVAL;

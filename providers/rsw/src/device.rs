@@ -254,10 +254,6 @@ static HANDLES: ForkFresh<Mutex<Vec<&'static DevHandle>>> =
 
 /// The handles themselves stay valid in a forked child; only the list (and
 /// its possibly held lock) starts afresh.
-pub fn after_fork_child() {
-    HANDLES.reset();
-}
-
 fn handle_for(ifname: &str) -> &'static DevHandle {
     let mut hs = HANDLES.get().lock();
     if let Some(h) = hs.iter().find(|h| h.ifname == ifname) {

@@ -20,6 +20,7 @@ pub mod context;
 pub mod cq;
 pub mod device;
 pub mod guard;
+pub mod handles;
 pub mod mr;
 pub mod pd;
 pub mod progress;
@@ -74,4 +75,5 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     detach_mcast: None,
     get_async_event: Some(context::get_async_event),
     ack_async_event: Some(context::ack_async_event),
+    object_context: Some(handles::object_context),
 };

@@ -10,15 +10,16 @@
 //! Keys come from a bijection of a counter, so they are unique for 2^32
 //! registrations (a stale key never names a newer MR) yet not sequential.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::raw::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use once_cell::sync::Lazy;
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{RwLock, RwLockReadGuard};
 use verbs_abi::*;
 
+use crate::handles::{Ctx, MRS, PDS};
 use crate::pd::Pd;
 use crate::util::{iov, set_errno, ForkFresh};
 
@@ -168,12 +169,6 @@ pub fn table() -> RwLockReadGuard<'static, MrTable> {
     TABLE.get().read()
 }
 
-/// A forked child starts with no registrations (see `util::ForkFresh`).
-pub fn after_fork_child() {
-    TABLE.reset();
-    LIVE.reset();
-}
-
 fn new_key() -> u32 {
     loop {
         let c = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -272,14 +267,9 @@ fn writes_into(access: u32) -> bool {
     access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) != 0
 }
 
-/// The MRs handed out and not deregistered, by address: `dereg_mr` and
-/// `rereg_mr` check here before touching the pointer, so a second
-/// deregistration fails with EINVAL instead of reading freed memory.
-static LIVE: ForkFresh<Mutex<HashSet<usize>>> = ForkFresh::new(|| Mutex::new(HashSet::new()));
-
 /// Whether `mr` is a live MR of ours.
 pub fn is_live(mr: *mut ibv_mr) -> bool {
-    LIVE.get().lock().contains(&(mr as usize))
+    MRS.contains(mr)
 }
 
 pub(crate) unsafe extern "C" fn reg_mr(
@@ -299,8 +289,12 @@ pub(crate) unsafe extern "C" fn reg_mr(
         set_errno(e);
         return std::ptr::null_mut();
     }
+    if !PDS.contains(pd) {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
     crate::guard::install();
-    // SAFETY: pd came from alloc_pd.
+    // SAFETY: pd is a live PD of ours (checked above).
     let p = unsafe { Pd::from_ibv(pd) };
     let key = new_key();
     let entry = MrEntry {
@@ -324,7 +318,7 @@ pub(crate) unsafe extern "C" fn reg_mr(
         },
     });
     let mr = Box::into_raw(mr) as *mut ibv_mr;
-    LIVE.get().lock().insert(mr as usize);
+    MRS.insert(mr, Ctx(p.ibv.context));
     mr
 }
 
@@ -345,15 +339,15 @@ pub(crate) unsafe extern "C" fn rereg_mr(
             return e;
         }
     }
-    if flags & IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null() {
+    if flags & IBV_REREG_MR_CHANGE_PD != 0 && !PDS.contains(pd) {
         return libc::EINVAL;
     }
-    let live = LIVE.get().lock();
-    if !live.contains(&(mr as usize)) {
+    if !MRS.contains(mr) {
         return libc::EINVAL;
     }
     // SAFETY: mr came from reg_mr and is not deregistered (checked above;
-    // the LIVE lock held keeps a racing dereg_mr out).
+    // racing a dereg_mr of the same MR is the application's bug, as with
+    // any verb on an object being destroyed).
     let m = unsafe { &mut *(mr as *mut Mr) };
     let mut t = TABLE.get().write();
     let Some(e) = t.map.get_mut(&m.ibv.lkey) else {
@@ -394,7 +388,7 @@ pub(crate) unsafe extern "C" fn rereg_mr(
 
 pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
     // Removing it first makes a second or racing dereg fail.
-    if !LIVE.get().lock().remove(&(mr as usize)) {
+    if MRS.remove(mr).is_none() {
         return libc::EINVAL;
     }
     // SAFETY: mr came from reg_mr and was live until just now; only this

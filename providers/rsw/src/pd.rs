@@ -8,6 +8,7 @@ use std::sync::Arc;
 use verbs_abi::*;
 
 use crate::context::{Context, CtxShared};
+use crate::handles::{Ctx, PDS};
 use crate::util::set_errno;
 
 static NEXT_PD: AtomicU32 = AtomicU32::new(1);
@@ -47,16 +48,24 @@ pub(crate) unsafe extern "C" fn alloc_pd(context: *mut ibv_context) -> *mut ibv_
         ctx,
         users: AtomicU32::new(0),
     }));
+    PDS.insert(pd, Ctx(context));
     pd as *mut ibv_pd
 }
 
 pub(crate) unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    // SAFETY: pd came from alloc_pd.
-    let p = unsafe { Pd::from_ibv(pd) };
-    if p.users.load(Ordering::Acquire) != 0 {
-        return libc::EBUSY;
+    let taken = PDS.remove_if(pd, |_| {
+        // SAFETY: pd is a live PD of ours (it is in the table, locked).
+        if unsafe { Pd::from_ibv(pd) }.users.load(Ordering::Acquire) != 0 {
+            Err(libc::EBUSY)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = taken {
+        return e;
     }
-    // SAFETY: pd is a boxed Pd with no remaining users.
+    // SAFETY: pd was a boxed Pd with no users, out of the table now, so
+    // only this call reclaims it.
     drop(unsafe { Box::from_raw(pd as *mut Pd) });
     0
 }

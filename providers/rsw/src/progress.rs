@@ -130,7 +130,6 @@ pub fn unwatch(fd: RawFd) {
 /// starts a new engine with a new thread.
 pub fn after_fork_child() {
     let old = ENGINE.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    STARTING.reset();
     if !old.is_null() {
         // SAFETY: the old engine is leaked and never used again in this
         // process; closing its descriptors here is their only close.

@@ -12,10 +12,9 @@
 //! `responder` (their requests, our responses).
 
 use std::cell::UnsafeCell;
-use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use verbs_abi::*;
@@ -23,13 +22,14 @@ use verbs_abi::*;
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::cq::{Cq, Cqe};
 use crate::device::{MAX_INLINE, MAX_MSG_SZ, MAX_QP_WR, MAX_RD_ATOM, MAX_SGE, MIN_INLINE};
+use crate::handles::{CQS, PDS, QPS};
 use crate::pd::Pd;
 use crate::progress::{engine, Kind};
 use crate::qp_ex::Builder;
 use crate::requester::{self, OutConn};
 use crate::responder::{self, InConn, PendingConn};
 use crate::transport::{Listener, RemoteAddr};
-use crate::util::{set_errno, ForkFresh};
+use crate::util::set_errno;
 use crate::wire::Op;
 
 /// An empty scatter/gather entry, to preallocate SGE arrays with.
@@ -269,22 +269,14 @@ impl QpInner {
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
-/// The QPs handed out and not destroyed, by the address the application
-/// holds. The control verbs look a QP up here instead of trusting the
-/// pointer: librdmacm moves an id's QP to ERR when the application retrieves
-/// DISCONNECTED, and programs such as rping destroy that QP with
-/// `ibv_destroy_qp` first, so a stale pointer must fail with EINVAL rather
-/// than touch freed memory. The lookup also keeps the QP alive for the call.
-/// A forked child starts empty, as with every table here (`ForkFresh`).
-static LIVE: ForkFresh<Mutex<HashMap<usize, Weak<Qp>>>> =
-    ForkFresh::new(|| Mutex::new(HashMap::new()));
-
-/// The live QP behind an application pointer, if it is one of ours.
+/// The live QP behind an application pointer, if it is one of ours. The
+/// control verbs look a QP up instead of trusting the pointer: librdmacm
+/// moves an id's QP to ERR when the application retrieves DISCONNECTED, and
+/// programs such as rping destroy that QP with `ibv_destroy_qp` first, so a
+/// stale pointer must fail with EINVAL rather than touch freed memory. The
+/// lookup also keeps the QP alive for the call.
 fn live(qp: *mut ibv_qp) -> Option<Arc<Qp>> {
-    LIVE.get()
-        .lock()
-        .get(&(qp as usize))
-        .and_then(Weak::upgrade)
+    QPS.get(qp).and_then(|w| w.upgrade())
 }
 
 #[repr(C)]
@@ -580,7 +572,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     if !a.srq.is_null() {
         return Err(libc::EOPNOTSUPP);
     }
-    if a.send_cq.is_null() || a.recv_cq.is_null() {
+    if !PDS.contains(a.pd) || !CQS.contains(a.send_cq) || !CQS.contains(a.recv_cq) {
         return Err(libc::EINVAL);
     }
     let c = a.cap;
@@ -694,7 +686,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     a.cap = cap;
     let weak = Arc::downgrade(&qp);
     let p = Arc::into_raw(qp) as *mut ibv_qp;
-    LIVE.get().lock().insert(p as usize, weak);
+    QPS.insert(p, weak);
     Ok(p)
 }
 
@@ -714,7 +706,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
 
 pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     // Removing it first makes a second destroy, or a racing one, fail.
-    if LIVE.get().lock().remove(&(qp as usize)).is_none() {
+    if QPS.remove(qp).is_none() {
         return libc::EINVAL;
     }
     // SAFETY: qp came from create_qp_ex and was live until just now; only

@@ -2,7 +2,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Once;
 
 pub fn set_errno(e: i32) {
@@ -126,9 +126,27 @@ pub fn copy_cstr(dst: &mut [libc::c_char], src: &str) {
 /// stray references stay valid) and builds a new one on first use, like a
 /// process that never used the provider. The parent's verbs objects are not
 /// usable in the child, as with rdma-core.
+///
+/// Each value remembers the fork generation it was built in; the child's
+/// `pthread_atfork` handler only bumps the generation, and every
+/// `ForkFresh` notices on its next use. No list of tables to keep up to
+/// date, so none can be forgotten.
 pub struct ForkFresh<T> {
-    ptr: AtomicPtr<T>,
+    ptr: AtomicPtr<Generational<T>>,
     init: fn() -> T,
+}
+
+struct Generational<T> {
+    generation: u64,
+    value: T,
+}
+
+/// Bumped in every forked child.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The current fork generation (0 in the original process).
+pub fn fork_generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
 }
 
 impl<T> ForkFresh<T> {
@@ -140,34 +158,33 @@ impl<T> ForkFresh<T> {
     }
 
     pub fn get(&self) -> &T {
+        let generation = fork_generation();
         let p = self.ptr.load(Ordering::Acquire);
-        if !p.is_null() {
-            // SAFETY: non-null pointers come from Box::into_raw below and
-            // are never freed.
-            return unsafe { &*p };
+        // SAFETY: non-null pointers come from Box::into_raw below and are
+        // never freed.
+        if !p.is_null() && unsafe { (*p).generation } == generation {
+            // SAFETY: as above.
+            return unsafe { &(*p).value };
         }
         register_fork_handler();
-        let new = Box::into_raw(Box::new((self.init)()));
-        match self.ptr.compare_exchange(
-            std::ptr::null_mut(),
-            new,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
+        let new = Box::into_raw(Box::new(Generational {
+            generation,
+            value: (self.init)(),
+        }));
+        // The parent's value (if any) is replaced, never freed: references
+        // to it may survive in the child.
+        match self
+            .ptr
+            .compare_exchange(p, new, Ordering::AcqRel, Ordering::Acquire)
+        {
             // SAFETY: we just published our own allocation.
-            Ok(_) => unsafe { &*new },
-            Err(existing) => {
+            Ok(_) => unsafe { &(*new).value },
+            Err(_) => {
                 // SAFETY: `new` lost the race and was never shared.
                 drop(unsafe { Box::from_raw(new) });
-                // SAFETY: as for the fast path.
-                unsafe { &*existing }
+                self.get()
             }
         }
-    }
-
-    /// Forgets the current value (in a forked child).
-    pub fn reset(&self) {
-        self.ptr.store(std::ptr::null_mut(), Ordering::Release);
     }
 }
 
@@ -181,10 +198,10 @@ pub fn register_fork_handler() {
     });
 }
 
-/// Runs in a forked child: every process-global starts afresh.
+/// Runs in a forked child: every `ForkFresh` starts afresh on its next use,
+/// and the progress engine (a thread and descriptors, not a table) is
+/// forgotten.
 extern "C" fn after_fork_child() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     crate::progress::after_fork_child();
-    crate::mr::after_fork_child();
-    crate::channel::after_fork_child();
-    crate::device::after_fork_child();
 }

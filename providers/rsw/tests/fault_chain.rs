@@ -56,7 +56,12 @@ fn application_faults_are_untouched() {
 
     let st = run_child(|| {
         // SAFETY: installs a plain handler for SIGSEGV.
-        unsafe { libc::signal(libc::SIGSEGV, app_handler as *const () as libc::sighandler_t) };
+        unsafe {
+            libc::signal(
+                libc::SIGSEGV,
+                app_handler as *const () as libc::sighandler_t,
+            )
+        };
         register_something();
         crash();
     });

@@ -1,0 +1,115 @@
+//! The one table type for objects handed to the application.
+//!
+//! Applications hold raw pointers; a stale one (destroyed, deregistered) or
+//! one that was never ours must get EINVAL, not a read of freed memory. So
+//! every object the provider hands out is entered here by the address the
+//! application holds, and every control verb, and libibverbs through
+//! [`object_context`], looks the pointer up before reading through it.
+//! Removing the entry first is what makes a second or racing destroy fail.
+//! A forked child starts with empty tables (`ForkFresh`).
+
+use std::collections::HashMap;
+use std::os::raw::c_void;
+use std::sync::Weak;
+
+use parking_lot::Mutex;
+use verbs_abi::provider::ObjectKind;
+use verbs_abi::*;
+
+use crate::qp::Qp;
+use crate::util::ForkFresh;
+
+/// Live objects of one kind: application pointer -> `V`.
+pub struct Handles<V: 'static> {
+    map: ForkFresh<Mutex<HashMap<usize, V>>>,
+}
+
+fn empty<V>() -> Mutex<HashMap<usize, V>> {
+    Mutex::new(HashMap::new())
+}
+
+impl<V: Clone + 'static> Handles<V> {
+    pub const fn new() -> Handles<V> {
+        Handles {
+            map: ForkFresh::new(empty::<V>),
+        }
+    }
+
+    pub fn insert<T>(&self, p: *const T, v: V) {
+        self.map.get().lock().insert(p as usize, v);
+    }
+
+    pub fn get<T>(&self, p: *const T) -> Option<V> {
+        self.map.get().lock().get(&(p as usize)).cloned()
+    }
+
+    pub fn contains<T>(&self, p: *const T) -> bool {
+        self.map.get().lock().contains_key(&(p as usize))
+    }
+
+    pub fn remove<T>(&self, p: *const T) -> Option<V> {
+        self.map.get().lock().remove(&(p as usize))
+    }
+
+    /// Runs `f` with the table locked (tests: a fork while another thread
+    /// holds the lock).
+    #[doc(hidden)]
+    pub fn with_locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _g = self.map.get().lock();
+        f()
+    }
+
+    /// Removes the entry if `check` allows it (under the table's lock, so
+    /// nothing can slip in between); `Err(EINVAL)` when there is none.
+    pub fn remove_if<T>(
+        &self,
+        p: *const T,
+        check: impl FnOnce(&V) -> Result<(), i32>,
+    ) -> Result<V, i32> {
+        let mut m = self.map.get().lock();
+        let v = m.get(&(p as usize)).ok_or(libc::EINVAL)?;
+        check(v)?;
+        m.remove(&(p as usize)).ok_or(libc::EINVAL)
+    }
+}
+
+impl<V: Clone + 'static> Default for Handles<V> {
+    fn default() -> Self {
+        Handles::new()
+    }
+}
+
+/// The context an object belongs to, kept beside it so a lookup needs no
+/// read through the application's pointer.
+#[derive(Clone, Copy)]
+pub struct Ctx(pub *mut ibv_context);
+
+// SAFETY: a plain address, only handed back to libibverbs.
+unsafe impl Send for Ctx {}
+// SAFETY: as above.
+unsafe impl Sync for Ctx {}
+
+pub static PDS: Handles<Ctx> = Handles::new();
+pub static MRS: Handles<Ctx> = Handles::new();
+pub static CQS: Handles<Ctx> = Handles::new();
+pub static CHANNELS: Handles<Ctx> = Handles::new();
+pub static QPS: Handles<Weak<Qp>> = Handles::new();
+
+/// The provider's `object_context` entry (see `verbs_abi::provider`).
+pub(crate) unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_context {
+    let ctx = match ObjectKind::from_u32(kind) {
+        Some(ObjectKind::Pd) => PDS.get(obj),
+        Some(ObjectKind::Mr) => MRS.get(obj),
+        Some(ObjectKind::Cq) => CQS.get(obj),
+        Some(ObjectKind::CompChannel) => CHANNELS.get(obj),
+        Some(ObjectKind::Qp) => QPS
+            .get(obj)
+            .and_then(|w| w.upgrade())
+            // SAFETY: the QP is live (we hold a reference); its public
+            // struct is ours.
+            .map(|q| Ctx(unsafe { (*q.ibv.get()).qp_base.context })),
+        // Kinds this provider never creates.
+        _ => None,
+    };
+    ctx.map_or(std::ptr::null_mut(), |c| c.0)
+}
