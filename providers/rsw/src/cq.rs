@@ -123,6 +123,8 @@ pub struct Cq {
     ignore_overrun: bool,
     /// The ring overflowed: the CQ and its QPs are in error.
     overrun: AtomicBool,
+    /// A destroy claimed it (a second one fails with EINVAL).
+    destroying: AtomicBool,
     /// The completion `ibv_start_poll`/`ibv_next_poll` moved to; only the
     /// single thread inside a start/end poll section touches it.
     cur: UnsafeCell<Cqe>,
@@ -355,6 +357,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         wc_flags: a.wc_flags,
         ignore_overrun: flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN != 0,
         overrun: AtomicBool::new(false),
+        destroying: AtomicBool::new(false),
         cur: UnsafeCell::new(Cqe::default()),
         comp_events: EventCounter::default(),
         async_events: Arc::new(EventCounter::default()),
@@ -368,19 +371,22 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
 }
 
 pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
-    let taken = CQS.remove_if(cq, |_| {
+    let claimed = CQS.claim(cq, |_| {
         // SAFETY: cq is a live CQ of ours (in the table, locked).
-        if unsafe { Cq::from_ibv(cq) }.qp_refs.load(Ordering::Acquire) != 0 {
+        let c = unsafe { Cq::from_ibv(cq) };
+        if c.qp_refs.load(Ordering::Acquire) != 0 {
             Err(libc::EBUSY)
+        } else if c.destroying.swap(true, Ordering::AcqRel) {
+            Err(libc::EINVAL)
         } else {
             Ok(())
         }
     });
-    if let Err(e) = taken {
+    if let Err(e) = claimed {
         return e;
     }
-    // SAFETY: cq came from create_cq_ex and was live until just now; only
-    // this call reclaims it.
+    // SAFETY: cq came from create_cq_ex; this call claimed it, so only it
+    // reclaims it. It stays in the table until its events are acked.
     let c = unsafe { Cq::from_ibv(cq) };
     channel::unregister_cq(c.serial);
     c.ctx.async_q.purge(cq as usize);
@@ -390,6 +396,7 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
         // SAFETY: the channel outlives every CQ attached to it.
         unsafe { Channel::from_ibv(c.channel) }.detach();
     }
+    CQS.remove(cq);
     // SAFETY: reclaims the application's reference taken in create_cq_ex.
     drop(unsafe { Arc::from_raw(cq as *const Cq) });
     0
@@ -401,6 +408,9 @@ pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int 
     }
     // SAFETY: cq is a live CQ of ours (checked above).
     let c = unsafe { Cq::from_ibv(cq) };
+    if c.destroying.load(Ordering::Acquire) {
+        return libc::EINVAL;
+    }
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return libc::EINVAL;
     }

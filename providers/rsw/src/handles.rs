@@ -59,6 +59,21 @@ impl<V: Clone + 'static> Handles<V> {
         f()
     }
 
+    /// Runs `check` on the entry under the table's lock; `Err(EINVAL)`
+    /// when there is none. Destroy verbs use it to claim an object (a flag
+    /// the check sets) while keeping it findable until they are done:
+    /// acknowledging its events, which a destroy waits for, looks it up.
+    pub fn claim<T>(
+        &self,
+        p: *const T,
+        check: impl FnOnce(&V) -> Result<(), i32>,
+    ) -> Result<V, i32> {
+        let m = self.map.get().lock();
+        let v = m.get(&(p as usize)).ok_or(libc::EINVAL)?;
+        check(v)?;
+        Ok(v.clone())
+    }
+
     /// Removes the entry if `check` allows it (under the table's lock, so
     /// nothing can slip in between); `Err(EINVAL)` when there is none.
     pub fn remove_if<T>(

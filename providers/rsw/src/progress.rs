@@ -29,8 +29,11 @@ pub enum Kind {
     Listener,
     Incoming,
     Outgoing,
-    /// An accepted connection whose hello is not read or not yet usable;
-    /// the slot indexes the QP's pending list.
+    /// An accepted connection whose hello is not read or not yet usable,
+    /// by its id (see `responder::PendingConn`): the low bits index the
+    /// QP's pending list, the rest tell apart the connections a slot held
+    /// over time, so an event for a connection closed meanwhile (still in
+    /// the batch epoll returned) never reaches its slot's next occupant.
     Pending(usize),
 }
 

@@ -226,6 +226,8 @@ pub struct QpInner {
     pub out: Option<OutConn>,
     pub inc: Option<InConn>,
     pub pending: Vec<Option<PendingConn>>,
+    /// Counts connections put in `pending`, for their token ids.
+    pub pending_seq: usize,
     /// The peer, known from RTR on.
     pub remote: Option<RemoteAddr>,
     /// Our own GID, as sent in the hello.
@@ -462,14 +464,22 @@ impl Qp {
         let dead = events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
         match kind {
             Kind::Listener => responder::on_listener(self, &mut g),
-            Kind::Pending(slot) if dead => {
-                if let Some(p) = g.pending.get_mut(slot) {
-                    *p = None;
+            Kind::Pending(id) => match responder::pending_slot(&g, id) {
+                Some(slot) if dead => g.pending[slot] = None,
+                Some(slot) => responder::on_pending(self, &mut g, slot),
+                None => {}
+            },
+            Kind::Incoming if dead => {
+                let vanished = responder::incoming_conn(&g).is_some_and(|c| c.timed_out());
+                g.inc = None;
+                if vanished {
+                    self.peer_vanished(&mut g);
                 }
             }
-            Kind::Pending(slot) => responder::on_pending(self, &mut g, slot),
-            Kind::Incoming if dead => g.inc = None,
             Kind::Incoming => responder::pump(self, &mut g),
+            Kind::Outgoing if dead && requester::outgoing_timed_out(&g) => {
+                self.peer_vanished(&mut g)
+            }
             Kind::Outgoing => requester::on_event(self, &mut g, events),
         }
     }
@@ -508,6 +518,27 @@ impl Qp {
         }
         responder::on_timer(self, &mut g, now);
         requester::on_timer(self, &mut g, now);
+    }
+
+    /// The peer's host stopped answering (TCP's keepalive or unacked-data
+    /// timeout, from the retry budget, ran out on one of the connections).
+    /// Outstanding requests fail with `IBV_WC_RETRY_EXC_ERR` as the retry
+    /// timer would fail them; with none outstanding, hardware would wait
+    /// forever on its receives, which is the hang a test run must never
+    /// meet, so the QP goes to ERR with `IBV_EVENT_QP_FATAL` and its
+    /// receives flush.
+    pub fn peer_vanished(&self, g: &mut QpInner) {
+        if !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) {
+            return;
+        }
+        g.out = None;
+        g.peer_gone = true;
+        if requester::outstanding(g) {
+            self.fail_head(g, IBV_WC_RETRY_EXC_ERR);
+        } else {
+            self.async_event(IBV_EVENT_QP_FATAL);
+            self.enter_error(g);
+        }
     }
 
     /// A CQ of this QP overran: the completions it lost make the QP's
@@ -642,6 +673,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             out: None,
             inc: None,
             pending: Vec::new(),
+            pending_seq: 0,
             remote: None,
             local_gid: [0; 16],
             peer_gone: false,
@@ -705,19 +737,28 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
 }
 
 pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
-    // Removing it first makes a second destroy, or a racing one, fail.
-    if QPS.remove(qp).is_none() {
+    // Claiming it (the destroyed flag, under the QP's lock) makes a second
+    // destroy, or a racing one, fail; it stays findable until its async
+    // events are acknowledged, since acknowledging looks it up.
+    let Some(held) = live(qp) else {
         return libc::EINVAL;
+    };
+    {
+        let mut g = held.inner.lock();
+        if g.destroyed {
+            return libc::EINVAL;
+        }
+        g.destroyed = true;
     }
-    // SAFETY: qp came from create_qp_ex and was live until just now; only
-    // this call reclaims it.
+    drop(held);
+    // SAFETY: qp came from create_qp_ex; this call claimed it, so only it
+    // reclaims it.
     let q = unsafe { Qp::from_ibv(qp) };
     if let Ok(e) = engine() {
         e.unregister_qp(q.serial);
     }
     {
         let mut g = q.inner.lock();
-        g.destroyed = true;
         g.out = None;
         g.inc = None;
         g.pending.clear();
@@ -733,6 +774,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     unsafe { Pd::from_ibv(q.pd) }
         .users
         .fetch_sub(1, Ordering::AcqRel);
+    QPS.remove(qp);
     // SAFETY: reclaims the application's reference from create_qp_ex.
     drop(unsafe { Arc::from_raw(qp as *const Qp) });
     0
@@ -918,6 +960,9 @@ fn store(g: &mut QpInner, a: &ibv_qp_attr, mask: u32) {
 
 fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
     let mut g = qp.inner.lock();
+    if g.destroyed {
+        return Err(libc::EINVAL);
+    }
     let cur = g.state;
     if mask & IBV_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
         return Err(libc::EINVAL);
@@ -959,6 +1004,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
         IBV_QPS_RTS => {
             qp.set_state(&mut g, IBV_QPS_RTS);
             g.sqd_notify = false;
+            requester::apply_timeouts(&g);
             requester::pump(qp, &mut g);
         }
         IBV_QPS_SQD => {
@@ -1035,6 +1081,9 @@ pub(crate) unsafe extern "C" fn query_qp(
         return libc::EINVAL;
     };
     let g = q.inner.lock();
+    if g.destroyed {
+        return libc::EINVAL;
+    }
     let mut a = g.attr;
     a.qp_state = g.state;
     a.cur_qp_state = g.state;

@@ -57,6 +57,18 @@ enum Broken {
     /// Our own registered memory could not be read (unmapped since it was
     /// registered) while part of the request was already on the wire.
     LocalFault,
+    /// The peer's host stopped answering (TCP's keepalive or unacked-data
+    /// timeout ran out): fails the QP even with nothing outstanding.
+    Vanished,
+}
+
+/// How a socket error ends the connection.
+fn broken_by(e: &std::io::Error) -> Broken {
+    if e.raw_os_error() == Some(libc::ETIMEDOUT) {
+        Broken::Vanished
+    } else {
+        Broken::Lost
+    }
 }
 
 /// Opens the outgoing connection (entering RTR). The hello is queued as the
@@ -78,9 +90,6 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
             return Ok(());
         }
     };
-    if let Some(budget) = retry_budget_ns(g) {
-        conn.set_user_timeout((budget / 1_000_000).clamp(1, u32::MAX as u64) as u32);
-    }
     let mut hello = [0u8; HDR_LEN];
     Hello {
         src_gid: g.local_gid,
@@ -112,8 +121,36 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         rx_got: 0,
         rx_read: None,
     });
+    apply_timeouts(g);
     pump(qp, g);
     Ok(())
+}
+
+/// Gives both connections the retry budget as TCP's own bound (unacked
+/// data, keepalive probes), so a peer host that vanishes while nothing is
+/// outstanding is noticed too (see `Qp::on_event`). Called when the
+/// connections or the attributes change (RTR, RTS, the incoming
+/// connection's arrival).
+pub fn apply_timeouts(g: &QpInner) {
+    let Some(budget) = retry_budget_ns(g) else {
+        return;
+    };
+    // Never below 1.5 s: the retry timer is the precise bound for
+    // outstanding work; this one is the backstop for idle connections,
+    // and must not cut a live peer that is merely slow to acknowledge.
+    let ms = (budget / 1_000_000).clamp(1500, u32::MAX as u64) as u32;
+    if let Some(o) = g.out.as_ref() {
+        o.conn.set_user_timeout(ms);
+    }
+    if let Some(c) = crate::responder::incoming_conn(g) {
+        c.set_user_timeout(ms);
+    }
+}
+
+/// Whether a connection of the QP died because the peer's host stopped
+/// answering.
+pub fn outgoing_timed_out(g: &QpInner) -> bool {
+    g.out.as_ref().is_some_and(|o| o.conn.timed_out())
 }
 
 // ---- the retry timer ----------------------------------------------------------
@@ -152,7 +189,7 @@ fn retry_budget_ns(g: &QpInner) -> Option<u64> {
 
 /// Requests wait for the peer: transmitted and unanswered, or queued to go
 /// out in RTS.
-fn outstanding(g: &QpInner) -> bool {
+pub fn outstanding(g: &QpInner) -> bool {
     match g.state {
         IBV_QPS_RTS => g.sq.head != g.sq.tail,
         IBV_QPS_SQD => g.sq.head != g.sq.tx,
@@ -271,6 +308,7 @@ fn fail(qp: &Qp, g: &mut QpInner, why: Broken) {
     match why {
         Broken::Lost if g.sq.head != g.sq.tail => qp.fail_head(g, IBV_WC_RETRY_EXC_ERR),
         Broken::Lost => {}
+        Broken::Vanished => qp.peer_vanished(g),
         Broken::BadResponse => qp.fail_head(g, IBV_WC_BAD_RESP_ERR),
         Broken::LocalFault => qp.fail_head(g, IBV_WC_LOC_PROT_ERR),
     }
@@ -407,7 +445,7 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
             Ok(false)
         }
         Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Err(Broken::LocalFault),
-        Err(_) => Err(Broken::Lost),
+        Err(e) => Err(broken_by(&e)),
     }
 }
 
@@ -428,7 +466,7 @@ fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             Ok(0) => return Err(Broken::Lost),
             Ok(k) => out.rx_got += k,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-            Err(_) => return Err(Broken::Lost),
+            Err(e) => return Err(broken_by(&e)),
         }
         g.ack_progress = true;
         let out = g.out.as_mut().ok_or(Broken::Lost)?;
@@ -603,7 +641,7 @@ fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
             }
             return Ok(true);
         }
-        Err(_) => return Err(Broken::Lost),
+        Err(e) => return Err(broken_by(&e)),
     };
     g.ack_progress = true;
     let out = g.out.as_mut().ok_or(Broken::Lost)?;

@@ -42,10 +42,14 @@ const MAX_QUEUED_READ_BYTES: u64 = 8 << 20;
 /// An accepted connection before it is known to be our peer's.
 pub struct PendingConn {
     conn: Conn,
+    /// Its event token's id: slot in the low bits, a per-QP count above.
+    id: usize,
     ends: Endpoints,
     buf: [u8; HDR_LEN],
     got: usize,
     hello: Option<Hello>,
+    /// When it was accepted (monotonic ns).
+    accepted: u64,
     _counted: Counted,
     /// When the connection is dropped if it is still pending: strangers
     /// that connect and say nothing, or name a QP that never reaches RTR,
@@ -88,6 +92,22 @@ impl Drop for Counted {
 
 /// At most this many pending connections per QP. A real peer needs one.
 const MAX_PENDING_PER_QP: usize = 8;
+/// A pending connection silent this long may give way to a newer one.
+const SILENT_NS: u64 = 100_000_000;
+const SLOT_BITS: u32 = 3;
+/// Token ids are this many bits (see `progress::token`).
+const ID_BITS: u32 = 14;
+
+/// The slot of the pending connection an event with token id `id` is
+/// about, if it is still there.
+pub fn pending_slot(g: &QpInner, id: usize) -> Option<usize> {
+    let slot = id & ((1 << SLOT_BITS) - 1);
+    g.pending
+        .get(slot)?
+        .as_ref()
+        .filter(|p| p.id == id)
+        .map(|_| slot)
+}
 
 /// Process-wide cap on pending connections: a quarter of the descriptor
 /// limit, so strangers can never take the descriptors the application and
@@ -191,6 +211,11 @@ impl InConn {
     }
 }
 
+/// The incoming connection, if there is one.
+pub fn incoming_conn(g: &QpInner) -> Option<&Conn> {
+    g.inc.as_ref().map(|i| &i.conn)
+}
+
 pub fn is_stalled(g: &QpInner) -> bool {
     matches!(g.inc.as_ref().map(|i| &i.rx), Some(Rx::Stalled(_)))
 }
@@ -257,24 +282,33 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                 g.pending.len() - 1
             }
             None => {
-                // Full: the oldest gives way, so a flood cannot lock the
-                // real peer out for longer than it keeps flooding.
-                let oldest = g
-                    .pending
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, p)| p.as_ref().map_or(0, |p| p.deadline))
-                    .map_or(0, |(i, _)| i);
-                g.pending[oldest] = None;
+                // Full. A connection that has said nothing for a while
+                // gives way (a real peer sends its hello with its first
+                // bytes), so silent strangers cannot lock the peer out;
+                // one that may still be the peer's keeps its place, and
+                // the newcomer is refused.
+                let now = mono_ns();
+                let stale = g.pending.iter().position(|p| {
+                    p.as_ref()
+                        .is_some_and(|p| p.hello.is_none() && now - p.accepted > SILENT_NS)
+                });
                 refuse();
-                oldest
+                match stale {
+                    Some(s) => {
+                        g.pending[s] = None;
+                        s
+                    }
+                    None => continue,
+                }
             }
         };
+        g.pending_seq = g.pending_seq.wrapping_add(1);
+        let id = ((g.pending_seq << SLOT_BITS) | slot) & ((1 << ID_BITS) - 1);
         let Ok(eng) = engine() else { return };
         if eng
             .add(
                 conn.fd(),
-                token(qp.serial, Kind::Pending(slot)),
+                token(qp.serial, Kind::Pending(id)),
                 libc::EPOLLIN as u32,
             )
             .is_err()
@@ -285,10 +319,12 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
         eng.add_timer(deadline, qp.serial);
         g.pending[slot] = Some(PendingConn {
             conn,
+            id,
             ends,
             buf: [0; HDR_LEN],
             got: 0,
             hello: None,
+            accepted: mono_ns(),
             _counted: Counted::new(),
             deadline,
         });
@@ -342,7 +378,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
             // Not reading it until RTR is what holds it, for a while.
             let deadline = mono_ns() + HELD_TIMEOUT_NS;
             if let Ok(e) = engine() {
-                e.modify(p.conn.fd(), token(qp.serial, Kind::Pending(slot)), 0);
+                e.modify(p.conn.fd(), token(qp.serial, Kind::Pending(p.id)), 0);
                 e.add_timer(deadline, qp.serial);
             }
             if let Some(Some(p)) = g.pending.get_mut(slot) {
@@ -369,11 +405,12 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
             }
             g.inc_bound = true;
             let events = libc::EPOLLIN as u32;
+            let conn = p.conn;
             if let Ok(e) = engine() {
-                e.modify(p.conn.fd(), token(qp.serial, Kind::Incoming), events);
+                e.modify(conn.fd(), token(qp.serial, Kind::Incoming), events);
             }
             g.inc = Some(InConn {
-                conn: p.conn,
+                conn,
                 peer_qpn: hello.src_qpn,
                 events,
                 rx_hdr: [0; HDR_LEN],
@@ -386,6 +423,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 rnr_notice_at: 0,
                 tail: [0; TAIL as usize],
             });
+            crate::requester::apply_timeouts(g);
             pump(qp, g);
         }
     }
@@ -404,6 +442,17 @@ enum Step {
     More,
     Blocked,
     Closed,
+    /// The peer's host stopped answering (keepalive timed out).
+    Vanished,
+}
+
+/// How a socket error ends the incoming connection.
+fn closed_by(e: &std::io::Error) -> Step {
+    if e.raw_os_error() == Some(libc::ETIMEDOUT) {
+        Step::Vanished
+    } else {
+        Step::Closed
+    }
 }
 
 /// Runs the incoming connection as far as it goes without blocking.
@@ -445,6 +494,11 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             Step::Blocked => break,
             Step::Closed => {
                 g.inc = None;
+                return;
+            }
+            Step::Vanished => {
+                g.inc = None;
+                qp.peer_vanished(g);
                 return;
             }
         }
@@ -546,7 +600,7 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
         Ok(0) => return Step::Closed,
         Ok(k) => inc.rx_got += k,
         Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Blocked,
-        Err(_) => return Step::Closed,
+        Err(e) => return closed_by(&e),
     }
     if inc.rx_got < HDR_LEN {
         return Step::More;
@@ -851,7 +905,7 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
             dest_error(qp, g, &h, e);
             return Step::More;
         }
-        Err(_) => return Step::Closed,
+        Err(e) => return closed_by(&e),
     };
     let Some(inc) = g.inc.as_mut() else {
         return Step::Closed;

@@ -123,6 +123,17 @@ impl Conn {
         }
     }
 
+    /// Whether the connection died because the peer stopped answering
+    /// (keepalive or unacknowledged data timed out): its host vanished, as
+    /// opposed to a peer that closed or reset it.
+    pub fn timed_out(&self) -> bool {
+        match self {
+            Conn::Tcp(c) => {
+                c.finish_connect().err().and_then(|e| e.raw_os_error()) == Some(libc::ETIMEDOUT)
+            }
+        }
+    }
+
     /// After the descriptor reported writable while connecting: Ok when the
     /// connection is up, the connect error otherwise.
     pub fn finish_connect(&self) -> io::Result<()> {

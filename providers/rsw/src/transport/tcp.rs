@@ -297,10 +297,11 @@ impl TcpConn {
             libc::TCP_USER_TIMEOUT,
             ms as libc::c_int,
         );
-        let secs = (ms / 1000).max(1) as libc::c_int;
+        // Probe after a second of silence, then every second; the user
+        // timeout decides when unanswered probes end the connection.
         let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
-        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs);
-        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, secs);
+        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 1);
+        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1);
         let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3);
     }
 
