@@ -21,8 +21,9 @@ DESTDIR    ?=
 
 CARGO ?= cargo
 CC    ?= cc
-# Where the ABI facts live (symbol lists, imports of Debian's programs).
-ABI_DIR ?= $(abspath $(CURDIR)/../shared/abi)
+# Where the ABI facts live (symbol lists, imports of Debian's programs):
+# in this repository (abi/README.md).
+ABI_DIR ?= $(CURDIR)/abi/rdma-core-44
 
 # The versions rdma-core 44 reports through pkg-config: we implement that ABI,
 # so build systems that ask for a minimum version keep working.

@@ -18,7 +18,7 @@ set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$REPO/build}
-ABI_DIR=${ABI_DIR:-$(cd "$REPO/.." && pwd)/shared/abi}
+ABI_DIR=${ABI_DIR:-$REPO/abi/rdma-core-44}
 CTESTS_BIN=${CTESTS_BIN:-$BUILD/ctests}
 LOGDIR=$BUILD/test-logs
 DEFAULT_TIMEOUT=${HARNESS_TIMEOUT:-120}

@@ -5,9 +5,8 @@
 # repository's include/ directory, runs them and compares their output
 # byte for byte with the reference dumps taken from rdma-core 44.
 #
-# The reference files live in ../shared/abi relative to the repository
-# root (CI checks the "shared" tree out next to "main"); set ABI_DIR to
-# point somewhere else.  CC selects the compiler (default: cc).
+# The reference files live in abi/rdma-core-44 in this repository; set
+# ABI_DIR to point somewhere else.  CC selects the compiler (default: cc).
 #
 # Also verifies that no rdma-core header from the system (for example
 # /usr/include/infiniband/verbs.h) is pulled in instead of ours.
@@ -19,12 +18,12 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo_root=$(cd "$here/../.." && pwd)
 include_dir="$repo_root/include"
-abi_dir=${ABI_DIR:-"$repo_root/../shared/abi"}
+abi_dir=${ABI_DIR:-"$repo_root/abi/rdma-core-44"}
 cc=${CC:-cc}
 
 if [ ! -d "$abi_dir" ]; then
 	echo "check_probes: ABI reference directory not found: $abi_dir" >&2
-	echo "check_probes: set ABI_DIR to the shared/abi directory" >&2
+	echo "check_probes: set ABI_DIR to the directory of the ABI facts (abi/rdma-core-44)" >&2
 	exit 1
 fi
 abi_dir=$(cd "$abi_dir" && pwd)

@@ -12,14 +12,14 @@
 # One line per program, then a count. Exit status 1 when anything failed.
 #
 # Environment: BUILD (default <repo>/build), ABI_DIR (default
-# <repo>/../shared/abi), START_ALL_ALLOW_MISSING=1 turns "package not
+# <repo>/abi/rdma-core-44), START_ALL_ALLOW_MISSING=1 turns "package not
 # installed" into SKIP (for machines without Debian's RDMA packages; CI never
 # sets it), START_TIMEOUT (seconds per started program, default 20).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$repo/build}
-ABI_DIR=${ABI_DIR:-$(cd "$repo/.." && pwd)/shared/abi}
+ABI_DIR=${ABI_DIR:-$repo/abi/rdma-core-44}
 allow_missing=${START_ALL_ALLOW_MISSING:-0}
 start_timeout=${START_TIMEOUT:-20}
 summary=$ABI_DIR/imports/SUMMARY.tsv

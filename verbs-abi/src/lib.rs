@@ -2,7 +2,7 @@
 //!
 //! `verbs` and `cma` mirror the public structs of rdma-core 44's
 //! `<infiniband/verbs.h>` and `<rdma/rdma_cma.h>` field for field (checked
-//! against `shared/abi/layout.txt` by the tests); `provider` is our own,
+//! against `abi/rdma-core-44/layout.txt` by the tests); `provider` is our own,
 //! documented ABI between libibverbs and a provider shared object.
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 

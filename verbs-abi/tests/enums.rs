@@ -1,5 +1,5 @@
 //! Compares every constant recorded by the enum probes with the Rust
-//! constant of the same name: `shared/abi/enums.txt` (the reference) and
+//! constant of the same name: `abi/rdma-core-44/enums.txt` (the reference) and
 //! `tests/data/enums_extra.txt` (everything else verbs-abi defines, printed
 //! by a probe `tests/data/gen_tables.py` compiles against the same headers).  Also
 //! checks that each C enum type's Rust alias has the same size.
@@ -22,7 +22,7 @@ const DELIBERATELY_MISSING: &[(&str, &str)] = &[];
 fn abi_dir() -> PathBuf {
     match std::env::var_os("ABI_DIR") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/abi"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../abi/rdma-core-44"),
     }
 }
 

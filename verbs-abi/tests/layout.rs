@@ -1,5 +1,5 @@
 //! Compares the Rust types with the C layouts recorded by the probes:
-//! `shared/abi/layout.txt` (rdma-core 44 as built by Debian, the reference)
+//! `abi/rdma-core-44/layout.txt` (rdma-core 44 as built by Debian, the reference)
 //! and `tests/data/layout_extra.txt` (the types that file does not list,
 //! printed by a probe `tests/data/gen_tables.py` compiles against the same
 //! headers).
@@ -9,7 +9,8 @@
 //! and alignment.  The mapping from C path to Rust path is the table in
 //! `tables/layout_table.rs`.
 //!
-//! `shared/abi` is found through `ABI_DIR`, else beside the repository.
+//! The facts are found through `ABI_DIR`, else in the repository's
+//! `abi/rdma-core-44`.
 
 use core::mem::{align_of, offset_of, size_of, MaybeUninit};
 use std::collections::HashMap;
@@ -66,7 +67,7 @@ struct CType {
 fn abi_dir() -> PathBuf {
     match std::env::var_os("ABI_DIR") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/abi"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../abi/rdma-core-44"),
     }
 }
 

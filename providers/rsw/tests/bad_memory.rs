@@ -56,7 +56,8 @@ fn unmap(p: *mut u8, len: usize) {
 /// Unmaps registered memory, then keeps its addresses from being handed
 /// to anyone else (another test thread's mmap, a malloc arena) by an
 /// inaccessible placeholder, so the range stays a hole for the test.
-fn vanish(p: *mut u8, len: usize) {
+/// False when another thread took the range in between.
+fn vanish(p: *mut u8, len: usize) -> bool {
     unmap(p, len);
     // SAFETY: claims the just-freed range, refusing to replace anything.
     let q = unsafe {
@@ -69,7 +70,22 @@ fn vanish(p: *mut u8, len: usize) {
             0,
         )
     };
-    assert_eq!(q, p.cast(), "the unmapped range was reused meanwhile");
+    q == p.cast()
+}
+
+/// An MR over memory unmapped right after its registration: its address
+/// and the MR. Retries when another thread maps into the hole before the
+/// placeholder takes it (then the MR is over someone else's memory).
+fn vanished_mr(pd: *mut ibv_pd) -> (*mut u8, *mut ibv_mr) {
+    for _ in 0..10 {
+        let m = map(MAP, libc::PROT_READ | libc::PROT_WRITE);
+        let mr = reg(pd, m.cast(), MAP, ALL).unwrap();
+        if vanish(m, MAP) {
+            return (m, mr);
+        }
+        assert_eq!(dereg(mr), 0);
+    }
+    panic!("the unmapped range was reused by another thread every time");
 }
 
 /// Whether no page of the range is mapped.
@@ -163,9 +179,7 @@ struct Vanished {
 impl Vanished {
     fn new() -> Vanished {
         let p = Pair::new();
-        let m = map(MAP, libc::PROT_READ | libc::PROT_WRITE);
-        let mr = reg(p.pd, m.cast(), MAP, ALL).unwrap();
-        vanish(m, MAP);
+        let (m, mr) = vanished_mr(p.pd);
         Vanished {
             p,
             mr,
@@ -294,9 +308,7 @@ fn send_into_an_unmapped_receive_buffer() {
 fn local_buffers_that_vanish() {
     // A SEND gathering from unmapped memory fails locally.
     let p = Pair::new();
-    let m = map(MAP, libc::PROT_READ | libc::PROT_WRITE);
-    let mr = reg(p.pd, m.cast(), MAP, ALL).unwrap();
-    vanish(m, MAP);
+    let (m, mr) = vanished_mr(p.pd);
     let dst = p.buf(8192);
     assert_eq!(post_recv(p.b, 1, &mut [dst.sge(0, 8192)]), 0);
     let mut sg = [ibv_sge {
@@ -311,9 +323,7 @@ fn local_buffers_that_vanish() {
 
     // A READ and an atomic whose results land in unmapped memory.
     let p = Pair::new();
-    let m = map(MAP, libc::PROT_READ | libc::PROT_WRITE);
-    let mr = reg(p.pd, m.cast(), MAP, ALL).unwrap();
-    vanish(m, MAP);
+    let (m, mr) = vanished_mr(p.pd);
     let src = p.buf(8192);
     let mut sg = [ibv_sge {
         addr: m as u64,
@@ -330,9 +340,7 @@ fn local_buffers_that_vanish() {
     assert_eq!(wait_wc(p.cq_a).status, IBV_WC_LOC_PROT_ERR);
 
     let p = Pair::new();
-    let m = map(MAP, libc::PROT_READ | libc::PROT_WRITE);
-    let mr = reg(p.pd, m.cast(), MAP, ALL).unwrap();
-    vanish(m, MAP);
+    let (m, mr) = vanished_mr(p.pd);
     let target = p.buf(64);
     let mut sg = [ibv_sge {
         addr: m as u64,
