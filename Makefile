@@ -4,6 +4,7 @@
 #   make              build the libraries and lay them out under build/
 #   make demo         run ibv_rc_pingpong (server + client) over build/
 #   make bench        perftest over build/ beside sockperf, iperf3 and memcpy
+#   make soak         10^7 checksummed messages, thousands of QPs (not in test)
 #   make test         build everything and run every test (ctests/harness.sh)
 #   make install      copy build/ to $(DESTDIR)$(PREFIX) and $(DESTDIR)$(SYSCONFDIR)
 #   make uninstall    remove what install copied
@@ -57,7 +58,7 @@ pcgen = sed -e 's|@PREFIX@|$(2)|g' -e 's|@LIBDIR@|$(3)|g' \
 	-e 's|@INCLUDEDIR@|$(4)|g' -e 's|@VERSION@|$(5)|g' $(1)
 
 .PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm build-tree ctests ctests-bin \
-	test check demo bench install uninstall lint clean
+	test check demo bench soak install uninstall lint clean
 
 all: build-tree
 
@@ -145,6 +146,11 @@ demo: all
 # Latency and bandwidth over our libraries beside kernel TCP and memcpy.
 bench: all
 	bench/run.sh
+
+# The long reliability run (10^7 checksummed messages, thousands of QPs),
+# outside `make test`: bench/soak.sh.
+soak: ctests
+	bench/soak.sh
 
 # ---------------------------------------------------------------------------
 # install copies build/; it never changes how the libraries were built (the
