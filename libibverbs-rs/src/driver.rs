@@ -16,7 +16,7 @@ use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use once_cell::sync::Lazy;
+use std::sync::LazyLock;
 use verbs_abi::provider::{ProviderOps, PROVIDER_ABI_VERSION, PROVIDER_ENTRY_SYMBOL};
 
 use crate::util::{trusted_env, warning};
@@ -32,7 +32,7 @@ pub(crate) struct Provider {
     pub name: String,
 }
 
-static PROVIDERS: Lazy<Vec<Provider>> = Lazy::new(|| {
+static PROVIDERS: LazyLock<Vec<Provider>> = LazyLock::new(|| {
     crate::fork::init_from_env();
     crate::compat::init_from_env();
     load_all()

@@ -12,12 +12,12 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 
-use once_cell::sync::Lazy;
+use std::sync::LazyLock;
 use verbs_abi::IBV_SYSFS_PATH_MAX;
 
 use crate::util::{set_errno, trusted_env};
 
-static SYSFS_PATH: Lazy<CString> = Lazy::new(|| {
+static SYSFS_PATH: LazyLock<CString> = LazyLock::new(|| {
     let bytes = match trusted_env("SYSFS_PATH") {
         Some(v) => sysfs_root(v.as_bytes()),
         None => b"/sys".to_vec(),

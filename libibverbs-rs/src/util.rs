@@ -3,7 +3,7 @@
 use core::ffi::c_int;
 use std::ffi::OsString;
 
-use once_cell::sync::Lazy;
+use std::sync::LazyLock;
 
 /// Sets the calling thread's `errno`.
 pub(crate) fn set_errno(err: c_int) {
@@ -34,7 +34,8 @@ pub(crate) fn trusted_env(name: &str) -> Option<OsString> {
     }
 }
 
-static SHOW_WARNINGS: Lazy<bool> = Lazy::new(|| std::env::var_os("IBV_SHOW_WARNINGS").is_some());
+static SHOW_WARNINGS: LazyLock<bool> =
+    LazyLock::new(|| std::env::var_os("IBV_SHOW_WARNINGS").is_some());
 
 /// Prints a diagnostic to stderr when `IBV_SHOW_WARNINGS` is set; silent
 /// otherwise so a program's output is not polluted by configuration noise.

@@ -19,8 +19,8 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
-use once_cell::sync::Lazy;
 use parking_lot::Mutex;
+use std::sync::LazyLock;
 use verbs_abi::*;
 
 use crate::error::{check, errno, Res};
@@ -123,8 +123,8 @@ pub struct ChannelBox {
     pub chan: Arc<Channel>,
 }
 
-static CHANNELS: Lazy<Mutex<HashMap<usize, Arc<Channel>>>> =
-    Lazy::new(|| Mutex::new(HashMap::new()));
+static CHANNELS: LazyLock<Mutex<HashMap<usize, Arc<Channel>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
 
 impl Channel {
     /// A new channel and its C object.

@@ -5,8 +5,8 @@
 
 use std::net::IpAddr;
 
-use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
+use std::sync::OnceLock;
 use verbs_abi::*;
 
 use crate::addr;
@@ -36,7 +36,7 @@ pub struct Local {
     pub gid_index: u8,
 }
 
-static DEVICES: OnceCell<Vec<Device>> = OnceCell::new();
+static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
 
 fn open_all() -> Vec<Device> {
     let mut out = Vec::new();

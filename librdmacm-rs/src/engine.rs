@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
+use std::sync::OnceLock;
 
 use crate::error::{check, Res};
 use crate::id::{CmId, TimerKind};
@@ -56,11 +56,13 @@ pub struct Engine {
 
 const WAKE_TOKEN: u64 = 0;
 
-static ENGINE: OnceCell<Engine> = OnceCell::new();
+static ENGINE: OnceLock<Engine> = OnceLock::new();
 /// Set once the CM thread runs; a failed spawn leaves it unset so the next
 /// call tries again rather than every caller waiting on a thread that
 /// never came.
-static THREAD: OnceCell<()> = OnceCell::new();
+static THREAD: OnceLock<()> = OnceLock::new();
+/// Serialises the first `get`s, whose creation steps may fail.
+static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn create() -> Res<Engine> {
     // SAFETY: plain syscalls; the descriptors are owned right away.
@@ -90,14 +92,21 @@ fn create() -> Res<Engine> {
 
 /// The engine, with its thread running.
 pub fn get() -> Res<&'static Engine> {
-    let e = ENGINE.get_or_try_init(create)?;
-    THREAD.get_or_try_init(|| {
+    if let (Some(e), Some(())) = (ENGINE.get(), THREAD.get()) {
+        return Ok(e);
+    }
+    let _g = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+    if ENGINE.get().is_none() {
+        let _ = ENGINE.set(create()?);
+    }
+    let e = ENGINE.get().ok_or(libc::EIO)?;
+    if THREAD.get().is_none() {
         std::thread::Builder::new()
             .name("rdmacm-cm".into())
             .spawn(move || e.run())
-            .map(|_| ())
-            .map_err(|_| libc::EAGAIN)
-    })?;
+            .map_err(|_| libc::EAGAIN)?;
+        let _ = THREAD.set(());
+    }
     Ok(e)
 }
 

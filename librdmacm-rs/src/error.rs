@@ -36,8 +36,8 @@ pub fn check(ret: c_int) -> Res<c_int> {
 }
 
 /// `RDMACM_RS_DEBUG=1` traces the CM's decisions on stderr.
-pub static DEBUG: once_cell::sync::Lazy<bool> =
-    once_cell::sync::Lazy::new(|| std::env::var_os("RDMACM_RS_DEBUG").is_some_and(|v| v != "0"));
+pub static DEBUG: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("RDMACM_RS_DEBUG").is_some_and(|v| v != "0"));
 
 macro_rules! trace {
     ($($arg:tt)*) => {

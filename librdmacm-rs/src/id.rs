@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use core::ffi::c_void;
-use once_cell::sync::Lazy;
 use parking_lot::{Condvar, Mutex};
+use std::sync::LazyLock;
 use verbs_abi::*;
 
 use crate::addr;
@@ -180,7 +180,8 @@ unsafe impl Send for CmId {}
 // SAFETY: as above.
 unsafe impl Sync for CmId {}
 
-static IDS: Lazy<Mutex<HashMap<usize, Arc<CmId>>>> = Lazy::new(|| Mutex::new(HashMap::new()));
+static IDS: LazyLock<Mutex<HashMap<usize, Arc<CmId>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn random_psn() -> u32 {
     let mut v: u32 = 0;
@@ -1846,8 +1847,8 @@ fn destroy_cqs(c: &mut rdma_cm_id) {
 
 /// Outstanding (retrieved, not yet acked) events, so a bad or repeated
 /// `rdma_ack_cm_event` is refused instead of freeing twice.
-static OUTSTANDING: Lazy<Mutex<std::collections::HashSet<usize>>> =
-    Lazy::new(|| Mutex::new(std::collections::HashSet::new()));
+static OUTSTANDING: LazyLock<Mutex<std::collections::HashSet<usize>>> =
+    LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
 
 /// Hands a retrieved event to the application.
 pub fn deliver(mut ev: Box<EventBox>) -> *mut rdma_cm_event {

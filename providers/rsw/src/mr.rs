@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::raw::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::LazyLock;
 
-use once_cell::sync::Lazy;
 use parking_lot::{RwLock, RwLockReadGuard};
 use verbs_abi::*;
 
@@ -154,7 +154,7 @@ impl MrTable {
 
 static TABLE: ForkFresh<RwLock<MrTable>> = ForkFresh::new(|| RwLock::new(MrTable::default()));
 static COUNTER: AtomicU32 = AtomicU32::new(1);
-static SEED: Lazy<u32> = Lazy::new(|| {
+static SEED: LazyLock<u32> = LazyLock::new(|| {
     let t = crate::util::wall_ns();
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u64;

@@ -119,8 +119,8 @@ fn child(mut to_parent: File, mut from_parent: File) {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: orig is a valid rlimit.
     assert_eq!(
+        // SAFETY: orig is a valid rlimit.
         unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut orig) },
         0
     );

@@ -110,8 +110,8 @@ fn device_and_port_attributes() {
         flags: 0,
         port_cap_flags2: 0,
     };
-    // SAFETY: ctx is open; p is valid.
     assert_eq!(
+        // SAFETY: ctx is open; p is valid.
         unsafe { c.vctx().query_port.unwrap()(c.ctx, 1, &mut p, std::mem::size_of_val(&p)) },
         0
     );
@@ -121,8 +121,8 @@ fn device_and_port_attributes() {
     assert_eq!(p.lid, 0);
     assert_eq!(p.pkey_tbl_len, 1);
     assert!(p.gid_tbl_len >= 1);
-    // SAFETY: as above.
     assert_eq!(
+        // SAFETY: as above.
         unsafe { c.vctx().query_port.unwrap()(c.ctx, 2, &mut p, std::mem::size_of_val(&p)) },
         libc::EINVAL
     );
@@ -134,8 +134,8 @@ fn device_and_port_attributes() {
         gid_type: 0,
         ndev_ifindex: 0,
     };
-    // SAFETY: ctx is open; e is valid.
     assert_eq!(
+        // SAFETY: ctx is open; e is valid.
         unsafe { OPS.query_gid_ex.unwrap()(c.ctx, 1, 0, &mut e, 0) },
         0
     );
@@ -152,14 +152,14 @@ fn device_and_port_attributes() {
     assert_eq!(r, libc::EINVAL);
 
     let mut pkey = 0u16;
-    // SAFETY: ctx is open; pkey is valid.
     assert_eq!(
+        // SAFETY: ctx is open; pkey is valid.
         unsafe { OPS.query_pkey.unwrap()(c.ctx, 1, 0, &mut pkey) },
         0
     );
     assert_eq!(u16::from_be(pkey), 0xffff);
-    // SAFETY: as above.
     assert_eq!(
+        // SAFETY: as above.
         unsafe { OPS.query_pkey.unwrap()(c.ctx, 1, 1, &mut pkey) },
         libc::EINVAL
     );

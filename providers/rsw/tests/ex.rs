@@ -44,8 +44,8 @@ fn cq_ex_poll_api() {
     let dst = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
 
     let mut attr = ibv_poll_cq_attr { comp_mask: 0 };
-    // SAFETY: cqx is live.
     assert_eq!(
+        // SAFETY: cqx is live.
         unsafe { (*cqx).start_poll.unwrap()(cqx, &mut attr) },
         libc::ENOENT
     );
@@ -344,8 +344,8 @@ fn channel_blocking_and_nonblocking() {
     unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) };
     let mut ev_cq: *mut ibv_cq = null_mut();
     let mut ev_ctx: *mut c_void = null_mut();
-    // SAFETY: ch is live; out-pointers valid.
     assert_eq!(
+        // SAFETY: ch is live; out-pointers valid.
         unsafe { OPS.get_cq_event.unwrap()(ch, &mut ev_cq, &mut ev_ctx) },
         -1
     );
@@ -365,16 +365,16 @@ fn channel_blocking_and_nonblocking() {
     };
     // SAFETY: one valid pollfd.
     assert_eq!(unsafe { libc::poll(&mut pf, 1, 10_000) }, 1);
-    // SAFETY: ch is live; out-pointers valid.
     assert_eq!(
+        // SAFETY: ch is live; out-pointers valid.
         unsafe { OPS.get_cq_event.unwrap()(ch, &mut ev_cq, &mut ev_ctx) },
         0
     );
     assert_eq!(ev_cq, cq);
     assert_eq!(ev_ctx as usize, 0x1234);
     // Exactly one event per arm.
-    // SAFETY: as above.
     assert_eq!(
+        // SAFETY: as above.
         unsafe { OPS.get_cq_event.unwrap()(ch, &mut ev_cq, &mut ev_ctx) },
         -1
     );

@@ -526,8 +526,8 @@ fn solicited_only_notification() {
     assert!(readable(10_000));
     let mut ev_cq: *mut ibv_cq = null_mut();
     let mut ev_ctx: *mut std::os::raw::c_void = null_mut();
-    // SAFETY: ch is live; out-pointers valid.
     assert_eq!(
+        // SAFETY: ch is live; out-pointers valid.
         unsafe { OPS.get_cq_event.unwrap()(ch, &mut ev_cq, &mut ev_ctx) },
         0
     );
@@ -543,8 +543,8 @@ fn solicited_only_notification() {
     destroy_qp(a);
     destroy_qp(b);
     assert_eq!(destroy_cq(cq_a), 0);
-    // SAFETY: ch is live and still has cq_b.
     assert_eq!(
+        // SAFETY: ch is live and still has cq_b.
         unsafe { OPS.destroy_comp_channel.unwrap()(ch) },
         libc::EBUSY
     );

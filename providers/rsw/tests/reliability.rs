@@ -216,24 +216,26 @@ fn dial_from(src: Option<&str>, port: u32) -> TcpStream {
         return TcpStream::connect(dst).unwrap();
     };
     // std has no bind-before-connect; do it by hand.
+    // SAFETY: plain socket creation; checked below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     assert!(fd >= 0);
     // SAFETY: fd is a fresh socket we own.
     let s: TcpStream = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
     let ip: std::net::Ipv4Addr = src.parse().unwrap();
+    // SAFETY: all-zero is a valid sockaddr_in.
     let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     sa.sin_family = libc::AF_INET as libc::sa_family_t;
     sa.sin_addr.s_addr = u32::from_ne_bytes(ip.octets());
     let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: sa is a valid sockaddr_in of `len` bytes.
     assert_eq!(
+        // SAFETY: sa is a valid sockaddr_in of `len` bytes.
         unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, len) },
         0
     );
     sa.sin_port = (port as u16).to_be();
     sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
-    // SAFETY: as above.
     assert_eq!(
+        // SAFETY: as above.
         unsafe { libc::connect(fd, &sa as *const _ as *const libc::sockaddr, len) },
         0
     );

@@ -146,9 +146,8 @@ impl TcpListener {
             };
             if r >= 0 {
                 // SAFETY: r is a fresh descriptor we own.
-                let conn = TcpConn {
-                    fd: unsafe { OwnedFd::from_raw_fd(r) },
-                };
+                let fd = unsafe { OwnedFd::from_raw_fd(r) };
+                let conn = TcpConn { fd };
                 tune(r);
                 let peer = sockaddr_gid(&ss);
                 let local = local_gid(r).unwrap_or([0; 16]);
