@@ -1,0 +1,226 @@
+//! Creating and destroying QPs.
+
+use super::*;
+
+const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM
+    | IBV_QP_EX_WITH_RDMA_READ
+    | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) as u64;
+
+fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, c_int> {
+    let known = IBV_QP_INIT_ATTR_PD
+        | IBV_QP_INIT_ATTR_XRCD
+        | IBV_QP_INIT_ATTR_CREATE_FLAGS
+        | IBV_QP_INIT_ATTR_MAX_TSO_HEADER
+        | IBV_QP_INIT_ATTR_IND_TABLE
+        | IBV_QP_INIT_ATTR_RX_HASH
+        | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    if a.comp_mask & !known != 0 || a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
+        return Err(libc::EINVAL);
+    }
+    if a.comp_mask
+        & (IBV_QP_INIT_ATTR_XRCD
+            | IBV_QP_INIT_ATTR_IND_TABLE
+            | IBV_QP_INIT_ATTR_RX_HASH
+            | IBV_QP_INIT_ATTR_MAX_TSO_HEADER)
+        != 0
+    {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let send_ops = if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+        if a.send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        Some(a.send_ops_flags)
+    } else {
+        None
+    };
+    // UD, UC, XRC and raw packet QPs are not implemented yet.
+    if a.qp_type != IBV_QPT_RC {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if !a.srq.is_null() {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if !PDS.contains(a.pd) || !CQS.contains(a.send_cq) || !CQS.contains(a.recv_cq) {
+        return Err(libc::EINVAL);
+    }
+    let c = a.cap;
+    if c.max_send_wr > MAX_QP_WR
+        || c.max_recv_wr > MAX_QP_WR
+        || c.max_send_sge > MAX_SGE
+        || c.max_recv_sge > MAX_SGE
+        || c.max_inline_data > MAX_INLINE
+    {
+        return Err(libc::EINVAL);
+    }
+    let cap = ibv_qp_cap {
+        max_send_wr: c.max_send_wr.max(1),
+        max_recv_wr: c.max_recv_wr.max(1),
+        max_send_sge: c.max_send_sge.max(1),
+        max_recv_sge: c.max_recv_sge.max(1),
+        max_inline_data: c.max_inline_data.max(MIN_INLINE),
+    };
+    let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+    let (listener, qpn) = Listener::open().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+
+    // SAFETY: context, pd and the CQs come from this provider.
+    let (ctx, pd, send_cq, recv_cq) = unsafe {
+        (
+            Context::shared_of(context),
+            Pd::from_ibv(a.pd),
+            Cq::arc_from_ibv(a.send_cq),
+            Cq::arc_from_ibv(a.recv_cq),
+        )
+    };
+    let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+    let mut ibv = ibv_qp_ex::zeroed();
+    ibv.qp_base.context = context;
+    ibv.qp_base.qp_context = a.qp_context;
+    ibv.qp_base.pd = a.pd;
+    ibv.qp_base.send_cq = a.send_cq;
+    ibv.qp_base.recv_cq = a.recv_cq;
+    ibv.qp_base.srq = std::ptr::null_mut();
+    ibv.qp_base.handle = serial as u32;
+    ibv.qp_base.qp_num = qpn;
+    ibv.qp_base.state = IBV_QPS_RESET;
+    ibv.qp_base.qp_type = IBV_QPT_RC;
+    if send_ops.is_some() {
+        crate::qp_ex::fill_ops(&mut ibv);
+    }
+    let listen_fd = listener.fd();
+    let qp = Arc::new(Qp {
+        ibv: UnsafeCell::new(ibv),
+        serial,
+        qpn,
+        ctx,
+        pd: a.pd,
+        pd_id: pd.id,
+        send_cq,
+        recv_cq,
+        inner: Mutex::new(QpInner {
+            state: IBV_QPS_RESET,
+            attr: ibv_qp_attr::zeroed(),
+            sq_sig_all: a.sq_sig_all != 0,
+            sq: SendQueue::new(
+                cap.max_send_wr as usize,
+                cap.max_send_sge as usize,
+                cap.max_inline_data as usize,
+            ),
+            rq: RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize),
+            listener: Some(listener),
+            out: None,
+            inc: None,
+            pending: Vec::new(),
+            pending_seq: 0,
+            remote: None,
+            local_gid: [0; 16],
+            peer_gone: false,
+            tx_blocked: false,
+            comm_est_sent: false,
+            sqd_notify: false,
+            accept_resume: None,
+            inc_bound: false,
+            ack_tick_at: 0,
+            ack_progress: false,
+            ack_idle: 0,
+            rnr_hold_until: 0,
+            destroyed: false,
+        }),
+        async_events: Arc::new(EventCounter::default()),
+        builder: UnsafeCell::new(if send_ops.is_some() {
+            Builder::new(
+                cap.max_send_wr as usize,
+                cap.max_send_sge as usize,
+                cap.max_inline_data as usize,
+            )
+        } else {
+            Builder::empty()
+        }),
+    });
+    eng.register_qp(serial, &qp);
+    if let Err(e) = eng.add(
+        listen_fd,
+        crate::progress::token(serial, Kind::Listener),
+        libc::EPOLLIN as u32,
+    ) {
+        eng.unregister_qp(serial);
+        return Err(e.raw_os_error().unwrap_or(libc::ENOMEM));
+    }
+    pd.users.fetch_add(1, Ordering::AcqRel);
+    qp.send_cq.qp_refs.fetch_add(1, Ordering::AcqRel);
+    qp.recv_cq.qp_refs.fetch_add(1, Ordering::AcqRel);
+    qp.send_cq.attach_qp(&qp);
+    if !Arc::ptr_eq(&qp.send_cq, &qp.recv_cq) {
+        qp.recv_cq.attach_qp(&qp);
+    }
+    a.cap = cap;
+    let weak = Arc::downgrade(&qp);
+    let p = Arc::into_raw(qp) as *mut ibv_qp;
+    QPS.insert(p, weak);
+    Ok(p)
+}
+
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    // SAFETY: attr points to the caller's init attributes.
+    match create(context, unsafe { &mut *attr }) {
+        Ok(qp) => qp,
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
+    // Claiming it (the destroyed flag, under the QP's lock) makes a second
+    // destroy, or a racing one, fail; it stays findable until its async
+    // events are acknowledged, since acknowledging looks it up.
+    let Some(held) = live(qp) else {
+        return libc::EINVAL;
+    };
+    {
+        let mut g = held.inner.lock();
+        if g.destroyed {
+            return libc::EINVAL;
+        }
+        g.destroyed = true;
+    }
+    drop(held);
+    // SAFETY: qp came from create_qp_ex; this call claimed it, so only it
+    // reclaims it.
+    let q = unsafe { Qp::from_ibv(qp) };
+    if let Ok(e) = engine() {
+        e.unregister_qp(q.serial);
+    }
+    {
+        let mut g = q.inner.lock();
+        g.out = None;
+        g.inc = None;
+        g.pending.clear();
+        g.listener = None;
+    }
+    q.ctx.async_q.purge(qp as usize);
+    q.async_events.wait_all_acked();
+    q.send_cq.detach_qp(q);
+    q.recv_cq.detach_qp(q);
+    q.send_cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
+    q.recv_cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: the PD outlives its QPs.
+    unsafe { Pd::from_ibv(q.pd) }
+        .users
+        .fetch_sub(1, Ordering::AcqRel);
+    QPS.remove(qp);
+    // SAFETY: reclaims the application's reference from create_qp_ex.
+    drop(unsafe { Arc::from_raw(qp as *const Qp) });
+    0
+}

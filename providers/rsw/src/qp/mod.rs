@@ -1,0 +1,400 @@
+//! Queue pairs: the object and what the progress engine calls on it.
+//!
+//! `wq` holds the work-queue rings, `create` creation and destruction,
+//! `modify` the state machine (modify and query), `post` the post calls.
+//!
+//! A QP is an `ibv_qp_ex` (so `ibv_qp_to_qp_ex` is a cast) at the start of
+//! an `Arc`'d [`Qp`]; the progress engine holds weak references, so an event
+//! racing with `destroy_qp` finds the QP gone or marked destroyed.
+//!
+//! All mutable state is in [`QpInner`] behind one mutex, taken by the post
+//! calls (on the caller's thread), `modify_qp`, and the progress thread. The
+//! queues are preallocated rings, so posting does not allocate. The RC
+//! protocol itself is in `requester` (our requests, their responses) and
+//! `responder` (their requests, our responses).
+
+mod create;
+mod modify;
+mod post;
+mod wq;
+
+pub(crate) use create::{create_qp_ex, destroy_qp};
+pub(crate) use modify::{modify_qp, query_qp};
+pub use post::{check_send_wr, post_send_batch};
+pub(crate) use post::{post_recv, post_send};
+pub use wq::{RecvQueue, SendQueue, SendWqe, NO_SGE};
+
+use std::cell::UnsafeCell;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use crate::context::{Context, CtxShared, EventCounter};
+use crate::cq::{Cq, Cqe};
+use crate::device::{MAX_INLINE, MAX_MSG_SZ, MAX_QP_WR, MAX_RD_ATOM, MAX_SGE, MIN_INLINE};
+use crate::handles::{CQS, PDS, QPS};
+use crate::pd::Pd;
+use crate::progress::{engine, Kind};
+use crate::qp_ex::Builder;
+use crate::requester::{self, OutConn};
+use crate::responder::{self, InConn, PendingConn};
+use crate::transport::{Listener, RemoteAddr};
+use crate::util::set_errno;
+use crate::wire::Op;
+/// Mutable QP state (see the module comment for who takes the lock).
+pub struct QpInner {
+    pub state: ibv_qp_state,
+    /// Attributes as last set by modify_qp, for query_qp (which adds the
+    /// state and the capabilities, kept in `state` and the queues).
+    pub attr: ibv_qp_attr,
+    pub sq_sig_all: bool,
+    pub sq: SendQueue,
+    pub rq: RecvQueue,
+    pub listener: Option<Listener>,
+    pub out: Option<OutConn>,
+    pub inc: Option<InConn>,
+    pub pending: Vec<Option<PendingConn>>,
+    /// Counts connections put in `pending`, for their token ids.
+    pub pending_seq: usize,
+    /// The peer, known from RTR on.
+    pub remote: Option<RemoteAddr>,
+    /// Our own GID, as sent in the hello.
+    pub local_gid: [u8; 16],
+    /// The outgoing connection failed or ended; the next WQE that needs it
+    /// completes with IBV_WC_RETRY_EXC_ERR.
+    pub peer_gone: bool,
+    /// A WQE failed locally; nothing after it is transmitted.
+    pub tx_blocked: bool,
+    pub comm_est_sent: bool,
+    /// IBV_EVENT_SQ_DRAINED is owed when the SQ drains in SQD.
+    pub sqd_notify: bool,
+    /// `accept` failed (e.g. EMFILE); the listener is not watched until
+    /// this monotonic time.
+    pub accept_resume: Option<u64>,
+    /// An incoming connection was accepted since RTR; no other may be.
+    pub inc_bound: bool,
+    /// The retry timer (see `requester`): when it next ticks (0: not
+    /// running), whether the peer showed signs of life since the last tick,
+    /// consecutive ticks without any, and until when an RNR wait notice
+    /// vouches for the peer.
+    pub ack_tick_at: u64,
+    pub ack_progress: bool,
+    pub ack_idle: u8,
+    pub rnr_hold_until: u64,
+    pub destroyed: bool,
+}
+
+impl QpInner {
+    /// The capabilities the QP was created with, as its queues hold them.
+    pub fn caps(&self) -> ibv_qp_cap {
+        ibv_qp_cap {
+            max_send_wr: self.sq.cap as u32,
+            max_recv_wr: self.rq.cap as u32,
+            max_send_sge: self.sq.max_sge as u32,
+            max_recv_sge: self.rq.max_sge as u32,
+            max_inline_data: self.sq.max_inline as u32,
+        }
+    }
+}
+
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// The live QP behind an application pointer, if it is one of ours. The
+/// control verbs look a QP up instead of trusting the pointer: librdmacm
+/// moves an id's QP to ERR when the application retrieves DISCONNECTED, and
+/// programs such as rping destroy that QP with `ibv_destroy_qp` first, so a
+/// stale pointer must fail with EINVAL rather than touch freed memory. The
+/// lookup also keeps the QP alive for the call.
+fn live(qp: *mut ibv_qp) -> Option<Arc<Qp>> {
+    QPS.get(qp).and_then(|w| w.upgrade())
+}
+
+#[repr(C)]
+pub struct Qp {
+    /// Shared with the application (it reads `qp_num`/`state`, writes
+    /// `wr_id`/`wr_flags` and calls the `wr_*` entries).
+    pub ibv: UnsafeCell<ibv_qp_ex>,
+    pub serial: u64,
+    pub qpn: u32,
+    pub ctx: Arc<CtxShared>,
+    pub pd: *mut ibv_pd,
+    pub pd_id: u32,
+    pub send_cq: Arc<Cq>,
+    pub recv_cq: Arc<Cq>,
+    pub inner: Mutex<QpInner>,
+    pub async_events: Arc<EventCounter>,
+    /// State of an `ibv_wr_start` .. `ibv_wr_complete` batch; single
+    /// threaded by API contract.
+    pub builder: UnsafeCell<Builder>,
+}
+
+// SAFETY: mutable state is behind `inner`'s mutex; `ibv` is the C-visible
+// struct whose fields we write only at defined points (state changes under
+// the lock); `builder` is used by one thread at a time per the ibv_wr_*
+// contract; `pd` outlives the QP (dealloc_pd refuses while it is in use).
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+/// RNR timer encoding (InfiniBand spec, min_rnr_timer 0..=31) in
+/// microseconds.
+const RNR_TIMER_US: [u64; 32] = [
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
+    5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122_880, 163_840, 245_760,
+    327_680, 491_520,
+];
+
+pub fn rnr_timer_ns(code: u8) -> u64 {
+    RNR_TIMER_US[(code & 31) as usize] * 1000
+}
+
+impl Qp {
+    /// # Safety
+    /// `qp` must come from our `create_qp_ex` and not be destroyed.
+    pub unsafe fn from_ibv<'a, T>(qp: *mut T) -> &'a Qp {
+        // SAFETY: ibv is the first field of the Arc'd Qp the pointer names.
+        unsafe { &*(qp as *const Qp) }
+    }
+
+    pub fn as_ibv(&self) -> *mut ibv_qp {
+        self.ibv.get() as *mut ibv_qp
+    }
+
+    pub fn set_state(&self, g: &mut QpInner, s: ibv_qp_state) {
+        g.state = s;
+        // SAFETY: the public state field is plain data in our allocation;
+        // programs only read it.
+        unsafe { std::ptr::write_volatile(&raw mut (*self.ibv.get()).qp_base.state, s) };
+    }
+
+    pub fn async_event(&self, t: ibv_event_type) {
+        self.ctx
+            .async_q
+            .push(self.as_ibv() as usize, t, Some(self.async_events.clone()));
+    }
+
+    /// Reports a send WQE's completion (always for errors, only when
+    /// signaled for successes).
+    pub fn complete_send(&self, g: &QpInner, w: &SendWqe, status: ibv_wc_status) {
+        if status == IBV_WC_SUCCESS && !(w.signaled || g.sq_sig_all) {
+            return;
+        }
+        self.send_cq.push(Cqe {
+            wr_id: w.wr_id,
+            status,
+            opcode: w.wc_opcode(),
+            byte_len: w.len,
+            qp_num: self.qpn,
+            src_qp: g.attr.dest_qp_num,
+            ..Cqe::default()
+        });
+    }
+
+    pub fn complete_recv(&self, e: Cqe) {
+        self.recv_cq.push(Cqe {
+            qp_num: self.qpn,
+            ..e
+        });
+    }
+
+    /// Moves to the error state: flushes both queues and takes the
+    /// connections down (the incoming one after its queued responses, e.g.
+    /// a NAK explaining the error, are sent).
+    pub fn enter_error(&self, g: &mut QpInner) {
+        if g.state == IBV_QPS_ERR {
+            return;
+        }
+        self.set_state(g, IBV_QPS_ERR);
+        g.out = None;
+        g.pending.clear();
+        responder::close_after_flush(self, g);
+        self.flush(g);
+    }
+
+    /// Completes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
+    pub fn flush(&self, g: &mut QpInner) {
+        let mut seq = g.sq.head;
+        while seq != g.sq.tail {
+            let w = *g.sq.wqe(seq);
+            self.complete_send(g, &w, IBV_WC_WR_FLUSH_ERR);
+            seq += 1;
+        }
+        g.sq.clear();
+        g.tx_blocked = false;
+        while let Some(wr_id) = g.rq.pop() {
+            self.complete_recv(Cqe {
+                wr_id,
+                status: IBV_WC_WR_FLUSH_ERR,
+                opcode: IBV_WC_RECV,
+                ..Cqe::default()
+            });
+        }
+    }
+
+    /// Completes the head WQE with an error and moves the QP to ERR.
+    pub fn fail_head(&self, g: &mut QpInner, status: ibv_wc_status) {
+        if g.sq.head != g.sq.tail {
+            let w = *g.sq.wqe(g.sq.head);
+            self.complete_send(g, &w, status);
+            g.sq.head += 1;
+            if g.sq.tx < g.sq.head {
+                g.sq.tx = g.sq.head;
+            }
+        }
+        self.enter_error(g);
+    }
+
+    /// After completions: report a locally failed WQE that reached the head,
+    /// and the end of an SQD drain.
+    pub fn after_send_completions(&self, g: &mut QpInner) {
+        if g.sq.head < g.sq.tx {
+            let w = g.sq.wqe(g.sq.head);
+            if w.local_err != 0 {
+                let st = w.local_err;
+                self.fail_head(g, st);
+                return;
+            }
+        }
+        if g.state == IBV_QPS_SQD && g.sqd_notify && g.sq.head == g.sq.tx {
+            g.sqd_notify = false;
+            self.async_event(IBV_EVENT_SQ_DRAINED);
+        }
+    }
+
+    fn reset(&self, g: &mut QpInner) {
+        g.out = None;
+        g.inc = None;
+        g.pending.clear();
+        g.sq.clear();
+        g.rq.head = g.rq.tail;
+        g.remote = None;
+        g.peer_gone = false;
+        g.tx_blocked = false;
+        g.comm_est_sent = false;
+        g.sqd_notify = false;
+        g.inc_bound = false;
+        g.ack_idle = 0;
+        g.rnr_hold_until = 0;
+        g.attr = ibv_qp_attr::zeroed();
+        self.set_state(g, IBV_QPS_RESET);
+    }
+
+    // ---- progress engine entry points -------------------------------
+
+    pub fn on_event(&self, kind: Kind, events: u32) {
+        let mut g = self.inner.lock();
+        if g.destroyed {
+            return;
+        }
+        // Error and hang-up are reported even for descriptors we are not
+        // reading on purpose (a held or RNR-stalled connection), so they
+        // must end the connection here or they would fire forever.
+        let dead = events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
+        match kind {
+            Kind::Listener => responder::on_listener(self, &mut g),
+            Kind::Pending(id) => match responder::pending_slot(&g, id) {
+                Some(slot) if dead => g.pending[slot] = None,
+                Some(slot) => responder::on_pending(self, &mut g, slot),
+                None => {}
+            },
+            Kind::Incoming if dead => {
+                let vanished = responder::incoming_conn(&g).is_some_and(|c| c.timed_out());
+                g.inc = None;
+                if vanished {
+                    self.peer_vanished(&mut g);
+                }
+            }
+            Kind::Incoming => responder::pump(self, &mut g),
+            Kind::Outgoing if dead && requester::outgoing_timed_out(&g) => {
+                self.peer_vanished(&mut g)
+            }
+            Kind::Outgoing => requester::on_event(self, &mut g, events),
+        }
+    }
+
+    pub fn on_kick(&self) {
+        let mut g = self.inner.lock();
+        if g.destroyed {
+            return;
+        }
+        self.check_cq_overrun(&mut g);
+        responder::pump(self, &mut g);
+        requester::pump(self, &mut g);
+    }
+
+    /// One non-blocking progress step on the calling thread (from
+    /// `poll_cq`); does nothing if another thread holds the QP.
+    pub fn drive(&self) {
+        let Some(mut g) = self.inner.try_lock() else {
+            return;
+        };
+        if g.destroyed {
+            return;
+        }
+        if g.inc.is_some() {
+            responder::pump(self, &mut g);
+        }
+        if g.out.is_some() {
+            requester::on_event(self, &mut g, libc::EPOLLIN as u32);
+        }
+    }
+
+    pub fn on_timer(&self, now: u64) {
+        let mut g = self.inner.lock();
+        if g.destroyed {
+            return;
+        }
+        responder::on_timer(self, &mut g, now);
+        requester::on_timer(self, &mut g, now);
+    }
+
+    /// The peer's host stopped answering (TCP's keepalive or unacked-data
+    /// timeout, from the retry budget, ran out on one of the connections).
+    /// Outstanding requests fail with `IBV_WC_RETRY_EXC_ERR` as the retry
+    /// timer would fail them; with none outstanding, hardware would wait
+    /// forever on its receives, which is the hang a test run must never
+    /// meet, so the QP goes to ERR with `IBV_EVENT_QP_FATAL` and its
+    /// receives flush.
+    pub fn peer_vanished(&self, g: &mut QpInner) {
+        if !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) {
+            return;
+        }
+        g.out = None;
+        g.peer_gone = true;
+        if requester::outstanding(g) {
+            self.fail_head(g, IBV_WC_RETRY_EXC_ERR);
+        } else {
+            self.async_event(IBV_EVENT_QP_FATAL);
+            self.enter_error(g);
+        }
+    }
+
+    /// A CQ of this QP overran: the completions it lost make the QP's
+    /// queues meaningless, so, as the spec says, the QP goes to the error
+    /// state with `IBV_EVENT_QP_FATAL`.
+    fn check_cq_overrun(&self, g: &mut QpInner) {
+        if g.state == IBV_QPS_ERR || g.state == IBV_QPS_RESET {
+            return;
+        }
+        if self.send_cq.overran() || self.recv_cq.overran() {
+            self.async_event(IBV_EVENT_QP_FATAL);
+            self.enter_error(g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rnr_table_samples() {
+        assert_eq!(rnr_timer_ns(0), 655_360_000);
+        assert_eq!(rnr_timer_ns(1), 10_000);
+        assert_eq!(rnr_timer_ns(12), 640_000);
+        assert_eq!(rnr_timer_ns(31), 491_520_000);
+    }
+}

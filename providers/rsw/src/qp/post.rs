@@ -1,0 +1,271 @@
+//! Posting work requests: `ibv_post_send`, `ibv_post_recv` and the
+//! batches of `ibv_wr_complete`.
+
+use super::*;
+
+fn wire_op(opcode: ibv_wr_opcode) -> Option<Op> {
+    Some(match opcode {
+        IBV_WR_SEND => Op::Send,
+        IBV_WR_SEND_WITH_IMM => Op::SendImm,
+        IBV_WR_RDMA_WRITE => Op::Write,
+        IBV_WR_RDMA_WRITE_WITH_IMM => Op::WriteImm,
+        IBV_WR_RDMA_READ => Op::ReadReq,
+        IBV_WR_ATOMIC_CMP_AND_SWP => Op::CmpSwap,
+        IBV_WR_ATOMIC_FETCH_AND_ADD => Op::FetchAdd,
+        _ => return None,
+    })
+}
+
+/// Checks one send WR against the QP's limits; returns its opcode and
+/// message length.
+///
+/// # Safety
+/// `wr.sg_list` must hold `wr.num_sge` entries.
+pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<(Op, u32), c_int> {
+    let op = wire_op(wr.opcode).ok_or(libc::EINVAL)?;
+    if wr.num_sge < 0 || wr.num_sge as u32 > g.sq.max_sge as u32 {
+        return Err(libc::EINVAL);
+    }
+    let sges: &[ibv_sge] = if wr.num_sge == 0 {
+        &[]
+    } else {
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts(wr.sg_list, wr.num_sge as usize) }
+    };
+    let total: u64 = sges.iter().map(|s| s.length as u64).sum();
+    if total > MAX_MSG_SZ as u64 {
+        return Err(libc::EINVAL);
+    }
+    match op {
+        Op::CmpSwap | Op::FetchAdd => {
+            if sges.len() != 1 || sges[0].length < 8 {
+                return Err(libc::EINVAL);
+            }
+            Ok((op, 8))
+        }
+        Op::ReadReq => Ok((op, total as u32)),
+        _ => {
+            if wr.send_flags & IBV_SEND_INLINE != 0 && total > g.sq.max_inline as u64 {
+                return Err(libc::EINVAL);
+            }
+            Ok((op, total as u32))
+        }
+    }
+}
+
+/// Queues one checked WR (the queue has room).
+///
+/// # Safety
+/// As [`check_send_wr`]; for inline WRs the SGE addresses must be readable.
+unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, op: Op, len: u32) -> u64 {
+    let seq = g.sq.tail;
+    let inline = wr.send_flags & IBV_SEND_INLINE != 0 && op.request_has_payload();
+    // SAFETY: union members are read according to the opcode.
+    let (remote_addr, rkey, compare_add, swap) = unsafe {
+        match op {
+            Op::CmpSwap | Op::FetchAdd => (
+                wr.wr.atomic.remote_addr,
+                wr.wr.atomic.rkey,
+                wr.wr.atomic.compare_add,
+                wr.wr.atomic.swap,
+            ),
+            Op::Write | Op::WriteImm | Op::ReadReq => {
+                (wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, 0, 0)
+            }
+            _ => (0, 0, 0, 0),
+        }
+    };
+    let sges: &[ibv_sge] = if wr.num_sge == 0 {
+        &[]
+    } else {
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts(wr.sg_list, wr.num_sge as usize) }
+    };
+    let slot = g.sq.slot(seq);
+    if inline {
+        let base = slot * g.sq.max_inline;
+        let mut off = 0;
+        for s in sges {
+            let n = s.length as usize;
+            if n > 0 {
+                // SAFETY: inline data is read from the caller's buffers at
+                // post time (no key needed); the destination slot has room
+                // for max_inline >= len bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        s.addr as usize as *const u8,
+                        g.sq.inline_buf.as_mut_ptr().add(base + off),
+                        n,
+                    )
+                };
+            }
+            off += n;
+        }
+    } else {
+        let base = slot * g.sq.max_sge;
+        g.sq.sges[base..base + sges.len()].copy_from_slice(sges);
+    }
+    g.sq.wqes[slot] = SendWqe {
+        wr_id: wr.wr_id,
+        op,
+        signaled: wr.send_flags & IBV_SEND_SIGNALED != 0,
+        solicited: wr.send_flags & IBV_SEND_SOLICITED != 0,
+        imm: wr.imm_data(),
+        remote_addr,
+        rkey,
+        compare_add,
+        swap,
+        len,
+        nsge: if inline { 0 } else { sges.len() as u32 },
+        inline,
+        msn: 0,
+        local_err: 0,
+    };
+    g.sq.tail += 1;
+    seq
+}
+
+/// Queues a list of send WRs and starts transmitting.
+///
+/// # Safety
+/// `wr` must be a valid list of send WRs.
+unsafe fn post_locked(
+    qp: &Qp,
+    g: &mut QpInner,
+    mut wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    let mut rc = 0;
+    while !wr.is_null() {
+        // SAFETY: wr is an element of the caller's list.
+        let w = unsafe { &*wr };
+        if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
+            rc = libc::EINVAL;
+            break;
+        }
+        // SAFETY: the caller's WR describes its own SGE array.
+        let (op, len) = match unsafe { check_send_wr(g, w) } {
+            Ok(v) => v,
+            Err(e) => {
+                rc = e;
+                break;
+            }
+        };
+        if g.sq.is_full() {
+            rc = libc::ENOMEM;
+            break;
+        }
+        // SAFETY: checked above.
+        let seq = unsafe { enqueue_send(g, w, op, len) };
+        if g.state == IBV_QPS_ERR {
+            // Like hardware providers: accepted, then flushed at once.
+            let wq = *g.sq.wqe(seq);
+            qp.complete_send(g, &wq, IBV_WC_WR_FLUSH_ERR);
+            g.sq.clear();
+        }
+        wr = w.next;
+    }
+    if rc != 0 && !bad_wr.is_null() {
+        // SAFETY: out-pointer supplied by the caller.
+        unsafe { *bad_wr = wr };
+    }
+    requester::pump(qp, g);
+    rc
+}
+
+/// Posts `n` linked WRs all or nothing (`ibv_wr_complete`).
+///
+/// # Safety
+/// `wr` must be a valid list of `n` send WRs.
+pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
+    let mut g = qp.inner.lock();
+    if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
+        return libc::EINVAL;
+    }
+    if g.sq.cap as u64 - (g.sq.tail - g.sq.head) < n as u64 {
+        return libc::ENOMEM;
+    }
+    let mut p = wr;
+    while !p.is_null() {
+        // SAFETY: p walks the caller's list.
+        let w = unsafe { &*p };
+        // SAFETY: as above.
+        if let Err(e) = unsafe { check_send_wr(&g, w) } {
+            return e;
+        }
+        p = w.next;
+    }
+    // SAFETY: forwarded contract; every WR was checked.
+    unsafe { post_locked(qp, &mut g, wr, std::ptr::null_mut()) }
+}
+
+pub(crate) unsafe extern "C" fn post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    // SAFETY: qp came from create_qp_ex.
+    let q = unsafe { Qp::from_ibv(qp) };
+    let mut g = q.inner.lock();
+    // SAFETY: wr is the caller's list.
+    unsafe { post_locked(q, &mut g, wr, bad_wr) }
+}
+
+pub(crate) unsafe extern "C" fn post_recv(
+    qp: *mut ibv_qp,
+    mut wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    // SAFETY: qp came from create_qp_ex.
+    let q = unsafe { Qp::from_ibv(qp) };
+    let mut g = q.inner.lock();
+    let mut rc = 0;
+    let was_empty = g.rq.is_empty();
+    while !wr.is_null() {
+        // SAFETY: wr is an element of the caller's list.
+        let w = unsafe { &*wr };
+        if g.state == IBV_QPS_RESET {
+            rc = libc::EINVAL;
+            break;
+        }
+        if w.num_sge < 0 || w.num_sge as u32 > g.rq.max_sge as u32 {
+            rc = libc::EINVAL;
+            break;
+        }
+        if g.rq.tail - g.rq.head == g.rq.cap as u64 {
+            rc = libc::ENOMEM;
+            break;
+        }
+        if g.state == IBV_QPS_ERR {
+            q.complete_recv(Cqe {
+                wr_id: w.wr_id,
+                status: IBV_WC_WR_FLUSH_ERR,
+                opcode: IBV_WC_RECV,
+                ..Cqe::default()
+            });
+        } else {
+            let rq = &mut g.rq;
+            let s = rq.slot(rq.tail);
+            rq.wr_ids[s] = w.wr_id;
+            rq.nsge[s] = w.num_sge as u32;
+            if w.num_sge > 0 {
+                // SAFETY: the caller's WR describes its own SGE array.
+                let sges = unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) };
+                let b = s * rq.max_sge;
+                rq.sges[b..b + sges.len()].copy_from_slice(sges);
+            }
+            rq.tail += 1;
+        }
+        wr = w.next;
+    }
+    if rc != 0 && !bad_wr.is_null() {
+        // SAFETY: out-pointer supplied by the caller.
+        unsafe { *bad_wr = wr };
+    }
+    if was_empty && !g.rq.is_empty() && responder::is_stalled(&g) {
+        if let Ok(e) = engine() {
+            e.kick(q.serial);
+        }
+    }
+    rc
+}

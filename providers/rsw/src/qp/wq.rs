@@ -1,0 +1,187 @@
+//! A QP's work queues: the send and receive rings, preallocated when the
+//! QP is created so posting never allocates. Sequence numbers only grow;
+//! a slot is `seq % cap`.
+
+use verbs_abi::*;
+
+use crate::wire::Op;
+/// An empty scatter/gather entry, to preallocate SGE arrays with.
+pub const NO_SGE: ibv_sge = ibv_sge {
+    addr: 0,
+    length: 0,
+    lkey: 0,
+};
+
+/// One send work request as queued.
+#[derive(Clone, Copy, Debug)]
+pub struct SendWqe {
+    pub wr_id: u64,
+    pub op: Op,
+    pub signaled: bool,
+    pub solicited: bool,
+    pub imm: u32,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub compare_add: u64,
+    pub swap: u64,
+    /// Message length (payload for SEND/WRITE, requested for READ, 8 for
+    /// atomics).
+    pub len: u32,
+    pub nsge: u32,
+    pub inline: bool,
+    /// Message sequence number, assigned when transmission starts.
+    pub msn: u32,
+    /// Non-zero when the WQE failed locally before transmission; it
+    /// completes with this status once every earlier WQE has.
+    pub local_err: ibv_wc_status,
+}
+
+impl SendWqe {
+    const EMPTY: SendWqe = SendWqe {
+        wr_id: 0,
+        op: Op::Send,
+        signaled: false,
+        solicited: false,
+        imm: 0,
+        remote_addr: 0,
+        rkey: 0,
+        compare_add: 0,
+        swap: 0,
+        len: 0,
+        nsge: 0,
+        inline: false,
+        msn: 0,
+        local_err: 0,
+    };
+
+    pub fn wc_opcode(&self) -> ibv_wc_opcode {
+        match self.op {
+            Op::Send | Op::SendImm => IBV_WC_SEND,
+            Op::Write | Op::WriteImm => IBV_WC_RDMA_WRITE,
+            Op::ReadReq => IBV_WC_RDMA_READ,
+            Op::CmpSwap => IBV_WC_COMP_SWAP,
+            Op::FetchAdd => IBV_WC_FETCH_ADD,
+            _ => IBV_WC_SEND,
+        }
+    }
+
+    /// Operations that wait for a response carrying data.
+    pub fn expects_data(&self) -> bool {
+        matches!(self.op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd)
+    }
+}
+
+/// The send queue ring. Sequence numbers only grow; `head <= tx <= tail`:
+/// `[head, tx)` have been (or are being) transmitted and await a response,
+/// `[tx, tail)` wait to be transmitted.
+pub struct SendQueue {
+    pub wqes: Box<[SendWqe]>,
+    pub(super) sges: Box<[ibv_sge]>,
+    pub(super) inline_buf: Box<[u8]>,
+    pub cap: usize,
+    pub max_sge: usize,
+    pub max_inline: usize,
+    pub head: u64,
+    pub tx: u64,
+    pub tail: u64,
+}
+
+impl SendQueue {
+    pub(super) fn new(cap: usize, max_sge: usize, max_inline: usize) -> SendQueue {
+        SendQueue {
+            wqes: vec![SendWqe::EMPTY; cap].into_boxed_slice(),
+            sges: vec![NO_SGE; cap * max_sge].into_boxed_slice(),
+            inline_buf: vec![0u8; cap * max_inline].into_boxed_slice(),
+            cap,
+            max_sge,
+            max_inline,
+            head: 0,
+            tx: 0,
+            tail: 0,
+        }
+    }
+
+    pub(super) fn slot(&self, seq: u64) -> usize {
+        (seq % self.cap as u64) as usize
+    }
+
+    pub fn wqe(&self, seq: u64) -> &SendWqe {
+        &self.wqes[self.slot(seq)]
+    }
+
+    pub fn wqe_mut(&mut self, seq: u64) -> &mut SendWqe {
+        let s = self.slot(seq);
+        &mut self.wqes[s]
+    }
+
+    pub fn sges(&self, seq: u64) -> &[ibv_sge] {
+        let s = self.slot(seq) * self.max_sge;
+        &self.sges[s..s + self.wqe(seq).nsge as usize]
+    }
+
+    pub fn inline_data(&self, seq: u64) -> &[u8] {
+        let s = self.slot(seq) * self.max_inline;
+        &self.inline_buf[s..s + self.wqe(seq).len as usize]
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.tail - self.head == self.cap as u64
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.head = self.tail;
+        self.tx = self.tail;
+    }
+}
+
+/// The receive queue ring.
+pub struct RecvQueue {
+    pub(super) wr_ids: Box<[u64]>,
+    pub(super) nsge: Box<[u32]>,
+    pub(super) sges: Box<[ibv_sge]>,
+    pub cap: usize,
+    pub max_sge: usize,
+    pub head: u64,
+    pub tail: u64,
+}
+
+impl RecvQueue {
+    pub(super) fn new(cap: usize, max_sge: usize) -> RecvQueue {
+        RecvQueue {
+            wr_ids: vec![0; cap].into_boxed_slice(),
+            nsge: vec![0; cap].into_boxed_slice(),
+            sges: vec![NO_SGE; cap * max_sge].into_boxed_slice(),
+            cap,
+            max_sge,
+            head: 0,
+            tail: 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    pub(super) fn slot(&self, seq: u64) -> usize {
+        (seq % self.cap as u64) as usize
+    }
+
+    /// The oldest posted receive: its wr_id and scatter list.
+    pub fn front(&self) -> Option<(u64, &[ibv_sge])> {
+        if self.is_empty() {
+            return None;
+        }
+        let s = self.slot(self.head);
+        let b = s * self.max_sge;
+        Some((self.wr_ids[s], &self.sges[b..b + self.nsge[s] as usize]))
+    }
+
+    pub fn pop(&mut self) -> Option<u64> {
+        if self.is_empty() {
+            return None;
+        }
+        let id = self.wr_ids[self.slot(self.head)];
+        self.head += 1;
+        Some(id)
+    }
+}
