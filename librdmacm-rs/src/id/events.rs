@@ -1,0 +1,105 @@
+//! Events an id reports, and its timers.
+
+use super::*;
+
+impl CmId {
+    // -- events ------------------------------------------------------------
+
+    pub(super) fn event(self: &Arc<Self>, kind: rdma_cm_event_type, status: i32) -> Box<EventBox> {
+        EventBox::new(self, self, kind, status)
+    }
+
+    pub(super) fn queue(&self, st: &IdState, ev: Box<EventBox>) {
+        st.chan.push(ev);
+    }
+
+    /// A connection attempt or connection ended with `kind`; the QP goes to
+    /// the error state when the application gets the event.
+    pub(super) fn fail(self: &Arc<Self>, st: &mut IdState, kind: rdma_cm_event_type, status: i32) {
+        trace!(
+            "id {:p} in {:?} fails: event {} status {}",
+            self.raw,
+            st.phase,
+            kind,
+            status
+        );
+        st.phase = Phase::Closed;
+        st.timer_gen += 1;
+        let mut ev = self.event(kind, status);
+        ev.post = Post::QpToErr;
+        self.queue(st, ev);
+        self.close_sock(st);
+    }
+
+    pub(super) fn rejected(self: &Arc<Self>, st: &mut IdState, reason: u16, pdata: &[u8]) {
+        st.phase = Phase::Closed;
+        st.timer_gen += 1;
+        let mut ev = self.event(RDMA_CM_EVENT_REJECTED, reason as i32);
+        ev.set_pdata(pdata, REJ_PDATA);
+        ev.post = Post::QpToErr;
+        self.queue(st, ev);
+        self.close_sock(st);
+    }
+
+    pub(super) fn disconnected(self: &Arc<Self>, st: &mut IdState, status: i32) {
+        st.phase = Phase::Disconnected;
+        let mut ev = self.event(RDMA_CM_EVENT_DISCONNECTED, status);
+        ev.post = Post::QpToErr;
+        self.queue(st, ev);
+        self.arm(st, TimerKind::Proto, TIMEWAIT);
+        self.hang_up(st);
+    }
+
+    // -- timers --------------------------------------------------------------
+
+    pub(super) fn arm(self: &Arc<Self>, st: &mut IdState, kind: TimerKind, after: Duration) {
+        let gen = match kind {
+            TimerKind::Proto => {
+                st.timer_gen += 1;
+                st.timer_gen
+            }
+            TimerKind::Linger => {
+                st.linger_gen += 1;
+                st.linger_gen
+            }
+        };
+        if let Ok(e) = engine::get() {
+            e.arm(after, TimerTarget::Id(Arc::downgrade(self), kind, gen));
+        }
+    }
+
+    pub fn on_timer(self: &Arc<Self>, kind: TimerKind, gen: u64) {
+        let mut st = self.st.lock();
+        if st.destroyed {
+            return;
+        }
+        match kind {
+            TimerKind::Linger => {
+                if gen == st.linger_gen {
+                    self.close_sock(&mut st);
+                }
+            }
+            TimerKind::Proto => {
+                if gen != st.timer_gen {
+                    return;
+                }
+                match st.phase {
+                    Phase::Connecting if st.retry.is_some() => self.retry_connect(&mut st),
+                    Phase::Connecting | Phase::ReqSent | Phase::RepSent => {
+                        self.fail(&mut st, RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT)
+                    }
+                    Phase::DreqSent => {
+                        self.disconnected(&mut st, -libc::ETIMEDOUT);
+                        self.close_sock(&mut st);
+                    }
+                    Phase::Disconnected => {
+                        let ev = self.event(RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+                        self.queue(&st, ev);
+                    }
+                    Phase::Listening => self.watch_listener(&mut st, true),
+                    _ => {}
+                }
+            }
+        }
+    }
+}

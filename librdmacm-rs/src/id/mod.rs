@@ -1,0 +1,457 @@
+//! `rdma_cm_id`s: the C object, its state machine and the connection
+//! protocol it speaks with its peer (see `wire`).
+//!
+//! Every id is an `Arc<CmId>` registered under the address of its C
+//! `rdma_cm_id`, which is what applications hold. All state is behind the
+//! id's mutex; the C struct's fields are written under that mutex too.
+//! Work on the application's QP (RTR/RTS after a REP, ERR after a reject
+//! or disconnect) is done when the application retrieves the event, in
+//! its own thread, never by the CM thread: applications may destroy their
+//! QP with `ibv_destroy_qp` while the CM thread runs.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use core::ffi::c_void;
+use parking_lot::{Condvar, Mutex};
+use std::sync::LazyLock;
+use verbs_abi::*;
+
+use crate::addr;
+use crate::channel::{Channel, EventBox, Post};
+use crate::device::{self, Local};
+use crate::engine::{self, Entry, TimerTarget, EV_IN, EV_OUT};
+use crate::error::{errno, trace, Res};
+use crate::ffi;
+use crate::sock;
+use crate::wire::{ConnInfo, Msg, MAX_FRAME, REJ_PDATA, REP_PDATA, REQ_PDATA};
+
+mod api;
+mod events;
+mod io;
+mod passive;
+mod qp;
+mod resolve;
+mod retrieve;
+
+/// IB CM reject reasons we produce (the values are the IB spec's).
+pub const REJ_TIMEOUT: u16 = 1;
+pub const REJ_INVALID_SERVICE_ID: u16 = 8;
+pub const REJ_CONSUMER_DEFINED: u16 = 28;
+pub const REJ_VENDOR_OPTION_NOT_SUPPORTED: u16 = 35;
+
+/// The QP ack timeout when the application sets none (IB encoding:
+/// 4.096 us * 2^14, about 67 ms).
+const DEFAULT_ACK_TIMEOUT: u8 = 14;
+/// RoCE v2 hop limit for the GRH.
+const HOP_LIMIT: u8 = 64;
+/// How long a disconnected connection stays in timewait before
+/// RDMA_CM_EVENT_TIMEWAIT_EXIT: the kernel's CM over RoCE waits about
+/// twice the packet lifetime, roughly half a second.
+const TIMEWAIT: Duration = Duration::from_millis(500);
+
+/// How often, and how far apart, a refused connect is tried again before
+/// it is reported as REJECTED (see `CmId::refused`).
+const REFUSED_RETRIES: u8 = 5;
+const REFUSED_DELAY: Duration = Duration::from_millis(50);
+/// How long a listener whose accept failed (no descriptors left) rests
+/// before trying again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// Base CM response timeout: how long the active side waits for the
+/// passive library to acknowledge a REQ. After that acknowledgement (MRA)
+/// and while waiting for RTU the wait is six times longer, since an
+/// application is then in the loop. `RDMACM_RS_TIMEOUT_MS` overrides it.
+fn cm_timeout() -> Duration {
+    let ms = std::env::var("RDMACM_RS_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(10_000);
+    // Capped at a day so the multiples taken of it and the deadlines built
+    // from it cannot overflow (which would panic, and abort the process).
+    Duration::from_millis(ms.min(86_400_000))
+}
+
+/// Unsent bytes no honest exchange leaves behind (a handful of messages):
+/// past this the peer is not reading what it asks for.
+const OUTBUF_LIMIT: usize = 4 * MAX_FRAME;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerKind {
+    /// Protocol deadlines, the timewait timer and a listener's accept retry.
+    Proto,
+    /// Closing a connection the peer did not close itself.
+    Linger,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Idle,
+    Bound,
+    AddrResolved,
+    RouteResolved,
+    Listening,
+    /// Active: TCP connection to the listener in progress.
+    Connecting,
+    /// Active: REQ sent, waiting for REP.
+    ReqSent,
+    /// Active: REP received; RTU goes out when the application has the event
+    /// (with a QP) or calls `rdma_establish` (without).
+    RepReceived,
+    /// Passive: connect request delivered, waiting for accept or reject.
+    ReqReceived,
+    /// Passive: REP sent, waiting for RTU.
+    RepSent,
+    Established,
+    DreqSent,
+    Disconnected,
+    /// No connection any more (rejected, refused, failed).
+    Closed,
+}
+
+#[repr(C)]
+pub struct IdBox {
+    pub c: rdma_cm_id,
+}
+
+pub struct IdState {
+    phase: Phase,
+    ps: rdma_port_space,
+    pub chan: Arc<Channel>,
+    /// The channel is the id's own (created for a NULL channel): operations
+    /// wait for their event and consume it.
+    pub sync: bool,
+    local: Option<Local>,
+    src: Option<SocketAddr>,
+    dst: Option<SocketAddr>,
+    /// Bound socket, then the listening socket or the CM connection.
+    sock: Option<OwnedFd>,
+    token: u64,
+    inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+    out_armed: bool,
+    close_after_flush: bool,
+    timer_gen: u64,
+    linger_gen: u64,
+    tos: u8,
+    reuseaddr: bool,
+    afonly: Option<bool>,
+    ack_timeout: Option<u8>,
+    backlog: u32,
+    passive: bool,
+    /// A REQ went out or came in (the kernel's "has an IB CM id").
+    cm_started: bool,
+    /// Active: the peer's MRA arrived. Only the first one extends the wait
+    /// for the REP, so a peer repeating MRAs cannot hold a connect open
+    /// forever.
+    mra_seen: bool,
+    /// Active: refused connects so far, and the REQ and source address kept
+    /// for the next try while one is scheduled (see `refused`).
+    refused: u8,
+    retry: Option<(Vec<u8>, Option<SocketAddr>)>,
+    my_psn: u32,
+    /// Negotiated responder resources and initiator depth of our QP.
+    rr: u8,
+    idepth: u8,
+    retry_count: u8,
+    rnr_retry: u8,
+    path_mtu: u8,
+    peer: Option<ConnInfo>,
+    destroyed: bool,
+    /// `rdma_create_ep` on a passive id: QP attributes for new connections.
+    pub qp_init_attr: Option<ibv_qp_init_attr>,
+}
+
+struct Counts {
+    reported: u64,
+    completed: u64,
+}
+
+pub struct CmId {
+    raw: *mut IdBox,
+    pub st: Mutex<IdState>,
+    counts: Mutex<Counts>,
+    acked: Condvar,
+    /// Listener: connect requests queued and not yet retrieved.
+    pending_reqs: AtomicU32,
+}
+
+// SAFETY: `raw` is a heap object owned by this id; this library reads and
+// writes it only under `st` (or before the id is shared), and the rest is
+// thread-safe types.
+unsafe impl Send for CmId {}
+// SAFETY: as above.
+unsafe impl Sync for CmId {}
+
+static IDS: LazyLock<Mutex<HashMap<usize, Arc<CmId>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn random_psn() -> u32 {
+    let mut v: u32 = 0;
+    // SAFETY: writes at most 4 bytes into `v`.
+    let n = unsafe { libc::getrandom(&mut v as *mut u32 as *mut c_void, 4, libc::GRND_NONBLOCK) };
+    if n != 4 {
+        v = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+            .unwrap_or(0x5a5a5a);
+    }
+    v & 0x00ff_ffff
+}
+
+fn family_matches(a: &SocketAddr, b: &SocketAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4()
+}
+
+impl CmId {
+    pub fn new(
+        ps: rdma_port_space,
+        chan: Arc<Channel>,
+        sync: bool,
+        context: *mut c_void,
+    ) -> Arc<CmId> {
+        let mut c = rdma_cm_id::zeroed();
+        c.channel = chan.c_ptr();
+        c.context = context;
+        c.ps = ps;
+        c.qp_type = IBV_QPT_RC;
+        let raw = Box::into_raw(Box::new(IdBox { c }));
+        let id = Arc::new(CmId {
+            raw,
+            st: Mutex::new(IdState {
+                phase: Phase::Idle,
+                ps,
+                chan,
+                sync,
+                local: None,
+                src: None,
+                dst: None,
+                sock: None,
+                token: 0,
+                inbuf: Vec::new(),
+                outbuf: Vec::new(),
+                out_armed: false,
+                close_after_flush: false,
+                timer_gen: 0,
+                linger_gen: 0,
+                tos: 0,
+                reuseaddr: false,
+                afonly: None,
+                ack_timeout: None,
+                backlog: 0,
+                passive: false,
+                cm_started: false,
+                mra_seen: false,
+                refused: 0,
+                retry: None,
+                my_psn: 0,
+                rr: 0,
+                idepth: 0,
+                retry_count: 7,
+                rnr_retry: 7,
+                path_mtu: IBV_MTU_1024 as u8,
+                peer: None,
+                destroyed: false,
+                qp_init_attr: None,
+            }),
+            counts: Mutex::new(Counts {
+                reported: 0,
+                completed: 0,
+            }),
+            acked: Condvar::new(),
+            pending_reqs: AtomicU32::new(0),
+        });
+        IDS.lock().insert(raw as usize, id.clone());
+        id
+    }
+
+    pub fn lookup(p: *mut rdma_cm_id) -> Res<Arc<CmId>> {
+        IDS.lock().get(&(p as usize)).cloned().ok_or(libc::EINVAL)
+    }
+
+    /// The C object applications see.
+    pub fn c(&self) -> *mut rdma_cm_id {
+        self.raw as *mut rdma_cm_id
+    }
+
+    /// The C struct, for writing under the state lock: the reference
+    /// borrows the guard's state, so it cannot outlive the lock nor
+    /// coexist with another one made this way.
+    pub(super) fn cs<'a>(&self, _st: &'a mut IdState) -> &'a mut rdma_cm_id {
+        // SAFETY: `raw` lives until `destroy` frees it after removing the id
+        // from every table; our writers hold the state lock (the `_st`
+        // borrow). The application may read the struct meanwhile, as with
+        // rdma-core.
+        unsafe { &mut (*self.raw).c }
+    }
+
+    /// Runs `f` on the C struct under the state lock.
+    pub fn with_c<R>(&self, f: impl FnOnce(&mut rdma_cm_id, &mut IdState) -> R) -> R {
+        let mut st = self.st.lock();
+        // SAFETY: see `cs`; the guard is held for the whole call.
+        let c = unsafe { &mut (*self.raw).c };
+        f(c, &mut st)
+    }
+
+    pub fn qp(&self, st: &mut IdState) -> *mut ibv_qp {
+        self.cs(st).qp
+    }
+
+    pub fn note_reported(&self) {
+        self.counts.lock().reported += 1;
+    }
+
+    pub fn complete_one(&self) {
+        let mut c = self.counts.lock();
+        c.completed += 1;
+        self.acked.notify_all();
+    }
+
+    /// Blocks until every event reported for this id has been acked
+    /// (rdma_destroy_id and rdma_migrate_id are documented to block so).
+    pub(super) fn wait_acked(&self) {
+        let mut c = self.counts.lock();
+        while c.completed < c.reported {
+            self.acked.wait(&mut c);
+        }
+    }
+}
+
+/// Shows a REQ's or REP's parameters in an event as the receiving side
+/// sees them: the peer's initiator depth is the responder resources asked
+/// of us, and the other way round. (Only a REQ reports its retry count.)
+fn report_conn(ev: &mut EventBox, info: &ConnInfo, pdata_area: usize) {
+    ev.set_pdata(&info.pdata, pdata_area);
+    let c = ev.conn();
+    c.responder_resources = info.initiator_depth;
+    c.initiator_depth = info.responder_resources;
+    c.flow_control = info.flow_control;
+    c.rnr_retry_count = info.rnr_retry_count;
+    c.srq = info.srq;
+    c.qp_num = info.qpn;
+}
+
+fn modify(qp: *mut ibv_qp, a: &mut ibv_qp_attr, mask: u32) -> Res<()> {
+    // SAFETY: the QP is live (owned by the id or the application).
+    match unsafe { ffi::ibv_modify_qp(qp, a, mask as i32) } {
+        0 => Ok(()),
+        e => Err(e),
+    }
+}
+
+pub fn qp_to_err(qp: *mut ibv_qp) {
+    if qp.is_null() {
+        return;
+    }
+    let mut a = ibv_qp_attr::zeroed();
+    a.qp_state = IBV_QPS_ERR;
+    let _ = modify(qp, &mut a, IBV_QP_STATE);
+}
+
+/// A completion channel and a CQ of `size` entries on it, for an id whose
+/// application passed no CQ (rdma-core does the same).
+fn make_cq(
+    verbs: *mut ibv_context,
+    size: u32,
+    id: *mut rdma_cm_id,
+) -> Res<(*mut ibv_comp_channel, *mut ibv_cq)> {
+    let err = || match errno() {
+        0 => libc::ENOMEM,
+        e => e,
+    };
+    // SAFETY: `verbs` is an open context.
+    let chan = unsafe { ffi::ibv_create_comp_channel(verbs) };
+    if chan.is_null() {
+        return Err(err());
+    }
+    // SAFETY: open context and the channel just made; the CQ's context is
+    // the id, as in rdma-core.
+    let cq = unsafe { ffi::ibv_create_cq(verbs, size as i32, id.cast(), chan, 0) };
+    if cq.is_null() {
+        let e = err();
+        // SAFETY: the channel was made above and has no CQ.
+        unsafe { ffi::ibv_destroy_comp_channel(chan) };
+        return Err(e);
+    }
+    Ok((chan, cq))
+}
+
+fn create_cqs(c: &mut rdma_cm_id, send_size: u32, recv_size: u32) -> Res<()> {
+    let id: *mut rdma_cm_id = c;
+    if recv_size > 0 {
+        let (chan, cq) = make_cq(c.verbs, recv_size, id)?;
+        c.recv_cq_channel = chan;
+        c.recv_cq = cq;
+    }
+    if send_size > 0 {
+        match make_cq(c.verbs, send_size, id) {
+            Ok((chan, cq)) => {
+                c.send_cq_channel = chan;
+                c.send_cq = cq;
+            }
+            Err(e) => {
+                destroy_cqs(c);
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn destroy_cqs(c: &mut rdma_cm_id) {
+    // SAFETY: these CQs and channels were created by `create_cqs` for this
+    // id (an application-provided CQ is never stored in the id).
+    unsafe {
+        if !c.recv_cq.is_null() {
+            ffi::ibv_destroy_cq(c.recv_cq);
+            if !c.send_cq.is_null() && c.send_cq != c.recv_cq {
+                ffi::ibv_destroy_cq(c.send_cq);
+            }
+        } else if !c.send_cq.is_null() {
+            ffi::ibv_destroy_cq(c.send_cq);
+        }
+        c.recv_cq = core::ptr::null_mut();
+        c.send_cq = core::ptr::null_mut();
+        if !c.recv_cq_channel.is_null() {
+            ffi::ibv_destroy_comp_channel(c.recv_cq_channel);
+            if !c.send_cq_channel.is_null() && c.send_cq_channel != c.recv_cq_channel {
+                ffi::ibv_destroy_comp_channel(c.send_cq_channel);
+            }
+        } else if !c.send_cq_channel.is_null() {
+            ffi::ibv_destroy_comp_channel(c.send_cq_channel);
+        }
+        c.recv_cq_channel = core::ptr::null_mut();
+        c.send_cq_channel = core::ptr::null_mut();
+    }
+}
+
+/// Outstanding (retrieved, not yet acked) events, so a bad or repeated
+/// `rdma_ack_cm_event` is refused instead of freeing twice.
+static OUTSTANDING: LazyLock<Mutex<std::collections::HashSet<usize>>> =
+    LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
+
+/// Hands a retrieved event to the application.
+pub fn deliver(mut ev: Box<EventBox>) -> *mut rdma_cm_event {
+    CmId::on_retrieve(&mut ev);
+    let p = Box::into_raw(ev);
+    OUTSTANDING.lock().insert(p as usize);
+    p as *mut rdma_cm_event
+}
+
+/// `rdma_ack_cm_event`: frees the event and counts the ack.
+pub fn ack(p: *mut rdma_cm_event) -> bool {
+    if !OUTSTANDING.lock().remove(&(p as usize)) {
+        return false;
+    }
+    // SAFETY: `p` came from `deliver` (Box::into_raw) and was outstanding.
+    let ev = unsafe { Box::from_raw(p as *mut EventBox) };
+    let owner = ev.owner.clone();
+    drop(ev);
+    owner.complete_one();
+    true
+}

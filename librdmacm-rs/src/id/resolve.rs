@@ -1,0 +1,109 @@
+//! Address and route resolution, and the device an id is bound to.
+
+use super::*;
+
+impl CmId {
+    // -- addresses and devices -------------------------------------------------
+
+    pub(super) fn set_device(&self, st: &mut IdState, loc: Local) -> Res<()> {
+        let dev = device::get(loc.dev);
+        let pd = dev.default_pd()?;
+        let gids = dev.gids(loc.port);
+        let c = self.cs(st);
+        c.verbs = dev.ctx;
+        c.port_num = loc.port;
+        c.pd = pd;
+        c.route.addr.addr.ibaddr.pkey = 0xffffu16.to_be();
+        if let Some(g) = gids.get(loc.gid_index as usize) {
+            c.route.addr.addr.ibaddr.sgid = ibv_gid::from_raw(*g);
+        }
+        st.local = Some(loc);
+        Ok(())
+    }
+
+    pub(super) fn write_src(&self, st: &mut IdState, a: SocketAddr) {
+        let (ss, _) = addr::to_c(&a);
+        self.cs(st).route.addr.src.src_storage = ss;
+        st.src = Some(a);
+    }
+
+    pub(super) fn write_dst(&self, st: &mut IdState, a: SocketAddr) {
+        let (ss, _) = addr::to_c(&a);
+        self.cs(st).route.addr.dst.dst_storage = ss;
+        st.dst = Some(a);
+    }
+
+    pub(super) fn set_addrs(
+        &self,
+        st: &mut IdState,
+        local: SocketAddr,
+        peer: SocketAddr,
+        dgid: [u8; 16],
+    ) {
+        self.write_src(st, local);
+        self.write_dst(st, peer);
+        self.cs(st).route.addr.addr.ibaddr.dgid = ibv_gid::from_raw(dgid);
+    }
+
+    /// One path record, as rdma-core reports for RoCE after route resolution.
+    pub(super) fn set_path(&self, st: &mut IdState) {
+        if st.local.is_none() {
+            return;
+        }
+        let mtu = Self::port_mtu(st);
+        let tos = st.tos;
+        let c = self.cs(st);
+        if c.route.path_rec.is_null() {
+            // SAFETY: calloc of one zeroed record; freed in `destroy`.
+            let p = unsafe { libc::calloc(1, core::mem::size_of::<ibv_sa_path_rec>()) };
+            if p.is_null() {
+                return;
+            }
+            c.route.path_rec = p.cast();
+        }
+        // SAFETY: `ibaddr` is the only member of the union; the record was
+        // allocated above and belongs to this id.
+        unsafe {
+            let ib = c.route.addr.addr.ibaddr;
+            let p = &mut *c.route.path_rec;
+            p.dgid = ib.dgid;
+            p.sgid = ib.sgid;
+            p.pkey = ib.pkey;
+            p.hop_limit = HOP_LIMIT;
+            p.traffic_class = tos;
+            p.reversible = 1;
+            p.numb_path = 1;
+            p.mtu_selector = 2;
+            p.mtu = mtu;
+            p.rate_selector = 2;
+            p.rate = IBV_RATE_10_GBPS as u8;
+            p.packet_life_time_selector = 2;
+            p.packet_life_time = 16;
+        }
+        c.route.num_paths = 1;
+    }
+
+    pub(super) fn bind_locked(&self, st: &mut IdState, a: SocketAddr) -> Res<()> {
+        let fd = sock::tcp_socket(&a)?;
+        if a.is_ipv6() {
+            if let Some(only) = st.afonly {
+                sock::set_v6only(&fd, only)?;
+            }
+        }
+        // A listener restarted on its well-known port must not trip over
+        // TCP TIME_WAIT remnants of its previous life.
+        if a.port() != 0 || st.reuseaddr {
+            sock::set_reuseaddr(&fd)?;
+        }
+        sock::bind(&fd, &a)?;
+        let bound = addr::unmap(sock::local_addr(&fd)?);
+        if !a.ip().is_unspecified() {
+            let loc = device::find_local(a.ip()).ok_or(libc::ENODEV)?;
+            self.set_device(st, loc)?;
+        }
+        self.write_src(st, bound);
+        st.sock = Some(fd);
+        st.phase = Phase::Bound;
+        Ok(())
+    }
+}
