@@ -5,7 +5,7 @@ use core::ffi::{c_int, c_uint, c_void};
 use core::mem::{offset_of, size_of};
 use core::ptr::null_mut;
 
-use verbs_abi::provider::{ObjectKind, ProviderOps};
+use verbs_abi::provider::{async_event_object, ProviderOps};
 use verbs_abi::*;
 
 use crate::device::{context_ops, lookup, object_context_of, register_context, unregister_context};
@@ -479,29 +479,8 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
     }
     // SAFETY: non-NULL event from ibv_get_async_event.
     let (kind, element) = unsafe { ((*event).event_type, (*event).element.cq.cast::<c_void>()) };
-    let about_object = matches!(
-        kind,
-        IBV_EVENT_CQ_ERR
-            | IBV_EVENT_QP_FATAL
-            | IBV_EVENT_QP_REQ_ERR
-            | IBV_EVENT_QP_ACCESS_ERR
-            | IBV_EVENT_COMM_EST
-            | IBV_EVENT_SQ_DRAINED
-            | IBV_EVENT_PATH_MIG
-            | IBV_EVENT_PATH_MIG_ERR
-            | IBV_EVENT_QP_LAST_WQE_REACHED
-            | IBV_EVENT_SRQ_ERR
-            | IBV_EVENT_SRQ_LIMIT_REACHED
-            | IBV_EVENT_WQ_FATAL
-    );
-    if !about_object {
+    let Some(kind) = async_event_object(kind) else {
         return;
-    }
-    let kind = match kind {
-        IBV_EVENT_CQ_ERR => ObjectKind::Cq,
-        IBV_EVENT_SRQ_ERR | IBV_EVENT_SRQ_LIMIT_REACHED => ObjectKind::Srq,
-        IBV_EVENT_WQ_FATAL => ObjectKind::Wq,
-        _ => ObjectKind::Qp,
     };
     // SAFETY: for these event types the element is a CQ, QP, SRQ or WQ,
     // which the provider validates before anything reads it.

@@ -5,18 +5,9 @@ use std::ffi::OsString;
 
 use std::sync::LazyLock;
 
-/// Sets the calling thread's `errno`.
-pub(crate) fn set_errno(err: c_int) {
-    // SAFETY: __errno_location always returns the valid thread-local errno.
-    unsafe { *libc::__errno_location() = err };
-}
-
-/// Reads the calling thread's `errno`.
 #[cfg(test)]
-pub(crate) fn errno() -> c_int {
-    // SAFETY: as in set_errno.
-    unsafe { *libc::__errno_location() }
-}
+pub(crate) use verbs_abi::errno::errno;
+pub(crate) use verbs_abi::errno::set_errno;
 
 /// True when the process is not running set-uid/set-gid: only then may the
 /// environment redirect what we load or read (as rdma-core does).

@@ -5,15 +5,7 @@ use core::ffi::c_int;
 /// Internal results carry a positive errno value.
 pub type Res<T> = Result<T, i32>;
 
-pub fn set_errno(e: i32) {
-    // SAFETY: __errno_location returns this thread's errno slot, always valid.
-    unsafe { *libc::__errno_location() = e }
-}
-
-pub fn errno() -> i32 {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() }
-}
+pub use verbs_abi::errno::{errno, set_errno};
 
 /// The C convention of librdmacm: 0, or -1 with errno.
 pub fn to_c(r: Res<()>) -> c_int {

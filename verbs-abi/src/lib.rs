@@ -7,6 +7,7 @@
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 
 pub mod cma;
+pub mod errno;
 pub mod provider;
 pub mod vctx;
 pub mod verbs;

@@ -254,6 +254,25 @@ impl ObjectKind {
     }
 }
 
+/// The kind of object an async event of type `t` is about (its
+/// `element`), or None for port and device events.
+pub fn async_event_object(t: ibv_event_type) -> Option<ObjectKind> {
+    Some(match t {
+        IBV_EVENT_CQ_ERR => ObjectKind::Cq,
+        IBV_EVENT_QP_FATAL
+        | IBV_EVENT_QP_REQ_ERR
+        | IBV_EVENT_QP_ACCESS_ERR
+        | IBV_EVENT_COMM_EST
+        | IBV_EVENT_SQ_DRAINED
+        | IBV_EVENT_PATH_MIG
+        | IBV_EVENT_PATH_MIG_ERR
+        | IBV_EVENT_QP_LAST_WQE_REACHED => ObjectKind::Qp,
+        IBV_EVENT_SRQ_ERR | IBV_EVENT_SRQ_LIMIT_REACHED => ObjectKind::Srq,
+        IBV_EVENT_WQ_FATAL => ObjectKind::Wq,
+        _ => return None,
+    })
+}
+
 /// A verbs object type and its [`ObjectKind`]; every such object starts
 /// with its `ibv_context *`.
 pub trait VerbsObject {
@@ -282,3 +301,29 @@ verbs_objects! {
 // SAFETY: the table is immutable after construction and `name` points to a
 // static string, so sharing it between threads is sound.
 unsafe impl Sync for ProviderOps {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn async_events_name_their_object() {
+        assert_eq!(async_event_object(IBV_EVENT_CQ_ERR), Some(ObjectKind::Cq));
+        assert_eq!(async_event_object(IBV_EVENT_COMM_EST), Some(ObjectKind::Qp));
+        assert_eq!(
+            async_event_object(IBV_EVENT_QP_LAST_WQE_REACHED),
+            Some(ObjectKind::Qp)
+        );
+        assert_eq!(
+            async_event_object(IBV_EVENT_SRQ_LIMIT_REACHED),
+            Some(ObjectKind::Srq)
+        );
+        assert_eq!(async_event_object(IBV_EVENT_WQ_FATAL), Some(ObjectKind::Wq));
+        assert_eq!(async_event_object(IBV_EVENT_PORT_ACTIVE), None);
+        assert_eq!(async_event_object(IBV_EVENT_DEVICE_FATAL), None);
+        for k in 1..=10 {
+            assert_eq!(ObjectKind::from_u32(k).map(|o| o as u32), Some(k));
+        }
+        assert_eq!(ObjectKind::from_u32(0), None);
+    }
+}

@@ -17,6 +17,7 @@ use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
+use verbs_abi::provider::{async_event_object, ObjectKind};
 use verbs_abi::*;
 
 use crate::device::DeviceInfo;
@@ -250,18 +251,9 @@ pub(crate) unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
     // object because destroying that object waits for this acknowledgement.
     unsafe {
         let ev = &*event;
-        match ev.event_type {
-            IBV_EVENT_CQ_ERR => crate::cq::Cq::from_ibv(ev.element.cq).async_events.acked(1),
-            IBV_EVENT_QP_FATAL
-            | IBV_EVENT_QP_REQ_ERR
-            | IBV_EVENT_QP_ACCESS_ERR
-            | IBV_EVENT_COMM_EST
-            | IBV_EVENT_SQ_DRAINED
-            | IBV_EVENT_PATH_MIG
-            | IBV_EVENT_PATH_MIG_ERR
-            | IBV_EVENT_QP_LAST_WQE_REACHED => {
-                crate::qp::Qp::from_ibv(ev.element.qp).async_events.acked(1)
-            }
+        match async_event_object(ev.event_type) {
+            Some(ObjectKind::Cq) => crate::cq::Cq::from_ibv(ev.element.cq).async_events.acked(1),
+            Some(ObjectKind::Qp) => crate::qp::Qp::from_ibv(ev.element.qp).async_events.acked(1),
             _ => {}
         }
     }

@@ -5,11 +5,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Once;
 
-pub fn set_errno(e: i32) {
-    // SAFETY: __errno_location returns the calling thread's errno slot,
-    // which is always valid to write.
-    unsafe { *libc::__errno_location() = e };
-}
+pub use verbs_abi::errno::set_errno;
 
 pub fn last_errno() -> i32 {
     io::Error::last_os_error()

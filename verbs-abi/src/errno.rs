@@ -1,0 +1,31 @@
+//! The calling thread's `errno`, which every C entry point reports
+//! failures through (constructors return NULL, librdmacm returns -1).
+//! One copy for libibverbs, librdmacm and the providers.
+
+use core::ffi::c_int;
+
+/// Sets the calling thread's `errno`.
+pub fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno slot,
+    // always valid to write.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The calling thread's `errno`.
+pub fn errno() -> c_int {
+    // SAFETY: as in set_errno.
+    unsafe { *libc::__errno_location() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        set_errno(libc::EBUSY);
+        assert_eq!(errno(), libc::EBUSY);
+        set_errno(0);
+        assert_eq!(errno(), 0);
+    }
+}
