@@ -15,6 +15,7 @@ use verbs_abi::provider::{ProviderDevice, DEVICE_NAME_MAX};
 use verbs_abi::*;
 
 use crate::context::Context;
+pub use crate::gid::{gid_as_ipv4, ipv4_mapped};
 use crate::util::{copy_cstr, ForkFresh};
 
 // Limits we advertise. They are what the implementation enforces, chosen so
@@ -106,23 +107,6 @@ pub fn mtu_enum(if_mtu: u32) -> ibv_mtu {
         r if r >= 1024 => IBV_MTU_1024,
         r if r >= 512 => IBV_MTU_512,
         _ => IBV_MTU_256,
-    }
-}
-
-pub fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&a);
-    g
-}
-
-/// The IPv4 address inside an IPv4-mapped GID.
-pub fn gid_as_ipv4(g: &[u8; 16]) -> Option<[u8; 4]> {
-    if g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff {
-        Some([g[12], g[13], g[14], g[15]])
-    } else {
-        None
     }
 }
 

@@ -19,6 +19,7 @@ pub mod channel;
 pub mod context;
 pub mod cq;
 pub mod device;
+pub mod gid;
 pub mod guard;
 pub mod handles;
 pub mod mr;

@@ -20,7 +20,6 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::qp::Qp;
 use crate::util::{mono_ns, ForkFresh};
 
 /// Which descriptor of a QP an event is about.
@@ -72,11 +71,22 @@ struct Timers {
     armed: u64,
 }
 
+/// What the engine delivers events to: a QP, registered from above by its
+/// serial (the engine never knows what a QP is).
+pub trait Target: Send + Sync {
+    /// One of the target's descriptors is ready (`events` from epoll).
+    fn on_event(&self, kind: Kind, events: u32);
+    /// Someone asked for the target to run its state machines.
+    fn on_kick(&self);
+    /// A deadline the target set has passed.
+    fn on_timer(&self, now: u64);
+}
+
 pub struct Engine {
     epfd: OwnedFd,
     evfd: OwnedFd,
     tfd: OwnedFd,
-    qps: Mutex<HashMap<u64, Weak<Qp>>>,
+    qps: Mutex<HashMap<u64, Weak<dyn Target>>>,
     kicks: Mutex<Vec<u64>>,
     timers: Mutex<Timers>,
 }
@@ -203,15 +213,16 @@ impl Engine {
         let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, token, events);
     }
 
-    pub fn register_qp(&self, serial: u64, qp: &Arc<Qp>) {
-        self.qps.lock().insert(serial, Arc::downgrade(qp));
+    pub fn register_qp<T: Target + 'static>(&self, serial: u64, qp: &Arc<T>) {
+        let w: Weak<dyn Target> = Arc::downgrade(qp) as Weak<dyn Target>;
+        self.qps.lock().insert(serial, w);
     }
 
     pub fn unregister_qp(&self, serial: u64) {
         self.qps.lock().remove(&serial);
     }
 
-    fn lookup(&self, serial: u64) -> Option<Arc<Qp>> {
+    fn lookup(&self, serial: u64) -> Option<Arc<dyn Target>> {
         self.qps.lock().get(&serial).and_then(Weak::upgrade)
     }
 

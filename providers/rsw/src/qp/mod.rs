@@ -37,7 +37,7 @@ use crate::cq::{Cq, Cqe};
 use crate::device::{MAX_INLINE, MAX_MSG_SZ, MAX_QP_WR, MAX_RD_ATOM, MAX_SGE, MIN_INLINE};
 use crate::handles::{CQS, PDS, QPS};
 use crate::pd::Pd;
-use crate::progress::{engine, Kind};
+use crate::progress::{engine, Kind, Target};
 use crate::qp_ex::Builder;
 use crate::requester::{self, OutConn};
 use crate::responder::{self, InConn, PendingConn};
@@ -281,10 +281,11 @@ impl Qp {
         g.attr = ibv_qp_attr::zeroed();
         self.set_state(g, IBV_QPS_RESET);
     }
+}
 
-    // ---- progress engine entry points -------------------------------
-
-    pub fn on_event(&self, kind: Kind, events: u32) {
+/// The progress engine's entry points.
+impl Target for Qp {
+    fn on_event(&self, kind: Kind, events: u32) {
         let mut g = self.inner.lock();
         if g.destroyed {
             return;
@@ -315,7 +316,7 @@ impl Qp {
         }
     }
 
-    pub fn on_kick(&self) {
+    fn on_kick(&self) {
         let mut g = self.inner.lock();
         if g.destroyed {
             return;
@@ -325,6 +326,17 @@ impl Qp {
         requester::pump(self, &mut g);
     }
 
+    fn on_timer(&self, now: u64) {
+        let mut g = self.inner.lock();
+        if g.destroyed {
+            return;
+        }
+        responder::on_timer(self, &mut g, now);
+        requester::on_timer(self, &mut g, now);
+    }
+}
+
+impl Qp {
     /// One non-blocking progress step on the calling thread (from
     /// `poll_cq`); does nothing if another thread holds the QP.
     pub fn drive(&self) {
@@ -340,15 +352,6 @@ impl Qp {
         if g.out.is_some() {
             requester::on_event(self, &mut g, libc::EPOLLIN as u32);
         }
-    }
-
-    pub fn on_timer(&self, now: u64) {
-        let mut g = self.inner.lock();
-        if g.destroyed {
-            return;
-        }
-        responder::on_timer(self, &mut g, now);
-        requester::on_timer(self, &mut g, now);
     }
 
     /// The peer's host stopped answering (TCP's keepalive or unacked-data

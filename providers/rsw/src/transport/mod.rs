@@ -39,18 +39,7 @@ pub struct Endpoints {
 
 pub use tcp::ConnectError;
 
-/// One spelling per address: an IPv4 address given in the deprecated
-/// IPv4-compatible form (`::a.b.c.d`) becomes IPv4-mapped
-/// (`::ffff:a.b.c.d`), the form GIDs and dual-stack sockets use.
-pub fn canon_gid(g: &[u8; 16]) -> [u8; 16] {
-    let v4_compat =
-        g[..12].iter().all(|&b| b == 0) && g[12..] != [0, 0, 0, 0] && g[12..] != [0, 0, 0, 1];
-    if v4_compat {
-        crate::device::ipv4_mapped([g[12], g[13], g[14], g[15]])
-    } else {
-        *g
-    }
-}
+pub use crate::gid::canon_gid;
 
 /// A QP's listening endpoint; its address is the QP number.
 pub enum Listener {

@@ -11,7 +11,7 @@ use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::{canon_gid, Connecting, Endpoints, RemoteAddr};
-use crate::device::gid_as_ipv4;
+use crate::gid::{gid_as_ipv4, ipv4_mapped};
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -176,7 +176,7 @@ fn sockaddr_gid(ss: &libc::sockaddr_storage) -> [u8; 16] {
         libc::AF_INET => {
             // SAFETY: the family says a sockaddr_in was written.
             let sa = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-            crate::device::ipv4_mapped(sa.sin_addr.s_addr.to_ne_bytes())
+            ipv4_mapped(sa.sin_addr.s_addr.to_ne_bytes())
         }
         _ => [0; 16],
     }

@@ -1,0 +1,53 @@
+//! GIDs as this provider uses them: IP addresses, IPv4 as IPv4-mapped
+//! IPv6 (`::ffff:a.b.c.d`, RoCE v2's form). Pure functions for every layer.
+
+/// The IPv4-mapped GID of an IPv4 address.
+pub fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&a);
+    g
+}
+
+/// The IPv4 address inside an IPv4-mapped GID.
+pub fn gid_as_ipv4(g: &[u8; 16]) -> Option<[u8; 4]> {
+    if g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff {
+        Some([g[12], g[13], g[14], g[15]])
+    } else {
+        None
+    }
+}
+
+/// One spelling per address: an IPv4 address given in the deprecated
+/// IPv4-compatible form (`::a.b.c.d`) becomes IPv4-mapped
+/// (`::ffff:a.b.c.d`), the form GIDs and dual-stack sockets use.
+pub fn canon_gid(g: &[u8; 16]) -> [u8; 16] {
+    let v4_compat =
+        g[..12].iter().all(|&b| b == 0) && g[12..] != [0, 0, 0, 0] && g[12..] != [0, 0, 0, 1];
+    if v4_compat {
+        ipv4_mapped([g[12], g[13], g[14], g[15]])
+    } else {
+        *g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_spelling_per_address() {
+        let mapped = ipv4_mapped([10, 0, 0, 7]);
+        let mut compat = [0u8; 16];
+        compat[12..].copy_from_slice(&[10, 0, 0, 7]);
+        assert_eq!(canon_gid(&compat), mapped);
+        assert_eq!(canon_gid(&mapped), mapped);
+        assert_eq!(gid_as_ipv4(&canon_gid(&compat)), Some([10, 0, 0, 7]));
+        let mut loopback6 = [0u8; 16];
+        loopback6[15] = 1;
+        assert_eq!(canon_gid(&loopback6), loopback6);
+        assert_eq!(canon_gid(&[0; 16]), [0; 16]);
+        assert_eq!(gid_as_ipv4(&loopback6), None);
+    }
+}
