@@ -17,10 +17,9 @@ use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
-use verbs_abi::provider::{async_event_object, ObjectKind};
 use verbs_abi::*;
 
-use crate::device::DeviceInfo;
+use crate::device::{device_attr, port_attr, DeviceInfo, CORE_CLOCK_KHZ};
 use crate::util::{event_pipe, read_record, set_errno, write_record};
 
 /// Counts events handed to the application and acknowledgements received,
@@ -181,9 +180,143 @@ impl Context {
     }
 }
 
-pub(crate) unsafe extern "C" fn open_device(
+// ---- queries on an open context ---------------------------------------
+
+/// Copies the first `size` bytes of `val` to `dst` (the caller's struct may
+/// be an older, shorter version) and zeroes nothing beyond.
+///
+/// # Safety
+/// `dst` must be valid for `size` bytes of writes.
+unsafe fn write_prefix<T>(dst: *mut T, val: &T, size: usize) {
+    let n = size.min(std::mem::size_of::<T>());
+    // SAFETY: caller guarantees dst has room for `size` >= n bytes; val is
+    // a whole T so it has n bytes to read.
+    unsafe { std::ptr::copy_nonoverlapping(val as *const T as *const u8, dst as *mut u8, n) };
+}
+
+pub(crate) unsafe extern "C" fn query_device_ex(
+    context: *mut ibv_context,
+    input: *const ibv_query_device_ex_input,
+    attr: *mut ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    if attr.is_null() || attr_size < std::mem::size_of::<ibv_device_attr>() {
+        return libc::EINVAL;
+    }
+    // SAFETY: input, when given, points to a valid input struct.
+    if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
+        return libc::EINVAL;
+    }
+    // SAFETY: context was created by open_device.
+    let ctx = unsafe { Context::from_ibv(context) };
+    let d = &ctx.shared.dev;
+    let mut ex = ibv_device_attr_ex::zeroed();
+    ex.orig_attr = device_attr(d);
+    ex.completion_timestamp_mask = u64::MAX;
+    ex.hca_core_clock = CORE_CLOCK_KHZ;
+    ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags as u64;
+    ex.phys_port_cnt_ex = 1;
+    // SAFETY: attr has room for attr_size bytes.
+    unsafe { write_prefix(attr, &ex, attr_size) };
+    0
+}
+
+pub(crate) unsafe extern "C" fn query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    attr: *mut ibv_port_attr,
+    attr_size: usize,
+) -> c_int {
+    if port_num != 1 {
+        return libc::EINVAL;
+    }
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: context was created by open_device.
+    let ctx = unsafe { Context::from_ibv(context) };
+    let p = port_attr(&ctx.shared.dev);
+    // SAFETY: attr has room for attr_size bytes.
+    unsafe { write_prefix(attr, &p, attr_size) };
+    0
+}
+
+pub(crate) unsafe extern "C" fn query_gid_ex(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    _flags: u32,
+) -> c_int {
+    if port_num != 1 || entry.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: context was created by open_device.
+    let ctx = unsafe { Context::from_ibv(context) };
+    let d = &ctx.shared.dev;
+    // Past the table is EINVAL, as the kernel reports it; ENODATA would mean
+    // an empty entry inside it (our table has none), which callers turn
+    // into a zero GID.
+    let Some(g) = d.gids.get(gid_index as usize) else {
+        return libc::EINVAL;
+    };
+    let e = ibv_gid_entry {
+        gid: ibv_gid::from_raw(*g),
+        gid_index,
+        port_num,
+        gid_type: IBV_GID_TYPE_ROCE_V2,
+        ndev_ifindex: d.ifindex,
+    };
+    // SAFETY: entry points to a caller-owned ibv_gid_entry.
+    unsafe { entry.write(e) };
+    0
+}
+
+pub(crate) unsafe extern "C" fn query_pkey(
+    _context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    if port_num != 1 || pkey.is_null() {
+        return libc::EINVAL;
+    }
+    if index != 0 {
+        return libc::EINVAL;
+    }
+    // SAFETY: pkey points to a caller-owned u16. The value is the default
+    // full-membership P_Key, in network byte order like the kernel reports.
+    unsafe { pkey.write(0xffffu16.to_be()) };
+    0
+}
+
+// ---- open and close ----------------------------------------------------
+
+/// The entry points a context hands to programs (the data path inline in
+/// `verbs.h` and the `verbs_context` extensions), given by the provider's
+/// top layer (`lib.rs`) so this module needs none of the objects below.
+pub struct DataPath {
+    pub create_cq_ex:
+        unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex,
+    pub create_qp_ex:
+        unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp,
+    pub poll_cq: unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int,
+    pub req_notify_cq: unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int,
+    pub post_send:
+        unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int,
+    pub post_recv:
+        unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
+}
+
+/// Opens a context on the device behind `handle` with the entry points of
+/// `ops`.
+///
+/// # Safety
+/// `device` is the libibverbs device being opened.
+pub(crate) unsafe fn open_device(
     device: *mut ibv_device,
     handle: *mut c_void,
+    ops: &DataPath,
 ) -> *mut ibv_context {
     let Some(dev) = crate::device::lookup(handle) else {
         set_errno(libc::ENODEV);
@@ -198,10 +331,10 @@ pub(crate) unsafe extern "C" fn open_device(
     };
     let shared = Arc::new(CtxShared { dev, async_q });
     let mut vctx = verbs_context::zeroed();
-    vctx.query_port = Some(crate::device::query_port);
-    vctx.query_device_ex = Some(crate::device::query_device_ex);
-    vctx.create_cq_ex = Some(crate::cq::create_cq_ex);
-    vctx.create_qp_ex = Some(crate::qp::create_qp_ex);
+    vctx.query_port = Some(query_port);
+    vctx.query_device_ex = Some(query_device_ex);
+    vctx.create_cq_ex = Some(ops.create_cq_ex);
+    vctx.create_qp_ex = Some(ops.create_qp_ex);
     vctx.sz = std::mem::size_of::<verbs_context>();
     let c = &mut vctx.context;
     c.device = device;
@@ -209,10 +342,10 @@ pub(crate) unsafe extern "C" fn open_device(
     c.async_fd = shared.async_q.fd();
     c.num_comp_vectors = 1;
     c.abi_compat = VERBS_ABI_IS_EXTENDED;
-    c.ops.poll_cq = Some(crate::cq::poll_cq);
-    c.ops.req_notify_cq = Some(crate::cq::req_notify_cq);
-    c.ops.post_send = Some(crate::qp::post_send);
-    c.ops.post_recv = Some(crate::qp::post_recv);
+    c.ops.poll_cq = Some(ops.poll_cq);
+    c.ops.req_notify_cq = Some(ops.req_notify_cq);
+    c.ops.post_send = Some(ops.post_send);
+    c.ops.post_recv = Some(ops.post_recv);
     let ctx = Box::into_raw(Box::new(Context { vctx, shared }));
     // SAFETY: ctx was just allocated; the returned pointer is its context
     // field, which lives as long as the allocation.
@@ -242,19 +375,6 @@ pub(crate) unsafe extern "C" fn get_async_event(
         Err(e) => {
             set_errno(e);
             -1
-        }
-    }
-}
-
-pub(crate) unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
-    // SAFETY: event is what get_async_event returned; its element is a live
-    // object because destroying that object waits for this acknowledgement.
-    unsafe {
-        let ev = &*event;
-        match async_event_object(ev.event_type) {
-            Some(ObjectKind::Cq) => crate::cq::Cq::from_ibv(ev.element.cq).async_events.acked(1),
-            Some(ObjectKind::Qp) => crate::qp::Qp::from_ibv(ev.element.qp).async_events.acked(1),
-            _ => {}
         }
     }
 }

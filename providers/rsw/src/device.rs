@@ -14,7 +14,6 @@ use parking_lot::Mutex;
 use verbs_abi::provider::{ProviderDevice, DEVICE_NAME_MAX};
 use verbs_abi::*;
 
-use crate::context::Context;
 pub use crate::gid::{gid_as_ipv4, ipv4_mapped};
 use crate::util::{copy_cstr, ForkFresh};
 
@@ -341,114 +340,6 @@ pub fn port_attr(d: &DeviceInfo) -> ibv_port_attr {
         p.gid_tbl_len = 1;
     }
     p
-}
-
-/// Copies the first `size` bytes of `val` to `dst` (the caller's struct may
-/// be an older, shorter version) and zeroes nothing beyond.
-///
-/// # Safety
-/// `dst` must be valid for `size` bytes of writes.
-unsafe fn write_prefix<T>(dst: *mut T, val: &T, size: usize) {
-    let n = size.min(std::mem::size_of::<T>());
-    // SAFETY: caller guarantees dst has room for `size` >= n bytes; val is
-    // a whole T so it has n bytes to read.
-    unsafe { std::ptr::copy_nonoverlapping(val as *const T as *const u8, dst as *mut u8, n) };
-}
-
-pub(crate) unsafe extern "C" fn query_device_ex(
-    context: *mut ibv_context,
-    input: *const ibv_query_device_ex_input,
-    attr: *mut ibv_device_attr_ex,
-    attr_size: usize,
-) -> c_int {
-    if attr.is_null() || attr_size < std::mem::size_of::<ibv_device_attr>() {
-        return libc::EINVAL;
-    }
-    // SAFETY: input, when given, points to a valid input struct.
-    if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
-        return libc::EINVAL;
-    }
-    // SAFETY: context was created by open_device.
-    let ctx = unsafe { Context::from_ibv(context) };
-    let d = &ctx.shared.dev;
-    let mut ex = ibv_device_attr_ex::zeroed();
-    ex.orig_attr = device_attr(d);
-    ex.completion_timestamp_mask = u64::MAX;
-    ex.hca_core_clock = CORE_CLOCK_KHZ;
-    ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags as u64;
-    ex.phys_port_cnt_ex = 1;
-    // SAFETY: attr has room for attr_size bytes.
-    unsafe { write_prefix(attr, &ex, attr_size) };
-    0
-}
-
-pub(crate) unsafe extern "C" fn query_port(
-    context: *mut ibv_context,
-    port_num: u8,
-    attr: *mut ibv_port_attr,
-    attr_size: usize,
-) -> c_int {
-    if port_num != 1 {
-        return libc::EINVAL;
-    }
-    if attr.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: context was created by open_device.
-    let ctx = unsafe { Context::from_ibv(context) };
-    let p = port_attr(&ctx.shared.dev);
-    // SAFETY: attr has room for attr_size bytes.
-    unsafe { write_prefix(attr, &p, attr_size) };
-    0
-}
-
-pub(crate) unsafe extern "C" fn query_gid_ex(
-    context: *mut ibv_context,
-    port_num: u32,
-    gid_index: u32,
-    entry: *mut ibv_gid_entry,
-    _flags: u32,
-) -> c_int {
-    if port_num != 1 || entry.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: context was created by open_device.
-    let ctx = unsafe { Context::from_ibv(context) };
-    let d = &ctx.shared.dev;
-    // Past the table is EINVAL, as the kernel reports it; ENODATA would mean
-    // an empty entry inside it (our table has none), which callers turn
-    // into a zero GID.
-    let Some(g) = d.gids.get(gid_index as usize) else {
-        return libc::EINVAL;
-    };
-    let e = ibv_gid_entry {
-        gid: ibv_gid::from_raw(*g),
-        gid_index,
-        port_num,
-        gid_type: IBV_GID_TYPE_ROCE_V2,
-        ndev_ifindex: d.ifindex,
-    };
-    // SAFETY: entry points to a caller-owned ibv_gid_entry.
-    unsafe { entry.write(e) };
-    0
-}
-
-pub(crate) unsafe extern "C" fn query_pkey(
-    _context: *mut ibv_context,
-    port_num: u8,
-    index: c_int,
-    pkey: *mut u16,
-) -> c_int {
-    if port_num != 1 || pkey.is_null() {
-        return libc::EINVAL;
-    }
-    if index != 0 {
-        return libc::EINVAL;
-    }
-    // SAFETY: pkey points to a caller-owned u16. The value is the default
-    // full-membership P_Key, in network byte order like the kernel reports.
-    unsafe { pkey.write(0xffffu16.to_be()) };
-    0
 }
 
 #[cfg(test)]

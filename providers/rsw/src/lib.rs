@@ -33,7 +33,10 @@ pub mod transport;
 mod util;
 pub mod wire;
 
-use verbs_abi::provider::{ProviderOps, PROVIDER_ABI_VERSION};
+use std::os::raw::c_void;
+
+use verbs_abi::provider::{async_event_object, ObjectKind, ProviderOps, PROVIDER_ABI_VERSION};
+use verbs_abi::*;
 
 /// The provider entry point libibverbs looks up after `dlopen`.
 #[no_mangle]
@@ -42,12 +45,12 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     size: std::mem::size_of::<ProviderOps>() as u32,
     name: c"rsw".as_ptr(),
     discover: Some(device::discover),
-    open_device: Some(context::open_device),
+    open_device: Some(open_device),
     close_device: Some(context::close_device),
-    query_device_ex: Some(device::query_device_ex),
-    query_port: Some(device::query_port),
-    query_gid_ex: Some(device::query_gid_ex),
-    query_pkey: Some(device::query_pkey),
+    query_device_ex: Some(context::query_device_ex),
+    query_port: Some(context::query_port),
+    query_gid_ex: Some(context::query_gid_ex),
+    query_pkey: Some(context::query_pkey),
     alloc_pd: Some(pd::alloc_pd),
     dealloc_pd: Some(pd::dealloc_pd),
     reg_mr: Some(mr::reg_mr),
@@ -75,6 +78,37 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     attach_mcast: None,
     detach_mcast: None,
     get_async_event: Some(context::get_async_event),
-    ack_async_event: Some(context::ack_async_event),
+    ack_async_event: Some(ack_async_event),
     object_context: Some(handles::object_context),
 };
+
+/// The data-path entries every context carries: one table with the one
+/// above, so the provider's whole C surface is declared here.
+static DATA_PATH: context::DataPath = context::DataPath {
+    create_cq_ex: cq::create_cq_ex,
+    create_qp_ex: qp::create_qp_ex,
+    poll_cq: cq::poll_cq,
+    req_notify_cq: cq::req_notify_cq,
+    post_send: qp::post_send,
+    post_recv: qp::post_recv,
+};
+
+unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {
+    // SAFETY: forwarded from libibverbs' open of this device.
+    unsafe { context::open_device(device, handle, &DATA_PATH) }
+}
+
+/// Acknowledges an async event: the object it is about may be destroyed
+/// once all of its events are acknowledged.
+unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
+    // SAFETY: event is what get_async_event returned; its element is a live
+    // object because destroying that object waits for this acknowledgement.
+    unsafe {
+        let ev = &*event;
+        match async_event_object(ev.event_type) {
+            Some(ObjectKind::Cq) => crate::cq::Cq::from_ibv(ev.element.cq).async_events.acked(1),
+            Some(ObjectKind::Qp) => crate::qp::Qp::from_ibv(ev.element.qp).async_events.acked(1),
+            _ => {}
+        }
+    }
+}

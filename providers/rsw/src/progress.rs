@@ -117,6 +117,11 @@ pub fn engine() -> io::Result<&'static Engine> {
         // SAFETY: as above.
         return Ok(unsafe { &*p });
     }
+    static FORK_HOOK: std::sync::Once = std::sync::Once::new();
+    FORK_HOOK.call_once(|| {
+        // SAFETY: registers a plain extern "C" function, once.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    });
     let e: &'static Engine = Box::leak(Box::new(Engine::new()?));
     std::thread::Builder::new()
         .name("rsw-progress".into())
@@ -141,7 +146,7 @@ pub fn unwatch(fd: RawFd) {
 /// parent's own kernel object (the descriptor was inherited), so the child
 /// closes its copies and must never register anything there; the next use
 /// starts a new engine with a new thread.
-pub fn after_fork_child() {
+extern "C" fn after_fork_child() {
     let old = ENGINE.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if !old.is_null() {
         // SAFETY: the old engine is leaked and never used again in this

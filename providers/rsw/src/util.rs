@@ -194,10 +194,9 @@ pub fn register_fork_handler() {
     });
 }
 
-/// Runs in a forked child: every `ForkFresh` starts afresh on its next use,
-/// and the progress engine (a thread and descriptors, not a table) is
-/// forgotten.
+/// Runs in a forked child: every `ForkFresh` starts afresh on its next use.
+/// (The progress engine, a thread and descriptors rather than a table,
+/// registers its own handler.)
 extern "C" fn after_fork_child() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
-    crate::progress::after_fork_child();
 }
