@@ -16,8 +16,11 @@ use parking_lot::Mutex;
 use verbs_abi::*;
 
 use crate::cq::Cq;
-use crate::handles::{Ctx, CHANNELS};
+use crate::handles::{Ctx, Handles};
 use crate::util::{event_pipe, read_record, set_errno, write_record, ForkFresh};
+
+/// The completion channels handed out and not destroyed.
+pub static CHANNELS: Handles<Ctx> = Handles::new();
 
 #[repr(C)]
 pub struct Channel {

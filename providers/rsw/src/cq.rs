@@ -27,12 +27,16 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use verbs_abi::*;
 
+use crate::channel::CHANNELS;
 use crate::channel::{self, Channel};
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::device::MAX_CQE;
-use crate::handles::{Ctx, CHANNELS, CQS};
+use crate::handles::{Ctx, Handles};
 use crate::qp::Qp;
 use crate::util::{mono_ns, set_errno, wall_ns};
+
+/// The CQs handed out and not destroyed.
+pub static CQS: Handles<Ctx> = Handles::new();
 
 /// One completion as stored in the ring (a superset of `ibv_wc`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

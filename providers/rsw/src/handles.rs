@@ -9,14 +9,10 @@
 //! A forked child starts with empty tables (`ForkFresh`).
 
 use std::collections::HashMap;
-use std::os::raw::c_void;
-use std::sync::Weak;
 
 use parking_lot::Mutex;
-use verbs_abi::provider::ObjectKind;
 use verbs_abi::*;
 
-use crate::qp::Qp;
 use crate::util::ForkFresh;
 
 /// Live objects of one kind: application pointer -> `V`.
@@ -103,28 +99,3 @@ pub struct Ctx(pub *mut ibv_context);
 unsafe impl Send for Ctx {}
 // SAFETY: as above.
 unsafe impl Sync for Ctx {}
-
-pub static PDS: Handles<Ctx> = Handles::new();
-pub static MRS: Handles<Ctx> = Handles::new();
-pub static CQS: Handles<Ctx> = Handles::new();
-pub static CHANNELS: Handles<Ctx> = Handles::new();
-pub static QPS: Handles<Weak<Qp>> = Handles::new();
-
-/// The provider's `object_context` entry (see `verbs_abi::provider`).
-pub(crate) unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_context {
-    let ctx = match ObjectKind::from_u32(kind) {
-        Some(ObjectKind::Pd) => PDS.get(obj),
-        Some(ObjectKind::Mr) => MRS.get(obj),
-        Some(ObjectKind::Cq) => CQS.get(obj),
-        Some(ObjectKind::CompChannel) => CHANNELS.get(obj),
-        Some(ObjectKind::Qp) => QPS
-            .get(obj)
-            .and_then(|w| w.upgrade())
-            // SAFETY: the QP is live (we hold a reference); its public
-            // struct is ours.
-            .map(|q| Ctx(unsafe { (*q.ibv.get()).qp_base.context })),
-        // Kinds this provider never creates.
-        _ => None,
-    };
-    ctx.map_or(std::ptr::null_mut(), |c| c.0)
-}

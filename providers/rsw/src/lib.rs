@@ -79,7 +79,7 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     detach_mcast: None,
     get_async_event: Some(context::get_async_event),
     ack_async_event: Some(ack_async_event),
-    object_context: Some(handles::object_context),
+    object_context: Some(object_context),
 };
 
 /// The data-path entries every context carries: one table with the one
@@ -111,4 +111,23 @@ unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
             _ => {}
         }
     }
+}
+
+/// The provider's `object_context` entry (see `verbs_abi::provider`).
+unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_context {
+    let ctx = match ObjectKind::from_u32(kind) {
+        Some(ObjectKind::Pd) => pd::PDS.get(obj),
+        Some(ObjectKind::Mr) => mr::MRS.get(obj),
+        Some(ObjectKind::Cq) => cq::CQS.get(obj),
+        Some(ObjectKind::CompChannel) => channel::CHANNELS.get(obj),
+        Some(ObjectKind::Qp) => qp::QPS
+            .get(obj)
+            .and_then(|w| w.upgrade())
+            // SAFETY: the QP is live (we hold a reference); its public
+            // struct is ours.
+            .map(|q| handles::Ctx(unsafe { (*q.ibv.get()).qp_base.context })),
+        // Kinds this provider never creates.
+        _ => None,
+    };
+    ctx.map_or(std::ptr::null_mut(), |c| c.0)
 }

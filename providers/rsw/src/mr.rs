@@ -19,9 +19,13 @@ use std::sync::LazyLock;
 use parking_lot::{RwLock, RwLockReadGuard};
 use verbs_abi::*;
 
-use crate::handles::{Ctx, MRS, PDS};
+use crate::handles::{Ctx, Handles};
 use crate::pd::Pd;
+use crate::pd::PDS;
 use crate::util::{iov, set_errno, ForkFresh};
+
+/// The MRs handed out and not deregistered.
+pub static MRS: Handles<Ctx> = Handles::new();
 
 /// Keys are already scrambled; hashing them again is wasted work on the
 /// data path.

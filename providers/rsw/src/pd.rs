@@ -8,8 +8,11 @@ use std::sync::Arc;
 use verbs_abi::*;
 
 use crate::context::{Context, CtxShared};
-use crate::handles::{Ctx, PDS};
+use crate::handles::{Ctx, Handles};
 use crate::util::set_errno;
+
+/// The PDs handed out and not deallocated.
+pub static PDS: Handles<Ctx> = Handles::new();
 
 static NEXT_PD: AtomicU32 = AtomicU32::new(1);
 

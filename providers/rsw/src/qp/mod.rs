@@ -27,16 +27,18 @@ pub use wq::{RecvQueue, SendQueue, SendWqe, NO_SGE};
 use std::cell::UnsafeCell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use verbs_abi::*;
 
 use crate::context::{Context, CtxShared, EventCounter};
+use crate::cq::CQS;
 use crate::cq::{Cq, Cqe};
 use crate::device::{MAX_INLINE, MAX_MSG_SZ, MAX_QP_WR, MAX_RD_ATOM, MAX_SGE, MIN_INLINE};
-use crate::handles::{CQS, PDS, QPS};
+use crate::handles::Handles;
 use crate::pd::Pd;
+use crate::pd::PDS;
 use crate::progress::{engine, Kind, Target};
 use crate::qp_ex::Builder;
 use crate::requester::{self, OutConn};
@@ -44,6 +46,9 @@ use crate::responder::{self, InConn, PendingConn};
 use crate::transport::{Listener, RemoteAddr};
 use crate::util::set_errno;
 use crate::wire::Op;
+
+/// The QPs handed out and not destroyed.
+pub static QPS: Handles<Weak<Qp>> = Handles::new();
 /// Mutable QP state (see the module comment for who takes the lock).
 pub struct QpInner {
     pub state: ibv_qp_state,
