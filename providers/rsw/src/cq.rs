@@ -32,7 +32,6 @@ use crate::channel::{self, Channel};
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::device::MAX_CQE;
 use crate::handles::{Ctx, Handles};
-use crate::qp::Qp;
 use crate::util::{mono_ns, set_errno, wall_ns};
 
 /// The CQs handed out and not destroyed.
@@ -113,6 +112,16 @@ impl Ring {
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
+/// What completes into a CQ (a QP), registered from above so the CQ can
+/// reach it without knowing what it is.
+pub trait Producer: Send + Sync {
+    /// One non-blocking progress step on the calling thread (the CQ is
+    /// being polled empty).
+    fn drive(&self);
+    /// Asks the progress thread to run the producer soon (the CQ overran).
+    fn kick(&self);
+}
+
 #[repr(C)]
 pub struct Cq {
     /// Shared with the application, which reads the poll cursor fields and
@@ -137,7 +146,7 @@ pub struct Cq {
     /// QPs using this CQ; destroy is refused while any exist.
     pub qp_refs: AtomicU32,
     /// The same QPs, for polling-driven progress.
-    qps: Mutex<Vec<Weak<Qp>>>,
+    qps: Mutex<Vec<Weak<dyn Producer>>>,
 }
 
 // SAFETY: the ring is behind a mutex; `ibv` and `cur` are C-visible fields
@@ -202,11 +211,9 @@ impl Cq {
             // Every QP on this CQ has lost completions: have each move
             // itself to ERR (the caller may hold one QP's lock, so none is
             // changed from here).
-            if let Ok(e) = crate::progress::engine() {
-                for w in self.qps.lock().iter() {
-                    if let Some(q) = w.upgrade() {
-                        e.kick(q.serial);
-                    }
+            for w in self.qps.lock().iter() {
+                if let Some(q) = w.upgrade() {
+                    q.kick();
                 }
             }
             return;
@@ -234,12 +241,15 @@ impl Cq {
         self.overrun.load(Ordering::Acquire)
     }
 
-    pub fn attach_qp(&self, qp: &Arc<Qp>) {
-        self.qps.lock().push(Arc::downgrade(qp));
+    pub fn attach_qp<P: Producer + 'static>(&self, qp: &Arc<P>) {
+        let w: Weak<dyn Producer> = Arc::downgrade(qp) as Weak<dyn Producer>;
+        self.qps.lock().push(w);
     }
 
-    pub fn detach_qp(&self, qp: *const Qp) {
-        self.qps.lock().retain(|w| w.as_ptr() != qp);
+    pub fn detach_qp<P>(&self, qp: *const P) {
+        self.qps
+            .lock()
+            .retain(|w| w.as_ptr() as *const () != qp as *const ());
     }
 
     /// Runs the transport of this CQ's QPs on the polling thread. A program

@@ -34,7 +34,7 @@ use verbs_abi::*;
 
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::cq::CQS;
-use crate::cq::{Cq, Cqe};
+use crate::cq::{Cq, Cqe, Producer};
 use crate::device::{MAX_INLINE, MAX_MSG_SZ, MAX_QP_WR, MAX_RD_ATOM, MAX_SGE, MIN_INLINE};
 use crate::handles::Handles;
 use crate::pd::Pd;
@@ -288,6 +288,19 @@ impl Qp {
     }
 }
 
+/// What a CQ calls on the QPs that complete into it.
+impl Producer for Qp {
+    fn drive(&self) {
+        self.drive_now();
+    }
+
+    fn kick(&self) {
+        if let Ok(e) = engine() {
+            e.kick(self.serial);
+        }
+    }
+}
+
 /// The progress engine's entry points.
 impl Target for Qp {
     fn on_event(&self, kind: Kind, events: u32) {
@@ -344,7 +357,7 @@ impl Target for Qp {
 impl Qp {
     /// One non-blocking progress step on the calling thread (from
     /// `poll_cq`); does nothing if another thread holds the QP.
-    pub fn drive(&self) {
+    pub fn drive_now(&self) {
         let Some(mut g) = self.inner.try_lock() else {
             return;
         };
