@@ -7,13 +7,14 @@
 //! data path through the function pointers stored in the public structs
 //! (`ibv_context.ops`, `verbs_context`, `ibv_cq_ex`, `ibv_qp_ex`).
 //!
-//! Module map: `device` (interfaces as devices), `context` (contexts and
-//! async events), `pd`, `mr` (key table), `channel` and `cq` (completions),
-//! `qp` (QP object, state machine, post calls), `qp_ex` (`ibv_wr_*`),
-//! `requester` / `responder` (the two halves of the RC protocol), `wire`
-//! (message format), `transport` (byte streams between QPs, TCP today),
-//! `progress` (the background thread that drives it all) and `util` (OS
-//! helpers, including what a forked child resets).
+//! Module map, top to bottom (see docs/architecture.md): this file (the
+//! one entry-point table), `qp_ex` (`ibv_wr_*`); the objects `context`,
+//! `device`, `pd`, `mr` (key table), `channel`, `cq`, `qp/` (object, work
+//! queues, creation, state machine, posting); the RC engine `requester` /
+//! `responder`; `transport` (byte streams between QPs, TCP today);
+//! `progress` (the background thread); and at the bottom `wire` (message
+//! format), `gid`, `handles` (the handle table type), `guard` (fault-safe
+//! access to application memory) and `util`.
 
 pub mod channel;
 pub mod context;
