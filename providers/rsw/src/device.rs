@@ -48,16 +48,7 @@ const RESERVED_FDS: u64 = 64;
 /// ports allow (a listener and an outgoing connection per QP), within
 /// [`MAX_QP`]. Read when asked, since both limits can change.
 pub fn qp_limit() -> u32 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: r is a valid out-pointer.
-    let nofile = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
-        r.rlim_cur
-    } else {
-        1024
-    };
+    let nofile = crate::util::nofile_limit();
     let by_fds = nofile.saturating_sub(RESERVED_FDS) / FDS_PER_QP;
     let by_ports = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()

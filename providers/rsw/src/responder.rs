@@ -113,17 +113,7 @@ pub fn pending_slot(g: &QpInner, id: usize) -> Option<usize> {
 /// limit, so strangers can never take the descriptors the application and
 /// its own QPs need.
 fn max_pending_total() -> usize {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: r is a valid out-pointer.
-    let cur = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
-        r.rlim_cur
-    } else {
-        1024
-    };
-    (cur / 4).clamp(4, 4096) as usize
+    (crate::util::nofile_limit() / 4).clamp(4, 4096) as usize
 }
 
 fn refuse() {

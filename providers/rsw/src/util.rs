@@ -7,6 +7,20 @@ use std::sync::Once;
 
 pub use verbs_abi::errno::set_errno;
 
+/// This process's soft limit on descriptors (1024 if it cannot be read).
+pub fn nofile_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        1024
+    }
+}
+
 pub fn last_errno() -> i32 {
     io::Error::last_os_error()
         .raw_os_error()

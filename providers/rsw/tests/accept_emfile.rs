@@ -11,7 +11,7 @@ mod common;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::fd::{FromRawFd, OwnedFd};
+
 use std::os::unix::fs::FileExt;
 use std::ptr::null_mut;
 use std::time::{Duration, Instant};
@@ -22,19 +22,6 @@ use verbs_abi::*;
 
 const FAKE: u32 = 4402;
 const IDLE_CONNS: usize = 12;
-
-fn pipe() -> (File, File) {
-    let mut fds = [0; 2];
-    // SAFETY: fds has room for two descriptors.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors are fresh and ours.
-    unsafe {
-        (
-            File::from(OwnedFd::from_raw_fd(fds[0])),
-            File::from(OwnedFd::from_raw_fd(fds[1])),
-        )
-    }
-}
 
 /// CPU ticks of the progress thread through a stat file opened in advance:
 /// once descriptors run out, opening /proc files is no longer possible.
@@ -64,18 +51,6 @@ impl Ticks {
 
 fn open_fds() -> u64 {
     std::fs::read_dir("/proc/self/fd").unwrap().count() as u64
-}
-
-fn set_nofile(soft: u64) {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: r is a valid rlimit.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
-    r.rlim_cur = soft;
-    // SAFETY: as above; lowering the soft limit needs no privilege.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) }, 0);
 }
 
 /// The real pair still works: a SEND and an RDMA WRITE, bytes checked.

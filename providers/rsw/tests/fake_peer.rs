@@ -12,26 +12,6 @@ use common::*;
 use rsw::wire::{Header, Hello, Op, HDR_LEN};
 use verbs_abi::*;
 
-fn lo_gid() -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&[127, 0, 0, 1]);
-    g
-}
-
-fn hello(src_qpn: u32, dst_qpn: u32) -> [u8; HDR_LEN] {
-    let mut b = [0u8; HDR_LEN];
-    Hello {
-        src_gid: lo_gid(),
-        src_qpn,
-        dst_qpn,
-        psn: 0,
-    }
-    .encode(&mut b);
-    b
-}
-
 fn connect_to(qpn: u32) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", qpn as u16)).unwrap();
     s.set_read_timeout(Some(WAIT)).unwrap();

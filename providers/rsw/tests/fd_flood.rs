@@ -12,7 +12,7 @@ mod common;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::fd::{FromRawFd, OwnedFd};
+
 use std::ptr::null_mut;
 use std::time::Instant;
 
@@ -24,39 +24,6 @@ use verbs_abi::*;
 const QPS: usize = 12;
 const PER_QP: usize = 26;
 const LIMIT: u64 = 256;
-
-fn pipe() -> (File, File) {
-    let mut fds = [0; 2];
-    // SAFETY: fds has room for two descriptors.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors are fresh and ours.
-    unsafe {
-        (
-            File::from(OwnedFd::from_raw_fd(fds[0])),
-            File::from(OwnedFd::from_raw_fd(fds[1])),
-        )
-    }
-}
-
-fn set_nofile(soft: u64) {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: r is a valid rlimit.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
-    r.rlim_cur = soft;
-    // SAFETY: as above; lowering the soft limit needs no privilege.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) }, 0);
-}
-
-fn lo_gid() -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&[127, 0, 0, 1]);
-    g
-}
 
 fn rtr_attr(dest: u32) -> (ibv_qp_attr, u32) {
     let mut a = ibv_qp_attr::zeroed();

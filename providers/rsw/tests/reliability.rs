@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rsw::responder::refused_connections;
-use rsw::wire::{Header, Hello, Op, HDR_LEN};
+use rsw::wire::{Header, Op, HDR_LEN};
 use verbs_abi::*;
 
 /// The refused-connection counter is process-wide: tests that read it run
@@ -25,26 +25,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn lo_gid() -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&[127, 0, 0, 1]);
-    g
-}
-
-fn hello(src_gid: [u8; 16], src_qpn: u32, dst_qpn: u32) -> [u8; HDR_LEN] {
-    let mut b = [0u8; HDR_LEN];
-    Hello {
-        src_gid,
-        src_qpn,
-        dst_qpn,
-        psn: 0,
-    }
-    .encode(&mut b);
-    b
 }
 
 /// A QP in RTS whose peer is a listener that never answers.
@@ -260,7 +240,8 @@ fn a_second_hello_cannot_take_over() {
     healthy(&p, 1);
     let before = refused_connections();
     let mut s = dial_from(None, qpn(p.b));
-    s.write_all(&hello(lo_gid(), qpn(p.a), qpn(p.b))).unwrap();
+    s.write_all(&hello_from(lo_gid(), qpn(p.a), qpn(p.b)))
+        .unwrap();
     let mut h = [0u8; HDR_LEN];
     let mut wr = Header::new(Op::Write, 0);
     wr.length = 0;
@@ -297,19 +278,19 @@ fn hellos_must_match_the_rtr_peer() {
     // Wrong GID claimed.
     let before = refused_connections();
     let mut s = dial_from(None, qpn(q));
-    s.write_all(&hello(outsider, PEER, qpn(q))).unwrap();
+    s.write_all(&hello_from(outsider, PEER, qpn(q))).unwrap();
     expect_closed(s);
     refused_past(before);
     // Right claims, wrong source address.
     let before = refused_connections();
     let mut s = dial_from(Some("127.0.0.2"), qpn(q));
-    let _ = s.write_all(&hello(lo_gid(), PEER, qpn(q)));
+    let _ = s.write_all(&hello_from(lo_gid(), PEER, qpn(q)));
     expect_closed(s);
     refused_past(before);
     // Right claims, but arriving at an address rsw_lo does not have.
     let before = refused_connections();
     let mut s = TcpStream::connect(("127.0.0.3", qpn(q) as u16)).unwrap();
-    let _ = s.write_all(&hello(lo_gid(), PEER, qpn(q)));
+    let _ = s.write_all(&hello_from(lo_gid(), PEER, qpn(q)));
     expect_closed(s);
     refused_past(before);
     assert_no_wc(cq, Duration::from_millis(10));
@@ -318,7 +299,7 @@ fn hellos_must_match_the_rtr_peer() {
     // The real peer.
     let mut s = dial_from(None, qpn(q));
     s.set_read_timeout(Some(WAIT)).unwrap();
-    s.write_all(&hello(lo_gid(), PEER, qpn(q))).unwrap();
+    s.write_all(&hello_from(lo_gid(), PEER, qpn(q))).unwrap();
     let mut h = [0u8; HDR_LEN];
     let mut r = Header::new(Op::Send, 0);
     r.length = 5;
@@ -349,7 +330,7 @@ fn held_connections_are_capped_per_qp() {
     let conns: Vec<TcpStream> = (0..N)
         .map(|i| {
             let mut s = dial_from(None, qpn(q));
-            s.write_all(&hello(lo_gid(), 5000 + i as u32, qpn(q)))
+            s.write_all(&hello_from(lo_gid(), 5000 + i as u32, qpn(q)))
                 .unwrap();
             s
         })

@@ -570,3 +570,58 @@ pub fn cq_event_waiter(ch: *mut ibv_comp_channel) -> std::thread::JoinHandle<(c_
         (r, ev_cq as usize)
     })
 }
+
+// ---- forged peers and forked victims ----------------------------------------
+
+/// rsw_lo's first GID, `::ffff:127.0.0.1`.
+pub fn lo_gid() -> [u8; 16] {
+    rsw::gid::ipv4_mapped([127, 0, 0, 1])
+}
+
+/// A hello block from (`src_gid`, `src_qpn`) to `dst_qpn`, as a peer's
+/// requester sends it first on its connection.
+pub fn hello_from(src_gid: [u8; 16], src_qpn: u32, dst_qpn: u32) -> [u8; rsw::wire::HDR_LEN] {
+    let mut b = [0u8; rsw::wire::HDR_LEN];
+    rsw::wire::Hello {
+        src_gid,
+        src_qpn,
+        dst_qpn,
+        psn: 0,
+    }
+    .encode(&mut b);
+    b
+}
+
+/// A hello from the loopback GID.
+pub fn hello(src_qpn: u32, dst_qpn: u32) -> [u8; rsw::wire::HDR_LEN] {
+    hello_from(lo_gid(), src_qpn, dst_qpn)
+}
+
+/// A close-on-exec pipe (read end, write end), for talking to a forked
+/// child.
+pub fn pipe() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for two descriptors.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh and ours.
+    unsafe {
+        (
+            std::fs::File::from(OwnedFd::from_raw_fd(fds[0])),
+            std::fs::File::from(OwnedFd::from_raw_fd(fds[1])),
+        )
+    }
+}
+
+/// Sets this process's soft RLIMIT_NOFILE.
+pub fn set_nofile(soft: u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid rlimit.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
+    r.rlim_cur = soft;
+    // SAFETY: as above; lowering the soft limit needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) }, 0);
+}
