@@ -191,8 +191,8 @@ fn retry_budget_ns(g: &QpInner) -> Option<u64> {
 /// out in RTS.
 pub fn outstanding(g: &QpInner) -> bool {
     match g.state {
-        IBV_QPS_RTS => g.sq.head != g.sq.tail,
-        IBV_QPS_SQD => g.sq.head != g.sq.tx,
+        IBV_QPS_RTS => g.sq.has_work(),
+        IBV_QPS_SQD => g.sq.in_flight(),
         _ => false,
     }
 }
@@ -263,7 +263,7 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
 /// WQEs that can no longer reach the peer.
 pub fn pump(qp: &Qp, g: &mut QpInner) {
     if g.out.is_none() {
-        if matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) && g.peer_gone && g.sq.head != g.sq.tail {
+        if matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) && g.peer_gone && g.sq.has_work() {
             qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
         }
         return;
@@ -306,7 +306,7 @@ fn fail(qp: &Qp, g: &mut QpInner, why: Broken) {
         return;
     }
     match why {
-        Broken::Lost if g.sq.head != g.sq.tail => qp.fail_head(g, IBV_WC_RETRY_EXC_ERR),
+        Broken::Lost if g.sq.has_work() => qp.fail_head(g, IBV_WC_RETRY_EXC_ERR),
         Broken::Lost => {}
         Broken::Vanished => qp.peer_vanished(g),
         Broken::BadResponse => qp.fail_head(g, IBV_WC_BAD_RESP_ERR),
@@ -335,13 +335,15 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             return Ok(());
         }
         if !out.tx_active {
-            if g.state != IBV_QPS_RTS || g.sq.tx == g.sq.tail || g.tx_blocked {
+            if g.state != IBV_QPS_RTS || g.tx_blocked {
                 return Ok(());
             }
-            let seq = g.sq.tx;
+            let Some(seq) = g.sq.next_to_transmit() else {
+                return Ok(());
+            };
             if !local_ok(qp, g, seq) {
                 g.sq.wqe_mut(seq).local_err = IBV_WC_LOC_PROT_ERR;
-                g.sq.tx += 1;
+                g.sq.transmitted();
                 g.tx_blocked = true;
                 qp.after_send_completions(g);
                 return Ok(());
@@ -376,7 +378,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             out.tx_seq = seq;
             out.tx_off = 0;
             out.tx_total = HDR_LEN + payload;
-            g.sq.tx += 1;
+            g.sq.transmitted();
         }
         if !send_some(qp, g)? {
             return Ok(());
@@ -485,13 +487,13 @@ fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
 /// Completes the WQEs before `msn` (or up to and including it) that a
 /// later response implicitly acknowledges.
 fn ack(qp: &Qp, g: &mut QpInner, msn: u32, inclusive: bool) -> Result<(), Broken> {
-    while g.sq.head < g.sq.tx {
-        let w = *g.sq.wqe(g.sq.head);
+    while let Some(seq) = g.sq.oldest_in_flight() {
+        let w = *g.sq.wqe(seq);
         if w.local_err != 0
             || (g
                 .out
                 .as_ref()
-                .is_some_and(|o| o.tx_active && o.tx_seq == g.sq.head))
+                .is_some_and(|o| o.tx_active && o.tx_seq == seq))
         {
             break;
         }
@@ -508,15 +510,15 @@ fn ack(qp: &Qp, g: &mut QpInner, msn: u32, inclusive: bool) -> Result<(), Broken
             return Err(Broken::BadResponse);
         }
         qp.complete_send(g, &w, IBV_WC_SUCCESS);
-        g.sq.head += 1;
+        g.sq.retire_oldest();
     }
     Ok(())
 }
 
 /// The head WQE, which a response for `msn` must be about.
 fn head_for(g: &QpInner, msn: u32) -> Result<u64, Broken> {
-    let seq = g.sq.head;
-    if seq >= g.sq.tx || g.sq.wqe(seq).msn != msn || g.sq.wqe(seq).local_err != 0 {
+    let seq = g.sq.oldest_in_flight().ok_or(Broken::BadResponse)?;
+    if g.sq.wqe(seq).msn != msn || g.sq.wqe(seq).local_err != 0 {
         return Err(Broken::BadResponse);
     }
     Ok(seq)
@@ -571,7 +573,7 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
                     Err(_) => IBV_WC_LOC_PROT_ERR,
                 }
             };
-            g.sq.head += 1;
+            g.sq.retire_oldest();
             qp.complete_send(g, &w, status);
             if status != IBV_WC_SUCCESS {
                 qp.enter_error(g);
@@ -662,7 +664,7 @@ fn finish_read(qp: &Qp, g: &mut QpInner) {
         return;
     };
     let w = *g.sq.wqe(rd.seq);
-    g.sq.head += 1;
+    g.sq.retire_oldest();
     qp.complete_send(g, &w, rd.status);
     if rd.status != IBV_WC_SUCCESS {
         qp.enter_error(g);

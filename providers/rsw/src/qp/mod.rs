@@ -221,11 +221,9 @@ impl Qp {
 
     /// Completes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
     pub fn flush(&self, g: &mut QpInner) {
-        let mut seq = g.sq.head;
-        while seq != g.sq.tail {
+        for seq in g.sq.outstanding() {
             let w = *g.sq.wqe(seq);
             self.complete_send(g, &w, IBV_WC_WR_FLUSH_ERR);
-            seq += 1;
         }
         g.sq.clear();
         g.tx_blocked = false;
@@ -241,13 +239,10 @@ impl Qp {
 
     /// Completes the head WQE with an error and moves the QP to ERR.
     pub fn fail_head(&self, g: &mut QpInner, status: ibv_wc_status) {
-        if g.sq.head != g.sq.tail {
-            let w = *g.sq.wqe(g.sq.head);
+        if let Some(seq) = g.sq.oldest() {
+            let w = *g.sq.wqe(seq);
             self.complete_send(g, &w, status);
-            g.sq.head += 1;
-            if g.sq.tx < g.sq.head {
-                g.sq.tx = g.sq.head;
-            }
+            g.sq.retire_oldest();
         }
         self.enter_error(g);
     }
@@ -255,15 +250,15 @@ impl Qp {
     /// After completions: report a locally failed WQE that reached the head,
     /// and the end of an SQD drain.
     pub fn after_send_completions(&self, g: &mut QpInner) {
-        if g.sq.head < g.sq.tx {
-            let w = g.sq.wqe(g.sq.head);
+        if let Some(seq) = g.sq.oldest_in_flight() {
+            let w = g.sq.wqe(seq);
             if w.local_err != 0 {
                 let st = w.local_err;
                 self.fail_head(g, st);
                 return;
             }
         }
-        if g.state == IBV_QPS_SQD && g.sqd_notify && g.sq.head == g.sq.tx {
+        if g.state == IBV_QPS_SQD && g.sqd_notify && !g.sq.in_flight() {
             g.sqd_notify = false;
             self.async_event(IBV_EVENT_SQ_DRAINED);
         }
@@ -274,7 +269,7 @@ impl Qp {
         g.inc = None;
         g.pending.clear();
         g.sq.clear();
-        g.rq.head = g.rq.tail;
+        g.rq.clear();
         g.remote = None;
         g.peer_gone = false;
         g.tx_blocked = false;

@@ -308,7 +308,7 @@ pub(crate) unsafe extern "C" fn query_qp(
     a.qp_state = g.state;
     a.cur_qp_state = g.state;
     a.cap = g.caps();
-    a.sq_draining = (g.state == IBV_QPS_SQD && g.sq.head != g.sq.tx) as u8;
+    a.sq_draining = (g.state == IBV_QPS_SQD && g.sq.in_flight()) as u8;
     if !attr.is_null() {
         // SAFETY: out-pointer supplied by the caller.
         unsafe { attr.write(a) };

@@ -58,7 +58,7 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<(Op, u32), 
 /// # Safety
 /// As [`check_send_wr`]; for inline WRs the SGE addresses must be readable.
 unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, op: Op, len: u32) -> u64 {
-    let seq = g.sq.tail;
+    let seq = g.sq.next_seq();
     let inline = wr.send_flags & IBV_SEND_INLINE != 0 && op.request_has_payload();
     // SAFETY: union members are read according to the opcode.
     let (remote_addr, rkey, compare_add, swap) = unsafe {
@@ -121,7 +121,7 @@ unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, op: Op, len: u32) -> u
         msn: 0,
         local_err: 0,
     };
-    g.sq.tail += 1;
+    g.sq.commit();
     seq
 }
 
@@ -182,7 +182,7 @@ pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int 
     if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
         return libc::EINVAL;
     }
-    if g.sq.cap as u64 - (g.sq.tail - g.sq.head) < n as u64 {
+    if g.sq.room() < n as u64 {
         return libc::ENOMEM;
     }
     let mut p = wr;
@@ -232,7 +232,7 @@ pub(crate) unsafe extern "C" fn post_recv(
             rc = libc::EINVAL;
             break;
         }
-        if g.rq.tail - g.rq.head == g.rq.cap as u64 {
+        if g.rq.is_full() {
             rc = libc::ENOMEM;
             break;
         }
@@ -244,17 +244,13 @@ pub(crate) unsafe extern "C" fn post_recv(
                 ..Cqe::default()
             });
         } else {
-            let rq = &mut g.rq;
-            let s = rq.slot(rq.tail);
-            rq.wr_ids[s] = w.wr_id;
-            rq.nsge[s] = w.num_sge as u32;
-            if w.num_sge > 0 {
+            let sges: &[ibv_sge] = if w.num_sge > 0 {
                 // SAFETY: the caller's WR describes its own SGE array.
-                let sges = unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) };
-                let b = s * rq.max_sge;
-                rq.sges[b..b + sges.len()].copy_from_slice(sges);
-            }
-            rq.tail += 1;
+                unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) }
+            } else {
+                &[]
+            };
+            g.rq.push(w.wr_id, sges);
         }
         wr = w.next;
     }

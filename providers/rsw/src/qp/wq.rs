@@ -81,9 +81,9 @@ pub struct SendQueue {
     pub cap: usize,
     pub max_sge: usize,
     pub max_inline: usize,
-    pub head: u64,
-    pub tx: u64,
-    pub tail: u64,
+    head: u64,
+    tx: u64,
+    tail: u64,
 }
 
 impl SendQueue {
@@ -128,6 +128,65 @@ impl SendQueue {
         self.tail - self.head == self.cap as u64
     }
 
+    /// Free slots.
+    pub fn room(&self) -> u64 {
+        self.cap as u64 - (self.tail - self.head)
+    }
+
+    /// Some WQE is posted and not completed.
+    pub fn has_work(&self) -> bool {
+        self.head != self.tail
+    }
+
+    /// Some WQE was (or is being) transmitted and awaits its response.
+    pub fn in_flight(&self) -> bool {
+        self.head < self.tx
+    }
+
+    /// The oldest WQE not completed.
+    pub fn oldest(&self) -> Option<u64> {
+        self.has_work().then_some(self.head)
+    }
+
+    /// The oldest WQE not completed, if it was transmitted.
+    pub fn oldest_in_flight(&self) -> Option<u64> {
+        self.in_flight().then_some(self.head)
+    }
+
+    /// The next WQE to transmit, if any is waiting.
+    pub fn next_to_transmit(&self) -> Option<u64> {
+        (self.tx < self.tail).then_some(self.tx)
+    }
+
+    /// The WQE `next_to_transmit` named has started going out.
+    pub fn transmitted(&mut self) {
+        self.tx += 1;
+    }
+
+    /// The oldest WQE is completed (an untransmitted one counts as
+    /// transmitted).
+    pub fn retire_oldest(&mut self) {
+        self.head += 1;
+        if self.tx < self.head {
+            self.tx = self.head;
+        }
+    }
+
+    /// Every WQE not completed, oldest first.
+    pub fn outstanding(&self) -> std::ops::Range<u64> {
+        self.head..self.tail
+    }
+
+    /// The slot the next posted WQE goes to, until `commit`.
+    pub(super) fn next_seq(&self) -> u64 {
+        self.tail
+    }
+
+    /// The WQE at `next_seq` is filled in and posted.
+    pub(super) fn commit(&mut self) {
+        self.tail += 1;
+    }
+
     pub(super) fn clear(&mut self) {
         self.head = self.tail;
         self.tx = self.tail;
@@ -141,8 +200,8 @@ pub struct RecvQueue {
     pub(super) sges: Box<[ibv_sge]>,
     pub cap: usize,
     pub max_sge: usize,
-    pub head: u64,
-    pub tail: u64,
+    head: u64,
+    tail: u64,
 }
 
 impl RecvQueue {
@@ -160,6 +219,25 @@ impl RecvQueue {
 
     pub fn is_empty(&self) -> bool {
         self.head == self.tail
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.tail - self.head == self.cap as u64
+    }
+
+    /// Posts a receive (the queue has room).
+    pub(super) fn push(&mut self, wr_id: u64, sges: &[ibv_sge]) {
+        let s = self.slot(self.tail);
+        self.wr_ids[s] = wr_id;
+        self.nsge[s] = sges.len() as u32;
+        let b = s * self.max_sge;
+        self.sges[b..b + sges.len()].copy_from_slice(sges);
+        self.tail += 1;
+    }
+
+    /// Forgets every posted receive (reset).
+    pub(super) fn clear(&mut self) {
+        self.head = self.tail;
     }
 
     pub(super) fn slot(&self, seq: u64) -> usize {
