@@ -10,7 +10,7 @@ use crate::context::{
     IBV_GID_TYPE_SYSFS_ROCE_V2,
 };
 use crate::device::{context_ops, object_ops, release};
-use crate::util::{minus_one_ret, ptr_ret, set_errno};
+use crate::util::{entry, ptr_ret, set_errno};
 
 /// IP protocol number of UDP: a RoCE v2 packet.
 const NEXT_HDR_UDP: u8 = 17;
@@ -21,7 +21,7 @@ const NEXT_HDR_IB: u8 = 0x1b;
 /// `pd` is NULL or a PD; `attr` NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
-    ptr_ret((|| {
+    entry!(ptr, {
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -38,7 +38,7 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
             }
         }
         Ok(ah)
-    })())
+    })
 }
 
 /// # Safety
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     grh: *mut ibv_grh,
     ah_attr: *mut ibv_ah_attr,
 ) -> c_int {
-    minus_one_ret((|| {
+    entry!(minus_one, {
         if wc.is_null() || ah_attr.is_null() || grh.is_null() {
             return Err(libc::EINVAL);
         }
@@ -235,7 +235,7 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
         // SAFETY: non-NULL caller buffer.
         unsafe { ah_attr.write(a) };
         Ok(())
-    })())
+    })
 }
 
 /// # Safety

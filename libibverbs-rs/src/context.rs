@@ -9,7 +9,7 @@ use verbs_abi::provider::{async_event_object, ProviderOps};
 use verbs_abi::*;
 
 use crate::device::{context_ops, lookup, object_context_of, register_context, unregister_context};
-use crate::util::{errno_result, int_ret, minus_one_ret, ptr_ret, set_errno, warning};
+use crate::util::{entry, errno_result, int_ret, minus_one_ret, set_errno, warning};
 
 /// Size of rdma-core's `struct _compat_ibv_port_attr`: `ibv_port_attr` as it
 /// was before `port_cap_flags2`, i.e. up to and including `flags`.
@@ -59,7 +59,7 @@ unsafe fn install_lib_ops(ctx: *mut ibv_context) {
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
-    ptr_ret((|| {
+    entry!(ptr, {
         let dev = lookup(device).ok_or(libc::EINVAL)?;
         let open = dev.ops.open_device.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the device and handle are the pair the provider reported.
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         unsafe { install_lib_ops(ctx) };
         register_context(ctx, dev.ops);
         Ok(ctx)
-    })())
+    })
 }
 
 /// A context that is not open (NULL, foreign, already closed) is EINVAL.
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 /// `context` is NULL or a context from `ibv_open_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         let ops = unregister_context(context).ok_or(libc::EINVAL)?;
         let rc = match ops.close_device {
             // SAFETY: an open context of this provider, now out of the open
@@ -103,7 +103,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
             register_context(context, ops);
         }
         errno_result(rc)
-    })())
+    })
 }
 
 /// Full device attributes into our own buffer, whatever the provider
@@ -253,7 +253,7 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
-    minus_one_ret((|| {
+    entry!(minus_one, {
         if gid.is_null() {
             return Err(libc::EINVAL);
         }
@@ -267,7 +267,7 @@ pub unsafe extern "C" fn ibv_query_gid(
         // SAFETY: non-NULL caller buffer.
         unsafe { gid.write(value) };
         Ok(())
-    })())
+    })
 }
 
 /// # Safety
@@ -282,7 +282,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         if entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
             return Err(libc::EINVAL);
         }
@@ -291,7 +291,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
         // SAFETY: the caller's buffer holds entry_size >= sizeof bytes.
         unsafe { write_sized(entry.cast(), &e, entry_size) };
         Ok(())
-    })())
+    })
 }
 
 /// Writes `value` into a caller buffer of `size` bytes (at least the
@@ -375,7 +375,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     index: c_uint,
     type_: *mut c_uint,
 ) -> c_int {
-    minus_one_ret((|| {
+    entry!(minus_one, {
         if type_.is_null() {
             return Err(libc::EINVAL);
         }
@@ -388,7 +388,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
         // SAFETY: non-NULL caller buffer.
         unsafe { type_.write(t) };
         Ok(())
-    })())
+    })
 }
 
 /// -1 with errno on failure, as rdma-core (whose callers test `< 0`).
@@ -402,7 +402,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
     index: c_int,
     pkey: *mut __be16,
 ) -> c_int {
-    minus_one_ret((|| {
+    entry!(minus_one, {
         if pkey.is_null() {
             return Err(libc::EINVAL);
         }
@@ -414,7 +414,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
         // SAFETY: non-NULL caller buffer.
         unsafe { pkey.write(v) };
         Ok(())
-    })())
+    })
 }
 
 /// The index of `pkey` in the port's table, or -1 with errno.

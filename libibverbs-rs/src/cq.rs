@@ -6,7 +6,7 @@ use core::ffi::{c_int, c_uint, c_void};
 use verbs_abi::*;
 
 use crate::device::{context_ops, object_ops, release};
-use crate::util::{errno_result, int_ret, minus_one_ret, ptr_ret};
+use crate::util::{entry, errno_result, minus_one_ret};
 
 /// # Safety
 /// `context` is NULL or an open context.
@@ -14,12 +14,12 @@ use crate::util::{errno_result, int_ret, minus_one_ret, ptr_ret};
 pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
-    ptr_ret((|| {
+    entry!(ptr, {
         let ops = context_ops(context)?;
         let create = ops.create_comp_channel.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own context.
         Ok(unsafe { create(context) })
-    })())
+    })
 }
 
 /// # Safety
@@ -43,7 +43,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
-    ptr_ret((|| {
+    entry!(ptr, {
         let ops = context_ops(context)?;
         let create = ops.create_cq_ex.ok_or(libc::EOPNOTSUPP)?;
         let mut attr = ibv_cq_init_attr_ex::zeroed();
@@ -55,14 +55,14 @@ pub unsafe extern "C" fn ibv_create_cq(
         attr.wc_flags = IBV_WC_STANDARD_FLAGS.into();
         // SAFETY: the provider's own context and a complete attribute.
         Ok(unsafe { create(context, &mut attr) }.cast::<ibv_cq>())
-    })())
+    })
 }
 
 /// # Safety
 /// `cq` is NULL or a CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         // SAFETY: forwarded contract.
         let (ops, _) = unsafe { object_ops(cq) }?;
         let resize = ops.resize_cq.ok_or(libc::EOPNOTSUPP)?;
@@ -71,7 +71,7 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
         }
         // SAFETY: the provider's own CQ.
         errno_result(unsafe { resize(cq, cqe) })
-    })())
+    })
 }
 
 /// # Safety

@@ -18,7 +18,7 @@ use verbs_abi::provider::{ObjectKind, ProviderDevice, ProviderOps, VerbsObject};
 use verbs_abi::*;
 
 use crate::driver::{providers, Provider};
-use crate::util::{errno_result, int_ret, ptr_ret, set_errno, warning};
+use crate::util::{entry, errno_result, ptr_ret, set_errno, warning};
 
 /// Our device object. `ibv` must stay first: `ibv_device *` and
 /// `Device *` are the same address.
@@ -192,13 +192,13 @@ pub(crate) unsafe fn release<T: VerbsObject>(
     obj: *mut T,
     entry: fn(&ProviderOps) -> Option<unsafe extern "C" fn(*mut T) -> c_int>,
 ) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         // SAFETY: forwarded contract.
         let (ops, _) = unsafe { object_ops(obj) }?;
         let f = entry(ops).ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own object.
         errno_result(unsafe { f(obj) })
-    })())
+    })
 }
 
 /// Copies `src` into a fixed C string field, truncating and terminating.

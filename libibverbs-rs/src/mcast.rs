@@ -6,7 +6,7 @@ use verbs_abi::provider::ProviderOps;
 use verbs_abi::*;
 
 use crate::device::object_ops;
-use crate::util::{errno_result, int_ret};
+use crate::util::{entry, errno_result};
 
 type McastEntry = Option<unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> c_int>;
 
@@ -20,7 +20,7 @@ unsafe fn membership(
     lid: u16,
     entry: fn(&ProviderOps) -> McastEntry,
 ) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         if gid.is_null() {
             return Err(libc::EINVAL);
         }
@@ -29,7 +29,7 @@ unsafe fn membership(
         let f = entry(ops).ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own QP and a readable GID.
         errno_result(unsafe { f(qp, gid, lid) })
-    })())
+    })
 }
 
 /// # Safety

@@ -10,7 +10,7 @@ use core::ffi::{c_int, c_uint, c_void};
 use verbs_abi::*;
 
 use crate::device::{object_ops, release};
-use crate::util::{ptr_ret, set_errno};
+use crate::util::{entry, ptr_ret, set_errno};
 
 /// # Safety
 /// `pd` is NULL or a PD; `addr..addr+length` is the caller's memory.
@@ -22,7 +22,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: c_uint,
 ) -> *mut ibv_mr {
-    ptr_ret((|| {
+    entry!(ptr, {
         // SAFETY: forwarded contract.
         let (ops, ctx) = unsafe { object_ops(pd) }?;
         let reg = ops.reg_mr.ok_or(libc::EOPNOTSUPP)?;
@@ -42,7 +42,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
             }
         }
         Ok(mr)
-    })())
+    })
 }
 
 /// # Safety

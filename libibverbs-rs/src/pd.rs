@@ -5,13 +5,13 @@ use core::ffi::c_int;
 use verbs_abi::*;
 
 use crate::device::{context_ops, release};
-use crate::util::ptr_ret;
+use crate::util::{entry, ptr_ret};
 
 /// # Safety
 /// `context` is NULL or an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
-    ptr_ret((|| {
+    entry!(ptr, {
         let ops = context_ops(context)?;
         let alloc = ops.alloc_pd.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own context.
@@ -21,7 +21,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
             unsafe { (*pd).context = context };
         }
         Ok(pd)
-    })())
+    })
 }
 
 /// # Safety

@@ -5,7 +5,7 @@ use core::ffi::{c_int, c_uint};
 use verbs_abi::*;
 
 use crate::device::{object_ops, release};
-use crate::util::{errno_result, int_ret, ptr_ret, set_errno};
+use crate::util::{entry, errno_result, int_ret, set_errno};
 
 /// Builds the QP through the provider's `create_qp_ex` and reports the
 /// capabilities actually granted back in `qp_init_attr->cap`. verbs.h's
@@ -19,7 +19,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
-    ptr_ret((|| {
+    entry!(ptr, {
         if qp_init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -44,7 +44,7 @@ pub unsafe extern "C" fn ibv_create_qp(
             init.cap = ex.cap;
         }
         Ok(qp)
-    })())
+    })
 }
 
 /// # Safety
@@ -55,7 +55,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     attr_mask: c_int,
 ) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
             unsafe { (*qp).state = (*attr).qp_state };
         }
         Ok(())
-    })())
+    })
 }
 
 /// # Safety
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     attr_mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         if attr.is_null() || init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn ibv_query_qp(
             unsafe { (*qp).state = (*attr).qp_state };
         }
         Ok(())
-    })())
+    })
 }
 
 /// # Safety

@@ -5,7 +5,7 @@ use core::ffi::c_int;
 use verbs_abi::*;
 
 use crate::device::{object_ops, release};
-use crate::util::{errno_result, int_ret, ptr_ret};
+use crate::util::{entry, errno_result};
 
 /// Builds a basic SRQ through the provider's `create_srq_ex` and reports
 /// the granted sizes back in `srq_init_attr->attr`. verbs.h's inline
@@ -19,7 +19,7 @@ pub unsafe extern "C" fn ibv_create_srq(
     pd: *mut ibv_pd,
     srq_init_attr: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
-    ptr_ret((|| {
+    entry!(ptr, {
         if srq_init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -40,7 +40,7 @@ pub unsafe extern "C" fn ibv_create_srq(
             init.attr = ex.attr;
         }
         Ok(srq)
-    })())
+    })
 }
 
 /// # Safety
@@ -51,7 +51,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
     srq_attr: *mut ibv_srq_attr,
     srq_attr_mask: c_int,
 ) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         if srq_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -60,14 +60,14 @@ pub unsafe extern "C" fn ibv_modify_srq(
         let modify = ops.modify_srq.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own SRQ.
         errno_result(unsafe { modify(srq, srq_attr, srq_attr_mask) })
-    })())
+    })
 }
 
 /// # Safety
 /// `srq` is NULL or an SRQ; `srq_attr` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
-    int_ret((|| {
+    entry!(int, {
         if srq_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -76,7 +76,7 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
         let query = ops.query_srq.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own SRQ.
         errno_result(unsafe { query(srq, srq_attr) })
-    })())
+    })
 }
 
 /// # Safety

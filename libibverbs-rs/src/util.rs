@@ -41,6 +41,25 @@ macro_rules! warning {
 }
 pub(crate) use warning;
 
+/// The body of an exported verb, in one shape. The body is a block
+/// returning a `Result` (so `?` works in it); the first word picks the C
+/// convention: `int` (0 or a positive errno, also stored in errno), `ptr`
+/// (the pointer, or NULL with errno set), `minus_one` (0, or -1 with
+/// errno). Nothing unwinds out of it: the libraries are built with
+/// `panic = "abort"`. The debug toolkit's tracer hooks in here.
+macro_rules! entry {
+    (int, $body:block) => {
+        $crate::util::int_ret((|| $body)())
+    };
+    (ptr, $body:block) => {
+        $crate::util::ptr_ret((|| $body)())
+    };
+    (minus_one, $body:block) => {
+        $crate::util::minus_one_ret((|| $body)())
+    };
+}
+pub(crate) use entry;
+
 /// A provider's int return (0 or a positive errno) as a Result.
 pub(crate) fn errno_result(rc: c_int) -> Result<(), c_int> {
     if rc == 0 {

@@ -12,7 +12,7 @@ use verbs_abi::*;
 use crate::addr;
 use crate::channel::Channel;
 use crate::device;
-use crate::error::{set_errno, to_c, Res};
+use crate::error::{entry, set_errno, to_c, Res};
 use crate::id::{self, CmId, REJ_CONSUMER_DEFINED, REJ_VENDOR_OPTION_NOT_SUPPORTED};
 
 /// Reads an optional C address; a non-null one of a foreign family is EINVAL.
@@ -127,10 +127,10 @@ pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
     // SAFETY: forwarded caller guarantee.
     let a = unsafe { opt_addr(addr) };
-    to_c((|| {
+    entry!(c, {
         let a = a?.ok_or(libc::EINVAL)?;
         lookup(id)?.bind(a)
-    })())
+    })
 }
 
 /// # Safety
@@ -144,22 +144,22 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 ) -> c_int {
     // SAFETY: forwarded caller guarantee.
     let (src, dst) = unsafe { (opt_addr(src_addr), opt_addr(dst_addr)) };
-    to_c((|| {
+    entry!(c, {
         let dst = dst?.ok_or(libc::EINVAL)?;
         let src = src?;
         let i = lookup(id)?;
         i.resolve_addr(src, dst)?;
         sync_complete(&i)
-    })())
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    to_c((|| {
+    entry!(c, {
         let i = lookup(id)?;
         i.resolve_route()?;
         sync_complete(&i)
-    })())
+    })
 }
 
 #[no_mangle]
@@ -176,11 +176,11 @@ pub unsafe extern "C" fn rdma_connect(
 ) -> c_int {
     // SAFETY: null or valid per the caller.
     let p = unsafe { conn_param.as_ref() };
-    to_c((|| {
+    entry!(c, {
         let i = lookup(id)?;
         i.connect(p)?;
         sync_complete(&i)
-    })())
+    })
 }
 
 /// # Safety
@@ -192,11 +192,11 @@ pub unsafe extern "C" fn rdma_accept(
 ) -> c_int {
     // SAFETY: null or valid per the caller.
     let p = unsafe { conn_param.as_ref() };
-    to_c((|| {
+    entry!(c, {
         let i = lookup(id)?;
         i.accept(p)?;
         sync_complete(&i)
-    })())
+    })
 }
 
 /// # Safety
@@ -244,13 +244,13 @@ pub unsafe extern "C" fn rdma_reject_ece(
 
 #[no_mangle]
 pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
-    to_c((|| {
+    entry!(c, {
         let i = lookup(id)?;
         if i.disconnect()? {
             sync_complete(&i)?;
         }
         Ok(())
-    })())
+    })
 }
 
 #[no_mangle]
@@ -273,13 +273,13 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     if event.is_null() {
         return to_c(Err(libc::EINVAL));
     }
-    to_c((|| {
+    entry!(c, {
         let ch = Channel::lookup(channel)?;
         let p = id::deliver(ch.get()?);
         // SAFETY: checked non-null; the caller provides the slot.
         unsafe { *event = p };
         Ok(())
-    })())
+    })
 }
 
 #[no_mangle]
@@ -334,7 +334,7 @@ pub unsafe extern "C" fn rdma_set_option(
 
 #[no_mangle]
 pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
-    to_c((|| {
+    entry!(c, {
         let i = lookup(id)?;
         let ch = if channel.is_null() {
             None
@@ -342,7 +342,7 @@ pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_
             Some(Channel::lookup(channel)?)
         };
         i.migrate(ch)
-    })())
+    })
 }
 
 fn port_of(sa: &libc::sockaddr_storage) -> u16 {
@@ -737,7 +737,7 @@ pub extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut sockadd
 pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
     // SAFETY: null or valid per the caller.
     let e = unsafe { ece.as_ref() };
-    to_c((|| {
+    entry!(c, {
         let i = lookup(id)?;
         let e = e.ok_or(libc::EINVAL)?;
         let has_qp = i.with_c(|c, _| !c.qp.is_null());
@@ -745,14 +745,14 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
             return Err(libc::EINVAL);
         }
         Ok(())
-    })())
+    })
 }
 
 /// # Safety
 /// `ece` must be null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    to_c((|| {
+    entry!(c, {
         let i = lookup(id)?;
         if ece.is_null() || i.with_c(|c, _| !c.qp.is_null()) {
             return Err(libc::EINVAL);
@@ -766,7 +766,7 @@ pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_
             }
         };
         Ok(())
-    })())
+    })
 }
 
 #[no_mangle]

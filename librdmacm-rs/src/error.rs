@@ -7,6 +7,18 @@ pub type Res<T> = Result<T, i32>;
 
 pub use verbs_abi::errno::{errno, set_errno};
 
+/// The body of an exported call: `entry!(c, { ... })` runs a block
+/// returning `Res<()>` (`?` works in it) and gives librdmacm's C
+/// convention, 0 or -1 with errno. Nothing unwinds out of it: the library
+/// is built with `panic = "abort"`. The debug toolkit's tracer hooks in
+/// here.
+macro_rules! entry {
+    (c, $body:block) => {
+        $crate::error::to_c((|| $body)())
+    };
+}
+pub(crate) use entry;
+
 /// The C convention of librdmacm: 0, or -1 with errno.
 pub fn to_c(r: Res<()>) -> c_int {
     match r {
