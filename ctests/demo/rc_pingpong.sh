@@ -14,8 +14,12 @@ read -r -a extra <<<"${DEMO_ARGS:--n 1000 -s 4096}"
 export LD_LIBRARY_PATH=$BUILD/lib
 export IBV_CONFIG_DIR=$BUILD/etc/libibverbs.d
 
-if ! command -v ibv_rc_pingpong >/dev/null; then
-	echo "ibv_rc_pingpong not found: install Debian's ibverbs-utils" >&2
+missing=()
+command -v ibv_rc_pingpong >/dev/null || missing+=(ibverbs-utils)
+command -v python3 >/dev/null || missing+=(python3)
+if ((${#missing[@]})); then
+	echo "make demo runs Debian's own ibv_rc_pingpong over our libraries; install it with:" >&2
+	echo "    sudo apt-get install ${missing[*]}" >&2
 	exit 1
 fi
 

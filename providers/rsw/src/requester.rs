@@ -135,10 +135,11 @@ pub fn apply_timeouts(g: &QpInner) {
     let Some(budget) = retry_budget_ns(g) else {
         return;
     };
-    // Never below 1.5 s: the retry timer is the precise bound for
-    // outstanding work; this one is the backstop for idle connections,
-    // and must not cut a live peer that is merely slow to acknowledge.
-    let ms = (budget / 1_000_000).clamp(1500, u32::MAX as u64) as u32;
+    // Never below 6 s: the retry timer is the precise bound for
+    // outstanding work; this one is the backstop for idle connections, and
+    // must not cut a live peer whose kernel is merely slow to answer a
+    // keepalive probe (thousands of connections on a loaded machine are).
+    let ms = (budget / 1_000_000).clamp(6000, u32::MAX as u64) as u32;
     if let Some(o) = g.out.as_ref() {
         o.conn.set_user_timeout(ms);
     }

@@ -109,9 +109,9 @@ pub fn pending_slot(g: &QpInner, id: usize) -> Option<usize> {
         .map(|_| slot)
 }
 
-/// Process-wide cap on pending connections: a quarter of the descriptor
-/// limit, so strangers can never take the descriptors the application and
-/// its own QPs need.
+/// Process-wide cap on pending connections beyond the one each QP is owed:
+/// a quarter of the descriptor limit, so strangers can never take the
+/// descriptors the application and its own QPs need.
 fn max_pending_total() -> usize {
     (crate::util::nofile_limit() / 4).clamp(4, 4096) as usize
 }
@@ -261,7 +261,13 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
             refuse();
             continue;
         }
-        if PENDING.load(Ordering::Relaxed) >= max_pending_total() {
+        // Each QP may always hold one connection, the one its peer is
+        // expected to make (it becomes the QP's incoming connection, a
+        // descriptor the QP is owed anyway): a program that connects
+        // thousands of QPs at once never runs into the cap. Beyond that
+        // one, the process-wide cap applies.
+        let owed = !g.inc_bound && g.inc.is_none() && g.pending.iter().all(Option::is_none);
+        if !owed && PENDING.load(Ordering::Relaxed) >= max_pending_total() {
             refuse();
             continue;
         }

@@ -296,11 +296,11 @@ impl TcpConn {
             libc::TCP_USER_TIMEOUT,
             ms as libc::c_int,
         );
-        // Probe after a second of silence, then every second; the user
+        // Probe after two seconds of silence, then every two; the user
         // timeout decides when unanswered probes end the connection.
         let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
-        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 1);
-        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1);
+        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 2);
+        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 2);
         let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3);
     }
 
