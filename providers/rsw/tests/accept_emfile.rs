@@ -125,33 +125,7 @@ fn child(mut to_parent: File, mut from_parent: File) {
 
 #[test]
 fn accept_out_of_descriptors_does_not_spin() {
-    let (mut from_child, to_parent) = pipe();
-    let (from_parent, mut to_child) = pipe();
-    // SAFETY: the test binary runs only this test; the child ends with
-    // _exit and never returns into the harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        // SAFETY: bounds the child's life if something blocks.
-        unsafe { libc::alarm(30) };
-        drop(from_child);
-        drop(to_child);
-        // The harness captures this thread's output; report straight to
-        // the inherited stderr instead.
-        std::panic::set_hook(Box::new(|info| {
-            let msg = format!("child: {info}\n");
-            // SAFETY: writes a valid buffer to descriptor 2.
-            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-        }));
-        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            child(to_parent, from_parent)
-        }))
-        .is_ok();
-        // SAFETY: leaves without running the harness in the child.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    drop(to_parent);
-    drop(from_parent);
+    let (pid, mut from_child, mut to_child) = fork_child(30, child);
     let mut q = [0u8; 4];
     from_child.read_exact(&mut q).expect("child started");
     let port = u32::from_ne_bytes(q);
@@ -185,8 +159,6 @@ fn accept_out_of_descriptors_does_not_spin() {
     s.write_all(&h).unwrap();
     s.write_all(b"resume").unwrap();
     let deadline = Instant::now() + WAIT * 2;
-    let status = reap_child(pid, deadline - Instant::now());
+    expect_child_ok(pid, deadline - Instant::now());
     drop(idle);
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "child checks failed");
 }

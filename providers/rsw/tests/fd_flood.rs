@@ -121,31 +121,7 @@ fn child(mut to_parent: File, mut from_parent: File) {
 
 #[test]
 fn a_connection_flood_cannot_take_the_victims_descriptors() {
-    let (mut from_child, to_parent) = pipe();
-    let (from_parent, mut to_child) = pipe();
-    // SAFETY: the test binary runs only this test; the child ends with
-    // _exit and never returns into the harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        // SAFETY: bounds the child's life if something blocks.
-        unsafe { libc::alarm(60) };
-        drop(from_child);
-        drop(to_child);
-        std::panic::set_hook(Box::new(|info| {
-            let msg = format!("child: {info}\n");
-            // SAFETY: writes a valid buffer to descriptor 2.
-            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-        }));
-        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            child(to_parent, from_parent)
-        }))
-        .is_ok();
-        // SAFETY: leaves without running the harness in the child.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    drop(to_parent);
-    drop(from_parent);
+    let (pid, mut from_child, mut to_child) = fork_child(60, child);
     set_nofile(4096);
     let mut ports = Vec::new();
     for _ in 0..QPS {
@@ -174,9 +150,7 @@ fn a_connection_flood_cannot_take_the_victims_descriptors() {
     let deadline = Instant::now() + WAIT * 3;
     let mut b = [0u8; 1];
     let got = from_child.read(&mut b).unwrap_or(0);
-    let status = reap_child(pid, deadline - Instant::now());
+    expect_child_ok(pid, deadline - Instant::now());
     drop(conns);
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "child checks failed");
     assert_eq!(got, 1);
 }

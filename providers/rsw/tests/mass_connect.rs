@@ -68,31 +68,7 @@ fn child(mut to_parent: std::fs::File, mut from_parent: std::fs::File) {
 
 #[test]
 fn every_qp_gets_its_early_connection() {
-    let (mut from_child, to_parent) = pipe();
-    let (from_parent, mut to_child) = pipe();
-    // SAFETY: the test binary runs only this test; the child ends with
-    // _exit and never returns into the harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        // SAFETY: bounds the child's life if something blocks.
-        unsafe { libc::alarm(60) };
-        drop(from_child);
-        drop(to_child);
-        std::panic::set_hook(Box::new(|info| {
-            let msg = format!("child: {info}\n");
-            // SAFETY: writes a valid buffer to descriptor 2.
-            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-        }));
-        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            child(to_parent, from_parent)
-        }))
-        .is_ok();
-        // SAFETY: leaves without running the harness in the child.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    drop(to_parent);
-    drop(from_parent);
+    let (pid, mut from_child, mut to_child) = fork_child(60, child);
     set_nofile(4096);
     let mut conns = Vec::new();
     for i in 0..QPS {
@@ -115,8 +91,6 @@ fn every_qp_gets_its_early_connection() {
         s.write_all(&(i as u32).to_le_bytes()).unwrap();
     }
     let deadline = Instant::now() + WAIT * 3;
-    let status = reap_child(pid, deadline - Instant::now());
+    expect_child_ok(pid, deadline - Instant::now());
     drop(conns);
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "child checks failed");
 }

@@ -625,3 +625,48 @@ pub fn set_nofile(soft: u64) {
     // SAFETY: as above; lowering the soft limit needs no privilege.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) }, 0);
 }
+
+/// Forks a victim process that runs `child` with a pipe to the parent and
+/// one from it, and returns its pid and the parent's ends (read, write).
+/// The child reports a panic on stderr and exits 0 only if `child`
+/// returned; an alarm bounds it. Only for test binaries with a single test:
+/// no other test thread may run during the fork.
+pub fn fork_child(
+    alarm_s: u32,
+    child: impl FnOnce(std::fs::File, std::fs::File),
+) -> (libc::pid_t, std::fs::File, std::fs::File) {
+    let (from_child, to_parent) = pipe();
+    let (from_parent, to_child) = pipe();
+    // SAFETY: the caller's binary runs only this test; the child ends with
+    // _exit and never returns into the harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: bounds the child's life if something blocks.
+        unsafe { libc::alarm(alarm_s) };
+        drop(from_child);
+        drop(to_child);
+        // The harness captures this thread's output; report straight to
+        // the inherited stderr instead.
+        std::panic::set_hook(Box::new(|info| {
+            let msg = format!("child: {info}\n");
+            // SAFETY: writes a valid buffer to descriptor 2.
+            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        }));
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            child(to_parent, from_parent)
+        }))
+        .is_ok();
+        // SAFETY: leaves without running the harness in the child.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    (pid, from_child, to_child)
+}
+
+/// Waits (bounded by `d`) for a child of `fork_child` and asserts that all
+/// its checks passed.
+pub fn expect_child_ok(pid: libc::pid_t, d: Duration) {
+    let status = reap_child(pid, d);
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "child checks failed");
+}
