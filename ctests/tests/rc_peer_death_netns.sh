@@ -7,9 +7,9 @@
 # IBV_WC_RETRY_EXC_ERR and flushes the rest, in about the time hardware
 # takes (timeout 14, retry_cnt 7: ~0.55 s; the bound here is 5 s); and a
 # receiver with nothing outstanding has its receives flushed once the
-# connections' keepalive gives up (~6 s). (Debian's ibv_rc_pingpong is
-# not used here: killed at a random point of its exchange it sometimes
-# waits for ever; see the reliability issue's notes.)
+# connections' keepalive gives up (~6 s, whether the kernel reports it as
+# ETIMEDOUT or EHOSTUNREACH). Both with our rc_stress and with Debian's
+# ibv_rc_pingpong, killed at whatever point of its ping-pong it is.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 
@@ -105,3 +105,35 @@ cat "$work/srv"
 ms=$(( (t1 - t0) / 1000000 ))
 [ $ms -lt 12000 ] || fail "receiver: the flush took $ms ms"
 echo "ok rc_stress, sender vanished: the receiver's receives flushed $ms ms later"
+
+if command -v ibv_rc_pingpong >/dev/null; then
+    setup_link
+    port=18613
+    in_ns $a timeout -k 5 60 ibv_rc_pingpong -d rsw_$va -g 0 -p $port -n 100000000 > "$work/psrv" 2>&1 &
+    srv=$!
+    bg_pids="$bg_pids $srv"
+    wait_listen $port $a
+    in_ns $b timeout -k 5 60 stdbuf -oL ibv_rc_pingpong -d rsw_$vb -g 0 -p $port -n 100000000 198.51.100.1 > "$work/pcli" 2>&1 &
+    cli=$!
+    bg_pids="$bg_pids $cli"
+    # Traffic flows once the out-of-band exchange is over; give it a moment
+    # of real traffic (bounded by the client's own run time).
+    wait_for "$work/pcli" 'remote address' 20
+    spid=$(pgrep -n -f "ibv_rc_pingpong -d rsw_$va -g 0 -p $port")
+    t0=$(date +%s%N)
+    ip -n $a link set $va down
+    kill -9 "$spid"
+    wait $cli; crc=$?
+    t1=$(date +%s%N)
+    cat "$work/pcli"
+    echo "client exit status $crc"
+    [ $crc != 0 ] || fail "ibv_rc_pingpong: the client did not notice"
+    # Killed with a SEND outstanding, the client's retries run out (~0.6 s);
+    # killed while the client only waits for the server's next message, the
+    # vanished host is noticed by the connections' keepalive (~6 s) and the
+    # client's receives flush (hardware would wait for ever there).
+    expect_in "$work/pcli" 'Failed status (transport retry counter exceeded \(12\)|Work Request Flushed Error \(5\))'
+    ms=$(( (t1 - t0) / 1000000 ))
+    [ $ms -lt 12000 ] || fail "ibv_rc_pingpong: the error took $ms ms"
+    echo "ok ibv_rc_pingpong: '$(grep -o 'Failed status [^(]*' "$work/pcli")' $ms ms after the peer vanished"
+fi

@@ -64,7 +64,7 @@ enum Broken {
 
 /// How a socket error ends the connection.
 fn broken_by(e: &std::io::Error) -> Broken {
-    if e.raw_os_error() == Some(libc::ETIMEDOUT) {
+    if crate::transport::vanished(e) {
         Broken::Vanished
     } else {
         Broken::Lost

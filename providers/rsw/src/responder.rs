@@ -444,7 +444,7 @@ enum Step {
 
 /// How a socket error ends the incoming connection.
 fn closed_by(e: &std::io::Error) -> Step {
-    if e.raw_os_error() == Some(libc::ETIMEDOUT) {
+    if crate::transport::vanished(e) {
         Step::Vanished
     } else {
         Step::Closed

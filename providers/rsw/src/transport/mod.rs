@@ -41,6 +41,22 @@ pub use tcp::ConnectError;
 
 pub use crate::gid::canon_gid;
 
+/// Whether a connection's error means the peer's host is gone: TCP's
+/// keepalive or unacknowledged-data timeout ran out (ETIMEDOUT, or the
+/// ICMP or neighbour failure seen meanwhile: EHOSTUNREACH and friends).
+pub fn vanished(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ETIMEDOUT
+                | libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+                | libc::EHOSTDOWN
+                | libc::ENETDOWN
+        )
+    )
+}
+
 /// A QP's listening endpoint; its address is the QP number.
 pub enum Listener {
     Tcp(tcp::TcpListener),
@@ -117,9 +133,7 @@ impl Conn {
     /// opposed to a peer that closed or reset it.
     pub fn timed_out(&self) -> bool {
         match self {
-            Conn::Tcp(c) => {
-                c.finish_connect().err().and_then(|e| e.raw_os_error()) == Some(libc::ETIMEDOUT)
-            }
+            Conn::Tcp(c) => c.finish_connect().err().is_some_and(|e| vanished(&e)),
         }
     }
 
