@@ -271,11 +271,6 @@ fn writes_into(access: u32) -> bool {
     access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) != 0
 }
 
-/// Whether `mr` is a live MR of ours.
-pub fn is_live(mr: *mut ibv_mr) -> bool {
-    MRS.contains(mr)
-}
-
 pub(crate) unsafe extern "C" fn reg_mr(
     pd: *mut ibv_pd,
     addr: *mut c_void,

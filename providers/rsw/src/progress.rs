@@ -60,10 +60,6 @@ fn untoken(t: u64) -> (u64, Kind) {
     (t >> 16, kind)
 }
 
-pub const fn max_pending_slots() -> usize {
-    MAX_PENDING_SLOTS
-}
-
 #[derive(Default)]
 struct Timers {
     set: BTreeSet<(u64, u64)>,

@@ -53,32 +53,10 @@ fn open_fds() -> u64 {
     std::fs::read_dir("/proc/self/fd").unwrap().count() as u64
 }
 
-/// The real pair still works: a SEND and an RDMA WRITE, bytes checked.
-fn healthy(p: &Pair, round: u8) {
-    let mut src = p.buf(64);
-    let dst = p.buf(64);
-    src.bytes_mut().fill(round);
-    assert_eq!(post_recv(p.b, 1, &mut [dst.sge(0, 32)]), 0);
-    let mut sg = [src.sge(0, 32)];
-    let mut w = send_wr(2, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
-    assert_eq!(post_send(p.a, &mut w), 0);
-    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
-    assert_eq!(wait_wc(p.cq_b).status, IBV_WC_SUCCESS);
-    let mut sg = [src.sge(32, 32)];
-    let mut w = send_wr(3, IBV_WR_RDMA_WRITE, &mut sg, IBV_SEND_SIGNALED);
-    w.wr.rdma = ibv_send_wr_rdma {
-        remote_addr: dst.addr() + 32,
-        rkey: dst.rkey(),
-    };
-    assert_eq!(post_send(p.a, &mut w), 0);
-    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
-    assert!(dst.snapshot().iter().all(|&b| b == round));
-}
-
 /// The victim's side: returns normally only if every check passed.
 fn child(mut to_parent: File, mut from_parent: File) {
     let p = Pair::new();
-    healthy(&p, 1);
+    healthy_pair(&p, 1);
     let pd = p.c.alloc_pd();
     let cq = p.c.cq(16, null_mut());
     let v = p.c.qp(pd, cq, cq);
@@ -111,7 +89,7 @@ fn child(mut to_parent: File, mut from_parent: File) {
     std::thread::sleep(Duration::from_millis(400));
     let used = ticks.get() - before;
     assert!(used <= 6, "progress thread used {used} ticks in 400 ms");
-    healthy(&p, 2);
+    healthy_pair(&p, 2);
 
     // Descriptors come back: the listener takes the queued connections and
     // then the real peer's.
@@ -120,7 +98,7 @@ fn child(mut to_parent: File, mut from_parent: File) {
     let w = wait_wc(cq);
     assert_eq!((w.status, w.wr_id, w.byte_len), (IBV_WC_SUCCESS, 9, 6));
     assert_eq!(&recv.snapshot()[..6], b"resume");
-    healthy(&p, 3);
+    healthy_pair(&p, 3);
 }
 
 #[test]

@@ -25,26 +25,6 @@ const QPS: usize = 12;
 const PER_QP: usize = 26;
 const LIMIT: u64 = 256;
 
-fn rtr_attr(dest: u32) -> (ibv_qp_attr, u32) {
-    let mut a = ibv_qp_attr::zeroed();
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = dest;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = ibv_gid::from_raw(lo_gid());
-    let mask = IBV_QP_STATE
-        | IBV_QP_AV
-        | IBV_QP_PATH_MTU
-        | IBV_QP_DEST_QPN
-        | IBV_QP_RQ_PSN
-        | IBV_QP_MAX_DEST_RD_ATOMIC
-        | IBV_QP_MIN_RNR_TIMER;
-    (a, mask)
-}
-
 fn child(mut to_parent: File, mut from_parent: File) {
     set_nofile(LIMIT);
     let c = Ctx::open();
@@ -110,7 +90,7 @@ fn child(mut to_parent: File, mut from_parent: File) {
             }
         }
     }
-    let (mut a, mask) = rtr_attr(qpn(other));
+    let (mut a, mask) = rtr_attr(qpn(other), &ConnOpts::default());
     assert_eq!(modify(extra, &mut a, mask), libc::EMFILE);
     assert_eq!(qp_state(extra), IBV_QPS_INIT);
     drop(filler);

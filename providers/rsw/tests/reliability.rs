@@ -155,29 +155,6 @@ fn rnr_wait_does_not_exhaust_retries() {
     assert_eq!(dst.snapshot(), b"after a long rnr");
 }
 
-/// A SEND and an RDMA WRITE over the pair, bytes checked.
-fn healthy(p: &Pair, round: u8) {
-    let mut src = p.buf(64);
-    let dst = p.buf(64);
-    src.bytes_mut().fill(round);
-    assert_eq!(post_recv(p.b, 1, &mut [dst.sge(0, 32)]), 0);
-    let mut sg = [src.sge(0, 32)];
-    let mut w = send_wr(2, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
-    assert_eq!(post_send(p.a, &mut w), 0);
-    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
-    let r = wait_wc(p.cq_b);
-    assert_eq!((r.status, r.byte_len), (IBV_WC_SUCCESS, 32));
-    let mut sg = [src.sge(32, 32)];
-    let mut w = send_wr(3, IBV_WR_RDMA_WRITE, &mut sg, IBV_SEND_SIGNALED);
-    w.wr.rdma = ibv_send_wr_rdma {
-        remote_addr: dst.addr() + 32,
-        rkey: dst.rkey(),
-    };
-    assert_eq!(post_send(p.a, &mut w), 0);
-    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
-    assert!(dst.snapshot().iter().all(|&b| b == round));
-}
-
 /// The provider closes the connection at once (bounded by the timeout).
 fn expect_closed(mut s: TcpStream) {
     s.set_read_timeout(Some(WAIT)).unwrap();
@@ -237,7 +214,7 @@ fn refused_past(n: u64) {
 fn a_second_hello_cannot_take_over() {
     let _s = serial();
     let p = Pair::new();
-    healthy(&p, 1);
+    healthy_pair(&p, 1);
     let before = refused_connections();
     let mut s = dial_from(None, qpn(p.b));
     s.write_all(&hello_from(lo_gid(), qpn(p.a), qpn(p.b)))
@@ -249,7 +226,7 @@ fn a_second_hello_cannot_take_over() {
     let _ = s.write_all(&h);
     expect_closed(s);
     refused_past(before);
-    healthy(&p, 2);
+    healthy_pair(&p, 2);
     assert_eq!(qp_state(p.a), IBV_QPS_RTS);
     assert_eq!(qp_state(p.b), IBV_QPS_RTS);
 }

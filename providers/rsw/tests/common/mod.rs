@@ -288,7 +288,9 @@ pub fn reset(qp: *mut ibv_qp) {
     assert_eq!(modify(qp, &mut a, IBV_QP_STATE), 0);
 }
 
-pub fn to_rtr(qp: *mut ibv_qp, dest: u32, o: &ConnOpts) {
+/// The attributes and mask of INIT -> RTR towards QP `dest` on
+/// this host (over `::ffff:127.0.0.1` when `o.global`).
+pub fn rtr_attr(dest: u32, o: &ConnOpts) -> (ibv_qp_attr, u32) {
     let mut a = ibv_qp_attr::zeroed();
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = IBV_MTU_1024;
@@ -299,11 +301,7 @@ pub fn to_rtr(qp: *mut ibv_qp, dest: u32, o: &ConnOpts) {
     a.ah_attr.port_num = 1;
     if o.global {
         a.ah_attr.is_global = 1;
-        let mut g = [0u8; 16];
-        g[10] = 0xff;
-        g[11] = 0xff;
-        g[12..].copy_from_slice(&[127, 0, 0, 1]);
-        a.ah_attr.grh.dgid = ibv_gid::from_raw(g);
+        a.ah_attr.grh.dgid = ibv_gid::from_raw(lo_gid());
         a.ah_attr.grh.sgid_index = 0;
         a.ah_attr.grh.hop_limit = 1;
     }
@@ -314,6 +312,11 @@ pub fn to_rtr(qp: *mut ibv_qp, dest: u32, o: &ConnOpts) {
         | IBV_QP_RQ_PSN
         | IBV_QP_MAX_DEST_RD_ATOMIC
         | IBV_QP_MIN_RNR_TIMER;
+    (a, mask)
+}
+
+pub fn to_rtr(qp: *mut ibv_qp, dest: u32, o: &ConnOpts) {
+    let (mut a, mask) = rtr_attr(dest, o);
     assert_eq!(modify(qp, &mut a, mask), 0);
 }
 
@@ -669,4 +672,28 @@ pub fn expect_child_ok(pid: libc::pid_t, d: Duration) {
     let status = reap_child(pid, d);
     assert!(libc::WIFEXITED(status), "child status {status:#x}");
     assert_eq!(libc::WEXITSTATUS(status), 0, "child checks failed");
+}
+
+/// A connected pair still works: a SEND and an RDMA WRITE from `a` to `b`,
+/// statuses, lengths and bytes checked.
+pub fn healthy_pair(p: &Pair, round: u8) {
+    let mut src = p.buf(64);
+    let dst = p.buf(64);
+    src.bytes_mut().fill(round);
+    assert_eq!(post_recv(p.b, 1, &mut [dst.sge(0, 32)]), 0);
+    let mut sg = [src.sge(0, 32)];
+    let mut w = send_wr(2, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    let r = wait_wc(p.cq_b);
+    assert_eq!((r.status, r.byte_len), (IBV_WC_SUCCESS, 32));
+    let mut sg = [src.sge(32, 32)];
+    let mut w = send_wr(3, IBV_WR_RDMA_WRITE, &mut sg, IBV_SEND_SIGNALED);
+    w.wr.rdma = ibv_send_wr_rdma {
+        remote_addr: dst.addr() + 32,
+        rkey: dst.rkey(),
+    };
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    assert!(dst.snapshot().iter().all(|&b| b == round));
 }
