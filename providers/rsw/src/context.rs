@@ -306,6 +306,10 @@ pub struct DataPath {
         unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int,
     pub post_recv:
         unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
+    pub create_srq_ex:
+        unsafe extern "C" fn(*mut ibv_context, *mut ibv_srq_init_attr_ex) -> *mut ibv_srq,
+    pub post_srq_recv:
+        unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
 }
 
 /// Opens a context on the device behind `handle` with the entry points of
@@ -335,6 +339,7 @@ pub(crate) unsafe fn open_device(
     vctx.query_device_ex = Some(query_device_ex);
     vctx.create_cq_ex = Some(ops.create_cq_ex);
     vctx.create_qp_ex = Some(ops.create_qp_ex);
+    vctx.create_srq_ex = Some(ops.create_srq_ex);
     vctx.sz = std::mem::size_of::<verbs_context>();
     let c = &mut vctx.context;
     c.device = device;
@@ -346,6 +351,7 @@ pub(crate) unsafe fn open_device(
     c.ops.req_notify_cq = Some(ops.req_notify_cq);
     c.ops.post_send = Some(ops.post_send);
     c.ops.post_recv = Some(ops.post_recv);
+    c.ops.post_srq_recv = Some(ops.post_srq_recv);
     let ctx = Box::into_raw(Box::new(Context { vctx, shared }));
     // SAFETY: ctx was just allocated; the returned pointer is its context
     // field, which lives as long as the allocation.

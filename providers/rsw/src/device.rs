@@ -21,6 +21,8 @@ use crate::util::{copy_cstr, ForkFresh};
 // preallocated queues stay reasonable in memory.
 pub const MAX_QP: u32 = 16384;
 pub const MAX_QP_WR: u32 = 16384;
+pub const MAX_SRQ_WR: u32 = 16384;
+pub const MAX_SRQ: u32 = 16384;
 pub const MAX_SGE: u32 = 32;
 pub const MAX_CQ: u32 = 16384;
 pub const MAX_CQE: u32 = 1 << 20;
@@ -283,7 +285,10 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     a.max_qp = max_qp as c_int;
     a.max_qp_wr = MAX_QP_WR as c_int;
     a.device_cap_flags =
-        IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CURR_QP_STATE_MOD;
+        IBV_DEVICE_RC_RNR_NAK_GEN
+        | IBV_DEVICE_SYS_IMAGE_GUID
+        | IBV_DEVICE_CURR_QP_STATE_MOD
+        | IBV_DEVICE_SRQ_RESIZE;
     a.max_sge = MAX_SGE as c_int;
     a.max_sge_rd = MAX_SGE as c_int;
     a.max_cq = MAX_CQ as c_int;
@@ -291,6 +296,9 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     a.max_mr = MAX_MR as c_int;
     a.max_pd = MAX_PD as c_int;
     a.max_qp_rd_atom = MAX_RD_ATOM as c_int;
+    a.max_srq = MAX_SRQ as c_int;
+    a.max_srq_wr = MAX_SRQ_WR as c_int;
+    a.max_srq_sge = MAX_SGE as c_int;
     a.max_res_rd_atom = (MAX_RD_ATOM * max_qp) as c_int;
     a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;
     a.atomic_cap = IBV_ATOMIC_HCA;

@@ -30,6 +30,7 @@ pub mod qp;
 pub mod qp_ex;
 pub mod requester;
 pub mod responder;
+pub mod srq;
 pub mod transport;
 mod util;
 pub mod wire;
@@ -66,10 +67,10 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     create_cq_ex: Some(cq::create_cq_ex),
     resize_cq: Some(cq::resize_cq),
     destroy_cq: Some(cq::destroy_cq),
-    create_srq_ex: None,
-    modify_srq: None,
-    query_srq: None,
-    destroy_srq: None,
+    create_srq_ex: Some(srq::create_srq_ex),
+    modify_srq: Some(srq::modify_srq),
+    query_srq: Some(srq::query_srq),
+    destroy_srq: Some(srq::destroy_srq),
     create_qp_ex: Some(qp::create_qp_ex),
     modify_qp: Some(qp::modify_qp),
     query_qp: Some(qp::query_qp),
@@ -92,6 +93,8 @@ static DATA_PATH: context::DataPath = context::DataPath {
     req_notify_cq: cq::req_notify_cq,
     post_send: qp::post_send,
     post_recv: qp::post_recv,
+    create_srq_ex: srq::create_srq_ex,
+    post_srq_recv: srq::post_srq_recv,
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {
@@ -109,6 +112,9 @@ unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
         match async_event_object(ev.event_type) {
             Some(ObjectKind::Cq) => crate::cq::Cq::from_ibv(ev.element.cq).async_events.acked(1),
             Some(ObjectKind::Qp) => crate::qp::Qp::from_ibv(ev.element.qp).async_events.acked(1),
+            Some(ObjectKind::Srq) => crate::srq::Srq::from_ibv(ev.element.srq)
+                .async_events
+                .acked(1),
             _ => {}
         }
     }
@@ -121,6 +127,11 @@ unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_con
         Some(ObjectKind::Mr) => mr::MRS.get(obj),
         Some(ObjectKind::Cq) => cq::CQS.get(obj),
         Some(ObjectKind::CompChannel) => channel::CHANNELS.get(obj),
+        Some(ObjectKind::Srq) => srq::SRQS
+            .get(obj)
+            // SAFETY: the SRQ is live (we hold a reference); its public
+            // struct is ours.
+            .map(|s| handles::Ctx(unsafe { (*s.ibv.get()).context })),
         Some(ObjectKind::Qp) => qp::QPS
             .get(obj)
             .and_then(|w| w.upgrade())

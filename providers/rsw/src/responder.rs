@@ -472,9 +472,10 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
         }
         let step = match inc.rx {
             Rx::Stalled(h) => {
-                if g.rq.is_empty() {
+                if !qp.claim_recv(g) {
                     Step::Blocked
                 } else {
+                    let Some(inc) = g.inc.as_mut() else { return };
                     inc.rx = Rx::Header;
                     inc.rnr_deadline = None;
                     inc.rnr_notice_at = 0;
@@ -578,9 +579,11 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         Some(d) if d <= now => {}
         _ => return,
     }
-    if g.rq.is_empty() {
+    if !qp.claim_recv(g) {
         // Only the requester fails; this QP stays usable.
-        inc.nak(h.msn, Syndrome::RnrRetryExc);
+        if let Some(inc) = g.inc.as_mut() {
+            inc.nak(h.msn, Syndrome::RnrRetryExc);
+        }
     }
     pump(qp, g);
 }
@@ -678,12 +681,11 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     }
     match h.op {
         Op::Send | Op::SendImm => {
-            let Some((_, sges)) = g.rq.front() else {
+            if !qp.claim_recv(g) {
                 stall(qp, g, h);
                 return;
-            };
-            let room: u64 = sges.iter().map(|s| s.length as u64).sum();
-            if h.length as u64 > room {
+            }
+            if h.length as u64 > g.recv.room() {
                 fail_recv(qp, g, h.msn, IBV_WC_LOC_LEN_ERR, Syndrome::RemInvReq);
                 return;
             }
@@ -694,7 +696,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 access_error(qp, g, h.msn);
                 return;
             }
-            if h.op == Op::WriteImm && g.rq.is_empty() {
+            if h.op == Op::WriteImm && !qp.claim_recv(g) {
                 stall(qp, g, h);
                 return;
             }
@@ -809,8 +811,10 @@ fn dest_iov(
         return Ok(0);
     }
     if matches!(h.op, Op::Send | Op::SendImm) {
-        let (_, sges) = g.rq.front().ok_or(DestError::Local)?;
-        t.sge_iovs(sges, off as u64, len, qp.pd_id, true, v)
+        if !g.claimed {
+            return Err(DestError::Local);
+        }
+        t.sge_iovs(g.recv.sges(), off as u64, len, g.recv.pd_id, true, v)
             .map_err(|_| DestError::Local)
     } else {
         let p = t
@@ -840,7 +844,7 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError) {
 /// The receive a request lands in cannot take it: the receive completes
 /// with `status`, the requester is told `syn`, and the QP fails.
 fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syndrome) {
-    if let Some(wr_id) = g.rq.pop() {
+    if let Some(wr_id) = qp.take_claimed(g) {
         qp.complete_recv(Cqe {
             wr_id,
             status,
@@ -979,7 +983,7 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         _ => None,
     };
     if let Some(opcode) = opcode {
-        if let Some(wr_id) = g.rq.pop() {
+        if let Some(wr_id) = qp.take_claimed(g) {
             qp.complete_recv(Cqe {
                 wr_id,
                 status: IBV_WC_SUCCESS,

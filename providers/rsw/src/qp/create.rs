@@ -1,6 +1,7 @@
 //! Creating and destroying QPs.
 
 use super::*;
+use crate::srq::SRQS;
 
 const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
@@ -45,12 +46,14 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     if a.qp_type != IBV_QPT_RC {
         return Err(libc::EOPNOTSUPP);
     }
-    if !a.srq.is_null() {
-        return Err(libc::EOPNOTSUPP);
-    }
     if !PDS.contains(a.pd) || !CQS.contains(a.send_cq) || !CQS.contains(a.recv_cq) {
         return Err(libc::EINVAL);
     }
+    let srq = if a.srq.is_null() {
+        None
+    } else {
+        Some(SRQS.get(a.srq).ok_or(libc::EINVAL)?)
+    };
     let c = a.cap;
     if c.max_send_wr > MAX_QP_WR
         || c.max_recv_wr > MAX_QP_WR
@@ -60,11 +63,13 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     {
         return Err(libc::EINVAL);
     }
+    // A QP on an SRQ has no receive queue of its own.
+    let own_rq = |n: u32| if srq.is_some() { 0 } else { n.max(1) };
     let cap = ibv_qp_cap {
         max_send_wr: c.max_send_wr.max(1),
-        max_recv_wr: c.max_recv_wr.max(1),
+        max_recv_wr: own_rq(c.max_recv_wr),
         max_send_sge: c.max_send_sge.max(1),
-        max_recv_sge: c.max_recv_sge.max(1),
+        max_recv_sge: own_rq(c.max_recv_sge),
         max_inline_data: c.max_inline_data.max(MIN_INLINE),
     };
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
@@ -86,7 +91,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     ibv.qp_base.pd = a.pd;
     ibv.qp_base.send_cq = a.send_cq;
     ibv.qp_base.recv_cq = a.recv_cq;
-    ibv.qp_base.srq = std::ptr::null_mut();
+    ibv.qp_base.srq = a.srq;
     ibv.qp_base.handle = serial as u32;
     ibv.qp_base.qp_num = qpn;
     ibv.qp_base.state = IBV_QPS_RESET;
@@ -104,6 +109,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         pd_id: pd.id,
         send_cq,
         recv_cq,
+        srq,
         inner: Mutex::new(QpInner {
             state: IBV_QPS_RESET,
             attr: ibv_qp_attr::zeroed(),
@@ -114,6 +120,8 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
                 cap.max_inline_data as usize,
             ),
             rq: RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize),
+            recv: RecvWqe::EMPTY,
+            claimed: false,
             listener: Some(listener),
             out: None,
             inc: None,
@@ -154,6 +162,9 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         return Err(e.raw_os_error().unwrap_or(libc::ENOMEM));
     }
     pd.users.fetch_add(1, Ordering::AcqRel);
+    if let Some(s) = &qp.srq {
+        s.users.fetch_add(1, Ordering::AcqRel);
+    }
     qp.send_cq.qp_refs.fetch_add(1, Ordering::AcqRel);
     qp.recv_cq.qp_refs.fetch_add(1, Ordering::AcqRel);
     qp.send_cq.attach_qp(&qp);
@@ -215,6 +226,9 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     q.recv_cq.detach_qp(q);
     q.send_cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
     q.recv_cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
+    if let Some(s) = &q.srq {
+        s.users.fetch_sub(1, Ordering::AcqRel);
+    }
     // SAFETY: the PD outlives its QPs.
     unsafe { Pd::from_ibv(q.pd) }
         .users

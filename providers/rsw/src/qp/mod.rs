@@ -22,7 +22,7 @@ pub(crate) use create::{create_qp_ex, destroy_qp};
 pub(crate) use modify::{modify_qp, query_qp};
 pub use post::{check_send_wr, post_send_batch};
 pub(crate) use post::{post_recv, post_send};
-pub use wq::{RecvQueue, SendQueue, SendWqe, NO_SGE};
+pub use wq::{RecvQueue, RecvWqe, SendQueue, SendWqe, NO_SGE};
 
 use std::cell::UnsafeCell;
 use std::os::raw::c_int;
@@ -42,6 +42,7 @@ use crate::pd::PDS;
 use crate::progress::{engine, Kind, Target};
 use crate::qp_ex::Builder;
 use crate::requester::{self, OutConn};
+use crate::srq::Srq;
 use crate::responder::{self, InConn, PendingConn};
 use crate::transport::{Listener, RemoteAddr};
 use crate::util::set_errno;
@@ -58,6 +59,10 @@ pub struct QpInner {
     pub sq_sig_all: bool,
     pub sq: SendQueue,
     pub rq: RecvQueue,
+    /// The receive the message being received lands in, taken from `rq`
+    /// or the SRQ when the message started (valid while `claimed`).
+    pub recv: RecvWqe,
+    pub claimed: bool,
     pub listener: Option<Listener>,
     pub out: Option<OutConn>,
     pub inc: Option<InConn>,
@@ -129,6 +134,8 @@ pub struct Qp {
     pub pd_id: u32,
     pub send_cq: Arc<Cq>,
     pub recv_cq: Arc<Cq>,
+    /// The shared receive queue receives come from, instead of `rq`.
+    pub srq: Option<Arc<Srq>>,
     pub inner: Mutex<QpInner>,
     pub async_events: Arc<EventCounter>,
     /// State of an `ibv_wr_start` .. `ibv_wr_complete` batch; single
@@ -198,6 +205,24 @@ impl Qp {
         });
     }
 
+    /// Claims the receive the incoming message lands in (see
+    /// [`QpInner::recv`]); false when none is posted (the responder
+    /// stalls; an SRQ remembers to wake us).
+    pub fn claim_recv(&self, g: &mut QpInner) -> bool {
+        if !g.claimed {
+            g.claimed = match &self.srq {
+                Some(s) => s.claim(&mut g.recv, self.serial),
+                None => g.rq.take_into(&mut g.recv, self.pd_id),
+            };
+        }
+        g.claimed
+    }
+
+    /// The claimed receive, if any, for completing it.
+    pub fn take_claimed(&self, g: &mut QpInner) -> Option<u64> {
+        std::mem::take(&mut g.claimed).then_some(g.recv.wr_id)
+    }
+
     pub fn complete_recv(&self, e: Cqe) {
         self.recv_cq.push(Cqe {
             qp_num: self.qpn,
@@ -217,6 +242,10 @@ impl Qp {
         g.pending.clear();
         responder::close_after_flush(self, g);
         self.flush(g);
+        // Nothing more will be taken from the SRQ for this QP.
+        if self.srq.is_some() {
+            self.async_event(IBV_EVENT_QP_LAST_WQE_REACHED);
+        }
     }
 
     /// Completes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
@@ -227,7 +256,9 @@ impl Qp {
         }
         g.sq.clear();
         g.tx_blocked = false;
-        while let Some(wr_id) = g.rq.pop() {
+        let claimed = self.take_claimed(g);
+        // A claimed receive is older than anything still in the queue.
+        for wr_id in claimed.into_iter().chain(std::iter::from_fn(|| g.rq.pop())) {
             self.complete_recv(Cqe {
                 wr_id,
                 status: IBV_WC_WR_FLUSH_ERR,
@@ -270,6 +301,7 @@ impl Qp {
         g.pending.clear();
         g.sq.clear();
         g.rq.clear();
+        g.claimed = false;
         g.remote = None;
         g.peer_gone = false;
         g.tx_blocked = false;

@@ -320,7 +320,7 @@ pub(crate) unsafe extern "C" fn query_qp(
             qp_context: b.qp_context,
             send_cq: b.send_cq,
             recv_cq: b.recv_cq,
-            srq: std::ptr::null_mut(),
+            srq: b.srq,
             cap: g.caps(),
             qp_type: IBV_QPT_RC,
             sq_sig_all: g.sq_sig_all as c_int,

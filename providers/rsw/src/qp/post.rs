@@ -218,6 +218,14 @@ pub(crate) unsafe extern "C" fn post_recv(
 ) -> c_int {
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
+    // Receives of a QP on an SRQ are posted to the SRQ.
+    if q.srq.is_some() {
+        if !bad_wr.is_null() {
+            // SAFETY: out-pointer supplied by the caller.
+            unsafe { *bad_wr = wr };
+        }
+        return libc::EINVAL;
+    }
     let mut g = q.inner.lock();
     let mut rc = 0;
     let was_empty = g.rq.is_empty();

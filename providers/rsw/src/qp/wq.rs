@@ -4,6 +4,7 @@
 
 use verbs_abi::*;
 
+use crate::device::MAX_SGE;
 use crate::wire::Op;
 /// An empty scatter/gather entry, to preallocate SGE arrays with.
 pub const NO_SGE: ibv_sge = ibv_sge {
@@ -193,6 +194,36 @@ impl SendQueue {
     }
 }
 
+/// A receive WQE taken off its queue (the QP's or an SRQ's) by the message
+/// that lands in it: claimed when the message starts, so a shared queue
+/// never hands one WQE to two QPs.
+#[derive(Clone, Copy)]
+pub struct RecvWqe {
+    pub wr_id: u64,
+    /// The PD its lkeys must belong to (an SRQ's may differ from the QP's).
+    pub pd_id: u32,
+    nsge: u32,
+    sges: [ibv_sge; MAX_SGE as usize],
+}
+
+impl RecvWqe {
+    pub const EMPTY: RecvWqe = RecvWqe {
+        wr_id: 0,
+        pd_id: 0,
+        nsge: 0,
+        sges: [NO_SGE; MAX_SGE as usize],
+    };
+
+    pub fn sges(&self) -> &[ibv_sge] {
+        &self.sges[..self.nsge as usize]
+    }
+
+    /// Bytes its scatter list holds.
+    pub fn room(&self) -> u64 {
+        self.sges().iter().map(|s| s.length as u64).sum()
+    }
+}
+
 /// The receive queue ring.
 pub struct RecvQueue {
     pub(super) wr_ids: Box<[u64]>,
@@ -205,7 +236,7 @@ pub struct RecvQueue {
 }
 
 impl RecvQueue {
-    pub(super) fn new(cap: usize, max_sge: usize) -> RecvQueue {
+    pub fn new(cap: usize, max_sge: usize) -> RecvQueue {
         RecvQueue {
             wr_ids: vec![0; cap].into_boxed_slice(),
             nsge: vec![0; cap].into_boxed_slice(),
@@ -225,8 +256,13 @@ impl RecvQueue {
         self.tail - self.head == self.cap as u64
     }
 
+    /// Posted receives not yet taken.
+    pub fn len(&self) -> usize {
+        (self.tail - self.head) as usize
+    }
+
     /// Posts a receive (the queue has room).
-    pub(super) fn push(&mut self, wr_id: u64, sges: &[ibv_sge]) {
+    pub fn push(&mut self, wr_id: u64, sges: &[ibv_sge]) {
         let s = self.slot(self.tail);
         self.wr_ids[s] = wr_id;
         self.nsge[s] = sges.len() as u32;
@@ -236,7 +272,7 @@ impl RecvQueue {
     }
 
     /// Forgets every posted receive (reset).
-    pub(super) fn clear(&mut self) {
+    pub fn clear(&mut self) {
         self.head = self.tail;
     }
 
@@ -261,5 +297,29 @@ impl RecvQueue {
         let id = self.wr_ids[self.slot(self.head)];
         self.head += 1;
         Some(id)
+    }
+
+    /// Takes the oldest posted receive into `w`; false when there is none.
+    pub fn take_into(&mut self, w: &mut RecvWqe, pd_id: u32) -> bool {
+        let Some((wr_id, sges)) = self.front() else {
+            return false;
+        };
+        w.wr_id = wr_id;
+        w.pd_id = pd_id;
+        w.nsge = sges.len() as u32;
+        w.sges[..sges.len()].copy_from_slice(sges);
+        self.head += 1;
+        true
+    }
+
+    /// The same receives in a ring of `cap` slots (`cap` >= `len`).
+    pub fn resized(&self, cap: usize) -> RecvQueue {
+        let mut q = RecvQueue::new(cap, self.max_sge);
+        for seq in self.head..self.tail {
+            let s = self.slot(seq);
+            let b = s * self.max_sge;
+            q.push(self.wr_ids[s], &self.sges[b..b + self.nsge[s] as usize]);
+        }
+        q
     }
 }

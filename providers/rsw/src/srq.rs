@@ -1,0 +1,301 @@
+//! Shared receive queues: one receive ring that many QPs take from.
+//!
+//! A QP's responder claims a WQE from its SRQ when a message that needs
+//! one starts (see `Qp::claim_recv`), under the SRQ's lock, so each WQE
+//! goes to exactly one message. A QP that finds the SRQ empty stalls (RNR,
+//! as with its own queue) and leaves its serial here; posting wakes every
+//! such QP through the progress engine. Lock order: a QP's lock, then its
+//! SRQ's.
+
+use std::cell::UnsafeCell;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use crate::context::{Context, CtxShared, EventCounter};
+use crate::device::{MAX_SGE, MAX_SRQ_WR};
+use crate::handles::Handles;
+use crate::pd::{Pd, PDS};
+use crate::progress::engine;
+use crate::qp::{RecvQueue, RecvWqe};
+use crate::util::set_errno;
+
+/// The SRQs handed out and not destroyed.
+pub static SRQS: Handles<Arc<Srq>> = Handles::new();
+
+pub struct SrqInner {
+    pub rq: RecvQueue,
+    /// Armed limit (`srq_limit`); 0 when disarmed.
+    limit: u32,
+    /// Serials of QPs stalled on an empty SRQ, to kick when a receive is
+    /// posted.
+    waiters: Vec<u64>,
+    destroyed: bool,
+}
+
+#[repr(C)]
+pub struct Srq {
+    /// Shared with the application (it reads `context`, `pd`,
+    /// `srq_context`).
+    pub ibv: UnsafeCell<ibv_srq>,
+    pub ctx: Arc<CtxShared>,
+    pub pd: *mut ibv_pd,
+    pub pd_id: u32,
+    pub inner: Mutex<SrqInner>,
+    pub async_events: Arc<EventCounter>,
+    /// QPs attached; destroy is refused while any exist.
+    pub users: AtomicU32,
+}
+
+// SAFETY: mutable state is behind `inner`'s mutex; `ibv` is written only
+// at creation; `pd` outlives the SRQ (dealloc_pd refuses while in use).
+unsafe impl Send for Srq {}
+// SAFETY: as above.
+unsafe impl Sync for Srq {}
+
+impl Srq {
+    /// # Safety
+    /// `srq` must come from our `create_srq_ex` and not be destroyed.
+    pub unsafe fn from_ibv<'a>(srq: *mut ibv_srq) -> &'a Srq {
+        // SAFETY: ibv is the first field of the Arc'd Srq the pointer names.
+        unsafe { &*(srq as *const Srq) }
+    }
+
+    pub fn as_ibv(&self) -> *mut ibv_srq {
+        self.ibv.get()
+    }
+
+    /// Takes the oldest receive into `w` for QP `serial`; when there is
+    /// none, remembers the QP so the next post wakes it.
+    pub fn claim(&self, w: &mut RecvWqe, serial: u64) -> bool {
+        let mut g = self.inner.lock();
+        if !g.rq.take_into(w, self.pd_id) {
+            if !g.waiters.contains(&serial) {
+                g.waiters.push(serial);
+            }
+            return false;
+        }
+        // The limit event fires once when the queue drops below it, then
+        // the limit is disarmed (IB spec, SRQ limit).
+        if g.limit != 0 && (g.rq.len() as u32) < g.limit {
+            g.limit = 0;
+            drop(g);
+            self.ctx.async_q.push(
+                self.as_ibv() as usize,
+                IBV_EVENT_SRQ_LIMIT_REACHED,
+                Some(self.async_events.clone()),
+            );
+        }
+        true
+    }
+}
+
+fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mut ibv_srq, c_int> {
+    let known = IBV_SRQ_INIT_ATTR_TYPE
+        | IBV_SRQ_INIT_ATTR_PD
+        | IBV_SRQ_INIT_ATTR_XRCD
+        | IBV_SRQ_INIT_ATTR_CQ
+        | IBV_SRQ_INIT_ATTR_TM;
+    if a.comp_mask & !known != 0 || a.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 || a.pd.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let ty = if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 {
+        a.srq_type
+    } else {
+        IBV_SRQT_BASIC
+    };
+    // XRC and tag-matching SRQs are not implemented yet.
+    if ty != IBV_SRQT_BASIC {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if !PDS.contains(a.pd) {
+        return Err(libc::EINVAL);
+    }
+    let at = a.attr;
+    if at.max_wr == 0 || at.max_wr > MAX_SRQ_WR || at.max_sge > MAX_SGE {
+        return Err(libc::EINVAL);
+    }
+    let max_sge = at.max_sge.max(1);
+    // SAFETY: context and pd come from this provider.
+    let (ctx, pd) = unsafe { (Context::shared_of(context), Pd::from_ibv(a.pd)) };
+    let mut ibv = ibv_srq::zeroed();
+    ibv.context = context;
+    ibv.srq_context = a.srq_context;
+    ibv.pd = a.pd;
+    let srq = Arc::new(Srq {
+        ibv: UnsafeCell::new(ibv),
+        ctx,
+        pd: a.pd,
+        pd_id: pd.id,
+        inner: Mutex::new(SrqInner {
+            rq: RecvQueue::new(at.max_wr as usize, max_sge as usize),
+            limit: 0,
+            waiters: Vec::new(),
+            destroyed: false,
+        }),
+        async_events: Arc::new(EventCounter::default()),
+        users: AtomicU32::new(0),
+    });
+    pd.users.fetch_add(1, Ordering::AcqRel);
+    a.attr.max_wr = at.max_wr;
+    a.attr.max_sge = max_sge;
+    let p = srq.as_ibv();
+    // The handle is only for the application's eyes; make it unique.
+    // SAFETY: we own the struct; nobody else has the pointer yet.
+    unsafe { (*p).handle = (p as usize >> 4) as u32 };
+    SRQS.insert(p, srq.clone());
+    // The table keeps the object alive; the pointer is its address.
+    std::mem::forget(srq);
+    Ok(p)
+}
+
+pub(crate) unsafe extern "C" fn create_srq_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_srq_init_attr_ex,
+) -> *mut ibv_srq {
+    if attr.is_null() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: attr points to the caller's init attributes (non-NULL).
+    match create(context, unsafe { &mut *attr }) {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+pub(crate) unsafe extern "C" fn modify_srq(
+    srq: *mut ibv_srq,
+    attr: *mut ibv_srq_attr,
+    mask: c_int,
+) -> c_int {
+    let Some(s) = SRQS.get(srq) else {
+        return libc::EINVAL;
+    };
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: attr is the caller's (non-NULL).
+    let a = unsafe { *attr };
+    let mask = mask as u32;
+    if mask & !(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) != 0 {
+        return libc::EINVAL;
+    }
+    let mut g = s.inner.lock();
+    let cap = if mask & IBV_SRQ_MAX_WR != 0 {
+        // Resizing: never below what is posted now.
+        if a.max_wr == 0 || a.max_wr > MAX_SRQ_WR || (a.max_wr as usize) < g.rq.len() {
+            return libc::EINVAL;
+        }
+        a.max_wr as usize
+    } else {
+        g.rq.cap
+    };
+    if mask & IBV_SRQ_LIMIT != 0 && a.srq_limit as usize > cap {
+        return libc::EINVAL;
+    }
+    if cap != g.rq.cap {
+        g.rq = g.rq.resized(cap);
+    }
+    if mask & IBV_SRQ_LIMIT != 0 {
+        g.limit = a.srq_limit;
+    }
+    0
+}
+
+pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
+    let Some(s) = SRQS.get(srq) else {
+        return libc::EINVAL;
+    };
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    let g = s.inner.lock();
+    let a = ibv_srq_attr {
+        max_wr: g.rq.cap as u32,
+        max_sge: g.rq.max_sge as u32,
+        srq_limit: g.limit,
+    };
+    // SAFETY: out-pointer supplied by the caller (non-NULL).
+    unsafe { attr.write(a) };
+    0
+}
+
+pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
+    let claimed = SRQS.claim(srq, |s| {
+        let mut g = s.inner.lock();
+        if g.destroyed {
+            return Err(libc::EINVAL);
+        }
+        if s.users.load(Ordering::Acquire) != 0 {
+            return Err(libc::EBUSY);
+        }
+        g.destroyed = true;
+        Ok(())
+    });
+    let s = match claimed {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    s.ctx.async_q.purge(srq as usize);
+    s.async_events.wait_all_acked();
+    // SAFETY: the PD outlives its SRQs.
+    unsafe { Pd::from_ibv(s.pd) }
+        .users
+        .fetch_sub(1, Ordering::AcqRel);
+    SRQS.remove(srq);
+    // SAFETY: reclaims the reference create forgot.
+    drop(unsafe { Arc::from_raw(srq as *const Srq) });
+    0
+}
+
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    srq: *mut ibv_srq,
+    mut wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    // SAFETY: srq came from create_srq_ex (data path: trusted like a QP).
+    let s = unsafe { Srq::from_ibv(srq) };
+    let mut g = s.inner.lock();
+    let mut rc = 0;
+    while !wr.is_null() {
+        // SAFETY: wr is an element of the caller's list.
+        let w = unsafe { &*wr };
+        if w.num_sge < 0 || w.num_sge as usize > g.rq.max_sge {
+            rc = libc::EINVAL;
+            break;
+        }
+        if g.rq.is_full() {
+            rc = libc::ENOMEM;
+            break;
+        }
+        let sges: &[ibv_sge] = if w.num_sge > 0 {
+            // SAFETY: the caller's WR describes its own SGE array.
+            unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) }
+        } else {
+            &[]
+        };
+        g.rq.push(w.wr_id, sges);
+        wr = w.next;
+    }
+    if rc != 0 && !bad_wr.is_null() {
+        // SAFETY: out-pointer supplied by the caller.
+        unsafe { *bad_wr = wr };
+    }
+    if !g.waiters.is_empty() && !g.rq.is_empty() {
+        let waiters = std::mem::take(&mut g.waiters);
+        drop(g);
+        if let Ok(e) = engine() {
+            for serial in waiters {
+                e.kick(serial);
+            }
+        }
+    }
+    rc
+}
