@@ -284,8 +284,7 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     let max_qp = qp_limit();
     a.max_qp = max_qp as c_int;
     a.max_qp_wr = MAX_QP_WR as c_int;
-    a.device_cap_flags =
-        IBV_DEVICE_RC_RNR_NAK_GEN
+    a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN
         | IBV_DEVICE_SYS_IMAGE_GUID
         | IBV_DEVICE_CURR_QP_STATE_MOD
         | IBV_DEVICE_SRQ_RESIZE;

@@ -230,7 +230,9 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         g.ack_idle += 1;
         if g.ack_idle > g.attr.retry_cnt.min(7) {
             g.ack_idle = 0;
-            fail(qp, g, Broken::Lost);
+            g.out = None;
+            g.peer_gone = true;
+            qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
             return;
         }
     }
@@ -265,7 +267,7 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
 pub fn pump(qp: &Qp, g: &mut QpInner) {
     if g.out.is_none() {
         if matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) && g.peer_gone && g.sq.has_work() {
-            qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
+            lost_with_work(qp, g);
         }
         return;
     }
@@ -307,11 +309,27 @@ fn fail(qp: &Qp, g: &mut QpInner, why: Broken) {
         return;
     }
     match why {
-        Broken::Lost if g.sq.has_work() => qp.fail_head(g, IBV_WC_RETRY_EXC_ERR),
+        Broken::Lost if g.sq.has_work() => lost_with_work(qp, g),
         Broken::Lost => {}
         Broken::Vanished => qp.peer_vanished(g),
         Broken::BadResponse => qp.fail_head(g, IBV_WC_BAD_RESP_ERR),
         Broken::LocalFault => qp.fail_head(g, IBV_WC_LOC_PROT_ERR),
+    }
+}
+
+/// The peer is unreachable (it closed or refused the connection) while
+/// requests wait for it. Hardware cannot tell a dead peer from a slow one:
+/// it retransmits until the retry timer runs out, and only then fails the
+/// head with IBV_WC_RETRY_EXC_ERR. Programs rely on that delay: a peer that
+/// exits once it has what it needs (ibv_srq_pingpong's client, with
+/// the server's last extra sends unanswered) does not fail a requester that
+/// is about to finish too. So the timer decides here as well; only with
+/// `timeout` 0 (wait forever on hardware, a hang here) does it fail at once.
+fn lost_with_work(qp: &Qp, g: &mut QpInner) {
+    if ack_timeout_ns(g).is_none() {
+        qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
+    } else {
+        arm_retry_timer(qp, g);
     }
 }
 

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Debian's pingpong programs for the other queue-pair kinds, between two
+# processes over the loopback device: ibv_srq_pingpong (16 QPs on one
+# shared receive queue per side). Each pair must report the transfer; -c
+# makes the programs check the payload.
+set -u
+. "$(dirname "$0")/lib/common.sh"
+
+dev=rsw_lo
+host=127.0.0.1
+
+# pingpong PROGRAM NAME ARGS...
+pingpong() {
+    prog=$1 name=$2; shift 2
+    port=$(free_port)
+    timeout 60 "$prog" -d "$dev" -g 0 -p "$port" "$@" > "$work/$name.srv" 2>&1 &
+    srv=$!
+    bg_pids="$bg_pids $srv"
+    wait_listen "$port"
+    timeout 60 "$prog" -d "$dev" -g 0 -p "$port" "$@" "$host" > "$work/$name.cli" 2>&1
+    crc=$?
+    wait "$srv"; src=$?
+    if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
+        echo "--- server"; cat "$work/$name.srv"; echo "--- client"; cat "$work/$name.cli"
+        fail "$name: client exit $crc, server exit $src"
+    fi
+    for side in srv cli; do
+        expect_in "$work/$name.$side" '[0-9]+ bytes in [0-9.]+ seconds'
+        expect_in "$work/$name.$side" '[0-9]+ iters in [0-9.]+ seconds'
+    done
+    echo "ok $name"
+}
+
+pingpong ibv_srq_pingpong srq_default
+pingpong ibv_srq_pingpong srq_events -e
+pingpong ibv_srq_pingpong srq_32qps -q 32 -r 64 -n 2000 -s 256
+pingpong ibv_srq_pingpong srq_big -s 65536 -n 100
