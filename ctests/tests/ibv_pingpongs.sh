@@ -1,7 +1,8 @@
 #!/bin/bash
 # Debian's pingpong programs for the other queue-pair kinds, between two
 # processes over the loopback device: ibv_srq_pingpong (16 QPs on one
-# shared receive queue per side). Each pair must report the transfer; -c
+# shared receive queue per side) and ibv_uc_pingpong (unreliable
+# connected). Each pair must report the transfer; -c
 # makes the programs check the payload.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -35,3 +36,6 @@ pingpong ibv_srq_pingpong srq_default
 pingpong ibv_srq_pingpong srq_events -e
 pingpong ibv_srq_pingpong srq_32qps -q 32 -r 64 -n 2000 -s 256
 pingpong ibv_srq_pingpong srq_big -s 65536 -n 100
+pingpong ibv_uc_pingpong uc_default -c
+pingpong ibv_uc_pingpong uc_events -e -c
+pingpong ibv_uc_pingpong uc_big -s 65536 -n 200 -c

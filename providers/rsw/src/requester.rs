@@ -191,6 +191,10 @@ fn retry_budget_ns(g: &QpInner) -> Option<u64> {
 /// Requests wait for the peer: transmitted and unanswered, or queued to go
 /// out in RTS.
 pub fn outstanding(g: &QpInner) -> bool {
+    // UC never waits for its peer: there is nothing to time out.
+    if !g.reliable() {
+        return false;
+    }
     match g.state {
         IBV_QPS_RTS => g.sq.has_work(),
         IBV_QPS_SQD => g.sq.in_flight(),
@@ -326,6 +330,16 @@ fn fail(qp: &Qp, g: &mut QpInner, why: Broken) {
 /// is about to finish too. So the timer decides here as well; only with
 /// `timeout` 0 (wait forever on hardware, a hang here) does it fail at once.
 fn lost_with_work(qp: &Qp, g: &mut QpInner) {
+    if !g.reliable() {
+        // UC: what cannot reach the peer is lost on the wire, and the
+        // sender never knows.
+        while let Some(seq) = g.sq.oldest() {
+            let w = *g.sq.wqe(seq);
+            g.sq.retire_oldest();
+            qp.complete_send(g, &w, IBV_WC_SUCCESS);
+        }
+        return;
+    }
     if ack_timeout_ns(g).is_none() {
         qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
     } else {
@@ -452,10 +466,14 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
                 out.tx_was_full = false;
                 g.ack_progress = true;
             }
+            let reliable = g.reliable();
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
             out.tx_off += k;
             if out.tx_off == out.tx_total {
                 out.tx_active = false;
+                if !reliable && out.tx_seq != TX_HELLO {
+                    sent_unacked(qp, g);
+                }
             }
             Ok(true)
         }
@@ -467,6 +485,18 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
         }
         Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Err(Broken::LocalFault),
         Err(e) => Err(broken_by(&e)),
+    }
+}
+
+/// UC: a message is complete once it is on the wire (no acknowledgement
+/// will come); it is the oldest one outstanding, since each completes as
+/// it goes out.
+fn sent_unacked(qp: &Qp, g: &mut QpInner) {
+    if let Some(seq) = g.sq.oldest_in_flight() {
+        let w = *g.sq.wqe(seq);
+        g.sq.retire_oldest();
+        qp.complete_send(g, &w, IBV_WC_SUCCESS);
+        qp.after_send_completions(g);
     }
 }
 

@@ -125,6 +125,8 @@ enum Rx {
     /// Waiting for a receive WQE (RNR).
     Stalled(Header),
     Payload(Header, u32),
+    /// UC: the rest of a message that is dropped (this many bytes).
+    Discard(u32),
 }
 
 struct ReadData {
@@ -484,6 +486,23 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
                 }
             }
             Rx::Payload(..) => receive_payload(qp, g),
+            Rx::Discard(left) => {
+                let r = crate::requester::discard(&inc.conn, left as usize);
+                match r {
+                    Ok(0) => Step::Closed,
+                    Ok(k) => {
+                        let left = left - k as u32;
+                        inc.rx = if left == 0 {
+                            Rx::Header
+                        } else {
+                            Rx::Discard(left)
+                        };
+                        Step::More
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => Step::Blocked,
+                    Err(e) => closed_by(&e),
+                }
+            }
             Rx::Header => receive_header(qp, g),
         };
         match step {
@@ -679,7 +698,10 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
         g.comm_est_sent = true;
         qp.async_event(IBV_EVENT_COMM_EST);
     }
+    let reliable = g.reliable();
     match h.op {
+        // UC has no RNR: a message with no receive to land in is dropped.
+        Op::Send | Op::SendImm if !reliable && !qp.claim_recv(g) => drop_message(g, &h),
         Op::Send | Op::SendImm => {
             if !qp.claim_recv(g) {
                 stall(qp, g, h);
@@ -692,16 +714,29 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
             start_payload(qp, g, h);
         }
         Op::Write | Op::WriteImm => {
-            if !remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_WRITE) {
+            let ok = remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_WRITE);
+            if !ok && !reliable {
+                // UC: a bad R_Key or range drops the message silently.
+                drop_message(g, &h);
+                return;
+            }
+            if !ok {
                 access_error(qp, g, h.msn);
                 return;
             }
             if h.op == Op::WriteImm && !qp.claim_recv(g) {
-                stall(qp, g, h);
+                if reliable {
+                    stall(qp, g, h);
+                } else {
+                    drop_message(g, &h);
+                }
                 return;
             }
             start_payload(qp, g, h);
         }
+        // UC carries no READ or atomics; a peer that sends them anyway is
+        // ignored.
+        _ if !reliable => drop_message(g, &h),
         Op::ReadReq => {
             if !remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_READ) {
                 access_error(qp, g, h.msn);
@@ -772,6 +807,14 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     }
 }
 
+/// UC: skips a message (its payload is read and thrown away).
+fn drop_message(g: &mut QpInner, h: &Header) {
+    let Some(inc) = g.inc.as_mut() else { return };
+    if h.op.request_has_payload() && h.length > 0 {
+        inc.rx = Rx::Discard(h.length);
+    }
+}
+
 fn start_payload(qp: &Qp, g: &mut QpInner, h: Header) {
     let Some(inc) = g.inc.as_mut() else { return };
     if h.length == 0 {
@@ -831,8 +874,18 @@ fn dest_iov(
     }
 }
 
-fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError) {
+fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
     match e {
+        // UC: the target MR went away mid-message; the rest is dropped.
+        DestError::Remote if !g.reliable() => {
+            if let Some(inc) = g.inc.as_mut() {
+                inc.rx = if left == 0 {
+                    Rx::Header
+                } else {
+                    Rx::Discard(left)
+                };
+            }
+        }
         // The MR went away while the WRITE was arriving.
         DestError::Remote => access_error(qp, g, h.msn),
         // Our own receive buffer is unusable: the receive completes with a
@@ -853,8 +906,10 @@ fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syn
             ..Cqe::default()
         });
     }
-    if let Some(inc) = g.inc.as_mut() {
-        inc.nak(msn, syn);
+    if g.reliable() {
+        if let Some(inc) = g.inc.as_mut() {
+            inc.nak(msn, syn);
+        }
     }
     qp.enter_error(g);
 }
@@ -875,7 +930,7 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
             Ok(n) => n,
             Err(e) => {
                 drop(table);
-                dest_error(qp, g, &h, e);
+                dest_error(qp, g, &h, e, h.length - done);
                 return Step::More;
             }
         };
@@ -902,7 +957,7 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
             } else {
                 DestError::Remote
             };
-            dest_error(qp, g, &h, e);
+            dest_error(qp, g, &h, e, h.length - done);
             return Step::More;
         }
         Err(e) => return closed_by(&e),
@@ -939,15 +994,18 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         let table = mr::table();
         if let Err(e) = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v) {
             drop(table);
-            dest_error(qp, g, &h, e);
+            dest_error(qp, g, &h, e, 0);
             return;
         }
     }
     let imm = h.flags & FLAG_IMM != 0;
     let peer = g.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
+    let reliable = g.reliable();
     if let Some(inc) = g.inc.as_mut() {
         inc.rx = Rx::Header;
-        inc.ack(h.msn);
+        if reliable {
+            inc.ack(h.msn);
+        }
     }
     let alive = send_responses(qp, g, true);
     {

@@ -11,6 +11,12 @@ const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) as u64;
 
+/// What UC can carry: no READ, no atomics (no responses).
+const UC_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM) as u64;
+
 fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, c_int> {
     let known = IBV_QP_INIT_ATTR_PD
         | IBV_QP_INIT_ATTR_XRCD
@@ -42,9 +48,16 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     } else {
         None
     };
-    // UD, UC, XRC and raw packet QPs are not implemented yet.
-    if a.qp_type != IBV_QPT_RC {
+    // UD, XRC and raw packet QPs are not implemented yet.
+    if !matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC) {
         return Err(libc::EOPNOTSUPP);
+    }
+    if a.qp_type == IBV_QPT_UC {
+        if let Some(ops) = send_ops {
+            if ops & !UC_SEND_OPS != 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+        }
     }
     if !PDS.contains(a.pd) || !CQS.contains(a.send_cq) || !CQS.contains(a.recv_cq) {
         return Err(libc::EINVAL);
@@ -95,7 +108,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     ibv.qp_base.handle = serial as u32;
     ibv.qp_base.qp_num = qpn;
     ibv.qp_base.state = IBV_QPS_RESET;
-    ibv.qp_base.qp_type = IBV_QPT_RC;
+    ibv.qp_base.qp_type = a.qp_type;
     if send_ops.is_some() {
         crate::qp_ex::fill_ops(&mut ibv);
     }
@@ -111,6 +124,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         recv_cq,
         srq,
         inner: Mutex::new(QpInner {
+            qp_type: a.qp_type,
             state: IBV_QPS_RESET,
             attr: ibv_qp_attr::zeroed(),
             sq_sig_all: a.sq_sig_all != 0,

@@ -52,6 +52,9 @@ use crate::wire::Op;
 pub static QPS: Handles<Weak<Qp>> = Handles::new();
 /// Mutable QP state (see the module comment for who takes the lock).
 pub struct QpInner {
+    /// RC or UC (fixed at creation): UC sends no acknowledgements, never
+    /// retries, and drops what it cannot deliver.
+    pub qp_type: ibv_qp_type,
     pub state: ibv_qp_state,
     /// Attributes as last set by modify_qp, for query_qp (which adds the
     /// state and the capabilities, kept in `state` and the queues).
@@ -98,6 +101,11 @@ pub struct QpInner {
 }
 
 impl QpInner {
+    /// Reliable connected: acknowledged, retried, RNR-stalled.
+    pub fn reliable(&self) -> bool {
+        self.qp_type == IBV_QPT_RC
+    }
+
     /// The capabilities the QP was created with, as its queues hold them.
     pub fn caps(&self) -> ibv_qp_cap {
         ibv_qp_cap {

@@ -2,9 +2,59 @@
 
 use super::*;
 
-/// Required and optional attribute masks of each legal RC transition
-/// (InfiniBand spec, QP state transition table); None when illegal.
-fn transition(cur: ibv_qp_state, new: ibv_qp_state) -> Option<(u32, u32)> {
+/// Required and optional attribute masks of each legal transition of a QP
+/// of type `ty` (InfiniBand spec, QP state transition table); None when
+/// illegal.
+fn transition(ty: ibv_qp_type, cur: ibv_qp_state, new: ibv_qp_state) -> Option<(u32, u32)> {
+    match ty {
+        IBV_QPT_UC => transition_uc(cur, new),
+        IBV_QPT_UD => transition_ud(cur, new),
+        _ => transition_rc(cur, new),
+    }
+}
+
+/// UC: RC's table without the attributes of acknowledgement, retry, RNR
+/// and RDMA READ/atomic resources.
+fn transition_uc(cur: ibv_qp_state, new: ibv_qp_state) -> Option<(u32, u32)> {
+    const ALT_PATH: u32 = IBV_QP_ALT_PATH;
+    const MOD: u32 = IBV_QP_ACCESS_FLAGS | ALT_PATH | IBV_QP_PATH_MIG_STATE;
+    Some(match (cur, new) {
+        (_, IBV_QPS_RESET) | (_, IBV_QPS_ERR) => (0, 0),
+        (IBV_QPS_RESET, IBV_QPS_INIT) => (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0),
+        (IBV_QPS_INIT, IBV_QPS_INIT) => (0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+        (IBV_QPS_INIT, IBV_QPS_RTR) => (
+            IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+            ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
+        ),
+        (IBV_QPS_RTR, IBV_QPS_RTS) => (IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | MOD),
+        (IBV_QPS_RTS, IBV_QPS_RTS) | (IBV_QPS_SQD, IBV_QPS_RTS) => (0, IBV_QP_CUR_STATE | MOD),
+        (IBV_QPS_RTS, IBV_QPS_SQD) => (0, IBV_QP_EN_SQD_ASYNC_NOTIFY),
+        (IBV_QPS_SQD, IBV_QPS_SQD) => (0, IBV_QP_PKEY_INDEX | IBV_QP_AV | MOD),
+        (IBV_QPS_SQE, IBV_QPS_RTS) => (0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS),
+        _ => return None,
+    })
+}
+
+/// UD: no peer, so no path, PSN of the peer or access flags; the Q_Key
+/// instead.
+fn transition_ud(cur: ibv_qp_state, new: ibv_qp_state) -> Option<(u32, u32)> {
+    Some(match (cur, new) {
+        (_, IBV_QPS_RESET) | (_, IBV_QPS_ERR) => (0, 0),
+        (IBV_QPS_RESET, IBV_QPS_INIT) => (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, 0),
+        (IBV_QPS_INIT, IBV_QPS_INIT) => (0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+        (IBV_QPS_INIT, IBV_QPS_RTR) => (0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY),
+        (IBV_QPS_RTR, IBV_QPS_RTS) => (IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY),
+        (IBV_QPS_RTS, IBV_QPS_RTS) | (IBV_QPS_SQD, IBV_QPS_RTS) | (IBV_QPS_SQE, IBV_QPS_RTS) => {
+            (0, IBV_QP_CUR_STATE | IBV_QP_QKEY)
+        }
+        (IBV_QPS_RTS, IBV_QPS_SQD) => (0, IBV_QP_EN_SQD_ASYNC_NOTIFY),
+        (IBV_QPS_SQD, IBV_QPS_SQD) => (0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY),
+        _ => return None,
+    })
+}
+
+/// RC: the full table.
+fn transition_rc(cur: ibv_qp_state, new: ibv_qp_state) -> Option<(u32, u32)> {
     const ALT_PATH: u32 = IBV_QP_ALT_PATH;
     Some(match (cur, new) {
         (_, IBV_QPS_RESET) | (_, IBV_QPS_ERR) => (0, 0),
@@ -176,6 +226,9 @@ fn store(g: &mut QpInner, a: &ibv_qp_attr, mask: u32) {
     if mask & IBV_QP_EN_SQD_ASYNC_NOTIFY != 0 {
         s.en_sqd_async_notify = a.en_sqd_async_notify;
     }
+    if mask & IBV_QP_QKEY != 0 {
+        s.qkey = a.qkey;
+    }
 }
 
 fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
@@ -195,7 +248,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
     if new > IBV_QPS_ERR {
         return Err(libc::EINVAL);
     }
-    let (req, opt) = transition(cur, new).ok_or(libc::EINVAL)?;
+    let (req, opt) = transition(g.qp_type, cur, new).ok_or(libc::EINVAL)?;
     let given = mask & !IBV_QP_STATE;
     if given & req != req || given & !(req | opt) != 0 {
         return Err(libc::EINVAL);
@@ -322,7 +375,7 @@ pub(crate) unsafe extern "C" fn query_qp(
             recv_cq: b.recv_cq,
             srq: b.srq,
             cap: g.caps(),
-            qp_type: IBV_QPT_RC,
+            qp_type: g.qp_type,
             sq_sig_all: g.sq_sig_all as c_int,
         };
         // SAFETY: out-pointer supplied by the caller.
@@ -337,12 +390,12 @@ mod tests {
 
     #[test]
     fn transition_table() {
-        assert!(transition(IBV_QPS_RESET, IBV_QPS_RTR).is_none());
-        assert!(transition(IBV_QPS_INIT, IBV_QPS_RTS).is_none());
-        assert!(transition(IBV_QPS_ERR, IBV_QPS_RTS).is_none());
-        let (req, _) = transition(IBV_QPS_RESET, IBV_QPS_INIT).unwrap();
+        assert!(transition_rc(IBV_QPS_RESET, IBV_QPS_RTR).is_none());
+        assert!(transition_rc(IBV_QPS_INIT, IBV_QPS_RTS).is_none());
+        assert!(transition_rc(IBV_QPS_ERR, IBV_QPS_RTS).is_none());
+        let (req, _) = transition_rc(IBV_QPS_RESET, IBV_QPS_INIT).unwrap();
         assert_eq!(req, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-        assert_eq!(transition(IBV_QPS_RTS, IBV_QPS_ERR), Some((0, 0)));
-        assert_eq!(transition(IBV_QPS_SQD, IBV_QPS_RESET), Some((0, 0)));
+        assert_eq!(transition_rc(IBV_QPS_RTS, IBV_QPS_ERR), Some((0, 0)));
+        assert_eq!(transition_rc(IBV_QPS_SQD, IBV_QPS_RESET), Some((0, 0)));
     }
 }

@@ -23,6 +23,9 @@ fn wire_op(opcode: ibv_wr_opcode) -> Option<Op> {
 /// `wr.sg_list` must hold `wr.num_sge` entries.
 pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<(Op, u32), c_int> {
     let op = wire_op(wr.opcode).ok_or(libc::EINVAL)?;
+    if !g.reliable() && !matches!(op, Op::Send | Op::SendImm | Op::Write | Op::WriteImm) {
+        return Err(libc::EINVAL);
+    }
     if wr.num_sge < 0 || wr.num_sge as u32 > g.sq.max_sge as u32 {
         return Err(libc::EINVAL);
     }
