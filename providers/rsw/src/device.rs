@@ -86,6 +86,11 @@ impl DeviceInfo {
     pub fn active_mtu(&self) -> ibv_mtu {
         mtu_enum(self.if_mtu)
     }
+
+    /// The active MTU in bytes: the largest UD message.
+    pub fn mtu_bytes(&self) -> u32 {
+        128 << self.active_mtu()
+    }
 }
 
 /// Largest InfiniBand MTU that fits in an interface MTU once IP and TCP

@@ -32,6 +32,14 @@ pub fn canon_gid(g: &[u8; 16]) -> [u8; 16] {
     }
 }
 
+/// A multicast group address: IPv6 `ff00::/8` or IPv4 `224.0.0.0/4`.
+pub fn is_multicast(g: &[u8; 16]) -> bool {
+    match gid_as_ipv4(&canon_gid(g)) {
+        Some(v4) => v4[0] & 0xf0 == 0xe0,
+        None => g[0] == 0xff,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +57,18 @@ mod tests {
         assert_eq!(canon_gid(&loopback6), loopback6);
         assert_eq!(canon_gid(&[0; 16]), [0; 16]);
         assert_eq!(gid_as_ipv4(&loopback6), None);
+    }
+
+    #[test]
+    fn multicast_groups() {
+        assert!(is_multicast(&ipv4_mapped([239, 1, 2, 3])));
+        assert!(is_multicast(&ipv4_mapped([224, 0, 0, 1])));
+        assert!(!is_multicast(&ipv4_mapped([127, 0, 0, 1])));
+        let mut g = [0u8; 16];
+        g[0] = 0xff;
+        g[1] = 0x0e;
+        assert!(is_multicast(&g));
+        g[0] = 0xfe;
+        assert!(!is_multicast(&g));
     }
 }

@@ -16,8 +16,10 @@
 //! format), `gid`, `handles` (the handle table type), `guard` (fault-safe
 //! access to application memory) and `util`.
 
+pub mod ah;
 pub mod channel;
 pub mod context;
+pub mod datagram;
 pub mod cq;
 pub mod device;
 pub mod gid;
@@ -75,8 +77,8 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     modify_qp: Some(qp::modify_qp),
     query_qp: Some(qp::query_qp),
     destroy_qp: Some(qp::destroy_qp),
-    create_ah: None,
-    destroy_ah: None,
+    create_ah: Some(ah::create_ah),
+    destroy_ah: Some(ah::destroy_ah),
     attach_mcast: None,
     detach_mcast: None,
     get_async_event: Some(context::get_async_event),
@@ -127,6 +129,9 @@ unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_con
         Some(ObjectKind::Mr) => mr::MRS.get(obj),
         Some(ObjectKind::Cq) => cq::CQS.get(obj),
         Some(ObjectKind::CompChannel) => channel::CHANNELS.get(obj),
+        Some(ObjectKind::Ah) => ah::AHS
+            .get(obj)
+            .map(|a| handles::Ctx(a.ctx_ptr())),
         Some(ObjectKind::Srq) => srq::SRQS
             .get(obj)
             // SAFETY: the SRQ is live (we hold a reference); its public

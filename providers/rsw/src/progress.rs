@@ -34,6 +34,10 @@ pub enum Kind {
     /// over time, so an event for a connection closed meanwhile (still in
     /// the batch epoll returned) never reaches its slot's next occupant.
     Pending(usize),
+    /// A UD QP's datagram socket.
+    Datagram,
+    /// The socket of one of a UD QP's multicast groups, by its id.
+    Group(usize),
 }
 
 const TOK_EVENTFD: u64 = u64::MAX;
@@ -46,18 +50,22 @@ pub fn token(serial: u64, kind: Kind) -> u64 {
         Kind::Incoming => (1, 0),
         Kind::Outgoing => (2, 0),
         Kind::Pending(s) => (3, s as u64),
+        Kind::Datagram => (4, 0),
+        Kind::Group(id) => (5, id as u64),
     };
-    (serial << 16) | (slot << 2) | k
+    (serial << 20) | (slot << 3) | k
 }
 
 fn untoken(t: u64) -> (u64, Kind) {
-    let kind = match t & 3 {
+    let kind = match t & 7 {
         0 => Kind::Listener,
         1 => Kind::Incoming,
         2 => Kind::Outgoing,
-        _ => Kind::Pending(((t >> 2) & (MAX_PENDING_SLOTS as u64 - 1)) as usize),
+        4 => Kind::Datagram,
+        5 => Kind::Group(((t >> 3) & (MAX_PENDING_SLOTS as u64 - 1)) as usize),
+        _ => Kind::Pending(((t >> 3) & (MAX_PENDING_SLOTS as u64 - 1)) as usize),
     };
-    (t >> 16, kind)
+    (t >> 20, kind)
 }
 
 #[derive(Default)]
@@ -362,6 +370,9 @@ mod tests {
             Kind::Outgoing,
             Kind::Pending(0),
             Kind::Pending(1234),
+            Kind::Pending(MAX_PENDING_SLOTS - 1),
+            Kind::Datagram,
+            Kind::Group(77),
         ] {
             let t = token(987_654_321, kind);
             assert_eq!(untoken(t), (987_654_321, kind));

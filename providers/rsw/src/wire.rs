@@ -269,6 +269,70 @@ impl Hello {
     }
 }
 
+/// Size of the header in front of every UD datagram's payload.
+pub const DGRAM_HDR_LEN: usize = 24;
+/// First four bytes of a UD datagram.
+pub const DGRAM_MAGIC: u32 = u32::from_le_bytes(*b"RSWD");
+
+/// The header of a UD datagram (one UDP datagram per message; the payload
+/// follows it). The sender's address is the datagram's source address, so
+/// it is not repeated here.
+///
+/// | off | size | field                                   |
+/// |-----|------|-----------------------------------------|
+/// | 0   | 4    | [`DGRAM_MAGIC`]                         |
+/// | 4   | 1    | opcode ([`Op::Send`] or [`Op::SendImm`]) |
+/// | 5   | 1    | flags ([`FLAG_SOLICITED`], [`FLAG_IMM`]) |
+/// | 6   | 2    | protocol version                        |
+/// | 8   | 4    | source QPN                              |
+/// | 12  | 4    | destination QPN (0xffffff: multicast)   |
+/// | 16  | 4    | Q_Key                                   |
+/// | 20  | 4    | immediate data (raw bits)               |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DgramHeader {
+    pub op: Op,
+    pub flags: u8,
+    pub src_qpn: u32,
+    pub dst_qpn: u32,
+    pub qkey: u32,
+    pub imm: u32,
+}
+
+impl DgramHeader {
+    pub fn encode(&self, out: &mut [u8; DGRAM_HDR_LEN]) {
+        out[0..4].copy_from_slice(&DGRAM_MAGIC.to_le_bytes());
+        out[4] = self.op as u8;
+        out[5] = self.flags;
+        out[6..8].copy_from_slice(&PROTO_VERSION.to_le_bytes());
+        out[8..12].copy_from_slice(&self.src_qpn.to_le_bytes());
+        out[12..16].copy_from_slice(&self.dst_qpn.to_le_bytes());
+        out[16..20].copy_from_slice(&self.qkey.to_le_bytes());
+        out[20..24].copy_from_slice(&self.imm.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8; DGRAM_HDR_LEN]) -> Result<DgramHeader, WireError> {
+        if le32(&b[0..4]) != DGRAM_MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        let version = u16::from_le_bytes([b[6], b[7]]);
+        if version != PROTO_VERSION {
+            return Err(WireError::BadVersion(version));
+        }
+        let op = match Op::from_u8(b[4]) {
+            Some(op @ (Op::Send | Op::SendImm)) => op,
+            _ => return Err(WireError::BadOpcode(b[4])),
+        };
+        Ok(DgramHeader {
+            op,
+            flags: b[5],
+            src_qpn: le32(&b[8..12]),
+            dst_qpn: le32(&b[12..16]),
+            qkey: le32(&b[16..20]),
+            imm: le32(&b[20..24]),
+        })
+    }
+}
+
 fn le32(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
@@ -599,5 +663,32 @@ mod tests {
             }
             assert!(n > 50_000, "only {n} inputs");
         }
+    }
+
+    #[test]
+    fn dgram_header_round_trip_and_rejects() {
+        let h = DgramHeader {
+            op: Op::SendImm,
+            flags: FLAG_IMM | FLAG_SOLICITED,
+            src_qpn: 0x12345,
+            dst_qpn: 0xff_ffff,
+            qkey: 0x1111_2222,
+            imm: 0xdead_beef,
+        };
+        let mut b = [0u8; DGRAM_HDR_LEN];
+        h.encode(&mut b);
+        assert_eq!(DgramHeader::decode(&b), Ok(h));
+        let mut bad = b;
+        bad[4] = Op::Write as u8;
+        assert_eq!(
+            DgramHeader::decode(&bad),
+            Err(WireError::BadOpcode(Op::Write as u8))
+        );
+        bad = b;
+        bad[0] ^= 1;
+        assert_eq!(DgramHeader::decode(&bad), Err(WireError::BadMagic));
+        bad = b;
+        bad[6] = 9;
+        assert_eq!(DgramHeader::decode(&bad), Err(WireError::BadVersion(9)));
     }
 }

@@ -1,6 +1,7 @@
 //! Creating and destroying QPs.
 
 use super::*;
+use crate::datagram::Dgram;
 use crate::srq::SRQS;
 
 const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
@@ -16,6 +17,9 @@ const UC_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_SEND_WITH_IMM) as u64;
+
+/// What UD can carry: sends only.
+const UD_SEND_OPS: u64 = (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM) as u64;
 
 fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, c_int> {
     let known = IBV_QP_INIT_ATTR_PD
@@ -49,15 +53,16 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         None
     };
     // UD, XRC and raw packet QPs are not implemented yet.
-    if !matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC) {
+    if !matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD) {
         return Err(libc::EOPNOTSUPP);
     }
-    if a.qp_type == IBV_QPT_UC {
-        if let Some(ops) = send_ops {
-            if ops & !UC_SEND_OPS != 0 {
-                return Err(libc::EOPNOTSUPP);
-            }
-        }
+    let allowed_ops = match a.qp_type {
+        IBV_QPT_UC => UC_SEND_OPS,
+        IBV_QPT_UD => UD_SEND_OPS,
+        _ => SUPPORTED_SEND_OPS,
+    };
+    if send_ops.is_some_and(|ops| ops & !allowed_ops != 0) {
+        return Err(libc::EOPNOTSUPP);
     }
     if !PDS.contains(a.pd) || !CQS.contains(a.send_cq) || !CQS.contains(a.recv_cq) {
         return Err(libc::EINVAL);
@@ -86,7 +91,16 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         max_inline_data: c.max_inline_data.max(MIN_INLINE),
     };
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
-    let (listener, qpn) = Listener::open().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::ENOMEM);
+    // A connected QP's number is its listener's port; a UD QP's, its
+    // datagram socket's.
+    let (listener, dgram, qpn) = if a.qp_type == IBV_QPT_UD {
+        let (d, qpn) = Dgram::open().map_err(errno)?;
+        (None, Some(d), qpn)
+    } else {
+        let (l, qpn) = Listener::open().map_err(errno)?;
+        (Some(l), None, qpn)
+    };
 
     // SAFETY: context, pd and the CQs come from this provider.
     let (ctx, pd, send_cq, recv_cq) = unsafe {
@@ -112,7 +126,11 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     if send_ops.is_some() {
         crate::qp_ex::fill_ops(&mut ibv);
     }
-    let listen_fd = listener.fd();
+    let (watch_fd, watch_kind) = match (&listener, &dgram) {
+        (Some(l), _) => (l.fd(), Kind::Listener),
+        (None, Some(d)) => (d.fd(), Kind::Datagram),
+        (None, None) => return Err(libc::EINVAL),
+    };
     let qp = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
         serial,
@@ -136,7 +154,10 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             rq: RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize),
             recv: RecvWqe::EMPTY,
             claimed: false,
-            listener: Some(listener),
+            listener,
+            dgram,
+            mcast: Vec::new(),
+            mcast_seq: 0,
             out: None,
             inc: None,
             pending: Vec::new(),
@@ -168,8 +189,8 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     });
     eng.register_qp(serial, &qp);
     if let Err(e) = eng.add(
-        listen_fd,
-        crate::progress::token(serial, Kind::Listener),
+        watch_fd,
+        crate::progress::token(serial, watch_kind),
         libc::EPOLLIN as u32,
     ) {
         eng.unregister_qp(serial);
@@ -233,6 +254,8 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         g.inc = None;
         g.pending.clear();
         g.listener = None;
+        g.dgram = None;
+        g.mcast.clear();
     }
     q.ctx.async_q.purge(qp as usize);
     q.async_events.wait_all_acked();

@@ -22,7 +22,7 @@ pub(crate) use create::{create_qp_ex, destroy_qp};
 pub(crate) use modify::{modify_qp, query_qp};
 pub use post::{check_send_wr, post_send_batch};
 pub(crate) use post::{post_recv, post_send};
-pub use wq::{RecvQueue, RecvWqe, SendQueue, SendWqe, NO_SGE};
+pub use wq::{RecvQueue, RecvWqe, SendQueue, SendWqe, UdDest, NO_SGE};
 
 use std::cell::UnsafeCell;
 use std::os::raw::c_int;
@@ -35,6 +35,7 @@ use verbs_abi::*;
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::cq::CQS;
 use crate::cq::{Cq, Cqe, Producer};
+use crate::datagram::{self, Dgram, Group};
 use crate::device::{MAX_INLINE, MAX_MSG_SZ, MAX_QP_WR, MAX_RD_ATOM, MAX_SGE, MIN_INLINE};
 use crate::handles::Handles;
 use crate::pd::Pd;
@@ -67,6 +68,11 @@ pub struct QpInner {
     pub recv: RecvWqe,
     pub claimed: bool,
     pub listener: Option<Listener>,
+    /// UD: the QP's datagram socket and the multicast groups it joined.
+    pub dgram: Option<Dgram>,
+    pub mcast: Vec<Group>,
+    /// Counts multicast attachments, for their ids.
+    pub mcast_seq: usize,
     pub out: Option<OutConn>,
     pub inc: Option<InConn>,
     pub pending: Vec<Option<PendingConn>>,
@@ -348,6 +354,8 @@ impl Target for Qp {
         // must end the connection here or they would fire forever.
         let dead = events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
         match kind {
+            Kind::Datagram => datagram::on_event(self, &mut g, events),
+            Kind::Group(id) => datagram::receive_group(self, &mut g, id),
             Kind::Listener => responder::on_listener(self, &mut g),
             Kind::Pending(id) => match responder::pending_slot(&g, id) {
                 Some(slot) if dead => g.pending[slot] = None,
@@ -375,6 +383,11 @@ impl Target for Qp {
             return;
         }
         self.check_cq_overrun(&mut g);
+        if g.dgram.is_some() {
+            datagram::pump(self, &mut g);
+            datagram::receive_all(self, &mut g);
+            return;
+        }
         responder::pump(self, &mut g);
         requester::pump(self, &mut g);
     }
@@ -397,6 +410,10 @@ impl Qp {
             return;
         };
         if g.destroyed {
+            return;
+        }
+        if g.dgram.is_some() {
+            datagram::receive_all(self, &mut g);
             return;
         }
         if g.inc.is_some() {

@@ -262,7 +262,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
         IBV_QPS_INIT => qp.set_state(&mut g, IBV_QPS_INIT),
         IBV_QPS_RTR => {
             qp.set_state(&mut g, IBV_QPS_RTR);
-            if cur == IBV_QPS_INIT {
+            if cur == IBV_QPS_INIT && g.dgram.is_none() {
                 if let Err(e) = to_rtr(qp, &mut g) {
                     // No socket for the connection: the modify fails and
                     // the QP stays in INIT, as a failed command leaves it.
@@ -277,8 +277,12 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
         IBV_QPS_RTS => {
             qp.set_state(&mut g, IBV_QPS_RTS);
             g.sqd_notify = false;
-            requester::apply_timeouts(&g);
-            requester::pump(qp, &mut g);
+            if g.dgram.is_some() {
+                crate::datagram::pump(qp, &mut g);
+            } else {
+                requester::apply_timeouts(&g);
+                requester::pump(qp, &mut g);
+            }
         }
         IBV_QPS_SQD => {
             qp.set_state(&mut g, IBV_QPS_SQD);

@@ -16,15 +16,47 @@ fn wire_op(opcode: ibv_wr_opcode) -> Option<Op> {
     })
 }
 
-/// Checks one send WR against the QP's limits; returns its opcode and
-/// message length.
+/// A send WR as checked: its opcode, message length and, for UD, its
+/// destination.
+pub struct Checked {
+    pub op: Op,
+    pub len: u32,
+    pub ud: UdDest,
+}
+
+/// Q_Keys with the high bit set are "controlled": the sender's own Q_Key
+/// is used instead (IB spec, Q_Key rules).
+const CONTROLLED_QKEY: u32 = 0x8000_0000;
+
+/// Checks one send WR against the QP's limits.
 ///
 /// # Safety
 /// `wr.sg_list` must hold `wr.num_sge` entries.
-pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<(Op, u32), c_int> {
+pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_int> {
     let op = wire_op(wr.opcode).ok_or(libc::EINVAL)?;
-    if !g.reliable() && !matches!(op, Op::Send | Op::SendImm | Op::Write | Op::WriteImm) {
+    let allowed = match g.qp_type {
+        IBV_QPT_UD => matches!(op, Op::Send | Op::SendImm),
+        IBV_QPT_UC => matches!(op, Op::Send | Op::SendImm | Op::Write | Op::WriteImm),
+        _ => true,
+    };
+    if !allowed {
         return Err(libc::EINVAL);
+    }
+    let mut ud = UdDest::default();
+    if g.qp_type == IBV_QPT_UD {
+        // SAFETY: the UD member is the one a UD QP's WRs fill in.
+        let u = unsafe { wr.wr.ud };
+        let ah = crate::ah::Ah::lookup(u.ah).ok_or(libc::EINVAL)?;
+        ud = UdDest {
+            dgid: ah.dgid,
+            sgid: ah.sgid,
+            qpn: u.remote_qpn & 0xff_ffff,
+            qkey: if u.remote_qkey & CONTROLLED_QKEY != 0 {
+                g.attr.qkey
+            } else {
+                u.remote_qkey
+            },
+        };
     }
     if wr.num_sge < 0 || wr.num_sge as u32 > g.sq.max_sge as u32 {
         return Err(libc::EINVAL);
@@ -39,28 +71,30 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<(Op, u32), 
     if total > MAX_MSG_SZ as u64 {
         return Err(libc::EINVAL);
     }
-    match op {
+    let len = match op {
         Op::CmpSwap | Op::FetchAdd => {
             if sges.len() != 1 || sges[0].length < 8 {
                 return Err(libc::EINVAL);
             }
-            Ok((op, 8))
+            8
         }
-        Op::ReadReq => Ok((op, total as u32)),
+        Op::ReadReq => total as u32,
         _ => {
             if wr.send_flags & IBV_SEND_INLINE != 0 && total > g.sq.max_inline as u64 {
                 return Err(libc::EINVAL);
             }
-            Ok((op, total as u32))
+            total as u32
         }
-    }
+    };
+    Ok(Checked { op, len, ud })
 }
 
 /// Queues one checked WR (the queue has room).
 ///
 /// # Safety
 /// As [`check_send_wr`]; for inline WRs the SGE addresses must be readable.
-unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, op: Op, len: u32) -> u64 {
+unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, c: &Checked) -> u64 {
+    let (op, len) = (c.op, c.len);
     let seq = g.sq.next_seq();
     let inline = wr.send_flags & IBV_SEND_INLINE != 0 && op.request_has_payload();
     // SAFETY: union members are read according to the opcode.
@@ -123,6 +157,7 @@ unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, op: Op, len: u32) -> u
         inline,
         msn: 0,
         local_err: 0,
+        ud: c.ud,
     };
     g.sq.commit();
     seq
@@ -147,7 +182,7 @@ unsafe fn post_locked(
             break;
         }
         // SAFETY: the caller's WR describes its own SGE array.
-        let (op, len) = match unsafe { check_send_wr(g, w) } {
+        let checked = match unsafe { check_send_wr(g, w) } {
             Ok(v) => v,
             Err(e) => {
                 rc = e;
@@ -159,7 +194,7 @@ unsafe fn post_locked(
             break;
         }
         // SAFETY: checked above.
-        let seq = unsafe { enqueue_send(g, w, op, len) };
+        let seq = unsafe { enqueue_send(g, w, &checked) };
         if g.state == IBV_QPS_ERR {
             // Like hardware providers: accepted, then flushed at once.
             let wq = *g.sq.wqe(seq);
@@ -172,7 +207,11 @@ unsafe fn post_locked(
         // SAFETY: out-pointer supplied by the caller.
         unsafe { *bad_wr = wr };
     }
-    requester::pump(qp, g);
+    if g.dgram.is_some() {
+        datagram::pump(qp, g);
+    } else {
+        requester::pump(qp, g);
+    }
     rc
 }
 

@@ -35,6 +35,17 @@ pub struct SendWqe {
     /// Non-zero when the WQE failed locally before transmission; it
     /// completes with this status once every earlier WQE has.
     pub local_err: ibv_wc_status,
+    /// UD: where the datagram goes (resolved from the AH at post time).
+    pub ud: UdDest,
+}
+
+/// A UD work request's destination.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UdDest {
+    pub dgid: [u8; 16],
+    pub sgid: [u8; 16],
+    pub qpn: u32,
+    pub qkey: u32,
 }
 
 impl SendWqe {
@@ -53,6 +64,12 @@ impl SendWqe {
         inline: false,
         msn: 0,
         local_err: 0,
+        ud: UdDest {
+            dgid: [0; 16],
+            sgid: [0; 16],
+            qpn: 0,
+            qkey: 0,
+        },
     };
 
     pub fn wc_opcode(&self) -> ibv_wc_opcode {

@@ -12,7 +12,9 @@
 //! be added as another variant of [`Listener`] and [`Conn`] without touching
 //! the protocol code.
 
+mod sock;
 pub mod tcp;
+pub mod udp;
 
 use std::io;
 use std::os::fd::RawFd;

@@ -10,48 +10,8 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::{canon_gid, Connecting, Endpoints, RemoteAddr};
-use crate::gid::{gid_as_ipv4, ipv4_mapped};
-
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn socket(family: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: plain socket creation; the result is checked.
-    let fd = cvt(unsafe {
-        libc::socket(
-            family,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })?;
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn setsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    v: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: passes a valid int of the advertised size.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &v as *const libc::c_int as *const libc::c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })
-    .map(|_| ())
-}
+use super::sock::{cvt, local_gid, setsockopt_int, sockaddr_for, sockaddr_gid, socket};
+use super::{Connecting, Endpoints, RemoteAddr};
 
 /// Small request/response messages must not wait for Nagle.
 fn tune(fd: RawFd) {
@@ -93,7 +53,7 @@ impl TcpListener {
     }
 
     fn bind6() -> io::Result<OwnedFd> {
-        let fd = socket(libc::AF_INET6)?;
+        let fd = socket(libc::AF_INET6, libc::SOCK_STREAM)?;
         setsockopt_int(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
         // SAFETY: all-zero is the IPv6 wildcard address, port 0.
         let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
@@ -110,7 +70,7 @@ impl TcpListener {
     }
 
     fn bind4() -> io::Result<OwnedFd> {
-        let fd = socket(libc::AF_INET)?;
+        let fd = socket(libc::AF_INET, libc::SOCK_STREAM)?;
         // SAFETY: all-zero is INADDR_ANY, port 0.
         let mut sa: libc::sockaddr_in = unsafe { zeroed() };
         sa.sin_family = libc::AF_INET as libc::sa_family_t;
@@ -162,57 +122,6 @@ impl TcpListener {
                 _ => return Err(e),
             }
         }
-    }
-}
-
-/// The address in a socket address as a GID (IPv4 as `::ffff:a.b.c.d`).
-fn sockaddr_gid(ss: &libc::sockaddr_storage) -> [u8; 16] {
-    match ss.ss_family as libc::c_int {
-        libc::AF_INET6 => {
-            // SAFETY: the family says a sockaddr_in6 was written.
-            let sa = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
-            canon_gid(&sa.sin6_addr.s6_addr)
-        }
-        libc::AF_INET => {
-            // SAFETY: the family says a sockaddr_in was written.
-            let sa = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-            ipv4_mapped(sa.sin_addr.s_addr.to_ne_bytes())
-        }
-        _ => [0; 16],
-    }
-}
-
-fn local_gid(fd: RawFd) -> io::Result<[u8; 16]> {
-    // SAFETY: storage is large enough for any socket address.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: ss/len describe a writable sockaddr buffer.
-    cvt(unsafe { libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) })?;
-    Ok(sockaddr_gid(&ss))
-}
-
-/// A socket address for `gid` and `port` (network order), with its length.
-fn sockaddr_for(gid: &[u8; 16], port: u16, ifindex: u32) -> (libc::sockaddr_storage, usize) {
-    // SAFETY: zeroed storage is a valid start for either family.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    if let Some(v4) = gid_as_ipv4(gid) {
-        // SAFETY: sockaddr_storage is larger than and aligned for
-        // sockaddr_in.
-        let sa = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_port = port;
-        sa.sin_addr.s_addr = u32::from_ne_bytes(v4);
-        (ss, size_of::<libc::sockaddr_in>())
-    } else {
-        // SAFETY: as above, for sockaddr_in6.
-        let sa = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
-        sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-        sa.sin6_port = port;
-        sa.sin6_addr.s6_addr = *gid;
-        if gid[0] == 0xfe && gid[1] & 0xc0 == 0x80 {
-            sa.sin6_scope_id = ifindex;
-        }
-        (ss, size_of::<libc::sockaddr_in6>())
     }
 }
 
@@ -268,7 +177,7 @@ impl TcpConn {
         }
         let (ss, len) = sockaddr_for(&remote.gid, (remote.qpn as u16).to_be(), remote.ifindex);
         let family = ss.ss_family as libc::c_int;
-        let fd = socket(family).map_err(ConnectError::Local)?;
+        let fd = socket(family, libc::SOCK_STREAM).map_err(ConnectError::Local)?;
         tune(fd.as_raw_fd());
         // Bind the source only when it is of the peer's family; a mixed
         // pair (IPv4 GID to IPv6 GID) cannot talk and fails at connect.
