@@ -1,24 +1,26 @@
 #!/bin/bash
 # Debian's pingpong programs for the other queue-pair kinds, between two
 # processes over the loopback device: ibv_srq_pingpong (16 QPs on one
-# shared receive queue per side) and ibv_uc_pingpong (unreliable
-# connected). Each pair must report the transfer; -c
+# shared receive queue per side), ibv_uc_pingpong (unreliable connected)
+# and ibv_ud_pingpong (datagrams, with and without a GRH in the AH). Each pair must report the transfer; -c
 # makes the programs check the payload.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 
 dev=rsw_lo
 host=127.0.0.1
+# GID index option; empty: LID-only addressing (no GRH in the AH).
+gid="-g 0"
 
 # pingpong PROGRAM NAME ARGS...
 pingpong() {
     prog=$1 name=$2; shift 2
     port=$(free_port)
-    timeout 60 "$prog" -d "$dev" -g 0 -p "$port" "$@" > "$work/$name.srv" 2>&1 &
+    timeout 60 "$prog" -d "$dev" $gid -p "$port" "$@" > "$work/$name.srv" 2>&1 &
     srv=$!
     bg_pids="$bg_pids $srv"
     wait_listen "$port"
-    timeout 60 "$prog" -d "$dev" -g 0 -p "$port" "$@" "$host" > "$work/$name.cli" 2>&1
+    timeout 60 "$prog" -d "$dev" $gid -p "$port" "$@" "$host" > "$work/$name.cli" 2>&1
     crc=$?
     wait "$srv"; src=$?
     if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
@@ -39,3 +41,8 @@ pingpong ibv_srq_pingpong srq_big -s 65536 -n 100
 pingpong ibv_uc_pingpong uc_default -c
 pingpong ibv_uc_pingpong uc_events -e -c
 pingpong ibv_uc_pingpong uc_big -s 65536 -n 200 -c
+pingpong ibv_ud_pingpong ud_default -c
+pingpong ibv_ud_pingpong ud_events -e -c
+pingpong ibv_ud_pingpong ud_mtu -s 4096 -c -n 300
+gid="" pingpong ibv_ud_pingpong ud_no_grh -c
+gid="" pingpong ibv_uc_pingpong uc_no_grh -c

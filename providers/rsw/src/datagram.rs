@@ -222,13 +222,7 @@ fn send_one(qp: &Qp, g: &QpInner, seq: u64) -> std::io::Result<usize> {
     // SAFETY: the iovecs cover our header, the WQE's inline copy, or
     // registered memory checked under the MR table lock (held).
     unsafe {
-        d.ep.send_to(
-            &w.ud.dgid,
-            port,
-            qp.ctx.dev.ifindex,
-            &w.ud.sgid,
-            &v[..n],
-        )
+        d.ep.send_to(&w.ud.dgid, port, qp.ctx.dev.ifindex, &w.ud.sgid, &v[..n])
     }
 }
 
@@ -466,7 +460,11 @@ mod tests {
 
     #[test]
     fn grh_ipv4_has_a_valid_header_in_its_tail() {
-        let b = grh_bytes(&ipv4_mapped([10, 0, 0, 1]), &ipv4_mapped([10, 0, 0, 2]), 100);
+        let b = grh_bytes(
+            &ipv4_mapped([10, 0, 0, 1]),
+            &ipv4_mapped([10, 0, 0, 2]),
+            100,
+        );
         assert_eq!(&b[..20], &[0; 20]);
         let h = &b[20..];
         assert_eq!(h[0], 0x45);

@@ -19,8 +19,8 @@
 pub mod ah;
 pub mod channel;
 pub mod context;
-pub mod datagram;
 pub mod cq;
+pub mod datagram;
 pub mod device;
 pub mod gid;
 pub mod guard;
@@ -79,8 +79,8 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     destroy_qp: Some(qp::destroy_qp),
     create_ah: Some(ah::create_ah),
     destroy_ah: Some(ah::destroy_ah),
-    attach_mcast: None,
-    detach_mcast: None,
+    attach_mcast: Some(qp::attach_mcast),
+    detach_mcast: Some(qp::detach_mcast),
     get_async_event: Some(context::get_async_event),
     ack_async_event: Some(ack_async_event),
     object_context: Some(object_context),
@@ -129,9 +129,7 @@ unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_con
         Some(ObjectKind::Mr) => mr::MRS.get(obj),
         Some(ObjectKind::Cq) => cq::CQS.get(obj),
         Some(ObjectKind::CompChannel) => channel::CHANNELS.get(obj),
-        Some(ObjectKind::Ah) => ah::AHS
-            .get(obj)
-            .map(|a| handles::Ctx(a.ctx_ptr())),
+        Some(ObjectKind::Ah) => ah::AHS.get(obj).map(|a| handles::Ctx(a.ctx_ptr())),
         Some(ObjectKind::Srq) => srq::SRQS
             .get(obj)
             // SAFETY: the SRQ is live (we hold a reference); its public

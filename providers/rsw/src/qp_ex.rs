@@ -335,9 +335,16 @@ unsafe extern "C" fn wr_send_tso(qp: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz:
     // SAFETY: called by the application on its QP.
     unsafe { unsupported(qp) };
 }
-unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, _ah: *mut ibv_ah, _qpn: u32, _qkey: u32) {
+unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
     // SAFETY: called by the application on its QP.
-    unsafe { unsupported(qp) };
+    let (b, _, _) = unsafe { parts(qp) };
+    if let Some((_, wr)) = b.last() {
+        wr.wr.ud = ibv_send_wr_ud {
+            ah,
+            remote_qpn: qpn,
+            remote_qkey: qkey,
+        };
+    }
 }
 unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, _srqn: u32) {
     // SAFETY: called by the application on its QP.

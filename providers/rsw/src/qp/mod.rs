@@ -14,11 +14,13 @@
 //! `responder` (their requests, our responses).
 
 mod create;
+mod mcast;
 mod modify;
 mod post;
 mod wq;
 
 pub(crate) use create::{create_qp_ex, destroy_qp};
+pub(crate) use mcast::{attach_mcast, detach_mcast};
 pub(crate) use modify::{modify_qp, query_qp};
 pub use post::{check_send_wr, post_send_batch};
 pub(crate) use post::{post_recv, post_send};
@@ -40,7 +42,7 @@ use crate::device::{MAX_INLINE, MAX_MSG_SZ, MAX_QP_WR, MAX_RD_ATOM, MAX_SGE, MIN
 use crate::handles::Handles;
 use crate::pd::Pd;
 use crate::pd::PDS;
-use crate::progress::{engine, Kind, Target};
+use crate::progress::{engine, token, Kind, Target};
 use crate::qp_ex::Builder;
 use crate::requester::{self, OutConn};
 use crate::responder::{self, InConn, PendingConn};

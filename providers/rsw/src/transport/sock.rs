@@ -18,13 +18,8 @@ pub(super) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 
 pub(super) fn socket(family: libc::c_int, ty: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: plain socket creation; the result is checked.
-    let fd = cvt(unsafe {
-        libc::socket(
-            family,
-            ty | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })?;
+    let fd =
+        cvt(unsafe { libc::socket(family, ty | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: fd is a fresh descriptor we own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -75,7 +70,11 @@ pub(super) fn local_gid(fd: RawFd) -> io::Result<[u8; 16]> {
 }
 
 /// A socket address for `gid` and `port` (network order), with its length.
-pub(super) fn sockaddr_for(gid: &[u8; 16], port: u16, ifindex: u32) -> (libc::sockaddr_storage, usize) {
+pub(super) fn sockaddr_for(
+    gid: &[u8; 16],
+    port: u16,
+    ifindex: u32,
+) -> (libc::sockaddr_storage, usize) {
     // SAFETY: zeroed storage is a valid start for either family.
     let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
     if let Some(v4) = gid_as_ipv4(gid) {

@@ -118,7 +118,12 @@ impl UdpEndpoint {
             let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
             let reserve = socket(family, libc::SOCK_STREAM)?;
             if v6 {
-                setsockopt_int(reserve.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+                setsockopt_int(
+                    reserve.as_raw_fd(),
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_V6ONLY,
+                    0,
+                )?;
             }
             match bind_any(reserve.as_raw_fd(), v6, port) {
                 Ok(()) => {
@@ -285,7 +290,11 @@ unsafe fn send_from(
     msg.msg_namelen = len as libc::socklen_t;
     msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
     msg.msg_iovlen = iov.len();
-    let oif = if crate::gid::is_multicast(dst) { ifindex } else { 0 };
+    let oif = if crate::gid::is_multicast(dst) {
+        ifindex
+    } else {
+        0
+    };
     if *src != [0; 16] {
         msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
         // SAFETY: CMSG_SPACE/CMSG_FIRSTHDR/CMSG_DATA compute offsets within
@@ -362,11 +371,13 @@ unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec]) -> io::Result<Datagram> {
         while !c.is_null() {
             match ((*c).cmsg_level, (*c).cmsg_type) {
                 (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
-                    let pi = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in6_pktinfo);
+                    let pi =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in6_pktinfo);
                     dst = crate::gid::canon_gid(&pi.ipi6_addr.s6_addr);
                 }
                 (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
-                    let pi = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
+                    let pi =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
                     dst = ipv4_mapped(pi.ipi_addr.s_addr.to_ne_bytes());
                 }
                 _ => {}

@@ -1,0 +1,551 @@
+/*
+ * Unreliable datagram QPs and address handles: the GRH in front of every
+ * payload (RoCE v2's IPv4 layout here), completions (byte_len, src_qp,
+ * imm, flags), building an AH from a completion and answering with it,
+ * Q_Key checks (a mismatch drops; a controlled Q_Key takes the sender's
+ * own), drops without a receive, the MTU limit, receive buffers that are
+ * too small, UD's modify rules, AH errors, the new post-send API, UD on an
+ * SRQ, and multicast: attach/detach with delivery to every member in this
+ * process and in another one.
+ */
+#include "common/verbs_util.c"
+
+#define QKEY 0x11111111u
+#define SLOT 4096
+
+struct udq {
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct vt_buf r;
+};
+
+struct udenv {
+	struct vt_env e;
+	struct vt_buf s;
+	struct ibv_ah *ah;	/* to this host's GID 0 */
+};
+
+static struct ibv_qp *ud_qp_on(struct vt_env *e, struct ibv_cq *cq,
+			       struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.srq = srq;
+	ia.cap.max_send_wr = 32;
+	ia.cap.max_recv_wr = srq ? 0 : 32;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = srq ? 0 : 2;
+	ia.qp_type = IBV_QPT_UD;
+	struct ibv_qp *qp = CHECK_PTR(ibv_create_qp(e->pd, &ia));
+	CHECK_EQ(qp->qp_type, IBV_QPT_UD);
+	return qp;
+}
+
+static void ud_to_rts(struct ibv_qp *qp, uint32_t qkey)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = VT_PORT;
+	a.qkey = qkey;
+	CHECK_OK(ibv_modify_qp(qp, &a,
+			       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_QKEY));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	CHECK_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+}
+
+static void udq_open(struct udenv *u, struct udq *q, uint32_t qkey)
+{
+	q->cq = CHECK_PTR(ibv_create_cq(u->e.ctx, 64, NULL, NULL, 0));
+	q->qp = ud_qp_on(&u->e, q->cq, NULL);
+	ud_to_rts(q->qp, qkey);
+	vt_buf_reg(&u->e, &q->r, 8 * SLOT, IBV_ACCESS_LOCAL_WRITE);
+}
+
+static struct ibv_ah *make_ah(struct vt_env *e, const union ibv_gid *dgid,
+			      int global)
+{
+	struct ibv_ah_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.is_global = global;
+	a.grh.dgid = *dgid;
+	a.grh.sgid_index = 0;
+	a.grh.hop_limit = 64;
+	a.port_num = VT_PORT;
+	return CHECK_PTR(ibv_create_ah(e->pd, &a));
+}
+
+static void udenv_open(struct udenv *u)
+{
+	memset(u, 0, sizeof(*u));
+	vt_env_open(&u->e);
+	vt_buf_reg(&u->e, &u->s, 8 * SLOT, IBV_ACCESS_LOCAL_WRITE);
+	vt_fill(u->s.p, 8 * SLOT, 5);
+	u->ah = make_ah(&u->e, &u->e.gid, 1);
+}
+
+static void post_ud_recv(struct udq *q, uint64_t id, unsigned slot,
+			 uint32_t len)
+{
+	vt_post_recv(q->qp, id, q->r.p + slot * SLOT, len, q->r.mr->lkey);
+}
+
+/* Sends `len` bytes from send slot `slot` to (ah, qpn, qkey). */
+static void ud_send(struct udenv *u, struct ibv_qp *from, struct ibv_ah *ah,
+		    uint32_t qpn, uint32_t qkey, uint64_t id, unsigned slot,
+		    uint32_t len, int imm)
+{
+	struct ibv_sge sge = vt_sge(u->s.p + slot * SLOT, len, u->s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(
+		id, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, &sge,
+		IBV_SEND_SIGNALED);
+
+	wr.imm_data = htonl(0x5eed0000 + id);
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = qkey;
+	vt_post_send(from, &wr);
+}
+
+static void expect_send_ok(struct ibv_cq *cq, uint64_t id)
+{
+	struct ibv_wc wc;
+
+	vt_poll(cq, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_SEND);
+	CHECK_EQ(wc.wr_id, id);
+}
+
+/* Checks a UD receive completion and the payload behind its GRH. */
+static void expect_ud_recv(struct udenv *u, struct udq *q, uint64_t id,
+			   unsigned rslot, unsigned sslot, uint32_t len,
+			   uint32_t src_qpn)
+{
+	struct ibv_wc wc;
+
+	vt_poll(q->cq, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK_EQ(wc.wr_id, id);
+	CHECK_EQ(wc.byte_len, len + 40);
+	CHECK_EQ(wc.src_qp, src_qpn);
+	CHECK_EQ(wc.qp_num, q->qp->qp_num);
+	CHECK(wc.wc_flags & IBV_WC_GRH);
+	CHECK_MEM(q->r.p + rslot * SLOT + 40, u->s.p + sslot * SLOT, len);
+}
+
+static void ud_send_recv_grh(void)
+{
+	struct udenv u;
+	struct udq a, b;
+	struct ibv_wc wc;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	post_ud_recv(&b, 1, 0, SLOT);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 10, 1, 100, 1);
+	expect_send_ok(a.cq, 10);
+	vt_poll(b.cq, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(wc.byte_len, 140);
+	CHECK_EQ(wc.src_qp, a.qp->qp_num);
+	CHECK_EQ(wc.qp_num, b.qp->qp_num);
+	CHECK_EQ(wc.wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM),
+		 IBV_WC_GRH | IBV_WC_WITH_IMM);
+	CHECK_EQ(ntohl(wc.imm_data), 0x5eed0000 + 10);
+	CHECK_EQ(wc.pkey_index, 0);
+	CHECK_MEM(b.r.p + 40, u.s.p + SLOT, 100);
+
+	/* RoCE v2 over IPv4: an IPv4 header in the GRH's last 20 bytes. */
+	const uint8_t *ip = b.r.p + 20;
+	CHECK_EQ(ip[0], 0x45);
+	CHECK_EQ(ip[9], 17);
+	const uint8_t lo[4] = { 127, 0, 0, 1 };
+	CHECK_MEM(ip + 12, lo, 4);
+	CHECK_MEM(ip + 16, lo, 4);
+
+	/* An AH built from the completion leads back to the sender. */
+	struct ibv_ah_attr aa;
+	memset(&aa, 0, sizeof(aa));
+	CHECK_OK(ibv_init_ah_from_wc(u.e.ctx, VT_PORT, &wc,
+				     (struct ibv_grh *)b.r.p, &aa));
+	CHECK_EQ(aa.is_global, 1);
+	CHECK_MEM(aa.grh.dgid.raw, u.e.gid.raw, 16);
+	struct ibv_ah *back = CHECK_PTR(ibv_create_ah_from_wc(
+		u.e.pd, &wc, (struct ibv_grh *)b.r.p, VT_PORT));
+	post_ud_recv(&a, 2, 3, SLOT);
+	ud_send(&u, b.qp, back, wc.src_qp, QKEY, 11, 2, 333, 0);
+	expect_send_ok(b.cq, 11);
+	expect_ud_recv(&u, &a, 2, 3, 2, 333, b.qp->qp_num);
+	CHECK_OK(ibv_destroy_ah(back));
+}
+
+/* A wrong Q_Key drops the datagram; a controlled one uses the sender's. */
+static void ud_qkey_rules(void)
+{
+	struct udenv u;
+	struct udq a, b;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	post_ud_recv(&b, 1, 0, SLOT);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY + 1, 20, 1, 64, 0);
+	expect_send_ok(a.cq, 20);
+	CHECK_NO_WC_FOR(b.cq, 100);
+	/* 0x80000000 set: the sending QP's own Q_Key (QKEY) goes out. */
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, 0x80000000u, 21, 2, 64, 0);
+	expect_send_ok(a.cq, 21);
+	expect_ud_recv(&u, &b, 1, 0, 2, 64, a.qp->qp_num);
+
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr ia;
+	CHECK_OK(ibv_query_qp(b.qp, &at, IBV_QP_QKEY, &ia));
+	CHECK_EQ(at.qkey, QKEY);
+	CHECK_EQ(ia.qp_type, IBV_QPT_UD);
+}
+
+/* No receive posted: dropped, never held for a later receive. */
+static void ud_no_receive_drops(void)
+{
+	struct udenv u;
+	struct udq a, b;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 30, 1, 64, 0);
+	expect_send_ok(a.cq, 30);
+	/*
+	 * Polling B's empty CQ makes B read its socket (ibv_poll_cq makes
+	 * progress), which drops the datagram: no receive is posted.
+	 */
+	CHECK_NO_WC_FOR(b.cq, 100);
+	post_ud_recv(&b, 9, 5, SLOT);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 31, 2, 64, 0);
+	expect_send_ok(a.cq, 31);
+	/* The completion is for the second datagram, not the first. */
+	expect_ud_recv(&u, &b, 9, 5, 2, 64, a.qp->qp_num);
+	CHECK_NO_WC_FOR(b.cq, 50);
+}
+
+/* Larger than the path MTU: a local length error and the QP fails. */
+static void ud_message_over_mtu(void)
+{
+	struct udenv u;
+	struct udq a, b;
+	struct ibv_port_attr pa;
+	struct ibv_wc wc;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	CHECK_OK(ibv_query_port(u.e.ctx, VT_PORT, &pa));
+	uint32_t mtu = 128u << pa.active_mtu;
+	CHECK(mtu <= 4096);
+	post_ud_recv(&b, 1, 0, SLOT * 2);
+	post_ud_recv(&b, 2, 2, SLOT * 2);
+	/* Exactly the MTU is fine. */
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 40, 0, mtu, 0);
+	expect_send_ok(a.cq, 40);
+	expect_ud_recv(&u, &b, 1, 0, 0, mtu, a.qp->qp_num);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 41, 0, mtu + 1, 0);
+	vt_poll(a.cq, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_LOC_LEN_ERR);
+	CHECK_EQ(wc.wr_id, 41);
+	CHECK_EQ(vt_qp_state(a.qp), IBV_QPS_ERR);
+	CHECK_NO_WC_FOR(b.cq, 50);
+}
+
+/* A receive too small for GRH + payload completes with LOC_LEN_ERR. */
+static void ud_receive_too_small(void)
+{
+	struct udenv u;
+	struct udq a, b;
+	struct ibv_wc wc;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	post_ud_recv(&b, 7, 0, 40 + 63);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 50, 1, 64, 0);
+	expect_send_ok(a.cq, 50);
+	vt_poll(b.cq, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_LOC_LEN_ERR);
+	CHECK_EQ(wc.wr_id, 7);
+}
+
+/* UD sends only; UD's own modify rules; AH argument checks. */
+static void ud_rules_and_ah_errors(void)
+{
+	struct udenv u;
+	struct udq a;
+	struct ibv_qp_attr at;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	struct ibv_sge sge = vt_sge(u.s.p, 8, u.s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(1, IBV_WR_RDMA_WRITE, &sge, 0);
+	struct ibv_send_wr *bad = NULL;
+	wr.wr.ud.ah = u.ah;
+	CHECK_RET(ibv_post_send(a.qp, &wr, &bad), EINVAL);
+	wr.opcode = IBV_WR_SEND;
+	wr.wr.ud.ah = NULL;
+	CHECK_RET(ibv_post_send(a.qp, &wr, &bad), EINVAL);
+
+	/* RESET -> INIT needs the Q_Key; RTR takes no path. */
+	struct ibv_qp *q = ud_qp_on(&u.e, a.cq, NULL);
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_INIT;
+	at.port_num = VT_PORT;
+	CHECK_RET(ibv_modify_qp(q, &at,
+				IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT),
+		  EINVAL);
+	at.qkey = 5;
+	CHECK_OK(ibv_modify_qp(q, &at,
+			       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_QKEY));
+	at.qp_state = IBV_QPS_RTR;
+	at.ah_attr.port_num = VT_PORT;
+	CHECK_RET(ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_AV), EINVAL);
+	CHECK_OK(ibv_destroy_qp(q));
+
+	struct ibv_ah_attr aa;
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.grh.dgid = u.e.gid;
+	aa.port_num = 2;
+	CHECK_NULL_ERRNO(ibv_create_ah(u.e.pd, &aa), EINVAL);
+	aa.port_num = VT_PORT;
+	aa.grh.sgid_index = 200;
+	CHECK_NULL_ERRNO(ibv_create_ah(u.e.pd, &aa), EINVAL);
+
+	/* A destroyed AH cannot be posted with. */
+	struct ibv_ah *ah = make_ah(&u.e, &u.e.gid, 1);
+	CHECK_OK(ibv_destroy_ah(ah));
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = a.qp->qp_num;
+	CHECK_RET(ibv_post_send(a.qp, &wr, &bad), EINVAL);
+	CHECK_CQ_EMPTY(a.cq);
+}
+
+/* An AH without a GRH (LID addressing) reaches this host. */
+static void ud_lid_only_ah(void)
+{
+	struct udenv u;
+	struct udq a, b;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	struct ibv_ah *ah = make_ah(&u.e, &u.e.gid, 0);
+	post_ud_recv(&b, 1, 0, SLOT);
+	ud_send(&u, a.qp, ah, b.qp->qp_num, QKEY, 60, 3, 512, 0);
+	expect_send_ok(a.cq, 60);
+	expect_ud_recv(&u, &b, 1, 0, 3, 512, a.qp->qp_num);
+}
+
+/* ibv_wr_set_ud_addr on an extended UD QP. */
+static void ud_new_post_api(void)
+{
+	struct udenv u;
+	struct udq b;
+	struct ibv_qp_init_attr_ex ax;
+
+	udenv_open(&u);
+	udq_open(&u, &b, QKEY);
+	struct ibv_cq *cq = CHECK_PTR(ibv_create_cq(u.e.ctx, 16, NULL, NULL, 0));
+	memset(&ax, 0, sizeof(ax));
+	ax.send_cq = cq;
+	ax.recv_cq = cq;
+	ax.cap.max_send_wr = 8;
+	ax.cap.max_recv_wr = 8;
+	ax.cap.max_send_sge = 1;
+	ax.cap.max_recv_sge = 1;
+	ax.qp_type = IBV_QPT_UD;
+	ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ax.pd = u.e.pd;
+	ax.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+	CHECK_NULL_ERRNO(ibv_create_qp_ex(u.e.ctx, &ax), EOPNOTSUPP);
+	ax.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	struct ibv_qp *qp = CHECK_PTR(ibv_create_qp_ex(u.e.ctx, &ax));
+	ud_to_rts(qp, QKEY);
+	struct ibv_qp_ex *qx = CHECK_PTR(ibv_qp_to_qp_ex(qp));
+	post_ud_recv(&b, 4, 1, SLOT);
+	ibv_wr_start(qx);
+	qx->wr_id = 70;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(qx, htonl(99));
+	ibv_wr_set_ud_addr(qx, u.ah, b.qp->qp_num, QKEY);
+	ibv_wr_set_sge(qx, u.s.mr->lkey, (uintptr_t)u.s.p + 4 * SLOT, 200);
+	CHECK_OK(ibv_wr_complete(qx));
+	expect_send_ok(cq, 70);
+	expect_ud_recv(&u, &b, 4, 1, 4, 200, qp->qp_num);
+}
+
+/* A UD QP on an SRQ. */
+static void ud_on_srq(void)
+{
+	struct udenv u;
+	struct udq a;
+	struct ibv_srq_init_attr si;
+	struct ibv_wc wc;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	memset(&si, 0, sizeof(si));
+	si.attr.max_wr = 8;
+	si.attr.max_sge = 1;
+	struct ibv_srq *srq = CHECK_PTR(ibv_create_srq(u.e.pd, &si));
+	struct ibv_cq *cq = CHECK_PTR(ibv_create_cq(u.e.ctx, 16, NULL, NULL, 0));
+	struct ibv_qp *q = ud_qp_on(&u.e, cq, srq);
+	ud_to_rts(q, QKEY);
+	struct vt_buf r;
+	vt_buf_reg(&u.e, &r, SLOT, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge sge = vt_sge(r.p, SLOT, r.mr->lkey);
+	struct ibv_recv_wr rw = { .wr_id = 88, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad = NULL;
+	CHECK_OK(ibv_post_srq_recv(srq, &rw, &bad));
+	ud_send(&u, a.qp, u.ah, q->qp_num, QKEY, 80, 6, 300, 0);
+	expect_send_ok(a.cq, 80);
+	vt_poll(cq, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK_EQ(wc.wr_id, 88);
+	CHECK_EQ(wc.byte_len, 340);
+	CHECK_EQ(wc.qp_num, q->qp_num);
+	CHECK_MEM(r.p + 40, u.s.p + 6 * SLOT, 300);
+}
+
+static union ibv_gid group_gid(uint8_t last)
+{
+	union ibv_gid g;
+
+	memset(&g, 0, sizeof(g));
+	g.raw[10] = 0xff;
+	g.raw[11] = 0xff;
+	g.raw[12] = 239;
+	g.raw[13] = 77;
+	g.raw[14] = (uint8_t)(getpid() & 0xff);
+	g.raw[15] = last;
+	return g;
+}
+
+/*
+ * Every attached QP gets its own copy; one that is not attached (or was
+ * detached) gets none. Attach rules: UD only, multicast GIDs only.
+ */
+static void ud_multicast_in_process(void)
+{
+	struct udenv u;
+	struct udq a, b, c, d;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	udq_open(&u, &c, QKEY);
+	udq_open(&u, &d, QKEY);
+	union ibv_gid grp = group_gid(1);
+	CHECK_OK(ibv_attach_mcast(b.qp, &grp, 0));
+	CHECK_OK(ibv_attach_mcast(c.qp, &grp, 0));
+	CHECK_RET(ibv_attach_mcast(b.qp, &u.e.gid, 0), EINVAL);
+	CHECK_RET(ibv_detach_mcast(d.qp, &grp, 0), EINVAL);
+	struct ibv_ah *mah = make_ah(&u.e, &grp, 1);
+	for (unsigned i = 0; i < 3; i++) {
+		post_ud_recv(&b, 100 + i, i, SLOT);
+		post_ud_recv(&c, 200 + i, i, SLOT);
+		post_ud_recv(&d, 300 + i, i, SLOT);
+	}
+	ud_send(&u, a.qp, mah, 0xffffff, QKEY, 90, 2, 256, 0);
+	expect_send_ok(a.cq, 90);
+	expect_ud_recv(&u, &b, 100, 0, 2, 256, a.qp->qp_num);
+	expect_ud_recv(&u, &c, 200, 0, 2, 256, a.qp->qp_num);
+	/* The GRH names the group as the destination. */
+	CHECK_MEM(b.r.p + 36, &grp.raw[12], 4);
+	CHECK_NO_WC_FOR(d.cq, 50);
+
+	CHECK_OK(ibv_detach_mcast(c.qp, &grp, 0));
+	ud_send(&u, a.qp, mah, 0xffffff, QKEY, 91, 3, 128, 0);
+	expect_send_ok(a.cq, 91);
+	expect_ud_recv(&u, &b, 101, 1, 3, 128, a.qp->qp_num);
+	CHECK_NO_WC_FOR(c.cq, 50);
+
+	/* A wrong Q_Key drops multicast too. */
+	ud_send(&u, a.qp, mah, 0xffffff, QKEY + 7, 92, 3, 128, 0);
+	expect_send_ok(a.cq, 92);
+	CHECK_NO_WC_FOR(b.cq, 50);
+
+	/* Not UD: EINVAL. */
+	struct vt_pair p;
+	vt_pair_create(&u.e, &p, NULL, 0);
+	CHECK_RET(ibv_attach_mcast(p.a, &grp, 0), EINVAL);
+}
+
+/* A member in another process receives what this one sends. */
+static void ud_multicast_other_process(void)
+{
+	union ibv_gid grp = group_gid(2);
+	int ready[2], done[2];
+
+	CHECK(pipe(ready) == 0 && pipe(done) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct udenv u;
+		struct udq b;
+
+		vt_alarm(VT_CASE_SECONDS, "multicast child");
+		udenv_open(&u);
+		udq_open(&u, &b, QKEY);
+		CHECK_OK(ibv_attach_mcast(b.qp, &grp, 0));
+		post_ud_recv(&b, 1, 0, SLOT);
+		uint32_t qpn = b.qp->qp_num;
+		vt_write_all(ready[1], &qpn, sizeof(qpn));
+		struct ibv_wc wc;
+		vt_poll(b.cq, &wc, 1);
+		CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+		CHECK_EQ(wc.byte_len, 40 + 777);
+		uint8_t want[777];
+		for (int i = 0; i < 777; i++)
+			want[i] = vt_pattern_byte(5, 5 * SLOT + i);
+		CHECK_MEM(b.r.p + 40, want, 777);
+		uint32_t src = wc.src_qp;
+		vt_write_all(done[1], &src, sizeof(src));
+		_exit(0);
+	}
+	struct udenv u;
+	struct udq a;
+	uint32_t qpn, src;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	vt_read_all(ready[0], &qpn, sizeof(qpn));
+	struct ibv_ah *mah = make_ah(&u.e, &grp, 1);
+	ud_send(&u, a.qp, mah, 0xffffff, QKEY, 95, 5, 777, 0);
+	expect_send_ok(a.cq, 95);
+	vt_read_all(done[0], &src, sizeof(src));
+	CHECK_EQ(src, a.qp->qp_num);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+}
+
+static const struct vt_case cases[] = {
+	VT_CASE(ud_send_recv_grh),	VT_CASE(ud_qkey_rules),
+	VT_CASE(ud_no_receive_drops),	VT_CASE(ud_message_over_mtu),
+	VT_CASE(ud_receive_too_small),	VT_CASE(ud_rules_and_ah_errors),
+	VT_CASE(ud_lid_only_ah),	VT_CASE(ud_new_post_api),
+	VT_CASE(ud_on_srq),		VT_CASE(ud_multicast_in_process),
+	VT_CASE(ud_multicast_other_process),
+};
+VT_MAIN(cases)
