@@ -485,6 +485,24 @@ static void ud_multicast_in_process(void)
 	expect_send_ok(a.cq, 92);
 	CHECK_NO_WC_FOR(b.cq, 50);
 
+	/* An IPv6 group works on the loopback device too. */
+	union ibv_gid g6;
+	memset(&g6, 0, sizeof(g6));
+	g6.raw[0] = 0xff;
+	g6.raw[1] = 0x0e;
+	g6.raw[14] = (uint8_t)getpid();
+	g6.raw[15] = 6;
+	CHECK_OK(ibv_attach_mcast(d.qp, &g6, 0));
+	struct ibv_ah *ah6 = make_ah(&u.e, &g6, 1);
+	ud_send(&u, a.qp, ah6, 0xffffff, QKEY, 93, 4, 64, 0);
+	expect_send_ok(a.cq, 93);
+	expect_ud_recv(&u, &d, 300, 0, 4, 64, a.qp->qp_num);
+	/* Its GRH is IPv6-shaped and names the group. */
+	CHECK_EQ(d.r.p[0] >> 4, 6);
+	CHECK_MEM(d.r.p + 24, g6.raw, 16);
+	/* Only d is in that group. */
+	CHECK_NO_WC_FOR(b.cq, 50);
+
 	/* Not UD: EINVAL. */
 	struct vt_pair p;
 	vt_pair_create(&u.e, &p, NULL, 0);

@@ -40,3 +40,17 @@ perf send_bw_sizes ib_send_bw -a -n 50
 perf write_bw_inline ib_write_bw -s 64 -I 64 -n 500
 perf send_lat_cm ib_send_lat -R -n 500
 perf write_bw_cm ib_write_bw -R -n 500
+# The other transports: UD and UC, and RC receiving through an SRQ.
+perf ud_send_lat ib_send_lat -c UD -n 500
+perf ud_send_bw ib_send_bw -c UD -n 500
+perf ud_send_bw_sizes ib_send_bw -c UD -a -n 50
+perf uc_send_lat ib_send_lat -c UC -n 500
+perf uc_send_bw ib_send_bw -c UC -n 500
+perf uc_write_lat ib_write_lat -c UC -n 200
+perf uc_write_bw ib_write_bw -c UC -n 500
+perf srq_send_bw ib_send_bw --use-srq -n 500
+perf srq_send_lat ib_send_lat --use-srq -n 500
+# Multicast (-g): perftest's default group is IPv6 (ff01::/16), so the
+# GID is the IPv6 one, ::1 (index 1).
+perf ud_mcast_send_bw ib_send_bw -c UD -g -n 500 -x 1
+perf ud_mcast_send_lat ib_send_lat -c UD -g -n 500 -x 1

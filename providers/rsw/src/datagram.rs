@@ -20,7 +20,7 @@ use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
 use crate::qp::{Qp, QpInner};
-use crate::transport::udp::{UdpEndpoint, MCAST_PORT};
+use crate::transport::udp::{wire_group, UdpEndpoint, MCAST_PORT};
 use crate::transport::MAX_IOV;
 use crate::util::iov;
 use crate::wire::{DgramHeader, Op, DGRAM_HDR_LEN, FLAG_IMM, FLAG_SOLICITED};
@@ -181,6 +181,7 @@ fn send_one(qp: &Qp, g: &QpInner, seq: u64) -> std::io::Result<usize> {
     if w.solicited {
         flags |= FLAG_SOLICITED;
     }
+    let mcast = crate::gid::is_multicast(&w.ud.dgid);
     DgramHeader {
         op: w.op,
         flags,
@@ -188,6 +189,7 @@ fn send_one(qp: &Qp, g: &QpInner, seq: u64) -> std::io::Result<usize> {
         dst_qpn: w.ud.qpn,
         qkey: w.ud.qkey,
         imm: w.imm,
+        group: if mcast { w.ud.dgid } else { [0; 16] },
     }
     .encode(&mut hdr);
     let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
@@ -214,15 +216,16 @@ fn send_one(qp: &Qp, g: &QpInner, seq: u64) -> std::io::Result<usize> {
         }
     }
     // Multicast goes to the groups' port, where every member listens.
-    let port = if crate::gid::is_multicast(&w.ud.dgid) {
-        MCAST_PORT as u32
+    let (dest, port) = if mcast {
+        let loopback = qp.ctx.dev.is_loopback();
+        (wire_group(&w.ud.dgid, loopback), MCAST_PORT as u32)
     } else {
-        w.ud.qpn
+        (w.ud.dgid, w.ud.qpn)
     };
     // SAFETY: the iovecs cover our header, the WQE's inline copy, or
     // registered memory checked under the MR table lock (held).
     unsafe {
-        d.ep.send_to(&w.ud.dgid, port, qp.ctx.dev.ifindex, &w.ud.sgid, &v[..n])
+        d.ep.send_to(&dest, port, qp.ctx.dev.ifindex, &w.ud.sgid, &v[..n])
     }
 }
 
@@ -334,9 +337,9 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     let Ok(h) = DgramHeader::decode(&hdr) else {
         return Rx::Next;
     };
-    let for_us = match group {
+    let for_us = match group.and_then(|i| g.mcast.get(i)) {
         None => h.dst_qpn == qp.qpn,
-        Some(_) => h.dst_qpn == MULTICAST_QPN,
+        Some(m) => h.dst_qpn == MULTICAST_QPN && h.group == m.gid,
     };
     // A Q_Key that does not match drops the datagram (IB spec, Q_Key
     // violation: silently discarded).
@@ -350,7 +353,9 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     }
     // The GRH area: written after the payload, from the datagram's
     // addresses (a failure here means the buffer vanished meanwhile).
-    let grh = grh_bytes(&d.src, &d.dst, payload);
+    // A multicast datagram's destination is its group.
+    let dst = if group.is_some() { h.group } else { d.dst };
+    let grh = grh_bytes(&d.src, &dst, payload);
     if write_grh(g, &grh).is_err() {
         fail_recv(qp, g, IBV_WC_LOC_PROT_ERR);
         return Rx::Next;

@@ -87,6 +87,11 @@ impl DeviceInfo {
         mtu_enum(self.if_mtu)
     }
 
+    /// The loopback interface: this host only.
+    pub fn is_loopback(&self) -> bool {
+        self.ifname == "lo"
+    }
+
     /// The active MTU in bytes: the largest UD message.
     pub fn mtu_bytes(&self) -> u32 {
         128 << self.active_mtu()

@@ -270,7 +270,7 @@ impl Hello {
 }
 
 /// Size of the header in front of every UD datagram's payload.
-pub const DGRAM_HDR_LEN: usize = 24;
+pub const DGRAM_HDR_LEN: usize = 40;
 /// First four bytes of a UD datagram.
 pub const DGRAM_MAGIC: u32 = u32::from_le_bytes(*b"RSWD");
 
@@ -288,6 +288,10 @@ pub const DGRAM_MAGIC: u32 = u32::from_le_bytes(*b"RSWD");
 /// | 12  | 4    | destination QPN (0xffffff: multicast)   |
 /// | 16  | 4    | Q_Key                                   |
 /// | 20  | 4    | immediate data (raw bits)               |
+/// | 24  | 16   | multicast group addressed (GID), or 0   |
+///
+/// The group is carried because the datagram's destination address is not
+/// always the group itself (see `transport::udp::wire_group`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DgramHeader {
     pub op: Op,
@@ -296,6 +300,7 @@ pub struct DgramHeader {
     pub dst_qpn: u32,
     pub qkey: u32,
     pub imm: u32,
+    pub group: [u8; 16],
 }
 
 impl DgramHeader {
@@ -308,6 +313,7 @@ impl DgramHeader {
         out[12..16].copy_from_slice(&self.dst_qpn.to_le_bytes());
         out[16..20].copy_from_slice(&self.qkey.to_le_bytes());
         out[20..24].copy_from_slice(&self.imm.to_le_bytes());
+        out[24..40].copy_from_slice(&self.group);
     }
 
     pub fn decode(b: &[u8; DGRAM_HDR_LEN]) -> Result<DgramHeader, WireError> {
@@ -322,6 +328,8 @@ impl DgramHeader {
             Some(op @ (Op::Send | Op::SendImm)) => op,
             _ => return Err(WireError::BadOpcode(b[4])),
         };
+        let mut group = [0u8; 16];
+        group.copy_from_slice(&b[24..40]);
         Ok(DgramHeader {
             op,
             flags: b[5],
@@ -329,6 +337,7 @@ impl DgramHeader {
             dst_qpn: le32(&b[12..16]),
             qkey: le32(&b[16..20]),
             imm: le32(&b[20..24]),
+            group,
         })
     }
 }
@@ -674,6 +683,7 @@ mod tests {
             dst_qpn: 0xff_ffff,
             qkey: 0x1111_2222,
             imm: 0xdead_beef,
+            group: [0xff; 16],
         };
         let mut b = [0u8; DGRAM_HDR_LEN];
         h.encode(&mut b);

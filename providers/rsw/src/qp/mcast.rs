@@ -20,7 +20,7 @@ fn attach(qp: &Qp, gid: [u8; 16]) -> Result<(), c_int> {
     if g.mcast.iter().any(|m| m.gid == gid) {
         return Ok(());
     }
-    let ep = UdpEndpoint::join(&gid, qp.ctx.dev.ifindex)
+    let ep = UdpEndpoint::join(&gid, qp.ctx.dev.ifindex, qp.ctx.dev.is_loopback())
         .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     g.mcast_seq = g.mcast_seq.wrapping_add(1);
     let id = g.mcast_seq & GROUP_ID_MASK;

@@ -144,8 +144,10 @@ impl UdpEndpoint {
     }
 
     /// A socket that receives the datagrams sent to multicast group
-    /// `group` (a GID) on interface `ifindex`.
-    pub fn join(group: &[u8; 16], ifindex: u32) -> io::Result<UdpEndpoint> {
+    /// `group` (a GID) on interface `ifindex` (see [`wire_group`] for
+    /// `loopback`).
+    pub fn join(group: &[u8; 16], ifindex: u32, loopback: bool) -> io::Result<UdpEndpoint> {
+        let group = &wire_group(group, loopback);
         let v4 = gid_as_ipv4(group);
         let v6 = v4.is_none();
         let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
@@ -231,6 +233,24 @@ impl UdpEndpoint {
     }
 }
 
+/// The address a multicast group's datagrams travel to. The loopback
+/// interface carries IPv4 multicast but has no IPv6 multicast route, so on
+/// it an IPv6 group travels as an IPv4 group in 239.255.0.0/16 derived from
+/// it (the datagram header names the real group; receivers check it, so
+/// two groups sharing a derived address do not mix).
+pub fn wire_group(group: &[u8; 16], loopback: bool) -> [u8; 16] {
+    if !loopback || gid_as_ipv4(group).is_some() {
+        return *group;
+    }
+    // FNV-1a, folded to 16 bits.
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in group {
+        h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+    }
+    let h = (h ^ (h >> 16)) as u16;
+    ipv4_mapped([239, 255, (h >> 8) as u8, h as u8])
+}
+
 /// The sockaddr for `dst` in the socket's family (IPv4 as IPv4-mapped on a
 /// dual-stack socket).
 fn dest_addr(v6: bool, dst: &[u8; 16], port: u16, ifindex: u32) -> (libc::sockaddr_storage, usize) {
@@ -295,7 +315,15 @@ unsafe fn send_from(
     } else {
         0
     };
-    if *src != [0; 16] {
+    // The source must be of the destination's family (an IPv6 group sent
+    // as IPv4 on loopback, see `wire_group`): otherwise let the kernel
+    // pick, in the right family.
+    let src = &match (gid_as_ipv4(dst).is_some(), gid_as_ipv4(src).is_some()) {
+        (true, false) => ipv4_mapped([0; 4]),
+        (false, true) => [0; 16],
+        _ => *src,
+    };
+    if *src != [0; 16] || oif != 0 {
         msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
         // SAFETY: CMSG_SPACE/CMSG_FIRSTHDR/CMSG_DATA compute offsets within
         // cbuf, which has room for one pktinfo control message of either
