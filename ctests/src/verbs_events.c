@@ -479,11 +479,77 @@ static void async_comm_est(void)
 	CHECK_OK(ibv_destroy_qp(c.b));
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+struct nagger {
+	pthread_t target;
+	atomic_bool stop;
+};
+
+/* Signals the target thread every 20 ms until told to stop. */
+static void *nag(void *arg)
+{
+	struct nagger *n = arg;
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+	while (!atomic_load(&n->stop)) {
+		pthread_kill(n->target, SIGUSR1);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+/*
+ * A signal (handler installed without SA_RESTART) interrupts a blocking
+ * ibv_get_cq_event and ibv_get_async_event: -1 with errno EINTR, as
+ * rdma-core's do. Timed tests (qperf) end their wait this way. The channel
+ * works normally afterwards.
+ */
+static void wait_interrupted_by_signal(void)
+{
+	struct chpair c;
+	struct sigaction sa;
+	struct nagger n;
+	pthread_t th;
+	struct ibv_cq *cq;
+	void *ctx;
+	struct ibv_async_event ev;
+
+	chpair_open(&c, true);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+	CHECK_OK(ibv_req_notify_cq(c.cq_b, 0));
+
+	n.target = pthread_self();
+	atomic_store(&n.stop, false);
+	CHECK(pthread_create(&th, NULL, nag, &n) == 0);
+	errno = 0;
+	CHECK_EQ(ibv_get_cq_event(c.ch, &cq, &ctx), -1);
+	CHECK_EQ(errno, EINTR);
+	errno = 0;
+	CHECK_EQ(ibv_get_async_event(c.e.ctx, &ev), -1);
+	CHECK_EQ(errno, EINTR);
+	atomic_store(&n.stop, true);
+	CHECK(pthread_join(th, NULL) == 0);
+
+	/* Still armed: the next completion raises the event. */
+	chpair_send(&c, 0);
+	get_cq_event_blocking(c.ch, &cq, &ctx);
+	CHECK(cq == c.cq_b);
+	CHECK(ctx == &c.tag);
+	expect_recv_wc(&c);
+	ibv_ack_cq_events(c.cq_b, 1);
+}
+
 static const struct vt_case cases[] = {
 	VT_CASE(channel_blocking),	VT_CASE(channel_nonblock),
 	VT_CASE(solicited_only),	VT_CASE(shared_channel),
 	VT_CASE(ack_then_destroy),	VT_CASE(destroy_waits_for_ack),
 	VT_CASE(async_cq_overrun),	VT_CASE(async_nonblock),
-	VT_CASE(async_comm_est),
+	VT_CASE(async_comm_est),	VT_CASE(wait_interrupted_by_signal),
 };
 VT_MAIN(cases)

@@ -76,23 +76,22 @@ pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
 /// Reads exactly `buf.len()` bytes of one event record from a pipe fed only
 /// with records of that size (pipe writes of at most PIPE_BUF bytes are
 /// atomic, so a record is never split). Honours O_NONBLOCK on `fd`.
+///
+/// A signal interrupts the wait with EINTR, as rdma-core's blocking event
+/// calls do: programs end a timed test by setting a flag from SIGALRM and
+/// expect `ibv_get_cq_event` to return (qperf's latency tests would wait
+/// for ever for a reply the peer, whose time is up too, never sends).
 pub fn read_record(fd: RawFd, buf: &mut [u8]) -> io::Result<()> {
-    loop {
-        // SAFETY: buf is valid for writes of buf.len() bytes.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n == buf.len() as isize {
-            return Ok(());
-        }
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(e);
-        }
-        // EOF or a short read: only possible if the writer side vanished.
-        return Err(io::Error::from_raw_os_error(libc::EIO));
+    // SAFETY: buf is valid for writes of buf.len() bytes.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n == buf.len() as isize {
+        return Ok(());
     }
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // EOF or a short read: only possible if the writer side vanished.
+    Err(io::Error::from_raw_os_error(libc::EIO))
 }
 
 /// Writes one record to a non-blocking pipe. A full pipe drops the record:
