@@ -479,6 +479,72 @@ static void async_comm_est(void)
 	CHECK_OK(ibv_destroy_qp(c.b));
 }
 
+/*
+ * One completion per event: a WRITE and a signaled SEND, then the reply.
+ * The program waits for an event, re-arms, polls exactly one completion
+ * and waits again. Completions that arrived together must not strand it:
+ * arming a CQ with unpolled completions raises an event at once, as
+ * ConnectX hardware does.
+ */
+static void one_completion_per_event(void)
+{
+	struct chpair c;
+	struct ibv_cq *cq;
+	void *ctx;
+	struct ibv_wc wc;
+	struct ibv_comp_channel *ch;
+	int seen_write = 0, seen_send = 0, seen_recv = 0;
+
+	chpair_open(&c, true);
+	/* a's CQ reports to a channel of its own for this case. */
+	ch = CHECK_PTR(ibv_create_comp_channel(c.e.ctx));
+	struct ibv_cq *acq = CHECK_PTR(ibv_create_cq(c.e.ctx, 16, NULL, ch, 0));
+	struct ibv_qp *a = vt_create_qp(c.e.pd, acq, acq, &c.o, NULL);
+	struct ibv_qp *b = vt_create_qp(c.e.pd, c.cq_b, c.cq_b, &c.o, NULL);
+	c.o.access = VT_ACCESS_ALL;
+	vt_qp_connect(a, b->qp_num, &c.e.gid, &c.o);
+	vt_qp_connect(b, a->qp_num, &c.e.gid, &c.o);
+	struct vt_buf t;
+	vt_buf_reg(&c.e, &t, 4096, VT_ACCESS_ALL);
+
+	vt_post_recv(a, 1, c.r.p, 64, c.r.mr->lkey);
+	vt_post_recv(b, 2, c.r.p + 64, 64, c.r.mr->lkey);
+	CHECK_OK(ibv_req_notify_cq(acq, 0));
+	struct ibv_sge sw = vt_sge(c.s.p, 512, c.s.mr->lkey);
+	struct ibv_send_wr w = vt_send_wr(10, IBV_WR_RDMA_WRITE, &sw,
+					  IBV_SEND_SIGNALED);
+	w.wr.rdma.remote_addr = (uintptr_t)t.p;
+	w.wr.rdma.rkey = t.mr->rkey;
+	struct ibv_sge ss = vt_sge(c.s.p, 16, c.s.mr->lkey);
+	struct ibv_send_wr s = vt_send_wr(11, IBV_WR_SEND, &ss,
+					  IBV_SEND_SIGNALED);
+	w.next = &s;
+	vt_post_send(a, &w);
+	/* b answers once a's SEND is in. */
+	struct ibv_wc bwc;
+	vt_poll(c.cq_b, &bwc, 1);
+	CHECK_WC(&bwc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	struct ibv_send_wr r = vt_send_wr(12, IBV_WR_SEND, &ss, IBV_SEND_SIGNALED);
+	vt_post_send(b, &r);
+	vt_poll(c.cq_b, &bwc, 1);
+
+	for (int i = 0; i < 3; i++) {
+		get_cq_event_blocking(ch, &cq, &ctx);
+		CHECK(cq == acq);
+		ibv_ack_cq_events(acq, 1);
+		CHECK_OK(ibv_req_notify_cq(acq, 0));
+		CHECK_EQ(vt_poll_cq_n(acq, &wc, 1, VT_POLL_MS), 1);
+		CHECK_WC_STATUS(&wc, IBV_WC_SUCCESS);
+		seen_write += wc.wr_id == 10;
+		seen_send += wc.wr_id == 11;
+		seen_recv += wc.wr_id == 1;
+	}
+	CHECK(seen_write == 1 && seen_send == 1 && seen_recv == 1);
+	CHECK_OK(ibv_destroy_qp(a));
+	CHECK_OK(ibv_destroy_cq(acq));
+	CHECK_OK(ibv_destroy_comp_channel(ch));
+}
+
 static void on_usr1(int sig)
 {
 	(void)sig;
@@ -551,5 +617,6 @@ static const struct vt_case cases[] = {
 	VT_CASE(ack_then_destroy),	VT_CASE(destroy_waits_for_ack),
 	VT_CASE(async_cq_overrun),	VT_CASE(async_nonblock),
 	VT_CASE(async_comm_est),	VT_CASE(wait_interrupted_by_signal),
+	VT_CASE(one_completion_per_event),
 };
 VT_MAIN(cases)

@@ -480,6 +480,19 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     } else if r.arm != ARM_ANY {
         r.arm = ARM_SOLICITED;
     }
+    // Arming a CQ that still holds unpolled completions fires at once, as
+    // ConnectX does (its arm doorbell carries the consumer index). Programs
+    // written from vendor documentation poll one completion per event and
+    // would otherwise wait for ever on completions that arrived together.
+    let fire = r.arm == ARM_ANY && r.len > 0 && !r.error;
+    if fire {
+        r.fired = ARM_ANY;
+        r.arm = ARM_NONE;
+    }
+    drop(r);
+    if fire && c.chan_wr >= 0 {
+        channel::notify(c.chan_wr, c.serial);
+    }
     0
 }
 
