@@ -11,11 +11,15 @@
 //! no receive posted, a Q_Key that does not match, a datagram for another
 //! QP, or a QP not yet in RTR.
 
+use std::collections::HashMap;
 use std::io::ErrorKind;
+
+use parking_lot::Mutex;
 
 use verbs_abi::*;
 
 use crate::cq::Cqe;
+use crate::device::{MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH};
 use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
@@ -23,6 +27,7 @@ use crate::qp::{Qp, QpInner};
 use crate::transport::udp::{wire_group, UdpEndpoint, MCAST_PORT};
 use crate::transport::MAX_IOV;
 use crate::util::iov;
+use crate::util::ForkFresh;
 use crate::wire::{DgramHeader, Op, DGRAM_HDR_LEN, FLAG_IMM, FLAG_SOLICITED};
 
 /// Bytes in front of every UD receive's payload.
@@ -79,6 +84,31 @@ pub struct Group {
 impl Drop for Group {
     fn drop(&mut self) {
         crate::progress::unwatch(self.ep.fd());
+        let mut m = MEMBERS.get().lock();
+        if let Some(n) = m.get_mut(&self.gid) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.gid);
+            }
+        }
+    }
+}
+
+/// QPs of this process attached to each group, for the limits the device
+/// reports (`max_mcast_grp`, `max_mcast_qp_attach`).
+static MEMBERS: ForkFresh<Mutex<HashMap<[u8; 16], u32>>> =
+    ForkFresh::new(|| Mutex::new(HashMap::new()));
+
+impl Group {
+    /// A membership of `gid` through `ep`; ENOMEM beyond the limits.
+    pub fn new(id: usize, gid: [u8; 16], ep: UdpEndpoint) -> Result<Group, i32> {
+        let mut m = MEMBERS.get().lock();
+        let n = m.get(&gid).copied().unwrap_or(0);
+        if n == 0 && m.len() >= MAX_MCAST_GRP as usize || n >= MAX_MCAST_QP_ATTACH {
+            return Err(libc::ENOMEM);
+        }
+        m.insert(gid, n + 1);
+        Ok(Group { id, gid, ep })
     }
 }
 

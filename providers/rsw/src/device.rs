@@ -23,6 +23,15 @@ pub const MAX_QP: u32 = 16384;
 pub const MAX_QP_WR: u32 = 16384;
 pub const MAX_SRQ_WR: u32 = 16384;
 pub const MAX_SRQ: u32 = 16384;
+pub const MAX_AH: u32 = 1 << 16;
+/// Multicast groups QPs of this process may be attached to, and QPs per
+/// group (counted per process: the groups live in the kernel's IP stack).
+pub const MAX_MCAST_GRP: u32 = 1024;
+pub const MAX_MCAST_QP_ATTACH: u32 = 64;
+/// IEEE OUI-sized vendor id ("rsw"): no hardware vendor's, so programs that
+/// branch on a vendor take their generic path.
+pub const VENDOR_ID: u32 = 0x72_73_77;
+pub const VENDOR_PART_ID: u32 = 1;
 pub const MAX_SGE: u32 = 32;
 pub const MAX_CQ: u32 = 16384;
 pub const MAX_CQE: u32 = 1 << 20;
@@ -288,8 +297,8 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     // address space.
     a.max_mr_size = 1 << 47;
     a.page_size_cap = 4096;
-    a.vendor_id = 0;
-    a.vendor_part_id = 0;
+    a.vendor_id = VENDOR_ID;
+    a.vendor_part_id = VENDOR_PART_ID;
     a.hw_ver = 1;
     let max_qp = qp_limit();
     a.max_qp = max_qp as c_int;
@@ -308,6 +317,10 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     a.max_srq = MAX_SRQ as c_int;
     a.max_srq_wr = MAX_SRQ_WR as c_int;
     a.max_srq_sge = MAX_SGE as c_int;
+    a.max_ah = MAX_AH as c_int;
+    a.max_mcast_grp = MAX_MCAST_GRP as c_int;
+    a.max_mcast_qp_attach = MAX_MCAST_QP_ATTACH as c_int;
+    a.max_total_mcast_qp_attach = (MAX_MCAST_GRP * MAX_MCAST_QP_ATTACH) as c_int;
     a.max_res_rd_atom = (MAX_RD_ATOM * max_qp) as c_int;
     a.max_qp_init_rd_atom = MAX_RD_ATOM as c_int;
     a.atomic_cap = IBV_ATOMIC_HCA;

@@ -39,6 +39,25 @@ impl<V: Clone + 'static> Handles<V> {
         self.map.get().lock().get(&(p as usize)).cloned()
     }
 
+    /// How many live objects of this kind the process holds (for the
+    /// limits `ibv_query_device` reports).
+    pub fn len(&self) -> usize {
+        self.map.get().lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// ENOMEM once `max` objects exist: the device's limit holds.
+    pub fn room_for_one(&self, max: u32) -> Result<(), i32> {
+        if self.len() >= max as usize {
+            Err(libc::ENOMEM)
+        } else {
+            Ok(())
+        }
+    }
+
     pub fn contains<T>(&self, p: *const T) -> bool {
         self.map.get().lock().contains_key(&(p as usize))
     }

@@ -292,6 +292,10 @@ pub(crate) unsafe extern "C" fn reg_mr(
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     }
+    if let Err(e) = MRS.room_for_one(crate::device::MAX_MR) {
+        set_errno(e);
+        return std::ptr::null_mut();
+    }
     crate::guard::install();
     // SAFETY: pd is a live PD of ours (checked above).
     let p = unsafe { Pd::from_ibv(pd) };

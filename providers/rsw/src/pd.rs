@@ -35,6 +35,10 @@ impl Pd {
 }
 
 pub(crate) unsafe extern "C" fn alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+    if let Err(e) = PDS.room_for_one(crate::device::MAX_PD) {
+        set_errno(e);
+        return std::ptr::null_mut();
+    }
     let id = NEXT_PD.fetch_add(1, Ordering::Relaxed);
     if id == 0 {
         set_errno(libc::ENOMEM);

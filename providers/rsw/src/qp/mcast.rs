@@ -24,14 +24,15 @@ fn attach(qp: &Qp, gid: [u8; 16]) -> Result<(), c_int> {
         .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     g.mcast_seq = g.mcast_seq.wrapping_add(1);
     let id = g.mcast_seq & GROUP_ID_MASK;
+    let group = Group::new(id, gid, ep)?;
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     eng.add(
-        ep.fd(),
+        group.ep.fd(),
         token(qp.serial, Kind::Group(id)),
         libc::EPOLLIN as u32,
     )
     .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
-    g.mcast.push(Group { id, gid, ep });
+    g.mcast.push(group);
     Ok(())
 }
 

@@ -1,0 +1,157 @@
+/*
+ * The device's reported limits hold: creating up to max_pd PDs, max_cq CQs,
+ * max_srq SRQs, max_ah AHs and max_mcast_qp_attach attachments to one group
+ * succeeds, one more fails with ENOMEM, and freeing one makes room again.
+ * Also: the identity fields programs look at are set.
+ */
+#include "common/verbs_util.c"
+
+static void device_identity_and_caps(void)
+{
+	struct vt_env e;
+	struct ibv_device_attr_ex ax;
+
+	vt_env_open(&e);
+	CHECK(e.dev.vendor_id != 0);
+	CHECK(e.dev.vendor_part_id != 0);
+	CHECK_GE(e.dev.max_srq, 1);
+	CHECK_GE(e.dev.max_srq_wr, 1);
+	CHECK_GE(e.dev.max_ah, 1);
+	CHECK_GE(e.dev.max_mcast_grp, 1);
+	CHECK_GE(e.dev.max_mcast_qp_attach, 1);
+	CHECK_EQ(e.dev.max_total_mcast_qp_attach,
+		 e.dev.max_mcast_grp * e.dev.max_mcast_qp_attach);
+	CHECK(e.dev.device_cap_flags & IBV_DEVICE_SRQ_RESIZE);
+	memset(&ax, 0, sizeof(ax));
+	CHECK_OK(ibv_query_device_ex(e.ctx, NULL, &ax));
+	CHECK_EQ(ax.orig_attr.vendor_id, e.dev.vendor_id);
+	CHECK_EQ(ax.orig_attr.max_ah, e.dev.max_ah);
+}
+
+static void pd_limit(void)
+{
+	struct vt_env e;
+
+	vt_env_open(&e);
+	int n = e.dev.max_pd;
+	struct ibv_pd **pds = calloc(n, sizeof(*pds));
+	CHECK(pds);
+	/* vt_env_open holds one already. */
+	for (int i = 0; i < n - 1; i++)
+		pds[i] = CHECK_PTR(ibv_alloc_pd(e.ctx));
+	CHECK_NULL_ERRNO(ibv_alloc_pd(e.ctx), ENOMEM);
+	CHECK_OK(ibv_dealloc_pd(pds[0]));
+	pds[0] = CHECK_PTR(ibv_alloc_pd(e.ctx));
+	for (int i = 0; i < n - 1; i++)
+		CHECK_OK(ibv_dealloc_pd(pds[i]));
+	free(pds);
+}
+
+static void cq_limit(void)
+{
+	struct vt_env e;
+
+	vt_env_open(&e);
+	int n = e.dev.max_cq;
+	struct ibv_cq **cqs = calloc(n, sizeof(*cqs));
+	CHECK(cqs);
+	for (int i = 0; i < n; i++)
+		cqs[i] = CHECK_PTR(ibv_create_cq(e.ctx, 1, NULL, NULL, 0));
+	CHECK_NULL_ERRNO(ibv_create_cq(e.ctx, 1, NULL, NULL, 0), ENOMEM);
+	CHECK_OK(ibv_destroy_cq(cqs[7]));
+	cqs[7] = CHECK_PTR(ibv_create_cq(e.ctx, 1, NULL, NULL, 0));
+	for (int i = 0; i < n; i++)
+		CHECK_OK(ibv_destroy_cq(cqs[i]));
+	free(cqs);
+}
+
+static void srq_limit(void)
+{
+	struct vt_env e;
+	struct ibv_srq_init_attr ia;
+
+	vt_env_open(&e);
+	int n = e.dev.max_srq;
+	struct ibv_srq **s = calloc(n, sizeof(*s));
+	CHECK(s);
+	memset(&ia, 0, sizeof(ia));
+	ia.attr.max_wr = 1;
+	ia.attr.max_sge = 1;
+	for (int i = 0; i < n; i++)
+		s[i] = CHECK_PTR(ibv_create_srq(e.pd, &ia));
+	CHECK_NULL_ERRNO(ibv_create_srq(e.pd, &ia), ENOMEM);
+	CHECK_OK(ibv_destroy_srq(s[3]));
+	s[3] = CHECK_PTR(ibv_create_srq(e.pd, &ia));
+	for (int i = 0; i < n; i++)
+		CHECK_OK(ibv_destroy_srq(s[i]));
+	free(s);
+}
+
+static void ah_limit(void)
+{
+	struct vt_env e;
+	struct ibv_ah_attr a;
+
+	vt_env_open(&e);
+	int n = e.dev.max_ah;
+	struct ibv_ah **ahs = calloc(n, sizeof(*ahs));
+	CHECK(ahs);
+	memset(&a, 0, sizeof(a));
+	a.is_global = 1;
+	a.grh.dgid = e.gid;
+	a.port_num = VT_PORT;
+	for (int i = 0; i < n; i++)
+		ahs[i] = CHECK_PTR(ibv_create_ah(e.pd, &a));
+	CHECK_NULL_ERRNO(ibv_create_ah(e.pd, &a), ENOMEM);
+	CHECK_OK(ibv_destroy_ah(ahs[1]));
+	ahs[1] = CHECK_PTR(ibv_create_ah(e.pd, &a));
+	for (int i = 0; i < n; i++)
+		CHECK_OK(ibv_destroy_ah(ahs[i]));
+	free(ahs);
+}
+
+static void mcast_attach_limit(void)
+{
+	struct vt_env e;
+	union ibv_gid g;
+
+	vt_env_open(&e);
+	int n = e.dev.max_mcast_qp_attach;
+	struct ibv_cq *cq = CHECK_PTR(ibv_create_cq(e.ctx, 16, NULL, NULL, 0));
+	struct ibv_qp **qps = calloc(n + 1, sizeof(*qps));
+	CHECK(qps);
+	memset(&g, 0, sizeof(g));
+	g.raw[10] = g.raw[11] = 0xff;
+	g.raw[12] = 239;
+	g.raw[13] = 9;
+	g.raw[14] = (uint8_t)getpid();
+	g.raw[15] = 9;
+	for (int i = 0; i <= n; i++) {
+		struct ibv_qp_init_attr ia;
+		memset(&ia, 0, sizeof(ia));
+		ia.send_cq = ia.recv_cq = cq;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 1;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		ia.qp_type = IBV_QPT_UD;
+		qps[i] = CHECK_PTR(ibv_create_qp(e.pd, &ia));
+	}
+	for (int i = 0; i < n; i++)
+		CHECK_OK(ibv_attach_mcast(qps[i], &g, 0));
+	CHECK_RET(ibv_attach_mcast(qps[n], &g, 0), ENOMEM);
+	CHECK_OK(ibv_detach_mcast(qps[0], &g, 0));
+	CHECK_OK(ibv_attach_mcast(qps[n], &g, 0));
+	/* Destroying an attached QP gives its place back too. */
+	CHECK_OK(ibv_destroy_qp(qps[1]));
+	CHECK_OK(ibv_attach_mcast(qps[0], &g, 0));
+	for (int i = 0; i <= n; i++)
+		if (i != 1)
+			CHECK_OK(ibv_destroy_qp(qps[i]));
+	free(qps);
+}
+
+static const struct vt_case cases[] = {
+	VT_CASE(device_identity_and_caps), VT_CASE(pd_limit),
+	VT_CASE(cq_limit),		   VT_CASE(srq_limit),
+	VT_CASE(ah_limit),		   VT_CASE(mcast_attach_limit),
+};
+VT_MAIN(cases)
