@@ -310,6 +310,9 @@ pub struct DataPath {
         unsafe extern "C" fn(*mut ibv_context, *mut ibv_srq_init_attr_ex) -> *mut ibv_srq,
     pub post_srq_recv:
         unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
+    pub get_srq_num: unsafe extern "C" fn(*mut ibv_srq, *mut u32) -> c_int,
+    pub open_xrcd: unsafe extern "C" fn(*mut ibv_context, *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd,
+    pub close_xrcd: unsafe extern "C" fn(*mut ibv_xrcd) -> c_int,
 }
 
 /// Opens a context on the device behind `handle` with the entry points of
@@ -340,6 +343,9 @@ pub(crate) unsafe fn open_device(
     vctx.create_cq_ex = Some(ops.create_cq_ex);
     vctx.create_qp_ex = Some(ops.create_qp_ex);
     vctx.create_srq_ex = Some(ops.create_srq_ex);
+    vctx.get_srq_num = Some(ops.get_srq_num);
+    vctx.open_xrcd = Some(ops.open_xrcd);
+    vctx.close_xrcd = Some(ops.close_xrcd);
     vctx.sz = std::mem::size_of::<verbs_context>();
     let c = &mut vctx.context;
     c.device = device;

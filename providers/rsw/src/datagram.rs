@@ -394,17 +394,20 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     let Some(wr_id) = qp.take_claimed(g) else {
         return Rx::Next;
     };
-    qp.complete_recv(Cqe {
-        wr_id,
-        status: IBV_WC_SUCCESS,
-        opcode: IBV_WC_RECV,
-        byte_len: (payload + GRH_LEN) as u32,
-        imm: if imm { h.imm } else { 0 },
-        src_qp: h.src_qpn,
-        wc_flags: IBV_WC_GRH | if imm { IBV_WC_WITH_IMM } else { 0 },
-        solicited: h.flags & FLAG_SOLICITED != 0,
-        ..Cqe::default()
-    });
+    qp.complete_recv(
+        g,
+        Cqe {
+            wr_id,
+            status: IBV_WC_SUCCESS,
+            opcode: IBV_WC_RECV,
+            byte_len: (payload + GRH_LEN) as u32,
+            imm: if imm { h.imm } else { 0 },
+            src_qp: h.src_qpn,
+            wc_flags: IBV_WC_GRH | if imm { IBV_WC_WITH_IMM } else { 0 },
+            solicited: h.flags & FLAG_SOLICITED != 0,
+            ..Cqe::default()
+        },
+    );
     Rx::Next
 }
 
@@ -412,12 +415,15 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
 /// `status` and, as on hardware, the QP fails.
 fn fail_recv(qp: &Qp, g: &mut QpInner, status: ibv_wc_status) {
     if let Some(wr_id) = qp.take_claimed(g) {
-        qp.complete_recv(Cqe {
-            wr_id,
-            status,
-            opcode: IBV_WC_RECV,
-            ..Cqe::default()
-        });
+        qp.complete_recv(
+            g,
+            Cqe {
+                wr_id,
+                status,
+                opcode: IBV_WC_RECV,
+                ..Cqe::default()
+            },
+        );
     }
     qp.enter_error(g);
 }

@@ -306,7 +306,8 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN
         | IBV_DEVICE_SYS_IMAGE_GUID
         | IBV_DEVICE_CURR_QP_STATE_MOD
-        | IBV_DEVICE_SRQ_RESIZE;
+        | IBV_DEVICE_SRQ_RESIZE
+        | IBV_DEVICE_XRC;
     a.max_sge = MAX_SGE as c_int;
     a.max_sge_rd = MAX_SGE as c_int;
     a.max_cq = MAX_CQ as c_int;

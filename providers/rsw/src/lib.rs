@@ -36,6 +36,7 @@ pub mod srq;
 pub mod transport;
 mod util;
 pub mod wire;
+pub mod xrcd;
 
 use std::os::raw::c_void;
 
@@ -97,6 +98,9 @@ static DATA_PATH: context::DataPath = context::DataPath {
     post_recv: qp::post_recv,
     create_srq_ex: srq::create_srq_ex,
     post_srq_recv: srq::post_srq_recv,
+    get_srq_num: srq::get_srq_num,
+    open_xrcd: xrcd::open_xrcd,
+    close_xrcd: xrcd::close_xrcd,
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {
@@ -129,6 +133,7 @@ unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_con
         Some(ObjectKind::Mr) => mr::MRS.get(obj),
         Some(ObjectKind::Cq) => cq::CQS.get(obj),
         Some(ObjectKind::CompChannel) => channel::CHANNELS.get(obj),
+        Some(ObjectKind::Xrcd) => xrcd::XRCDS.get(obj),
         Some(ObjectKind::Ah) => ah::AHS.get(obj).map(|a| handles::Ctx(a.ctx_ptr())),
         Some(ObjectKind::Srq) => srq::SRQS
             .get(obj)

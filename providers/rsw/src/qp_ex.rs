@@ -346,9 +346,12 @@ unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u3
         };
     }
 }
-unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, _srqn: u32) {
+unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, srqn: u32) {
     // SAFETY: called by the application on its QP.
-    unsafe { unsupported(qp) };
+    let (b, _, _) = unsafe { parts(qp) };
+    if let Some((_, wr)) = b.last() {
+        wr.qp_type.xrc.remote_srqn = srqn;
+    }
 }
 unsafe extern "C" fn wr_atomic_write(
     qp: *mut ibv_qp_ex,

@@ -393,6 +393,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             h.remote_addr = w.remote_addr;
             h.compare_add = w.compare_add;
             h.swap = w.swap;
+            h.xrc_srqn = w.xrc_srqn;
             if matches!(w.op, Op::SendImm | Op::WriteImm) {
                 h.flags |= FLAG_IMM;
                 h.imm = w.imm;

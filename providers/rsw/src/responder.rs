@@ -21,6 +21,7 @@
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use verbs_abi::*;
 
@@ -134,6 +135,8 @@ struct ReadData {
     addr: u64,
     len: u32,
     sent: u32,
+    /// The PD the READ was checked against (an XRC request's SRQ's).
+    pd: u32,
 }
 
 struct Resp {
@@ -259,7 +262,12 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                 return;
             }
         };
-        if g.state == IBV_QPS_ERR || g.inc_bound || !endpoints_ok(qp, g, &ends) {
+        // An XRC send QP has no responder: nobody may connect to it.
+        if g.state == IBV_QPS_ERR
+            || g.inc_bound
+            || g.qp_type == IBV_QPT_XRC_SEND
+            || !endpoints_ok(qp, g, &ends)
+        {
             refuse();
             continue;
         }
@@ -646,7 +654,7 @@ fn remote_ok(qp: &Qp, g: &QpInner, h: &Header, len: u64, need: u32) -> bool {
     }
     g.attr.qp_access_flags & need == need
         && mr::table()
-            .remote(h.rkey, h.remote_addr, len, qp.pd_id, need)
+            .remote(h.rkey, h.remote_addr, len, qp.target_pd(g), need)
             .is_ok()
 }
 
@@ -698,6 +706,23 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
         g.comm_est_sent = true;
         qp.async_event(IBV_EVENT_COMM_EST);
     }
+    // An XRC request names the SRQ (in this QP's domain) it lands in, and
+    // so the PD its keys are checked against.
+    if g.qp_type == IBV_QPT_XRC_RECV {
+        let srq = crate::srq::by_number(h.xrc_srqn).filter(|s| {
+            s.xrc
+                .as_ref()
+                .zip(qp.xrcd.as_ref())
+                .is_some_and(|(x, d)| Arc::ptr_eq(&x.domain, d))
+        });
+        match srq {
+            Some(s) => g.xrc_srq = Some(s),
+            None => {
+                inv_request(qp, g, h.msn);
+                return;
+            }
+        }
+    }
     let reliable = g.reliable();
     match h.op {
         // UC has no RNR: a message with no receive to land in is dropped.
@@ -742,6 +767,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 access_error(qp, g, h.msn);
                 return;
             }
+            let pd = qp.target_pd(g);
             let Some(inc) = g.inc.as_mut() else { return };
             let mut r = Header::new(Op::ReadResp, h.msn);
             r.length = h.length;
@@ -752,6 +778,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                     addr: h.remote_addr,
                     len: h.length,
                     sent: 0,
+                    pd,
                 }),
             );
         }
@@ -766,28 +793,34 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 None
             } else {
                 let t = mr::table();
-                t.remote(h.rkey, h.remote_addr, 8, qp.pd_id, IBV_ACCESS_REMOTE_ATOMIC)
-                    .ok()
-                    // The wire address is in the MR's iova space; the host
-                    // address may be aligned differently (ibv_reg_mr_iova).
-                    .filter(|p| (*p as usize).is_multiple_of(8))
-                    .and_then(|p| {
-                        let p = p as *mut u64;
-                        // SAFETY: p is 8 bytes of registered memory with
-                        // remote atomic rights, checked under the table lock
-                        // (held), and 8-aligned (filtered above); hardware
-                        // atomics make this atomic against other QPs and
-                        // local CPU atomics. Memory unmapped since its
-                        // registration faults, which the guard reports.
-                        unsafe {
-                            if h.op == Op::CmpSwap {
-                                guard::cas64(p, h.compare_add, h.swap)
-                            } else {
-                                guard::fetch_add64(p, h.compare_add)
-                            }
+                t.remote(
+                    h.rkey,
+                    h.remote_addr,
+                    8,
+                    qp.target_pd(g),
+                    IBV_ACCESS_REMOTE_ATOMIC,
+                )
+                .ok()
+                // The wire address is in the MR's iova space; the host
+                // address may be aligned differently (ibv_reg_mr_iova).
+                .filter(|p| (*p as usize).is_multiple_of(8))
+                .and_then(|p| {
+                    let p = p as *mut u64;
+                    // SAFETY: p is 8 bytes of registered memory with
+                    // remote atomic rights, checked under the table lock
+                    // (held), and 8-aligned (filtered above); hardware
+                    // atomics make this atomic against other QPs and
+                    // local CPU atomics. Memory unmapped since its
+                    // registration faults, which the guard reports.
+                    unsafe {
+                        if h.op == Op::CmpSwap {
+                            guard::cas64(p, h.compare_add, h.swap)
+                        } else {
+                            guard::fetch_add64(p, h.compare_add)
                         }
-                        .ok()
-                    })
+                    }
+                    .ok()
+                })
             };
             let Some(orig) = orig else {
                 access_error(qp, g, h.msn);
@@ -865,7 +898,7 @@ fn dest_iov(
                 h.rkey,
                 h.remote_addr.wrapping_add(off as u64),
                 len as u64,
-                qp.pd_id,
+                qp.target_pd(g),
                 IBV_ACCESS_REMOTE_WRITE,
             )
             .map_err(|_| DestError::Remote)?;
@@ -898,13 +931,16 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
 /// with `status`, the requester is told `syn`, and the QP fails.
 fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syndrome) {
     if let Some(wr_id) = qp.take_claimed(g) {
-        qp.complete_recv(Cqe {
-            wr_id,
-            status,
-            opcode: IBV_WC_RECV,
-            src_qp: g.attr.dest_qp_num,
-            ..Cqe::default()
-        });
+        qp.complete_recv(
+            g,
+            Cqe {
+                wr_id,
+                status,
+                opcode: IBV_WC_RECV,
+                src_qp: g.attr.dest_qp_num,
+                ..Cqe::default()
+            },
+        );
     }
     if g.reliable() {
         if let Some(inc) = g.inc.as_mut() {
@@ -1042,17 +1078,20 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     };
     if let Some(opcode) = opcode {
         if let Some(wr_id) = qp.take_claimed(g) {
-            qp.complete_recv(Cqe {
-                wr_id,
-                status: IBV_WC_SUCCESS,
-                opcode,
-                byte_len: h.length,
-                imm: if imm { h.imm } else { 0 },
-                src_qp: peer,
-                wc_flags: if imm { IBV_WC_WITH_IMM } else { 0 },
-                solicited: h.flags & FLAG_SOLICITED != 0,
-                ..Cqe::default()
-            });
+            qp.complete_recv(
+                g,
+                Cqe {
+                    wr_id,
+                    status: IBV_WC_SUCCESS,
+                    opcode,
+                    byte_len: h.length,
+                    imm: if imm { h.imm } else { 0 },
+                    src_qp: peer,
+                    wc_flags: if imm { IBV_WC_WITH_IMM } else { 0 },
+                    solicited: h.flags & FLAG_SOLICITED != 0,
+                    ..Cqe::default()
+                },
+            );
         }
     }
     if !alive {
@@ -1094,7 +1133,7 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
                     d.rkey,
                     d.addr.wrapping_add(d.sent as u64),
                     left as u64,
-                    qp.pd_id,
+                    d.pd,
                     IBV_ACCESS_REMOTE_READ,
                 ) {
                     Ok(p) => {

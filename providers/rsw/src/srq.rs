@@ -15,16 +15,50 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use verbs_abi::*;
 
+use std::collections::HashMap;
+use std::sync::Weak;
+
 use crate::context::{Context, CtxShared, EventCounter};
+use crate::cq::{Cq, CQS};
 use crate::device::{MAX_SGE, MAX_SRQ_WR};
 use crate::handles::Handles;
 use crate::pd::{Pd, PDS};
 use crate::progress::engine;
 use crate::qp::{RecvQueue, RecvWqe};
 use crate::util::set_errno;
+use crate::util::ForkFresh;
+use crate::xrcd::{Domain, Xrcd};
 
 /// The SRQs handed out and not destroyed.
 pub static SRQS: Handles<Arc<Srq>> = Handles::new();
+
+/// SRQs by number (`ibv_get_srq_num`): how an XRC request names the SRQ it
+/// lands in.
+static BY_NUMBER: ForkFresh<Mutex<HashMap<u32, Weak<Srq>>>> =
+    ForkFresh::new(|| Mutex::new(HashMap::new()));
+static NEXT_NUMBER: AtomicU32 = AtomicU32::new(1);
+
+/// A new SRQ number: 24 bits, the low 12 counting this process's SRQs and
+/// the high 12 taken from the process id, so another process's XRC SRQ
+/// number is (almost always) not one of ours: a request naming it is
+/// refused (`IBV_WC_REM_INV_REQ_ERR`) instead of landing in the wrong SRQ.
+fn srq_number() -> u32 {
+    let pid = std::process::id() & 0xfff;
+    let n = NEXT_NUMBER.fetch_add(1, Ordering::Relaxed) & 0xfff;
+    (pid << 12) | n.max(1)
+}
+
+/// The live SRQ with number `n`.
+pub fn by_number(n: u32) -> Option<Arc<Srq>> {
+    BY_NUMBER.get().lock().get(&n).and_then(Weak::upgrade)
+}
+
+/// What makes an SRQ an XRC SRQ: its domain, and the CQ its receives
+/// complete into (an XRC receive QP has none of its own).
+pub struct XrcSrq {
+    pub domain: Arc<Domain>,
+    pub cq: Arc<Cq>,
+}
 
 pub struct SrqInner {
     pub rq: RecvQueue,
@@ -48,6 +82,9 @@ pub struct Srq {
     pub async_events: Arc<EventCounter>,
     /// QPs attached; destroy is refused while any exist.
     pub users: AtomicU32,
+    /// Its number (`ibv_get_srq_num`).
+    pub num: u32,
+    pub xrc: Option<XrcSrq>,
 }
 
 // SAFETY: mutable state is behind `inner`'s mutex; `ibv` is written only
@@ -107,10 +144,22 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     } else {
         IBV_SRQT_BASIC
     };
-    // XRC and tag-matching SRQs are not implemented yet.
-    if ty != IBV_SRQT_BASIC {
+    // Tag-matching SRQs are not implemented.
+    if ty != IBV_SRQT_BASIC && ty != IBV_SRQT_XRC {
         return Err(libc::EOPNOTSUPP);
     }
+    let xrc = if ty == IBV_SRQT_XRC {
+        let need = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+        if a.comp_mask & need != need || !CQS.contains(a.cq) {
+            return Err(libc::EINVAL);
+        }
+        let domain = Xrcd::domain_of(a.xrcd).ok_or(libc::EINVAL)?;
+        // SAFETY: a.cq is a live CQ of ours (checked above).
+        let cq = unsafe { Cq::arc_from_ibv(a.cq) };
+        Some(XrcSrq { domain, cq })
+    } else {
+        None
+    };
     if !PDS.contains(a.pd) {
         return Err(libc::EINVAL);
     }
@@ -139,8 +188,15 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         }),
         async_events: Arc::new(EventCounter::default()),
         users: AtomicU32::new(0),
+        num: srq_number(),
+        xrc,
     });
     pd.users.fetch_add(1, Ordering::AcqRel);
+    if let Some(x) = &srq.xrc {
+        x.domain.users.fetch_add(1, Ordering::AcqRel);
+        x.cq.qp_refs.fetch_add(1, Ordering::AcqRel);
+    }
+    BY_NUMBER.get().lock().insert(srq.num, Arc::downgrade(&srq));
     a.attr.max_wr = at.max_wr;
     a.attr.max_sge = max_sge;
     let p = srq.as_ibv();
@@ -250,9 +306,26 @@ pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
     unsafe { Pd::from_ibv(s.pd) }
         .users
         .fetch_sub(1, Ordering::AcqRel);
+    if let Some(x) = &s.xrc {
+        x.domain.users.fetch_sub(1, Ordering::AcqRel);
+        x.cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
+    }
+    BY_NUMBER.get().lock().remove(&s.num);
     SRQS.remove(srq);
     // SAFETY: reclaims the reference create forgot.
     drop(unsafe { Arc::from_raw(srq as *const Srq) });
+    0
+}
+
+pub(crate) unsafe extern "C" fn get_srq_num(srq: *mut ibv_srq, num: *mut u32) -> c_int {
+    let Some(s) = SRQS.get(srq) else {
+        return libc::EINVAL;
+    };
+    if num.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: out-pointer supplied by the caller (non-NULL).
+    unsafe { num.write(s.num) };
     0
 }
 

@@ -20,7 +20,7 @@
 //! | 12  | 4    | rkey                                              |
 //! | 16  | 8    | remote address                                    |
 //! | 24  | 4    | immediate data (raw bits as the sender posted)    |
-//! | 28  | 4    | reserved, 0                                       |
+//! | 28  | 4    | XRC: the SRQ number the request lands in          |
 //! | 32  | 8    | compare / add operand, or atomic original value   |
 //! | 40  | 8    | swap operand                                      |
 //!
@@ -136,6 +136,8 @@ pub struct Header {
     pub rkey: u32,
     pub remote_addr: u64,
     pub imm: u32,
+    /// XRC requests: the receiving side's SRQ (`remote_srqn`).
+    pub xrc_srqn: u32,
     pub compare_add: u64,
     pub swap: u64,
 }
@@ -168,6 +170,7 @@ impl Header {
             rkey: 0,
             remote_addr: 0,
             imm: 0,
+            xrc_srqn: 0,
             compare_add: 0,
             swap: 0,
         }
@@ -194,7 +197,7 @@ impl Header {
         out[12..16].copy_from_slice(&self.rkey.to_le_bytes());
         out[16..24].copy_from_slice(&self.remote_addr.to_le_bytes());
         out[24..28].copy_from_slice(&self.imm.to_le_bytes());
-        out[28..32].copy_from_slice(&[0; 4]);
+        out[28..32].copy_from_slice(&self.xrc_srqn.to_le_bytes());
         out[32..40].copy_from_slice(&self.compare_add.to_le_bytes());
         out[40..48].copy_from_slice(&self.swap.to_le_bytes());
     }
@@ -216,6 +219,7 @@ impl Header {
             rkey: le32(&b[12..16]),
             remote_addr: le64(&b[16..24]),
             imm: le32(&b[24..28]),
+            xrc_srqn: le32(&b[28..32]),
             compare_add: le64(&b[32..40]),
             swap: le64(&b[40..48]),
         })

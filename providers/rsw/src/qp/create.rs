@@ -3,6 +3,7 @@
 use super::*;
 use crate::datagram::Dgram;
 use crate::srq::SRQS;
+use crate::xrcd::Xrcd;
 
 const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
@@ -29,14 +30,11 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         | IBV_QP_INIT_ATTR_IND_TABLE
         | IBV_QP_INIT_ATTR_RX_HASH
         | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    if a.comp_mask & !known != 0 || a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
+    if a.comp_mask & !known != 0 {
         return Err(libc::EINVAL);
     }
     if a.comp_mask
-        & (IBV_QP_INIT_ATTR_XRCD
-            | IBV_QP_INIT_ATTR_IND_TABLE
-            | IBV_QP_INIT_ATTR_RX_HASH
-            | IBV_QP_INIT_ATTR_MAX_TSO_HEADER)
+        & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_MAX_TSO_HEADER)
         != 0
     {
         return Err(libc::EOPNOTSUPP);
@@ -52,20 +50,43 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     } else {
         None
     };
-    // UD, XRC and raw packet QPs are not implemented yet.
-    if !matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD) {
+    // Raw packet QPs are not something a software device can offer.
+    if !matches!(
+        a.qp_type,
+        IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD | IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV
+    ) {
         return Err(libc::EOPNOTSUPP);
+    }
+    // An XRC receive QP belongs to a domain and has no queues (its
+    // receives come from the XRC SRQs each request names); an XRC send QP
+    // has no receive queue.
+    let tgt = a.qp_type == IBV_QPT_XRC_RECV;
+    let has_rq = !matches!(a.qp_type, IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV);
+    let xrcd = if tgt {
+        if a.comp_mask & IBV_QP_INIT_ATTR_XRCD == 0 {
+            return Err(libc::EINVAL);
+        }
+        Some(Xrcd::domain_of(a.xrcd).ok_or(libc::EINVAL)?)
+    } else {
+        None
+    };
+    if !tgt && (a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || !PDS.contains(a.pd)) {
+        return Err(libc::EINVAL);
+    }
+    if (!tgt && !CQS.contains(a.send_cq)) || (has_rq && !CQS.contains(a.recv_cq)) {
+        return Err(libc::EINVAL);
+    }
+    if !has_rq && !a.srq.is_null() {
+        return Err(libc::EINVAL);
     }
     let allowed_ops = match a.qp_type {
         IBV_QPT_UC => UC_SEND_OPS,
         IBV_QPT_UD => UD_SEND_OPS,
+        IBV_QPT_XRC_RECV => 0,
         _ => SUPPORTED_SEND_OPS,
     };
     if send_ops.is_some_and(|ops| ops & !allowed_ops != 0) {
         return Err(libc::EOPNOTSUPP);
-    }
-    if !PDS.contains(a.pd) || !CQS.contains(a.send_cq) || !CQS.contains(a.recv_cq) {
-        return Err(libc::EINVAL);
     }
     let srq = if a.srq.is_null() {
         None
@@ -82,13 +103,24 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         return Err(libc::EINVAL);
     }
     // A QP on an SRQ has no receive queue of its own.
-    let own_rq = |n: u32| if srq.is_some() { 0 } else { n.max(1) };
+    let own_rq = |n: u32| {
+        if srq.is_some() || !has_rq {
+            0
+        } else {
+            n.max(1)
+        }
+    };
+    let own_sq = |n: u32| if tgt { 0 } else { n.max(1) };
     let cap = ibv_qp_cap {
-        max_send_wr: c.max_send_wr.max(1),
+        max_send_wr: own_sq(c.max_send_wr),
         max_recv_wr: own_rq(c.max_recv_wr),
-        max_send_sge: c.max_send_sge.max(1),
+        max_send_sge: own_sq(c.max_send_sge),
         max_recv_sge: own_rq(c.max_recv_sge),
-        max_inline_data: c.max_inline_data.max(MIN_INLINE),
+        max_inline_data: if tgt {
+            0
+        } else {
+            c.max_inline_data.max(MIN_INLINE)
+        },
     };
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::ENOMEM);
@@ -102,22 +134,28 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         (Some(l), None, qpn)
     };
 
-    // SAFETY: context, pd and the CQs come from this provider.
+    // SAFETY: context, the PD and the CQs come from this provider
+    // (checked above for the queues this QP type has).
     let (ctx, pd, send_cq, recv_cq) = unsafe {
         (
             Context::shared_of(context),
-            Pd::from_ibv(a.pd),
-            Cq::arc_from_ibv(a.send_cq),
-            Cq::arc_from_ibv(a.recv_cq),
+            (!tgt).then(|| Pd::from_ibv(a.pd)),
+            (!tgt).then(|| Cq::arc_from_ibv(a.send_cq)),
+            has_rq.then(|| Cq::arc_from_ibv(a.recv_cq)),
         )
     };
+    let pd_ptr = if tgt { std::ptr::null_mut() } else { a.pd };
     let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
     let mut ibv = ibv_qp_ex::zeroed();
     ibv.qp_base.context = context;
     ibv.qp_base.qp_context = a.qp_context;
-    ibv.qp_base.pd = a.pd;
-    ibv.qp_base.send_cq = a.send_cq;
-    ibv.qp_base.recv_cq = a.recv_cq;
+    ibv.qp_base.pd = pd_ptr;
+    ibv.qp_base.send_cq = if tgt { std::ptr::null_mut() } else { a.send_cq };
+    ibv.qp_base.recv_cq = if has_rq {
+        a.recv_cq
+    } else {
+        std::ptr::null_mut()
+    };
     ibv.qp_base.srq = a.srq;
     ibv.qp_base.handle = serial as u32;
     ibv.qp_base.qp_num = qpn;
@@ -136,10 +174,11 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         serial,
         qpn,
         ctx,
-        pd: a.pd,
-        pd_id: pd.id,
+        pd: pd_ptr,
+        pd_id: pd.map_or(0, |p| p.id),
         send_cq,
         recv_cq,
+        xrcd,
         srq,
         inner: Mutex::new(QpInner {
             qp_type: a.qp_type,
@@ -154,6 +193,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             rq: RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize),
             recv: RecvWqe::EMPTY,
             claimed: false,
+            xrc_srq: None,
             listener,
             dgram,
             mcast: Vec::new(),
@@ -196,15 +236,18 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         eng.unregister_qp(serial);
         return Err(e.raw_os_error().unwrap_or(libc::ENOMEM));
     }
-    pd.users.fetch_add(1, Ordering::AcqRel);
+    if let Some(pd) = pd {
+        pd.users.fetch_add(1, Ordering::AcqRel);
+    }
     if let Some(s) = &qp.srq {
         s.users.fetch_add(1, Ordering::AcqRel);
     }
-    qp.send_cq.qp_refs.fetch_add(1, Ordering::AcqRel);
-    qp.recv_cq.qp_refs.fetch_add(1, Ordering::AcqRel);
-    qp.send_cq.attach_qp(&qp);
-    if !Arc::ptr_eq(&qp.send_cq, &qp.recv_cq) {
-        qp.recv_cq.attach_qp(&qp);
+    if let Some(d) = &qp.xrcd {
+        d.users.fetch_add(1, Ordering::AcqRel);
+    }
+    for cq in qp.cqs() {
+        cq.qp_refs.fetch_add(1, Ordering::AcqRel);
+        cq.attach_qp(&qp);
     }
     a.cap = cap;
     let weak = Arc::downgrade(&qp);
@@ -259,17 +302,22 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     }
     q.ctx.async_q.purge(qp as usize);
     q.async_events.wait_all_acked();
-    q.send_cq.detach_qp(q);
-    q.recv_cq.detach_qp(q);
-    q.send_cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
-    q.recv_cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
+    for cq in q.cqs() {
+        cq.detach_qp(q);
+        cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
+    }
     if let Some(s) = &q.srq {
         s.users.fetch_sub(1, Ordering::AcqRel);
     }
-    // SAFETY: the PD outlives its QPs.
-    unsafe { Pd::from_ibv(q.pd) }
-        .users
-        .fetch_sub(1, Ordering::AcqRel);
+    if let Some(d) = &q.xrcd {
+        d.users.fetch_sub(1, Ordering::AcqRel);
+    }
+    if !q.pd.is_null() {
+        // SAFETY: the PD outlives its QPs.
+        unsafe { Pd::from_ibv(q.pd) }
+            .users
+            .fetch_sub(1, Ordering::AcqRel);
+    }
     QPS.remove(qp);
     // SAFETY: reclaims the application's reference from create_qp_ex.
     drop(unsafe { Arc::from_raw(qp as *const Qp) });

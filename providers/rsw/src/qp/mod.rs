@@ -69,6 +69,8 @@ pub struct QpInner {
     /// or the SRQ when the message started (valid while `claimed`).
     pub recv: RecvWqe,
     pub claimed: bool,
+    /// XRC receive QP: the SRQ the request being received named.
+    pub xrc_srq: Option<Arc<Srq>>,
     pub listener: Option<Listener>,
     /// UD: the QP's datagram socket and the multicast groups it joined.
     pub dgram: Option<Dgram>,
@@ -109,9 +111,13 @@ pub struct QpInner {
 }
 
 impl QpInner {
-    /// Reliable connected: acknowledged, retried, RNR-stalled.
+    /// Reliable connected (RC and XRC): acknowledged, retried,
+    /// RNR-stalled.
     pub fn reliable(&self) -> bool {
-        self.qp_type == IBV_QPT_RC
+        matches!(
+            self.qp_type,
+            IBV_QPT_RC | IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV
+        )
     }
 
     /// The capabilities the QP was created with, as its queues hold them.
@@ -148,8 +154,12 @@ pub struct Qp {
     pub ctx: Arc<CtxShared>,
     pub pd: *mut ibv_pd,
     pub pd_id: u32,
-    pub send_cq: Arc<Cq>,
-    pub recv_cq: Arc<Cq>,
+    /// None for the queue an XRC QP does not have (an XRC send QP has no
+    /// receive queue, an XRC receive QP neither queue).
+    pub send_cq: Option<Arc<Cq>>,
+    pub recv_cq: Option<Arc<Cq>>,
+    /// An XRC receive QP's domain.
+    pub xrcd: Option<Arc<crate::xrcd::Domain>>,
     /// The shared receive queue receives come from, instead of `rq`.
     pub srq: Option<Arc<Srq>>,
     pub inner: Mutex<QpInner>,
@@ -210,7 +220,8 @@ impl Qp {
         if status == IBV_WC_SUCCESS && !(w.signaled || g.sq_sig_all) {
             return;
         }
-        self.send_cq.push(Cqe {
+        let Some(cq) = &self.send_cq else { return };
+        cq.push(Cqe {
             wr_id: w.wr_id,
             status,
             opcode: w.wc_opcode(),
@@ -226,7 +237,9 @@ impl Qp {
     /// stalls; an SRQ remembers to wake us).
     pub fn claim_recv(&self, g: &mut QpInner) -> bool {
         if !g.claimed {
-            g.claimed = match &self.srq {
+            // An XRC receive QP takes from the SRQ the request named.
+            let srq = self.srq.as_ref().or(g.xrc_srq.as_ref()).cloned();
+            g.claimed = match srq {
                 Some(s) => s.claim(&mut g.recv, self.serial),
                 None => g.rq.take_into(&mut g.recv, self.pd_id),
             };
@@ -234,16 +247,42 @@ impl Qp {
         g.claimed
     }
 
+    /// The CQs the QP completes into, each once.
+    pub fn cqs(&self) -> impl Iterator<Item = &Arc<Cq>> {
+        let recv = self
+            .recv_cq
+            .as_ref()
+            .filter(|r| !self.send_cq.as_ref().is_some_and(|s| Arc::ptr_eq(s, r)));
+        self.send_cq.iter().chain(recv)
+    }
+
+    /// The PD remote accesses are checked against: the QP's, or for an
+    /// XRC receive QP, that of the SRQ the request named.
+    pub fn target_pd(&self, g: &QpInner) -> u32 {
+        g.xrc_srq.as_ref().map_or(self.pd_id, |s| s.pd_id)
+    }
+
+    /// The CQ receives complete into: the QP's, or for an XRC receive QP,
+    /// the named SRQ's.
+    fn recv_cq_for(&self, g: &QpInner) -> Option<Arc<Cq>> {
+        match g.xrc_srq.as_ref().and_then(|s| s.xrc.as_ref()) {
+            Some(x) => Some(x.cq.clone()),
+            None => self.recv_cq.clone(),
+        }
+    }
+
     /// The claimed receive, if any, for completing it.
     pub fn take_claimed(&self, g: &mut QpInner) -> Option<u64> {
         std::mem::take(&mut g.claimed).then_some(g.recv.wr_id)
     }
 
-    pub fn complete_recv(&self, e: Cqe) {
-        self.recv_cq.push(Cqe {
-            qp_num: self.qpn,
-            ..e
-        });
+    pub fn complete_recv(&self, g: &QpInner, e: Cqe) {
+        if let Some(cq) = self.recv_cq_for(g) {
+            cq.push(Cqe {
+                qp_num: self.qpn,
+                ..e
+            });
+        }
     }
 
     /// Moves to the error state: flushes both queues and takes the
@@ -273,14 +312,18 @@ impl Qp {
         g.sq.clear();
         g.tx_blocked = false;
         let claimed = self.take_claimed(g);
+        let cq = self.recv_cq_for(g);
         // A claimed receive is older than anything still in the queue.
         for wr_id in claimed.into_iter().chain(std::iter::from_fn(|| g.rq.pop())) {
-            self.complete_recv(Cqe {
-                wr_id,
-                status: IBV_WC_WR_FLUSH_ERR,
-                opcode: IBV_WC_RECV,
-                ..Cqe::default()
-            });
+            if let Some(cq) = &cq {
+                cq.push(Cqe {
+                    wr_id,
+                    status: IBV_WC_WR_FLUSH_ERR,
+                    opcode: IBV_WC_RECV,
+                    qp_num: self.qpn,
+                    ..Cqe::default()
+                });
+            }
         }
     }
 
@@ -454,7 +497,8 @@ impl Qp {
         if g.state == IBV_QPS_ERR || g.state == IBV_QPS_RESET {
             return;
         }
-        if self.send_cq.overran() || self.recv_cq.overran() {
+        let overran = |c: &Option<Arc<Cq>>| c.as_ref().is_some_and(|c| c.overran());
+        if overran(&self.send_cq) || overran(&self.recv_cq) {
             self.async_event(IBV_EVENT_QP_FATAL);
             self.enter_error(g);
         }

@@ -9,6 +9,18 @@ fn transition(ty: ibv_qp_type, cur: ibv_qp_state, new: ibv_qp_state) -> Option<(
     match ty {
         IBV_QPT_UC => transition_uc(cur, new),
         IBV_QPT_UD => transition_ud(cur, new),
+        // The XRC send side has no responder: its RTR is UC's.
+        IBV_QPT_XRC_SEND if (cur, new) == (IBV_QPS_INIT, IBV_QPS_RTR) => transition_uc(cur, new),
+        // The XRC receive side has no requester: RTS needs no retry or
+        // READ/atomic resources.
+        IBV_QPT_XRC_RECV if (cur, new) == (IBV_QPS_RTR, IBV_QPS_RTS) => Some((
+            IBV_QP_TIMEOUT | IBV_QP_SQ_PSN,
+            IBV_QP_CUR_STATE
+                | IBV_QP_ACCESS_FLAGS
+                | IBV_QP_ALT_PATH
+                | IBV_QP_MIN_RNR_TIMER
+                | IBV_QP_PATH_MIG_STATE,
+        )),
         _ => transition_rc(cur, new),
     }
 }
@@ -324,7 +336,10 @@ fn to_rtr(qp: &Qp, g: &mut QpInner) -> Result<(), c_int> {
         global: ah.is_global != 0,
     });
     g.inc_bound = false;
-    requester::start(qp, g)?;
+    // An XRC receive QP sends nothing: no outgoing connection.
+    if g.qp_type != IBV_QPT_XRC_RECV {
+        requester::start(qp, g)?;
+    }
     responder::promote_pending(qp, g);
     Ok(())
 }

@@ -36,6 +36,8 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
     let op = wire_op(wr.opcode).ok_or(libc::EINVAL)?;
     let allowed = match g.qp_type {
         IBV_QPT_UD => matches!(op, Op::Send | Op::SendImm),
+        // An XRC receive QP has no send queue.
+        IBV_QPT_XRC_RECV => false,
         IBV_QPT_UC => matches!(op, Op::Send | Op::SendImm | Op::Write | Op::WriteImm),
         _ => true,
     };
@@ -158,6 +160,12 @@ unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, c: &Checked) -> u64 {
         msn: 0,
         local_err: 0,
         ud: c.ud,
+        xrc_srqn: if g.qp_type == IBV_QPT_XRC_SEND {
+            // SAFETY: the union's one member, as XRC send QPs fill it.
+            unsafe { wr.qp_type.xrc.remote_srqn }
+        } else {
+            0
+        },
     };
     g.sq.commit();
     seq
@@ -260,8 +268,9 @@ pub(crate) unsafe extern "C" fn post_recv(
 ) -> c_int {
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
-    // Receives of a QP on an SRQ are posted to the SRQ.
-    if q.srq.is_some() {
+    // Receives of a QP on an SRQ are posted to the SRQ; XRC QPs have no
+    // receive queue.
+    if q.srq.is_some() || q.recv_cq.is_none() {
         if !bad_wr.is_null() {
             // SAFETY: out-pointer supplied by the caller.
             unsafe { *bad_wr = wr };
@@ -287,12 +296,15 @@ pub(crate) unsafe extern "C" fn post_recv(
             break;
         }
         if g.state == IBV_QPS_ERR {
-            q.complete_recv(Cqe {
-                wr_id: w.wr_id,
-                status: IBV_WC_WR_FLUSH_ERR,
-                opcode: IBV_WC_RECV,
-                ..Cqe::default()
-            });
+            q.complete_recv(
+                &g,
+                Cqe {
+                    wr_id: w.wr_id,
+                    status: IBV_WC_WR_FLUSH_ERR,
+                    opcode: IBV_WC_RECV,
+                    ..Cqe::default()
+                },
+            );
         } else {
             let sges: &[ibv_sge] = if w.num_sge > 0 {
                 // SAFETY: the caller's WR describes its own SGE array.

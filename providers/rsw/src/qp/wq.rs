@@ -37,6 +37,8 @@ pub struct SendWqe {
     pub local_err: ibv_wc_status,
     /// UD: where the datagram goes (resolved from the AH at post time).
     pub ud: UdDest,
+    /// XRC: the SRQ at the receiving side (`remote_srqn`).
+    pub xrc_srqn: u32,
 }
 
 /// A UD work request's destination.
@@ -70,6 +72,7 @@ impl SendWqe {
             qpn: 0,
             qkey: 0,
         },
+        xrc_srqn: 0,
     };
 
     pub fn wc_opcode(&self) -> ibv_wc_opcode {

@@ -1,0 +1,157 @@
+//! XRC domains: `ibv_open_xrcd` / `ibv_close_xrcd`.
+//!
+//! A domain opened with a file descriptor is named by the file's inode, as
+//! the kernel names it: opening the same file again (with `O_CREAT`, or
+//! without once it exists) gives the same domain, `O_EXCL` refuses an
+//! existing one, and a file with no domain yet needs `O_CREAT`. `fd` -1
+//! opens a new, unnamed domain. Domains are this process's: XRC SRQs and
+//! receive QPs are shared between the QPs of one process (see the README).
+
+use std::collections::HashMap;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use crate::handles::{Ctx, Handles};
+use crate::util::{set_errno, ForkFresh};
+
+/// The domain behind one or more open handles.
+pub struct Domain {
+    pub id: u64,
+    /// XRC SRQs and receive QPs in the domain: close is refused while any
+    /// exist.
+    pub users: AtomicU32,
+    /// The file's (device, inode), for named domains.
+    key: Option<(u64, u64)>,
+}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        if let Some(k) = self.key {
+            let mut m = NAMED.get().lock();
+            if m.get(&k).is_some_and(|w| w.strong_count() == 0) {
+                m.remove(&k);
+            }
+        }
+    }
+}
+
+/// Named domains by the file's (device, inode).
+type Named = HashMap<(u64, u64), Weak<Domain>>;
+static NAMED: ForkFresh<Mutex<Named>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One handle `ibv_open_xrcd` returned.
+#[repr(C)]
+pub struct Xrcd {
+    pub ibv: ibv_xrcd,
+    pub domain: Arc<Domain>,
+}
+
+/// The XRCD handles open.
+pub static XRCDS: Handles<Ctx> = Handles::new();
+
+impl Xrcd {
+    /// The domain behind a live handle.
+    pub fn domain_of(x: *mut ibv_xrcd) -> Option<Arc<Domain>> {
+        XRCDS.get(x)?;
+        // SAFETY: the handle is live (in the table); ibv is the first field
+        // of a boxed Xrcd.
+        Some(unsafe { &*(x as *const Xrcd) }.domain.clone())
+    }
+}
+
+fn file_key(fd: c_int) -> Result<(u64, u64), c_int> {
+    // SAFETY: a zeroed stat is a valid out-buffer for fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into st; fd is the caller's.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(libc::EBADF);
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
+fn new_domain(key: Option<(u64, u64)>) -> Arc<Domain> {
+    Arc::new(Domain {
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        users: AtomicU32::new(0),
+        key,
+    })
+}
+
+fn open(a: &ibv_xrcd_init_attr) -> Result<Arc<Domain>, c_int> {
+    if a.comp_mask & !(IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS) != 0
+        || a.comp_mask & IBV_XRCD_INIT_ATTR_FD == 0
+        || a.comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS == 0
+    {
+        return Err(libc::EINVAL);
+    }
+    if a.oflags & !(libc::O_CREAT | libc::O_EXCL) != 0 {
+        return Err(libc::EINVAL);
+    }
+    if a.fd == -1 {
+        return Ok(new_domain(None));
+    }
+    let key = file_key(a.fd)?;
+    let mut m = NAMED.get().lock();
+    match m.get(&key).and_then(Weak::upgrade) {
+        Some(_) if a.oflags & libc::O_EXCL != 0 => Err(libc::EINVAL),
+        Some(d) => Ok(d),
+        // No domain for the file yet: only O_CREAT makes one.
+        None if a.oflags & libc::O_CREAT == 0 => Err(libc::EAGAIN),
+        None => {
+            let d = new_domain(Some(key));
+            m.insert(key, Arc::downgrade(&d));
+            Ok(d)
+        }
+    }
+}
+
+pub(crate) unsafe extern "C" fn open_xrcd(
+    context: *mut ibv_context,
+    attr: *mut ibv_xrcd_init_attr,
+) -> *mut ibv_xrcd {
+    if attr.is_null() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: attr is the caller's (non-NULL).
+    match open(unsafe { &*attr }) {
+        Ok(domain) => {
+            let x = Box::into_raw(Box::new(Xrcd {
+                ibv: ibv_xrcd { context },
+                domain,
+            })) as *mut ibv_xrcd;
+            XRCDS.insert(x, Ctx(context));
+            x
+        }
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+pub(crate) unsafe extern "C" fn close_xrcd(xrcd: *mut ibv_xrcd) -> c_int {
+    let taken = XRCDS.remove_if(xrcd, |_| {
+        // SAFETY: the handle is live (in the table, locked).
+        let x = unsafe { &*(xrcd as *const Xrcd) };
+        // The last handle of a domain still holding objects stays open.
+        let last =
+            Arc::strong_count(&x.domain) == 1 + x.domain.users.load(Ordering::Acquire) as usize;
+        if last && x.domain.users.load(Ordering::Acquire) != 0 {
+            Err(libc::EBUSY)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = taken {
+        return e;
+    }
+    // SAFETY: out of the table now, so only this call reclaims it.
+    drop(unsafe { Box::from_raw(xrcd as *mut Xrcd) });
+    0
+}
