@@ -2,6 +2,12 @@
  * Memory registrations changed under traffic: ibv_rereg_mr moving an MR
  * to a new buffer, a new PD, both, or new access rights keeps its keys
  * working for the QPs that use it, with the new translation and rights.
+ * Memory windows: type 1 (ibv_bind_mw) and type 2 (IBV_WR_BIND_MW,
+ * ibv_wr_bind_mw) windows give remote access to exactly their range and
+ * rights, until rebound, unbound, invalidated locally (IBV_WR_LOCAL_INV)
+ * or by the peer (IBV_WR_SEND_WITH_INV, IBV_WC_WITH_INV); type 2 windows
+ * only through the QP they were bound on; bind errors complete with
+ * IBV_WC_MW_BIND_ERR; an MR with windows bound cannot be deregistered.
  */
 #include "common/verbs_util.c"
 
@@ -87,7 +93,280 @@ static void rereg_translation_pd_access(void)
 	CHECK_OK(ibv_dereg_mr(mr));
 }
 
+/* A pair with everything allowed, a source buffer and a bindable MR on b. */
+struct mwenv {
+	struct vt_env e;
+	struct vt_qp_opts o;
+	struct vt_pair p;
+	struct vt_buf s;
+	uint8_t *x;
+	struct ibv_mr *mr;
+};
+
+static void mwenv_open(struct mwenv *m)
+{
+	memset(m, 0, sizeof(*m));
+	vt_env_open(&m->e);
+	CHECK(m->e.dev.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+	CHECK(m->e.dev.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+	CHECK_GE(m->e.dev.max_mw, 1);
+	vt_default_opts(&m->o);
+	m->o.access = VT_ACCESS_ALL;
+	vt_pair_create(&m->e, &m->p, &m->o, 0);
+	vt_buf_reg(&m->e, &m->s, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_fill(m->s.p, 4096, 12);
+	m->x = vt_alloc(8192);
+	m->mr = CHECK_PTR(ibv_reg_mr(m->e.pd, m->x, 8192,
+				     VT_ACCESS_ALL | IBV_ACCESS_MW_BIND));
+}
+
+/* a writes 64 bytes through `rkey` at x + off; returns the status. */
+static enum ibv_wc_status write_via(struct mwenv *m, uint32_t rkey, size_t off)
+{
+	struct ibv_wc wc;
+	struct ibv_sge sge = vt_sge(m->s.p, 64, m->s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(77, IBV_WR_RDMA_WRITE, &sge,
+					   IBV_SEND_SIGNALED);
+
+	wr.wr.rdma.remote_addr = (uintptr_t)m->x + off;
+	wr.wr.rdma.rkey = rkey;
+	vt_post_send(m->p.a, &wr);
+	vt_poll(m->p.cq_a, &wc, 1);
+	CHECK_EQ(wc.wr_id, 77);
+	return wc.status;
+}
+
+/* After a refused access the pair is in ERR: connect a fresh one. */
+static void fresh_pair(struct mwenv *m)
+{
+	vt_pair_create(&m->e, &m->p, &m->o, 0);
+}
+
+static void expect_b_completion(struct mwenv *m, uint64_t id,
+				enum ibv_wc_status st, int opcode)
+{
+	struct ibv_wc wc;
+
+	vt_poll(m->p.cq_b, &wc, 1);
+	CHECK_EQ(wc.wr_id, id);
+	if (st == IBV_WC_SUCCESS)
+		CHECK_WC(&wc, st, opcode);
+	else
+		CHECK_WC_STATUS(&wc, st);
+}
+
+static struct ibv_send_wr bind_wr(struct ibv_mw *mw, uint32_t rkey,
+				  struct ibv_mr *mr, void *addr, uint64_t len,
+				  unsigned access)
+{
+	struct ibv_send_wr wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 500;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)addr;
+	wr.bind_mw.bind_info.length = len;
+	wr.bind_mw.bind_info.mw_access_flags = access;
+	return wr;
+}
+
+static void mw_type1(void)
+{
+	struct mwenv m;
+
+	mwenv_open(&m);
+	struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(m.e.pd, IBV_MW_TYPE_1));
+	CHECK_EQ(mw->type, IBV_MW_TYPE_1);
+	CHECK(mw->pd == m.e.pd);
+	uint32_t unbound = mw->rkey;
+	/* Unbound: nothing is reachable through it. */
+	CHECK_EQ(write_via(&m, unbound, 1024), IBV_WC_REM_ACCESS_ERR);
+	fresh_pair(&m);
+
+	struct ibv_mw_bind b;
+	memset(&b, 0, sizeof(b));
+	b.wr_id = 41;
+	b.send_flags = IBV_SEND_SIGNALED;
+	b.bind_info.mr = m.mr;
+	b.bind_info.addr = (uintptr_t)m.x + 1024;
+	b.bind_info.length = 2048;
+	b.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	CHECK_OK(ibv_bind_mw(m.p.b, mw, &b));
+	expect_b_completion(&m, 41, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	uint32_t k1 = mw->rkey;
+	CHECK(k1 != unbound);
+	CHECK_EQ(k1 >> 8, unbound >> 8);
+
+	CHECK_EQ(write_via(&m, k1, 1024 + 2048 - 64), IBV_WC_SUCCESS);
+	CHECK_MEM(m.x + 1024 + 2048 - 64, m.s.p, 64);
+	/* Outside the window, though inside the MR: refused. */
+	CHECK_EQ(write_via(&m, k1, 1024 + 2048 - 32), IBV_WC_REM_ACCESS_ERR);
+	fresh_pair(&m);
+	CHECK_EQ(write_via(&m, k1, 0), IBV_WC_REM_ACCESS_ERR);
+	fresh_pair(&m);
+
+	/* Rebinding changes the key: the old one stops working. */
+	b.wr_id = 42;
+	b.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	CHECK_OK(ibv_bind_mw(m.p.b, mw, &b));
+	expect_b_completion(&m, 42, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	uint32_t k2 = mw->rkey;
+	CHECK(k2 != k1);
+	CHECK_EQ(write_via(&m, k2, 2048), IBV_WC_SUCCESS);
+	CHECK_EQ(write_via(&m, k1, 2048), IBV_WC_REM_ACCESS_ERR);
+	fresh_pair(&m);
+
+	/* The MR cannot go while the window is bound to it. */
+	CHECK_RET(ibv_dereg_mr(m.mr), EBUSY);
+	/* A zero-length bind unbinds. */
+	b.wr_id = 43;
+	b.bind_info.length = 0;
+	CHECK_OK(ibv_bind_mw(m.p.b, mw, &b));
+	expect_b_completion(&m, 43, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(write_via(&m, mw->rkey, 2048), IBV_WC_REM_ACCESS_ERR);
+	CHECK_OK(ibv_dealloc_mw(mw));
+	CHECK_OK(ibv_dereg_mr(m.mr));
+}
+
+static void mw_type2_bind_and_local_invalidate(void)
+{
+	struct mwenv m;
+
+	mwenv_open(&m);
+	struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(m.e.pd, IBV_MW_TYPE_2));
+	CHECK_EQ(mw->type, IBV_MW_TYPE_2);
+	uint32_t k = ibv_inc_rkey(mw->rkey);
+	struct ibv_send_wr wr = bind_wr(mw, k, m.mr, m.x, 4096,
+					IBV_ACCESS_REMOTE_WRITE);
+	vt_post_send(m.p.b, &wr);
+	expect_b_completion(&m, 500, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(write_via(&m, k, 100), IBV_WC_SUCCESS);
+	CHECK_MEM(m.x + 100, m.s.p, 64);
+
+	/* Bound already: a second bind is a bind error (the QP fails). */
+	struct vt_pair keep = m.p;
+	fresh_pair(&m);
+	wr = bind_wr(mw, ibv_inc_rkey(k), m.mr, m.x, 4096, IBV_ACCESS_REMOTE_WRITE);
+	vt_post_send(keep.b, &wr);
+	struct ibv_wc wc;
+	vt_poll(keep.cq_b, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_MW_BIND_ERR);
+
+	/* Type 2B: only the QP it was bound on (keep.b) may use it. */
+	CHECK_EQ(write_via(&m, k, 100), IBV_WC_REM_ACCESS_ERR);
+
+	/* Invalidated locally, through a fresh pair's b: then rebindable. */
+	fresh_pair(&m);
+	struct ibv_send_wr inv = vt_send_wr(501, IBV_WR_LOCAL_INV, NULL,
+					    IBV_SEND_SIGNALED);
+	inv.invalidate_rkey = k;
+	/* keep.b is in ERR: invalidate through the window's PD on m.p.b. */
+	vt_post_send(m.p.b, &inv);
+	expect_b_completion(&m, 501, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV);
+	k = ibv_inc_rkey(k);
+	wr = bind_wr(mw, k, m.mr, m.x, 4096, IBV_ACCESS_REMOTE_WRITE);
+	vt_post_send(m.p.b, &wr);
+	expect_b_completion(&m, 500, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(write_via(&m, k, 200), IBV_WC_SUCCESS);
+	/* Invalidating a key that is not the current one fails. */
+	inv.invalidate_rkey = k ^ 1;
+	vt_post_send(m.p.b, &inv);
+	expect_b_completion(&m, 501, IBV_WC_LOC_QP_OP_ERR, 0);
+}
+
+/* The peer invalidates the window with SEND_WITH_INV. */
+static void mw_send_with_invalidate(void)
+{
+	struct mwenv m;
+	struct ibv_wc wc;
+
+	mwenv_open(&m);
+	struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(m.e.pd, IBV_MW_TYPE_2));
+	uint32_t k = ibv_inc_rkey(mw->rkey);
+	struct ibv_send_wr wr = bind_wr(mw, k, m.mr, m.x, 4096,
+					IBV_ACCESS_REMOTE_WRITE);
+	vt_post_send(m.p.b, &wr);
+	expect_b_completion(&m, 500, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(write_via(&m, k, 0), IBV_WC_SUCCESS);
+
+	vt_post_recv(m.p.b, 9, m.x + 4096, 256, m.mr->lkey);
+	struct ibv_sge sge = vt_sge(m.s.p, 32, m.s.mr->lkey);
+	struct ibv_send_wr s = vt_send_wr(60, IBV_WR_SEND_WITH_INV, &sge,
+					  IBV_SEND_SIGNALED);
+	s.invalidate_rkey = k;
+	vt_post_send(m.p.a, &s);
+	vt_poll(m.p.cq_a, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_SEND);
+	vt_poll(m.p.cq_b, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK(wc.wc_flags & IBV_WC_WITH_INV);
+	CHECK(!(wc.wc_flags & IBV_WC_WITH_IMM));
+	CHECK_EQ(wc.invalidated_rkey, k);
+	CHECK_EQ(wc.byte_len, 32);
+	CHECK_MEM(m.x + 4096, m.s.p, 32);
+	CHECK_EQ(write_via(&m, k, 0), IBV_WC_REM_ACCESS_ERR);
+}
+
+/* Bind errors; the extended post API; dealloc of a stale window. */
+static void mw_bind_errors_and_wr_api(void)
+{
+	struct mwenv m;
+	struct ibv_wc wc;
+
+	mwenv_open(&m);
+	/* An MR registered without IBV_ACCESS_MW_BIND cannot be windowed. */
+	uint8_t *y = vt_alloc(4096);
+	struct ibv_mr *plain = CHECK_PTR(ibv_reg_mr(m.e.pd, y, 4096, VT_ACCESS_ALL));
+	struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(m.e.pd, IBV_MW_TYPE_2));
+	struct ibv_send_wr wr = bind_wr(mw, ibv_inc_rkey(mw->rkey), plain, y,
+					4096, IBV_ACCESS_REMOTE_WRITE);
+	vt_post_send(m.p.b, &wr);
+	vt_poll(m.p.cq_b, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_MW_BIND_ERR);
+	CHECK_EQ(vt_qp_state(m.p.b), IBV_QPS_ERR);
+
+	/* ibv_wr_bind_mw and ibv_wr_send_inv on an extended QP. */
+	fresh_pair(&m);
+	struct vt_qp_opts ox = m.o;
+	ox.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV |
+			    IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE;
+	struct vt_pair px;
+	vt_pair_create(&m.e, &px, &ox, 0);
+	struct ibv_qp_ex *bx = CHECK_PTR(ibv_qp_to_qp_ex(px.b));
+	uint32_t k = ibv_inc_rkey(mw->rkey);
+	struct ibv_mw_bind_info info = {
+		.mr = m.mr, .addr = (uintptr_t)m.x, .length = 512,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE,
+	};
+	ibv_wr_start(bx);
+	bx->wr_id = 70;
+	bx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(bx, mw, k, &info);
+	CHECK_OK(ibv_wr_complete(bx));
+	vt_poll(px.cq_b, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	ibv_wr_start(bx);
+	bx->wr_id = 71;
+	ibv_wr_local_inv(bx, k);
+	CHECK_OK(ibv_wr_complete(bx));
+	vt_poll(px.cq_b, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV);
+
+	CHECK_OK(ibv_dealloc_mw(mw));
+	CHECK_RET(ibv_dealloc_mw(mw), EINVAL);
+	/* No such window type. */
+	CHECK_NULL_ERRNO(ibv_alloc_mw(m.e.pd, 7), EINVAL);
+}
+
 static const struct vt_case cases[] = {
 	VT_CASE(rereg_translation_pd_access),
+	VT_CASE(mw_type1),
+	VT_CASE(mw_type2_bind_and_local_invalidate),
+	VT_CASE(mw_send_with_invalidate),
+	VT_CASE(mw_bind_errors_and_wr_api),
 };
 VT_MAIN(cases)

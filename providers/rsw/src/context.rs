@@ -313,6 +313,9 @@ pub struct DataPath {
     pub get_srq_num: unsafe extern "C" fn(*mut ibv_srq, *mut u32) -> c_int,
     pub open_xrcd: unsafe extern "C" fn(*mut ibv_context, *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd,
     pub close_xrcd: unsafe extern "C" fn(*mut ibv_xrcd) -> c_int,
+    pub alloc_mw: unsafe extern "C" fn(*mut ibv_pd, ibv_mw_type) -> *mut ibv_mw,
+    pub bind_mw: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int,
+    pub dealloc_mw: unsafe extern "C" fn(*mut ibv_mw) -> c_int,
 }
 
 /// Opens a context on the device behind `handle` with the entry points of
@@ -358,6 +361,9 @@ pub(crate) unsafe fn open_device(
     c.ops.post_send = Some(ops.post_send);
     c.ops.post_recv = Some(ops.post_recv);
     c.ops.post_srq_recv = Some(ops.post_srq_recv);
+    c.ops.alloc_mw = Some(ops.alloc_mw);
+    c.ops.bind_mw = Some(ops.bind_mw);
+    c.ops.dealloc_mw = Some(ops.dealloc_mw);
     let ctx = Box::into_raw(Box::new(Context { vctx, shared }));
     // SAFETY: ctx was just allocated; the returned pointer is its context
     // field, which lives as long as the allocation.

@@ -24,6 +24,7 @@ pub const MAX_QP_WR: u32 = 16384;
 pub const MAX_SRQ_WR: u32 = 16384;
 pub const MAX_SRQ: u32 = 16384;
 pub const MAX_AH: u32 = 1 << 16;
+pub const MAX_MW: u32 = 1 << 16;
 /// Multicast groups QPs of this process may be attached to, and QPs per
 /// group (counted per process: the groups live in the kernel's IP stack).
 pub const MAX_MCAST_GRP: u32 = 1024;
@@ -307,7 +308,9 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
         | IBV_DEVICE_SYS_IMAGE_GUID
         | IBV_DEVICE_CURR_QP_STATE_MOD
         | IBV_DEVICE_SRQ_RESIZE
-        | IBV_DEVICE_XRC;
+        | IBV_DEVICE_XRC
+        | IBV_DEVICE_MEM_WINDOW
+        | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
     a.max_sge = MAX_SGE as c_int;
     a.max_sge_rd = MAX_SGE as c_int;
     a.max_cq = MAX_CQ as c_int;
@@ -319,6 +322,7 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
     a.max_srq_wr = MAX_SRQ_WR as c_int;
     a.max_srq_sge = MAX_SGE as c_int;
     a.max_ah = MAX_AH as c_int;
+    a.max_mw = MAX_MW as c_int;
     a.max_mcast_grp = MAX_MCAST_GRP as c_int;
     a.max_mcast_qp_attach = MAX_MCAST_QP_ATTACH as c_int;
     a.max_total_mcast_qp_attach = (MAX_MCAST_GRP * MAX_MCAST_QP_ATTACH) as c_int;

@@ -26,6 +26,7 @@ pub mod gid;
 pub mod guard;
 pub mod handles;
 pub mod mr;
+pub mod mw;
 pub mod pd;
 pub mod progress;
 pub mod qp;
@@ -61,8 +62,8 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     reg_mr: Some(mr::reg_mr),
     rereg_mr: Some(mr::rereg_mr),
     dereg_mr: Some(mr::dereg_mr),
-    alloc_mw: None,
-    dealloc_mw: None,
+    alloc_mw: Some(mw::alloc_mw),
+    dealloc_mw: Some(mw::dealloc_mw),
     create_comp_channel: Some(channel::create_comp_channel),
     destroy_comp_channel: Some(channel::destroy_comp_channel),
     get_cq_event: Some(channel::get_cq_event),
@@ -101,6 +102,9 @@ static DATA_PATH: context::DataPath = context::DataPath {
     get_srq_num: srq::get_srq_num,
     open_xrcd: xrcd::open_xrcd,
     close_xrcd: xrcd::close_xrcd,
+    alloc_mw: mw::alloc_mw,
+    bind_mw: mw::bind_mw,
+    dealloc_mw: mw::dealloc_mw,
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {
@@ -134,6 +138,7 @@ unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_con
         Some(ObjectKind::Cq) => cq::CQS.get(obj),
         Some(ObjectKind::CompChannel) => channel::CHANNELS.get(obj),
         Some(ObjectKind::Xrcd) => xrcd::XRCDS.get(obj),
+        Some(ObjectKind::Mw) => mw::MWS.get(obj).map(|m| handles::Ctx(m.context())),
         Some(ObjectKind::Ah) => ah::AHS.get(obj).map(|a| handles::Ctx(a.ctx_ptr())),
         Some(ObjectKind::Srq) => srq::SRQS
             .get(obj)

@@ -70,9 +70,39 @@ impl MrEntry {
     }
 }
 
+/// Memory-window rkeys have the top bit set (`index << 8 | tag`, the index
+/// in the upper half of the 24-bit range); MR keys never do.
+pub const WINDOW_KEY: u32 = 0x8000_0000;
+
+/// A memory window: a range of an MR, with its own rights, reachable by
+/// its rkey while bound.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub pd: u32,
+    pub mw_type: ibv_mw_type,
+    /// The rkey's low 8 bits while bound; a stale tag is refused.
+    pub tag: u8,
+    pub binding: Option<Binding>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Binding {
+    /// The MR it windows (the MR stays registered while bound).
+    pub mr_key: u32,
+    pub addr: u64,
+    pub len: u64,
+    pub access: u32,
+    /// Type 2 windows are bound to one QP (type 2B): only it may use them.
+    pub qpn: Option<u32>,
+}
+
 #[derive(Default)]
 pub struct MrTable {
     map: HashMap<u32, MrEntry, BuildHasherDefault<KeyHasher>>,
+    /// Windows by index (rkey >> 8).
+    windows: HashMap<u32, Window>,
+    /// MR key -> windows bound to it (dereg refuses while any are).
+    bound: HashMap<u32, u32>,
 }
 
 /// Why a key lookup failed; callers map it to a completion status.
@@ -101,7 +131,8 @@ impl MrTable {
     }
 
     /// Checks a remote access of `len` bytes at `addr` needing the
-    /// `IBV_ACCESS_REMOTE_*` bits in `need`.
+    /// `IBV_ACCESS_REMOTE_*` bits in `need`, by QP `qpn` of PD `pd`; the
+    /// rkey is an MR's or a bound window's.
     pub fn remote(
         &self,
         rkey: u32,
@@ -109,9 +140,27 @@ impl MrTable {
         len: u64,
         pd: u32,
         need: u32,
+        qpn: u32,
     ) -> Result<*mut u8, AccessError> {
         if len == 0 {
             return Ok(std::ptr::null_mut());
+        }
+        if rkey & WINDOW_KEY != 0 {
+            let w = self.windows.get(&(rkey >> 8)).ok_or(AccessError)?;
+            let b = w.binding.ok_or(AccessError)?;
+            if w.tag != rkey as u8
+                || w.pd != pd
+                || b.access & need != need
+                || b.qpn.is_some_and(|q| q != qpn)
+            {
+                return Err(AccessError);
+            }
+            let off = addr.checked_sub(b.addr).ok_or(AccessError)?;
+            if off > b.len || len > b.len - off {
+                return Err(AccessError);
+            }
+            let e = self.map.get(&b.mr_key).ok_or(AccessError)?;
+            return e.translate(addr, len).ok_or(AccessError);
         }
         let e = self.map.get(&rkey).ok_or(AccessError)?;
         if e.pd != pd || e.access & need != need {
@@ -173,11 +222,12 @@ pub fn table() -> RwLockReadGuard<'static, MrTable> {
     TABLE.get().read()
 }
 
-fn new_key() -> u32 {
+/// A new MR key: scrambled, never a window's (top bit clear), not in use.
+fn new_key(t: &MrTable) -> u32 {
     loop {
         let c = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let k = c.wrapping_mul(0x9e37_79b1).rotate_left(13) ^ *SEED;
-        if k != 0 {
+        let k = (c.wrapping_mul(0x9e37_79b1).rotate_left(13) ^ *SEED) & !WINDOW_KEY;
+        if k != 0 && !t.map.contains_key(&k) {
             return k;
         }
     }
@@ -299,7 +349,6 @@ pub(crate) unsafe extern "C" fn reg_mr(
     crate::guard::install();
     // SAFETY: pd is a live PD of ours (checked above).
     let p = unsafe { Pd::from_ibv(pd) };
-    let key = new_key();
     let entry = MrEntry {
         host: addr as usize,
         len: length as u64,
@@ -307,7 +356,12 @@ pub(crate) unsafe extern "C" fn reg_mr(
         access: access & KNOWN_ACCESS,
         pd: p.id,
     };
-    TABLE.get().write().map.insert(key, entry);
+    let key = {
+        let mut t = TABLE.get().write();
+        let key = new_key(&t);
+        t.map.insert(key, entry);
+        key
+    };
     p.users.fetch_add(1, Ordering::AcqRel);
     let mr = Box::new(Mr {
         ibv: ibv_mr {
@@ -390,9 +444,19 @@ pub(crate) unsafe extern "C" fn rereg_mr(
 }
 
 pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
-    // Removing it first makes a second or racing dereg fail.
-    if MRS.remove(mr).is_none() {
-        return libc::EINVAL;
+    // Removing it first makes a second or racing dereg fail; an MR that
+    // windows are bound to stays (the kernel's EBUSY).
+    let taken = MRS.remove_if(mr, |_| {
+        // SAFETY: mr is a live MR of ours (in the table, locked).
+        let key = unsafe { (*mr).lkey };
+        if TABLE.get().read().bound.get(&key).is_some_and(|&n| n > 0) {
+            Err(libc::EBUSY)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = taken {
+        return e;
     }
     // SAFETY: mr came from reg_mr and was live until just now; only this
     // call reclaims it.
@@ -406,6 +470,130 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
     0
 }
 
+// ---- memory windows -------------------------------------------------------
+
+/// Why a bind failed: the completion status it gives.
+pub struct BindError;
+
+static NEXT_WINDOW: AtomicU32 = AtomicU32::new(0);
+
+/// Enters a new, unbound window of PD `pd`; returns its first rkey.
+pub fn new_window(pd: u32, mw_type: ibv_mw_type) -> u32 {
+    let mut t = TABLE.get().write();
+    loop {
+        // Indices 0x800000..=0xffffff: the top bit of the rkey set.
+        let index = 0x80_0000 | (NEXT_WINDOW.fetch_add(1, Ordering::Relaxed) & 0x7f_ffff);
+        if t.windows.contains_key(&index) {
+            continue;
+        }
+        t.windows.insert(
+            index,
+            Window {
+                pd,
+                mw_type,
+                tag: 0,
+                binding: None,
+            },
+        );
+        return index << 8;
+    }
+}
+
+fn unbind(t: &mut MrTable, w: &mut Window) {
+    if let Some(b) = w.binding.take() {
+        if let Some(n) = t.bound.get_mut(&b.mr_key) {
+            *n -= 1;
+            if *n == 0 {
+                t.bound.remove(&b.mr_key);
+            }
+        }
+    }
+}
+
+/// Forgets a window (`ibv_dealloc_mw`); false if there is none.
+pub fn drop_window(rkey: u32) -> bool {
+    let mut t = TABLE.get().write();
+    match t.windows.remove(&(rkey >> 8)) {
+        Some(mut w) => {
+            unbind(&mut t, &mut w);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Binds the window `old_rkey` names to `[addr, addr+len)` of the MR with
+/// key `mr_key` under the new rkey `new_rkey` (same index, next tag). A
+/// zero length unbinds (type 1). Checks what the spec requires: the MR
+/// allows binding and is in the window's PD (and the QP's, `qp_pd`), the
+/// range lies inside it, remote write needs local write on the MR, a type
+/// 2 window is not bound already.
+#[allow(clippy::too_many_arguments)]
+pub fn bind_window(
+    old_rkey: u32,
+    new_rkey: u32,
+    mr_key: u32,
+    addr: u64,
+    len: u64,
+    access: u32,
+    qp_pd: u32,
+    qpn: u32,
+) -> Result<(), BindError> {
+    let mut t = TABLE.get().write();
+    let index = old_rkey >> 8;
+    let mut w = *t.windows.get(&index).ok_or(BindError)?;
+    if new_rkey >> 8 != index || w.pd != qp_pd {
+        return Err(BindError);
+    }
+    if w.mw_type == IBV_MW_TYPE_2 && w.binding.is_some() {
+        return Err(BindError);
+    }
+    unbind(&mut t, &mut w);
+    if len > 0 {
+        let e = t.map.get(&mr_key).ok_or(BindError)?;
+        if e.pd != w.pd
+            || e.access & IBV_ACCESS_MW_BIND == 0
+            || e.translate(addr, len).is_none()
+            || (access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) != 0
+                && e.access & IBV_ACCESS_LOCAL_WRITE == 0)
+        {
+            t.windows.insert(index, w);
+            return Err(BindError);
+        }
+        w.binding = Some(Binding {
+            mr_key,
+            addr,
+            len,
+            access: access
+                & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC),
+            qpn: (w.mw_type == IBV_MW_TYPE_2).then_some(qpn),
+        });
+        *t.bound.entry(mr_key).or_insert(0) += 1;
+    }
+    w.tag = new_rkey as u8;
+    t.windows.insert(index, w);
+    Ok(())
+}
+
+/// Invalidates the type 2 window `rkey` names (local invalidate or a
+/// SEND_WITH_INV); false if `rkey` is not a currently valid window key of
+/// PD `pd`.
+pub fn invalidate_window(rkey: u32, pd: u32) -> bool {
+    if rkey & WINDOW_KEY == 0 {
+        return false;
+    }
+    let mut t = TABLE.get().write();
+    let Some(mut w) = t.windows.get(&(rkey >> 8)).copied() else {
+        return false;
+    };
+    if w.pd != pd || w.tag != rkey as u8 || w.mw_type != IBV_MW_TYPE_2 || w.binding.is_none() {
+        return false;
+    }
+    unbind(&mut t, &mut w);
+    t.windows.insert(rkey >> 8, w);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,9 +601,11 @@ mod tests {
     #[test]
     fn keys_are_unique_and_nonzero() {
         let mut seen = std::collections::HashSet::new();
+        let t = MrTable::default();
         for _ in 0..10000 {
-            let k = new_key();
+            let k = new_key(&t);
             assert_ne!(k, 0);
+            assert_eq!(k & WINDOW_KEY, 0);
             assert!(seen.insert(k));
         }
     }

@@ -316,20 +316,37 @@ unsafe fn unsupported(qp: *mut ibv_qp_ex) {
 
 unsafe extern "C" fn wr_bind_mw(
     qp: *mut ibv_qp_ex,
-    _mw: *mut ibv_mw,
-    _rkey: u32,
-    _info: *const ibv_mw_bind_info,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
 ) {
-    // SAFETY: called by the application on its QP.
-    unsafe { unsupported(qp) };
+    if info.is_null() {
+        // SAFETY: called by the application on its QP.
+        unsafe { parts(qp) }.0.fail(libc::EINVAL);
+        return;
+    }
+    // SAFETY: called by the application on its QP; info is its bind
+    // description (non-NULL).
+    if let Some(wr) = unsafe { begin(qp, IBV_WR_BIND_MW) } {
+        wr.ext.bind_mw = ibv_send_wr_bind_mw {
+            mw,
+            rkey,
+            // SAFETY: non-NULL, the caller's.
+            bind_info: unsafe { *info },
+        };
+    }
 }
-unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, _rkey: u32) {
+unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, rkey: u32) {
     // SAFETY: called by the application on its QP.
-    unsafe { unsupported(qp) };
+    if let Some(wr) = unsafe { begin(qp, IBV_WR_LOCAL_INV) } {
+        wr.set_invalidate_rkey(rkey);
+    }
 }
-unsafe extern "C" fn wr_send_inv(qp: *mut ibv_qp_ex, _rkey: u32) {
+unsafe extern "C" fn wr_send_inv(qp: *mut ibv_qp_ex, rkey: u32) {
     // SAFETY: called by the application on its QP.
-    unsafe { unsupported(qp) };
+    if let Some(wr) = unsafe { begin(qp, IBV_WR_SEND_WITH_INV) } {
+        wr.set_invalidate_rkey(rkey);
+    }
 }
 unsafe extern "C" fn wr_send_tso(qp: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
     // SAFETY: called by the application on its QP.

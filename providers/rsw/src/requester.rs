@@ -347,6 +347,29 @@ fn lost_with_work(qp: &Qp, g: &mut QpInner) {
     }
 }
 
+/// Runs a bind or a local invalidate when it reaches the wire's turn (so
+/// after every earlier request went out, as hardware orders them).
+fn run_local(qp: &Qp, g: &QpInner, seq: u64) -> Result<(), ibv_wc_status> {
+    let w = g.sq.wqe(seq);
+    match w.op {
+        Op::BindMw => {
+            let b = w.bind;
+            mr::bind_window(
+                b.mw_rkey, b.new_rkey, b.mr_key, b.addr, b.len, b.access, qp.pd_id, qp.qpn,
+            )
+            .map_err(|_| IBV_WC_MW_BIND_ERR)
+        }
+        Op::LocalInv => {
+            if mr::invalidate_window(w.rkey, qp.pd_id) {
+                Ok(())
+            } else {
+                Err(IBV_WC_LOC_QP_OP_ERR)
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Checks the local buffers of a WQE before it goes out.
 fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
     let w = g.sq.wqe(seq);
@@ -374,6 +397,18 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             let Some(seq) = g.sq.next_to_transmit() else {
                 return Ok(());
             };
+            if g.sq.wqe(seq).op.is_local() {
+                match run_local(qp, g, seq) {
+                    Ok(()) => g.sq.wqe_mut(seq).local_ok = true,
+                    Err(st) => {
+                        g.sq.wqe_mut(seq).local_err = st;
+                        g.tx_blocked = true;
+                    }
+                }
+                g.sq.transmitted();
+                qp.after_send_completions(g);
+                continue;
+            }
             if !local_ok(qp, g, seq) {
                 g.sq.wqe_mut(seq).local_err = IBV_WC_LOC_PROT_ERR;
                 g.sq.transmitted();
@@ -396,6 +431,10 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             h.xrc_srqn = w.xrc_srqn;
             if matches!(w.op, Op::SendImm | Op::WriteImm) {
                 h.flags |= FLAG_IMM;
+                h.imm = w.imm;
+            }
+            // The rkey to invalidate travels where the immediate would.
+            if w.op == Op::SendInv {
                 h.imm = w.imm;
             }
             if w.solicited {
@@ -546,6 +585,12 @@ fn ack(qp: &Qp, g: &mut QpInner, msn: u32, inclusive: bool) -> Result<(), Broken
                 .is_some_and(|o| o.tx_active && o.tx_seq == seq))
         {
             break;
+        }
+        // A bind or invalidate done locally is acknowledged by nobody.
+        if w.local_ok {
+            g.sq.retire_oldest();
+            qp.complete_send(g, &w, IBV_WC_SUCCESS);
+            continue;
         }
         let covered = if inclusive {
             !msn_before(msn, w.msn)

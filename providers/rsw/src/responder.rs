@@ -654,7 +654,7 @@ fn remote_ok(qp: &Qp, g: &QpInner, h: &Header, len: u64, need: u32) -> bool {
     }
     g.attr.qp_access_flags & need == need
         && mr::table()
-            .remote(h.rkey, h.remote_addr, len, qp.target_pd(g), need)
+            .remote(h.rkey, h.remote_addr, len, qp.target_pd(g), need, qp.qpn)
             .is_ok()
 }
 
@@ -726,14 +726,26 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     let reliable = g.reliable();
     match h.op {
         // UC has no RNR: a message with no receive to land in is dropped.
-        Op::Send | Op::SendImm if !reliable && !qp.claim_recv(g) => drop_message(g, &h),
-        Op::Send | Op::SendImm => {
+        Op::Send | Op::SendImm | Op::SendInv if !reliable && !qp.claim_recv(g) => {
+            drop_message(g, &h)
+        }
+        Op::Send | Op::SendImm | Op::SendInv => {
             if !qp.claim_recv(g) {
                 stall(qp, g, h);
                 return;
             }
             if h.length as u64 > g.recv.room() {
                 fail_recv(qp, g, h.msn, IBV_WC_LOC_LEN_ERR, Syndrome::RemInvReq);
+                return;
+            }
+            // SEND_WITH_INV invalidates a type 2 window of this QP's PD; an
+            // rkey that names none is an invalid request.
+            if h.op == Op::SendInv && !mr::invalidate_window(h.imm, qp.target_pd(g)) {
+                if reliable {
+                    inv_request(qp, g, h.msn);
+                } else {
+                    drop_message(g, &h);
+                }
                 return;
             }
             start_payload(qp, g, h);
@@ -799,6 +811,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                     8,
                     qp.target_pd(g),
                     IBV_ACCESS_REMOTE_ATOMIC,
+                    qp.qpn,
                 )
                 .ok()
                 // The wire address is in the MR's iova space; the host
@@ -886,7 +899,7 @@ fn dest_iov(
     if len == 0 {
         return Ok(0);
     }
-    if matches!(h.op, Op::Send | Op::SendImm) {
+    if matches!(h.op, Op::Send | Op::SendImm | Op::SendInv) {
         if !g.claimed {
             return Err(DestError::Local);
         }
@@ -900,6 +913,7 @@ fn dest_iov(
                 len as u64,
                 qp.target_pd(g),
                 IBV_ACCESS_REMOTE_WRITE,
+                qp.qpn,
             )
             .map_err(|_| DestError::Remote)?;
         v[0] = iov(p, len);
@@ -988,7 +1002,7 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
         Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Blocked,
         // The destination is registered but no longer mapped.
         Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
-            let e = if matches!(h.op, Op::Send | Op::SendImm) {
+            let e = if matches!(h.op, Op::Send | Op::SendImm | Op::SendInv) {
                 DestError::Local
             } else {
                 DestError::Remote
@@ -1071,8 +1085,9 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
             }
         }
     }
+    let inv = h.op == Op::SendInv;
     let opcode = match h.op {
-        Op::Send | Op::SendImm => Some(IBV_WC_RECV),
+        Op::Send | Op::SendImm | Op::SendInv => Some(IBV_WC_RECV),
         Op::WriteImm => Some(IBV_WC_RECV_RDMA_WITH_IMM),
         _ => None,
     };
@@ -1085,9 +1100,16 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
                     status: IBV_WC_SUCCESS,
                     opcode,
                     byte_len: h.length,
-                    imm: if imm { h.imm } else { 0 },
+                    // The invalidated rkey shares the immediate's field.
+                    imm: if imm || inv { h.imm } else { 0 },
                     src_qp: peer,
-                    wc_flags: if imm { IBV_WC_WITH_IMM } else { 0 },
+                    wc_flags: if imm {
+                        IBV_WC_WITH_IMM
+                    } else if inv {
+                        IBV_WC_WITH_INV
+                    } else {
+                        0
+                    },
                     solicited: h.flags & FLAG_SOLICITED != 0,
                     ..Cqe::default()
                 },
@@ -1135,6 +1157,7 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
                     left as u64,
                     d.pd,
                     IBV_ACCESS_REMOTE_READ,
+                    qp.qpn,
                 ) {
                     Ok(p) => {
                         v[n] = iov(p, left as usize);

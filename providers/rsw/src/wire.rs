@@ -55,6 +55,12 @@ pub enum Op {
     ReadReq = 5,
     CmpSwap = 6,
     FetchAdd = 7,
+    /// SEND that also invalidates the window whose rkey is in `imm`.
+    SendInv = 8,
+    /// Local operations: never on the wire (a bind and a local invalidate
+    /// run at the requester, in send-queue order).
+    BindMw = 0x40,
+    LocalInv = 0x41,
     /// Acknowledges every request up to and including `msn`.
     Ack = 0x81,
     /// Data of the READ with `msn`; `length` payload bytes follow.
@@ -78,6 +84,7 @@ impl Op {
             4 => Op::WriteImm,
             5 => Op::ReadReq,
             6 => Op::CmpSwap,
+            8 => Op::SendInv,
             7 => Op::FetchAdd,
             0x81 => Op::Ack,
             0x82 => Op::ReadResp,
@@ -88,13 +95,22 @@ impl Op {
         })
     }
 
+    /// Requests that travel to the responder.
     pub fn is_request(self) -> bool {
-        (self as u8) < 0x80
+        (self as u8) < 0x40
+    }
+
+    /// Work the requester does itself, in send-queue order.
+    pub fn is_local(self) -> bool {
+        matches!(self, Op::BindMw | Op::LocalInv)
     }
 
     /// Requests whose payload follows the header.
     pub fn request_has_payload(self) -> bool {
-        matches!(self, Op::Send | Op::SendImm | Op::Write | Op::WriteImm)
+        matches!(
+            self,
+            Op::Send | Op::SendImm | Op::SendInv | Op::Write | Op::WriteImm
+        )
     }
 }
 

@@ -310,7 +310,7 @@ fn qp_caps_and_unsupported_types() {
     assert_eq!(
         try_create(&|a| {
             a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-            a.send_ops_flags = IBV_QP_EX_WITH_BIND_MW as u64;
+            a.send_ops_flags = IBV_QP_EX_WITH_TSO as u64;
         }),
         libc::EOPNOTSUPP
     );

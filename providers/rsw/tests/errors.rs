@@ -474,7 +474,7 @@ fn post_time_checks() {
     assert_eq!((c2.status, c2.wr_id), (IBV_WC_SUCCESS, 2));
 
     // Unsupported opcode.
-    let mut w = send_wr(4, IBV_WR_LOCAL_INV, &mut sg[..1], 0);
+    let mut w = send_wr(4, IBV_WR_TSO, &mut sg[..1], 0);
     assert_eq!(post_send(a, &mut w), libc::EINVAL);
     // Atomic with a local buffer shorter than 8 bytes.
     let mut short = [buf.sge(0, 4)];

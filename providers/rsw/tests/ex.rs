@@ -248,7 +248,7 @@ fn qp_ex_errors_and_abort() {
         q.wr_flags = IBV_SEND_SIGNALED;
         q.wr_send.unwrap()(qx);
         q.wr_set_sge.unwrap()(qx, src.lkey(), src.addr(), 8);
-        q.wr_local_inv.unwrap()(qx, 5);
+        q.wr_send_tso.unwrap()(qx, std::ptr::null_mut(), 0, 0);
         assert_eq!(q.wr_complete.unwrap()(qx), libc::EOPNOTSUPP);
         // Too much inline data.
         let big = vec![0u8; 4096];

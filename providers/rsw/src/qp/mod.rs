@@ -24,7 +24,7 @@ pub(crate) use mcast::{attach_mcast, detach_mcast};
 pub(crate) use modify::{modify_qp, query_qp};
 pub use post::{check_send_wr, post_send_batch};
 pub(crate) use post::{post_recv, post_send};
-pub use wq::{RecvQueue, RecvWqe, SendQueue, SendWqe, UdDest, NO_SGE};
+pub use wq::{BindArgs, RecvQueue, RecvWqe, SendQueue, SendWqe, UdDest, NO_SGE};
 
 use std::cell::UnsafeCell;
 use std::os::raw::c_int;
@@ -340,13 +340,19 @@ impl Qp {
     /// After completions: report a locally failed WQE that reached the head,
     /// and the end of an SQD drain.
     pub fn after_send_completions(&self, g: &mut QpInner) {
-        if let Some(seq) = g.sq.oldest_in_flight() {
-            let w = g.sq.wqe(seq);
+        while let Some(seq) = g.sq.oldest_in_flight() {
+            let w = *g.sq.wqe(seq);
             if w.local_err != 0 {
-                let st = w.local_err;
-                self.fail_head(g, st);
+                self.fail_head(g, w.local_err);
                 return;
             }
+            // A local operation that succeeded completes once it is the
+            // oldest.
+            if !w.local_ok {
+                break;
+            }
+            g.sq.retire_oldest();
+            self.complete_send(g, &w, IBV_WC_SUCCESS);
         }
         if g.state == IBV_QPS_SQD && g.sqd_notify && !g.sq.in_flight() {
             g.sqd_notify = false;

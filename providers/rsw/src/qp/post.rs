@@ -12,6 +12,9 @@ fn wire_op(opcode: ibv_wr_opcode) -> Option<Op> {
         IBV_WR_RDMA_READ => Op::ReadReq,
         IBV_WR_ATOMIC_CMP_AND_SWP => Op::CmpSwap,
         IBV_WR_ATOMIC_FETCH_AND_ADD => Op::FetchAdd,
+        IBV_WR_SEND_WITH_INV => Op::SendInv,
+        IBV_WR_BIND_MW => Op::BindMw,
+        IBV_WR_LOCAL_INV => Op::LocalInv,
         _ => return None,
     })
 }
@@ -22,6 +25,7 @@ pub struct Checked {
     pub op: Op,
     pub len: u32,
     pub ud: UdDest,
+    pub bind: BindArgs,
 }
 
 /// Q_Keys with the high bit set are "controlled": the sender's own Q_Key
@@ -38,7 +42,7 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
         IBV_QPT_UD => matches!(op, Op::Send | Op::SendImm),
         // An XRC receive QP has no send queue.
         IBV_QPT_XRC_RECV => false,
-        IBV_QPT_UC => matches!(op, Op::Send | Op::SendImm | Op::Write | Op::WriteImm),
+        IBV_QPT_UC => !matches!(op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd),
         _ => true,
     };
     if !allowed {
@@ -73,6 +77,44 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
     if total > MAX_MSG_SZ as u64 {
         return Err(libc::EINVAL);
     }
+    let mut bind = BindArgs::default();
+    if op == Op::BindMw {
+        // SAFETY: the bind member is the one IBV_WR_BIND_MW fills in.
+        let b = unsafe { wr.ext.bind_mw };
+        let mw = crate::mw::Mw::lookup(b.mw).ok_or(libc::EINVAL)?;
+        let info = b.bind_info;
+        let mr_key = if info.length == 0 {
+            0
+        } else {
+            if !crate::mr::MRS.contains(info.mr) {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: a live MR of ours (checked above).
+            unsafe { (*info.mr).lkey }
+        };
+        bind = BindArgs {
+            mw_rkey: mw.rkey(),
+            new_rkey: b.rkey,
+            mr_key,
+            addr: info.addr,
+            len: info.length,
+            access: info.mw_access_flags,
+        };
+        return Ok(Checked {
+            op,
+            len: 0,
+            ud,
+            bind,
+        });
+    }
+    if op == Op::LocalInv {
+        return Ok(Checked {
+            op,
+            len: 0,
+            ud,
+            bind,
+        });
+    }
     let len = match op {
         Op::CmpSwap | Op::FetchAdd => {
             if sges.len() != 1 || sges[0].length < 8 {
@@ -88,7 +130,7 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
             total as u32
         }
     };
-    Ok(Checked { op, len, ud })
+    Ok(Checked { op, len, ud, bind })
 }
 
 /// Queues one checked WR (the queue has room).
@@ -111,6 +153,7 @@ unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, c: &Checked) -> u64 {
             Op::Write | Op::WriteImm | Op::ReadReq => {
                 (wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, 0, 0)
             }
+            Op::LocalInv => (0, wr.invalidate_rkey(), 0, 0),
             _ => (0, 0, 0, 0),
         }
     };
@@ -160,6 +203,8 @@ unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, c: &Checked) -> u64 {
         msn: 0,
         local_err: 0,
         ud: c.ud,
+        bind: c.bind,
+        local_ok: false,
         xrc_srqn: if g.qp_type == IBV_QPT_XRC_SEND {
             // SAFETY: the union's one member, as XRC send QPs fill it.
             unsafe { wr.qp_type.xrc.remote_srqn }

@@ -39,6 +39,23 @@ pub struct SendWqe {
     pub ud: UdDest,
     /// XRC: the SRQ at the receiving side (`remote_srqn`).
     pub xrc_srqn: u32,
+    /// A bind's arguments.
+    pub bind: BindArgs,
+    /// A local operation (bind, local invalidate) that succeeded; it
+    /// completes once every earlier WQE has.
+    pub local_ok: bool,
+}
+
+/// What an `IBV_WR_BIND_MW` asks for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BindArgs {
+    /// The window's current rkey, and the one it gets.
+    pub mw_rkey: u32,
+    pub new_rkey: u32,
+    pub mr_key: u32,
+    pub addr: u64,
+    pub len: u64,
+    pub access: u32,
 }
 
 /// A UD work request's destination.
@@ -73,11 +90,22 @@ impl SendWqe {
             qkey: 0,
         },
         xrc_srqn: 0,
+        bind: BindArgs {
+            mw_rkey: 0,
+            new_rkey: 0,
+            mr_key: 0,
+            addr: 0,
+            len: 0,
+            access: 0,
+        },
+        local_ok: false,
     };
 
     pub fn wc_opcode(&self) -> ibv_wc_opcode {
         match self.op {
-            Op::Send | Op::SendImm => IBV_WC_SEND,
+            Op::Send | Op::SendImm | Op::SendInv => IBV_WC_SEND,
+            Op::BindMw => IBV_WC_BIND_MW,
+            Op::LocalInv => IBV_WC_LOCAL_INV,
             Op::Write | Op::WriteImm => IBV_WC_RDMA_WRITE,
             Op::ReadReq => IBV_WC_RDMA_READ,
             Op::CmpSwap => IBV_WC_COMP_SWAP,

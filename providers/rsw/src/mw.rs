@@ -1,0 +1,136 @@
+//! Memory windows: `ibv_alloc_mw`, `ibv_dealloc_mw` and the type 1 bind
+//! (`ibv_bind_mw`). Binds and invalidations themselves run in send-queue
+//! order as work requests (`IBV_WR_BIND_MW`, `IBV_WR_LOCAL_INV`,
+//! `IBV_WR_SEND_WITH_INV`); the window's state lives in the key table
+//! (`mr.rs`), where the responder checks every rkey.
+
+use std::cell::UnsafeCell;
+use std::os::raw::c_int;
+use std::sync::Arc;
+
+use verbs_abi::*;
+
+use crate::handles::Handles;
+use crate::pd::{Pd, PDS};
+use crate::util::set_errno;
+
+/// The windows handed out and not deallocated.
+pub static MWS: Handles<Arc<Mw>> = Handles::new();
+
+#[repr(C)]
+pub struct Mw {
+    /// Shared with the application (it reads `rkey`).
+    pub ibv: UnsafeCell<ibv_mw>,
+    pub pd_id: u32,
+}
+
+// SAFETY: `ibv.rkey` changes only in `ibv_bind_mw`, on the application's
+// thread, as in every provider; the rest is immutable.
+unsafe impl Send for Mw {}
+// SAFETY: as above.
+unsafe impl Sync for Mw {}
+
+impl Mw {
+    /// The live window behind an application pointer.
+    pub fn lookup(mw: *mut ibv_mw) -> Option<Arc<Mw>> {
+        MWS.get(mw)
+    }
+
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: plain data in our allocation.
+        unsafe { (*self.ibv.get()).rkey }
+    }
+
+    pub fn context(&self) -> *mut ibv_context {
+        // SAFETY: plain data in our allocation, set at creation.
+        unsafe { (*self.ibv.get()).context }
+    }
+}
+
+pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: ibv_mw_type) -> *mut ibv_mw {
+    let fail = |e| {
+        set_errno(e);
+        std::ptr::null_mut()
+    };
+    if !PDS.contains(pd) {
+        return fail(libc::EINVAL);
+    }
+    if mw_type != IBV_MW_TYPE_1 && mw_type != IBV_MW_TYPE_2 {
+        return fail(libc::EINVAL);
+    }
+    if let Err(e) = MWS.room_for_one(crate::device::MAX_MW) {
+        return fail(e);
+    }
+    // SAFETY: pd is a live PD of ours (checked above).
+    let p = unsafe { Pd::from_ibv(pd) };
+    let rkey = crate::mr::new_window(p.id, mw_type);
+    let mw = Arc::new(Mw {
+        ibv: UnsafeCell::new(ibv_mw {
+            context: p.ibv.context,
+            pd,
+            rkey,
+            handle: rkey >> 8,
+            r#type: mw_type,
+        }),
+        pd_id: p.id,
+    });
+    p.users.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    let ptr = mw.ibv.get();
+    MWS.insert(ptr, mw.clone());
+    std::mem::forget(mw);
+    ptr
+}
+
+pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
+    let Some(m) = MWS.remove(mw) else {
+        return libc::EINVAL;
+    };
+    crate::mr::drop_window(m.rkey());
+    // SAFETY: the PD outlives its windows (dealloc_pd refuses while in use).
+    unsafe { Pd::from_ibv((*m.ibv.get()).pd) }
+        .users
+        .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    drop(m);
+    // SAFETY: reclaims the reference alloc forgot; out of the table, so only
+    // this call does.
+    drop(unsafe { Arc::from_raw(mw as *const Mw) });
+    0
+}
+
+/// `ibv_bind_mw` (type 1): a bind work request on `qp`'s send queue, with
+/// the next rkey (the low 8 bits bumped); the window's `rkey` shows it once
+/// the request is posted, as in rdma-core's providers.
+pub(crate) unsafe extern "C" fn bind_mw(
+    qp: *mut ibv_qp,
+    mw: *mut ibv_mw,
+    mw_bind: *mut ibv_mw_bind,
+) -> c_int {
+    let Some(m) = Mw::lookup(mw) else {
+        return libc::EINVAL;
+    };
+    if mw_bind.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's bind description (non-NULL).
+    let b = unsafe { *mw_bind };
+    let old = m.rkey();
+    let new = (old & 0xffff_ff00) | (old.wrapping_add(1) & 0xff);
+    let mut wr = ibv_send_wr::zeroed();
+    wr.wr_id = b.wr_id;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = b.send_flags;
+    wr.ext.bind_mw = ibv_send_wr_bind_mw {
+        mw,
+        rkey: new,
+        bind_info: b.bind_info,
+    };
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: qp is the caller's QP; the data path trusts it as
+    // ibv_post_send does. wr is a complete WR on our stack.
+    let rc = unsafe { crate::qp::post_send(qp, &mut wr, &mut bad) };
+    if rc == 0 {
+        // SAFETY: our allocation; the application reads it after this call.
+        unsafe { (*m.ibv.get()).rkey = new };
+    }
+    rc
+}
