@@ -11,6 +11,8 @@
  */
 #include "common/verbs_util.c"
 
+#include <sys/mman.h>
+
 /* RDMA WRITE of 256 bytes from a to b's MR `mr` at `addr`. */
 static void write_to(struct vt_pair *p, struct vt_buf *s, struct ibv_mr *mr,
 		     void *addr, enum ibv_wc_status want)
@@ -362,8 +364,74 @@ static void mw_bind_errors_and_wr_api(void)
 	CHECK_NULL_ERRNO(ibv_alloc_mw(m.e.pd, 7), EINVAL);
 }
 
+/*
+ * On-demand paging: memory mapped after its registration, an implicit MR
+ * over the whole address space, ibv_advise_mr, and the capabilities.
+ */
+static void odp(void)
+{
+	struct mwenv m;
+	struct ibv_device_attr_ex ax;
+	struct ibv_wc wc;
+
+	mwenv_open(&m);
+	memset(&ax, 0, sizeof(ax));
+	CHECK_OK(ibv_query_device_ex(m.e.ctx, NULL, &ax));
+	CHECK(ax.odp_caps.general_caps & IBV_ODP_SUPPORT);
+	CHECK(ax.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT);
+	CHECK(ax.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_WRITE);
+
+	/* Inaccessible at registration: EFAULT, unless on demand. */
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uint8_t *z = mmap(NULL, 2 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(z != MAP_FAILED);
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	CHECK_NULL_ERRNO(ibv_reg_mr(m.e.pd, z, 2 * pg, acc), EFAULT);
+	struct ibv_mr *omr = CHECK_PTR(ibv_reg_mr(m.e.pd, z, 2 * pg,
+						  acc | IBV_ACCESS_ON_DEMAND));
+	CHECK(mprotect(z, 2 * pg, PROT_READ | PROT_WRITE) == 0);
+	struct ibv_sge sge = vt_sge(m.s.p, 300, m.s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(80, IBV_WR_RDMA_WRITE, &sge,
+					   IBV_SEND_SIGNALED);
+	wr.wr.rdma.remote_addr = (uintptr_t)z + pg - 100;
+	wr.wr.rdma.rkey = omr->rkey;
+	vt_post_send(m.p.a, &wr);
+	vt_poll(m.p.cq_a, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_MEM(z + pg - 100, m.s.p, 300);
+	struct ibv_sge adv = vt_sge(z, 2 * pg, omr->lkey);
+	CHECK_OK(ibv_advise_mr(m.e.pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+			       IBV_ADVISE_MR_FLAG_FLUSH, &adv, 1));
+	adv.lkey ^= 0x55;
+	CHECK_RET(ibv_advise_mr(m.e.pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &adv, 1),
+		  EINVAL);
+
+	/* Implicit ODP: one key for every address. */
+	struct ibv_mr *all = CHECK_PTR(ibv_reg_mr(m.e.pd, NULL, SIZE_MAX,
+						  acc | IBV_ACCESS_ON_DEMAND));
+	uint8_t *h = vt_alloc(4096);
+	wr.wr.rdma.remote_addr = (uintptr_t)h + 17;
+	wr.wr.rdma.rkey = all->rkey;
+	vt_post_send(m.p.a, &wr);
+	vt_poll(m.p.cq_a, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_MEM(h + 17, m.s.p, 300);
+	/* Its lkey gathers from anywhere too. */
+	vt_post_recv(m.p.b, 3, m.x, 64, m.mr->lkey);
+	struct ibv_sge g2 = vt_sge(h + 17, 64, all->lkey);
+	struct ibv_send_wr s2 = vt_send_wr(81, IBV_WR_SEND, &g2, IBV_SEND_SIGNALED);
+	vt_post_send(m.p.a, &s2);
+	vt_poll(m.p.cq_b, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK_MEM(m.x, m.s.p, 64);
+	CHECK_OK(ibv_dereg_mr(all));
+	CHECK_OK(ibv_dereg_mr(omr));
+	munmap(z, 2 * pg);
+}
+
 static const struct vt_case cases[] = {
 	VT_CASE(rereg_translation_pd_access),
+	VT_CASE(odp),
 	VT_CASE(mw_type1),
 	VT_CASE(mw_type2_bind_and_local_invalidate),
 	VT_CASE(mw_send_with_invalidate),

@@ -42,6 +42,9 @@ pingpong events_check_newapi -e -c -N
 pingpong size1 -s 1 -c
 pingpong size1M -s 1048576 -n 50 -c
 pingpong many -n 10000 -s 64
+# On-demand paging: explicit (-o), implicit (-O), with prefetch (-P).
+pingpong odp -o -c
+pingpong odp_implicit_prefetch -O -P -c
 
 # GID index 1 on loopback is ::1: the QPs talk over IPv6 (the out-of-band
 # exchange stays on 127.0.0.1).

@@ -54,3 +54,4 @@ perf srq_send_lat ib_send_lat --use-srq -n 500
 # GID is the IPv6 one, ::1 (index 1).
 perf ud_mcast_send_bw ib_send_bw -c UD -g -n 500 -x 1
 perf ud_mcast_send_lat ib_send_lat -c UD -g -n 500 -x 1
+perf odp_write_bw ib_write_bw --odp -n 500

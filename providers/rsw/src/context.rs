@@ -216,6 +216,22 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     ex.hca_core_clock = CORE_CLOCK_KHZ;
     ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags as u64;
     ex.phys_port_cnt_ex = 1;
+    // ODP: every transport, implicit MRs too (see mr.rs).
+    let all = IBV_ODP_SUPPORT_SEND
+        | IBV_ODP_SUPPORT_RECV
+        | IBV_ODP_SUPPORT_WRITE
+        | IBV_ODP_SUPPORT_READ
+        | IBV_ODP_SUPPORT_ATOMIC
+        | IBV_ODP_SUPPORT_SRQ_RECV;
+    ex.odp_caps.general_caps = (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT) as u64;
+    ex.odp_caps.per_transport_caps.rc_odp_caps = all;
+    ex.odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND
+        | IBV_ODP_SUPPORT_RECV
+        | IBV_ODP_SUPPORT_WRITE
+        | IBV_ODP_SUPPORT_SRQ_RECV;
+    ex.odp_caps.per_transport_caps.ud_odp_caps =
+        IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+    ex.xrc_odp_caps = all;
     // SAFETY: attr has room for attr_size bytes.
     unsafe { write_prefix(attr, &ex, attr_size) };
     0
@@ -316,6 +332,8 @@ pub struct DataPath {
     pub alloc_mw: unsafe extern "C" fn(*mut ibv_pd, ibv_mw_type) -> *mut ibv_mw,
     pub bind_mw: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int,
     pub dealloc_mw: unsafe extern "C" fn(*mut ibv_mw) -> c_int,
+    pub advise_mr:
+        unsafe extern "C" fn(*mut ibv_pd, ibv_advise_mr_advice, u32, *mut ibv_sge, u32) -> c_int,
 }
 
 /// Opens a context on the device behind `handle` with the entry points of
@@ -348,6 +366,7 @@ pub(crate) unsafe fn open_device(
     vctx.create_srq_ex = Some(ops.create_srq_ex);
     vctx.get_srq_num = Some(ops.get_srq_num);
     vctx.open_xrcd = Some(ops.open_xrcd);
+    vctx.advise_mr = Some(ops.advise_mr);
     vctx.close_xrcd = Some(ops.close_xrcd);
     vctx.sz = std::mem::size_of::<verbs_context>();
     let c = &mut vctx.context;

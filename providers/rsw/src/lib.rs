@@ -105,6 +105,7 @@ static DATA_PATH: context::DataPath = context::DataPath {
     alloc_mw: mw::alloc_mw,
     bind_mw: mw::bind_mw,
     dealloc_mw: mw::dealloc_mw,
+    advise_mr: mr::advise_mr,
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {

@@ -247,10 +247,10 @@ const KNOWN_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
     | IBV_ACCESS_HUGETLB;
 
 fn check_access(access: u32) -> Result<(), c_int> {
-    let access = access & !IBV_ACCESS_OPTIONAL_RANGE;
-    if access & IBV_ACCESS_ON_DEMAND != 0 {
-        return Err(libc::EOPNOTSUPP);
-    }
+    // On-demand paging is what a userspace provider does anyway: it never
+    // pins, and reaches memory through the kernel's copies, which fault
+    // pages in.
+    let access = access & !(IBV_ACCESS_OPTIONAL_RANGE | IBV_ACCESS_ON_DEMAND);
     if access & !KNOWN_ACCESS != 0 {
         return Err(libc::EINVAL);
     }
@@ -316,6 +316,51 @@ fn mapped_in(maps: &str, start: usize, end: usize, write: bool) -> Result<(), c_
     Err(libc::EFAULT)
 }
 
+/// The user address space an implicit ODP MR covers (x86-64, 47 bits).
+const USER_SPACE: u64 = 1 << 47;
+
+/// `ibv_advise_mr`: the ranges must be ODP-able memory of registered keys
+/// of `pd`. Prefetching is a hint; the kernel faults pages in when a copy
+/// touches them, so there is nothing to do ahead.
+pub(crate) unsafe extern "C" fn advise_mr(
+    pd: *mut ibv_pd,
+    advice: ibv_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut ibv_sge,
+    num_sge: u32,
+) -> c_int {
+    if !PDS.contains(pd)
+        || !matches!(
+            advice,
+            IBV_ADVISE_MR_ADVICE_PREFETCH
+                | IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE
+                | IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT
+        )
+        || flags & !IBV_ADVISE_MR_FLAG_FLUSH != 0
+        || num_sge == 0
+        || sg_list.is_null()
+    {
+        return libc::EINVAL;
+    }
+    // SAFETY: pd is live (checked); sg_list holds num_sge entries.
+    let (pd_id, sges) = unsafe {
+        (
+            Pd::from_ibv(pd).id,
+            std::slice::from_raw_parts(sg_list, num_sge as usize),
+        )
+    };
+    let write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+    let t = table();
+    for s in sges {
+        if t.local(s.lkey, s.addr, s.length as u64, pd_id, write)
+            .is_err()
+        {
+            return libc::EINVAL;
+        }
+    }
+    0
+}
+
 /// Whether the provider will store into memory registered with `access`.
 fn writes_into(access: u32) -> bool {
     access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) != 0
@@ -332,9 +377,20 @@ pub(crate) unsafe extern "C" fn reg_mr(
         set_errno(e);
         return std::ptr::null_mut();
     }
-    if let Err(e) = check_range(addr, length)
-        .and_then(|()| check_mapped(addr as usize, length, writes_into(access)))
-    {
+    let odp = access & IBV_ACCESS_ON_DEMAND != 0;
+    // Implicit ODP: one MR for the whole address space.
+    let implicit = odp && addr.is_null() && length == usize::MAX;
+    // An ODP range need not be mapped yet (that is its point); a plain
+    // one is checked as the kernel's pinning would.
+    let checked = if implicit {
+        Ok(())
+    } else if odp {
+        check_range(addr, length)
+    } else {
+        check_range(addr, length)
+            .and_then(|()| check_mapped(addr as usize, length, writes_into(access)))
+    };
+    if let Err(e) = checked {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -349,12 +405,22 @@ pub(crate) unsafe extern "C" fn reg_mr(
     crate::guard::install();
     // SAFETY: pd is a live PD of ours (checked above).
     let p = unsafe { Pd::from_ibv(pd) };
-    let entry = MrEntry {
-        host: addr as usize,
-        len: length as u64,
-        iova,
-        access: access & KNOWN_ACCESS,
-        pd: p.id,
+    let entry = if implicit {
+        MrEntry {
+            host: 0,
+            len: USER_SPACE,
+            iova: 0,
+            access: access & KNOWN_ACCESS,
+            pd: p.id,
+        }
+    } else {
+        MrEntry {
+            host: addr as usize,
+            len: length as u64,
+            iova,
+            access: access & KNOWN_ACCESS,
+            pd: p.id,
+        }
     };
     let key = {
         let mut t = TABLE.get().write();
