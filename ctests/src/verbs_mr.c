@@ -429,9 +429,65 @@ static void odp(void)
 	munmap(z, 2 * pg);
 }
 
+/* Device memory: copies in and out, zero-based MRs over it, the limits. */
+static void device_memory(void)
+{
+	struct mwenv m;
+	struct ibv_device_attr_ex ax;
+	struct ibv_wc wc;
+
+	mwenv_open(&m);
+	memset(&ax, 0, sizeof(ax));
+	CHECK_OK(ibv_query_device_ex(m.e.ctx, NULL, &ax));
+	CHECK_GE(ax.max_dm_size, 8192);
+	struct ibv_alloc_dm_attr da = { .length = 8192 };
+	struct ibv_dm *dm = CHECK_PTR(ibv_alloc_dm(m.e.ctx, &da));
+	/* More than the device has: ENOMEM. */
+	struct ibv_alloc_dm_attr huge = { .length = ax.max_dm_size };
+	CHECK_NULL_ERRNO(ibv_alloc_dm(m.e.ctx, &huge), ENOMEM);
+
+	CHECK_OK(ibv_memcpy_to_dm(dm, 4000, m.s.p, 1000));
+	uint8_t back[1000];
+	CHECK_OK(ibv_memcpy_from_dm(back, dm, 4000, 1000));
+	CHECK_MEM(back, m.s.p, 1000);
+	CHECK_RET(ibv_memcpy_to_dm(dm, 8000, m.s.p, 193), EINVAL);
+	CHECK_RET(ibv_memcpy_from_dm(back, dm, 8192, 1), EINVAL);
+
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	CHECK_NULL_ERRNO(ibv_reg_dm_mr(m.e.pd, dm, 0, 4096, acc), EINVAL);
+	CHECK_NULL_ERRNO(ibv_reg_dm_mr(m.e.pd, dm, 4096, 8192,
+				       acc | IBV_ACCESS_ZERO_BASED), EINVAL);
+	struct ibv_mr *dmr = CHECK_PTR(ibv_reg_dm_mr(m.e.pd, dm, 4096, 4096,
+						     acc | IBV_ACCESS_ZERO_BASED));
+	/* RDMA WRITE into it: remote addresses are offsets in the MR. */
+	struct ibv_sge sge = vt_sge(m.s.p + 100, 256, m.s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(90, IBV_WR_RDMA_WRITE, &sge,
+					   IBV_SEND_SIGNALED);
+	wr.wr.rdma.remote_addr = 512;
+	wr.wr.rdma.rkey = dmr->rkey;
+	vt_post_send(m.p.a, &wr);
+	vt_poll(m.p.cq_a, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	CHECK_OK(ibv_memcpy_from_dm(back, dm, 4096 + 512, 256));
+	CHECK_MEM(back, m.s.p + 100, 256);
+	/* And a SEND gathered from it by b (local addresses are offsets). */
+	vt_post_recv(m.p.a, 4, m.s.p + 2048, 256, m.s.mr->lkey);
+	struct ibv_sge g2 = vt_sge((void *)(uintptr_t)512, 256, dmr->lkey);
+	struct ibv_send_wr s2 = vt_send_wr(91, IBV_WR_SEND, &g2, IBV_SEND_SIGNALED);
+	vt_post_send(m.p.b, &s2);
+	vt_poll(m.p.cq_a, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK_MEM(m.s.p + 2048, m.s.p + 100, 256);
+
+	CHECK_RET(ibv_free_dm(dm), EBUSY);
+	CHECK_OK(ibv_dereg_mr(dmr));
+	CHECK_OK(ibv_free_dm(dm));
+}
+
 static const struct vt_case cases[] = {
 	VT_CASE(rereg_translation_pd_access),
 	VT_CASE(odp),
+	VT_CASE(device_memory),
 	VT_CASE(mw_type1),
 	VT_CASE(mw_type2_bind_and_local_invalidate),
 	VT_CASE(mw_send_with_invalidate),

@@ -232,6 +232,7 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     ex.odp_caps.per_transport_caps.ud_odp_caps =
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
     ex.xrc_odp_caps = all;
+    ex.max_dm_size = crate::device::MAX_DM_SIZE;
     // SAFETY: attr has room for attr_size bytes.
     unsafe { write_prefix(attr, &ex, attr_size) };
     0
@@ -334,6 +335,9 @@ pub struct DataPath {
     pub dealloc_mw: unsafe extern "C" fn(*mut ibv_mw) -> c_int,
     pub advise_mr:
         unsafe extern "C" fn(*mut ibv_pd, ibv_advise_mr_advice, u32, *mut ibv_sge, u32) -> c_int,
+    pub alloc_dm: unsafe extern "C" fn(*mut ibv_context, *mut ibv_alloc_dm_attr) -> *mut ibv_dm,
+    pub free_dm: unsafe extern "C" fn(*mut ibv_dm) -> c_int,
+    pub reg_dm_mr: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_dm, u64, usize, u32) -> *mut ibv_mr,
 }
 
 /// Opens a context on the device behind `handle` with the entry points of
@@ -367,6 +371,9 @@ pub(crate) unsafe fn open_device(
     vctx.get_srq_num = Some(ops.get_srq_num);
     vctx.open_xrcd = Some(ops.open_xrcd);
     vctx.advise_mr = Some(ops.advise_mr);
+    vctx.alloc_dm = Some(ops.alloc_dm);
+    vctx.free_dm = Some(ops.free_dm);
+    vctx.reg_dm_mr = Some(ops.reg_dm_mr);
     vctx.close_xrcd = Some(ops.close_xrcd);
     vctx.sz = std::mem::size_of::<verbs_context>();
     let c = &mut vctx.context;

@@ -25,6 +25,8 @@ pub const MAX_SRQ_WR: u32 = 16384;
 pub const MAX_SRQ: u32 = 16384;
 pub const MAX_AH: u32 = 1 << 16;
 pub const MAX_MW: u32 = 1 << 16;
+/// Device memory (`ibv_alloc_dm`) a process may hold.
+pub const MAX_DM_SIZE: u64 = 1 << 20;
 /// Multicast groups QPs of this process may be attached to, and QPs per
 /// group (counted per process: the groups live in the kernel's IP stack).
 pub const MAX_MCAST_GRP: u32 = 1024;

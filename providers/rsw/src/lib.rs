@@ -22,6 +22,7 @@ pub mod context;
 pub mod cq;
 pub mod datagram;
 pub mod device;
+pub mod dm;
 pub mod gid;
 pub mod guard;
 pub mod handles;
@@ -106,6 +107,9 @@ static DATA_PATH: context::DataPath = context::DataPath {
     bind_mw: mw::bind_mw,
     dealloc_mw: mw::dealloc_mw,
     advise_mr: mr::advise_mr,
+    alloc_dm: dm::alloc_dm,
+    free_dm: dm::free_dm,
+    reg_dm_mr: dm::reg_dm_mr,
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {

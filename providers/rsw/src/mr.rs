@@ -238,7 +238,7 @@ pub struct Mr {
     pub ibv: ibv_mr,
 }
 
-const KNOWN_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
+pub const KNOWN_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
     | IBV_ACCESS_REMOTE_WRITE
     | IBV_ACCESS_REMOTE_READ
     | IBV_ACCESS_REMOTE_ATOMIC
@@ -246,7 +246,7 @@ const KNOWN_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
     | IBV_ACCESS_ZERO_BASED
     | IBV_ACCESS_HUGETLB;
 
-fn check_access(access: u32) -> Result<(), c_int> {
+pub fn check_access(access: u32) -> Result<(), c_int> {
     // On-demand paging is what a userspace provider does anyway: it never
     // pins, and reaches memory through the kernel's copies, which fault
     // pages in.
@@ -422,6 +422,18 @@ pub(crate) unsafe extern "C" fn reg_mr(
             pd: p.id,
         }
     };
+    insert(p, pd, entry, addr, length)
+}
+
+/// Enters a checked registration in the key table and hands out its MR
+/// (`addr`/`length` are what the application sees in it).
+pub fn insert(
+    p: &Pd,
+    pd: *mut ibv_pd,
+    entry: MrEntry,
+    addr: *mut c_void,
+    length: usize,
+) -> *mut ibv_mr {
     let key = {
         let mut t = TABLE.get().write();
         let key = new_key(&t);
@@ -443,6 +455,15 @@ pub(crate) unsafe extern "C" fn reg_mr(
     let mr = Box::into_raw(mr) as *mut ibv_mr;
     MRS.insert(mr, Ctx(p.ibv.context));
     mr
+}
+
+/// Whether some registration lies in host range `[start, start+len)`.
+pub fn any_in(start: usize, len: usize) -> bool {
+    let end = start + len;
+    table()
+        .map
+        .values()
+        .any(|e| e.host >= start && e.host < end)
 }
 
 pub(crate) unsafe extern "C" fn rereg_mr(

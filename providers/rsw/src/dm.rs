@@ -1,0 +1,193 @@
+//! Device memory: `ibv_alloc_dm`, `ibv_memcpy_to_dm` / `ibv_memcpy_from_dm`,
+//! `ibv_reg_dm_mr`, `ibv_free_dm`. A software device's "on-device" memory
+//! is memory the provider owns; what matters to programs is the API's
+//! contract: bounds-checked copies, zero-based MRs over it, and a free that
+//! is refused while MRs use it.
+
+use std::alloc::Layout;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use verbs_abi::*;
+
+use crate::device::MAX_DM_SIZE;
+use crate::handles::{Ctx, Handles};
+use crate::mr::MrEntry;
+use crate::pd::{Pd, PDS};
+use crate::util::set_errno;
+
+/// The DM allocations handed out and not freed.
+pub static DMS: Handles<Ctx> = Handles::new();
+/// Bytes of device memory allocated in this process (the device's size).
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+#[repr(C)]
+pub struct Dm {
+    pub ibv: ibv_dm,
+    buf: *mut u8,
+    layout: Layout,
+}
+
+impl Dm {
+    /// # Safety
+    /// `dm` is NULL or any pointer; only table members are dereferenced.
+    unsafe fn lookup<'a>(dm: *mut ibv_dm) -> Option<&'a Dm> {
+        DMS.get(dm)?;
+        // SAFETY: a live Dm (in the table); ibv is its first field.
+        Some(unsafe { &*(dm as *const Dm) })
+    }
+
+    fn range(&self, off: u64, len: usize) -> Option<*mut u8> {
+        let end = off.checked_add(len as u64)?;
+        if end > self.layout.size() as u64 {
+            return None;
+        }
+        // SAFETY: off + len is inside the allocation (checked above).
+        Some(unsafe { self.buf.add(off as usize) })
+    }
+}
+
+unsafe extern "C" fn memcpy_to_dm(
+    dm: *mut ibv_dm,
+    off: u64,
+    src: *const c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: the table decides whether dm is ours.
+    let Some(d) = (unsafe { Dm::lookup(dm) }) else {
+        return libc::EINVAL;
+    };
+    let Some(p) = d.range(off, len) else {
+        return libc::EINVAL;
+    };
+    if len > 0 {
+        // SAFETY: p has len bytes inside our allocation; src is the
+        // caller's buffer of len bytes.
+        unsafe { std::ptr::copy(src as *const u8, p, len) };
+    }
+    0
+}
+
+unsafe extern "C" fn memcpy_from_dm(
+    dst: *mut c_void,
+    dm: *mut ibv_dm,
+    off: u64,
+    len: usize,
+) -> c_int {
+    // SAFETY: the table decides whether dm is ours.
+    let Some(d) = (unsafe { Dm::lookup(dm) }) else {
+        return libc::EINVAL;
+    };
+    let Some(p) = d.range(off, len) else {
+        return libc::EINVAL;
+    };
+    if len > 0 {
+        // SAFETY: as in memcpy_to_dm, the other way round.
+        unsafe { std::ptr::copy(p, dst as *mut u8, len) };
+    }
+    0
+}
+
+pub(crate) unsafe extern "C" fn alloc_dm(
+    context: *mut ibv_context,
+    attr: *mut ibv_alloc_dm_attr,
+) -> *mut ibv_dm {
+    let fail = |e| {
+        set_errno(e);
+        std::ptr::null_mut()
+    };
+    if attr.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: the caller's attributes (non-NULL).
+    let a = unsafe { *attr };
+    if a.comp_mask != 0 || a.length == 0 || a.log_align_req > 12 {
+        return fail(libc::EINVAL);
+    }
+    let len = a.length;
+    if IN_USE.fetch_add(len, Ordering::AcqRel) + len > MAX_DM_SIZE as usize {
+        IN_USE.fetch_sub(len, Ordering::AcqRel);
+        return fail(libc::ENOMEM);
+    }
+    let Ok(layout) = Layout::from_size_align(len, 4096) else {
+        IN_USE.fetch_sub(len, Ordering::AcqRel);
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: the layout has a non-zero size.
+    let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+    if buf.is_null() {
+        IN_USE.fetch_sub(len, Ordering::AcqRel);
+        return fail(libc::ENOMEM);
+    }
+    let d = Box::into_raw(Box::new(Dm {
+        ibv: ibv_dm {
+            context,
+            memcpy_to_dm: Some(memcpy_to_dm),
+            memcpy_from_dm: Some(memcpy_from_dm),
+            comp_mask: 0,
+            handle: 0,
+        },
+        buf,
+        layout,
+    })) as *mut ibv_dm;
+    DMS.insert(d, Ctx(context));
+    d
+}
+
+pub(crate) unsafe extern "C" fn free_dm(dm: *mut ibv_dm) -> c_int {
+    let taken = DMS.remove_if(dm, |_| {
+        // SAFETY: a live Dm (in the table, locked).
+        let d = unsafe { &*(dm as *const Dm) };
+        if crate::mr::any_in(d.buf as usize, d.layout.size()) {
+            Err(libc::EBUSY)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = taken {
+        return e;
+    }
+    // SAFETY: out of the table, so only this call reclaims it.
+    let d = unsafe { Box::from_raw(dm as *mut Dm) };
+    // SAFETY: allocated with this layout in alloc_dm.
+    unsafe { std::alloc::dealloc(d.buf, d.layout) };
+    IN_USE.fetch_sub(d.layout.size(), Ordering::AcqRel);
+    0
+}
+
+pub(crate) unsafe extern "C" fn reg_dm_mr(
+    pd: *mut ibv_pd,
+    dm: *mut ibv_dm,
+    off: u64,
+    len: usize,
+    access: u32,
+) -> *mut ibv_mr {
+    let fail = |e| {
+        set_errno(e);
+        std::ptr::null_mut()
+    };
+    // SAFETY: the table decides whether dm is ours.
+    let Some(d) = (unsafe { Dm::lookup(dm) }) else {
+        return fail(libc::EINVAL);
+    };
+    // MRs over device memory are zero-based: addresses are offsets.
+    if !PDS.contains(pd) || access & IBV_ACCESS_ZERO_BASED == 0 || len == 0 {
+        return fail(libc::EINVAL);
+    }
+    if let Err(e) = crate::mr::check_access(access) {
+        return fail(e);
+    }
+    let Some(host) = d.range(off, len) else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: pd is a live PD of ours (checked above).
+    let p = unsafe { Pd::from_ibv(pd) };
+    let entry = MrEntry {
+        host: host as usize,
+        len: len as u64,
+        iova: 0,
+        access: access & crate::mr::KNOWN_ACCESS,
+        pd: p.id,
+    };
+    crate::mr::insert(p, pd, entry, std::ptr::null_mut(), len)
+}
