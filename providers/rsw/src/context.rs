@@ -338,6 +338,10 @@ pub struct DataPath {
     pub alloc_dm: unsafe extern "C" fn(*mut ibv_context, *mut ibv_alloc_dm_attr) -> *mut ibv_dm,
     pub free_dm: unsafe extern "C" fn(*mut ibv_dm) -> c_int,
     pub reg_dm_mr: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_dm, u64, usize, u32) -> *mut ibv_mr,
+    pub alloc_td: unsafe extern "C" fn(*mut ibv_context, *mut ibv_td_init_attr) -> *mut ibv_td,
+    pub dealloc_td: unsafe extern "C" fn(*mut ibv_td) -> c_int,
+    pub alloc_parent_domain:
+        unsafe extern "C" fn(*mut ibv_context, *mut ibv_parent_domain_init_attr) -> *mut ibv_pd,
 }
 
 /// Opens a context on the device behind `handle` with the entry points of
@@ -374,6 +378,9 @@ pub(crate) unsafe fn open_device(
     vctx.alloc_dm = Some(ops.alloc_dm);
     vctx.free_dm = Some(ops.free_dm);
     vctx.reg_dm_mr = Some(ops.reg_dm_mr);
+    vctx.alloc_td = Some(ops.alloc_td);
+    vctx.dealloc_td = Some(ops.dealloc_td);
+    vctx.alloc_parent_domain = Some(ops.alloc_parent_domain);
     vctx.close_xrcd = Some(ops.close_xrcd);
     vctx.sz = std::mem::size_of::<verbs_context>();
     let c = &mut vctx.context;

@@ -308,9 +308,13 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     if a.comp_mask & !known_mask != 0 {
         return fail(libc::EINVAL);
     }
-    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 && !a.parent_domain.is_null() {
-        // No parent domains (yet).
-        return fail(libc::EOPNOTSUPP);
+    // A CQ may name a parent domain (whose allocators we do not need).
+    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0
+        && (!crate::pd::PDS.contains(a.parent_domain)
+            // SAFETY: a live PD of ours (checked just before).
+            || unsafe { crate::pd::Pd::from_ibv(a.parent_domain) }.parent.is_none())
+    {
+        return fail(libc::EINVAL);
     }
     let supported = (IBV_WC_STANDARD_FLAGS
         | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP

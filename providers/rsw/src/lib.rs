@@ -35,6 +35,7 @@ pub mod qp_ex;
 pub mod requester;
 pub mod responder;
 pub mod srq;
+pub mod td;
 pub mod transport;
 mod util;
 pub mod wire;
@@ -110,6 +111,9 @@ static DATA_PATH: context::DataPath = context::DataPath {
     alloc_dm: dm::alloc_dm,
     free_dm: dm::free_dm,
     reg_dm_mr: dm::reg_dm_mr,
+    alloc_td: td::alloc_td,
+    dealloc_td: td::dealloc_td,
+    alloc_parent_domain: pd::alloc_parent_domain,
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {

@@ -23,6 +23,14 @@ pub struct Pd {
     pub ctx: Arc<CtxShared>,
     /// MRs and QPs created on this PD; dealloc is refused while any exist.
     pub users: AtomicU32,
+    /// A parent domain (`ibv_alloc_parent_domain`): the PD it stands for
+    /// (same `id`, so keys and QPs of both match) and its thread domain.
+    pub parent: Option<Parent>,
+}
+
+pub struct Parent {
+    pub pd: *mut ibv_pd,
+    pub td: *mut ibv_td,
 }
 
 impl Pd {
@@ -54,6 +62,7 @@ pub(crate) unsafe extern "C" fn alloc_pd(context: *mut ibv_context) -> *mut ibv_
         id,
         ctx,
         users: AtomicU32::new(0),
+        parent: None,
     }));
     PDS.insert(pd, Ctx(context));
     pd as *mut ibv_pd
@@ -73,6 +82,66 @@ pub(crate) unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {
     }
     // SAFETY: pd was a boxed Pd with no users, out of the table now, so
     // only this call reclaims it.
-    drop(unsafe { Box::from_raw(pd as *mut Pd) });
+    let p = unsafe { Box::from_raw(pd as *mut Pd) };
+    if let Some(parent) = &p.parent {
+        // SAFETY: a parent domain's PD and TD outlive it (they refuse to go
+        // while it exists).
+        unsafe {
+            Pd::from_ibv(parent.pd).users.fetch_sub(1, Ordering::AcqRel);
+            if !parent.td.is_null() {
+                crate::td::Td::release(parent.td);
+            }
+        }
+    }
     0
+}
+
+/// `ibv_alloc_parent_domain`: a PD that stands for `attr.pd` (objects made
+/// on it are in that protection domain) with an optional thread domain.
+/// Custom allocators are accepted and not called: the provider's buffers
+/// come from its own heap, as if they answered `IBV_ALLOCATOR_USE_DEFAULT`.
+pub(crate) unsafe extern "C" fn alloc_parent_domain(
+    context: *mut ibv_context,
+    attr: *mut ibv_parent_domain_init_attr,
+) -> *mut ibv_pd {
+    let fail = |e| {
+        set_errno(e);
+        std::ptr::null_mut()
+    };
+    if attr.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: the caller's attributes (non-NULL).
+    let a = unsafe { *attr };
+    let known = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+    if a.comp_mask & !known != 0 || !PDS.contains(a.pd) {
+        return fail(libc::EINVAL);
+    }
+    if !a.td.is_null() && !crate::td::TDS.contains(a.td) {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: a.pd is a live PD of ours (checked above).
+    let base = unsafe { Pd::from_ibv(a.pd) };
+    // A parent domain of a parent domain stands for the same PD.
+    let real = base.parent.as_ref().map_or(a.pd, |p| p.pd);
+    // SAFETY: real is live: base holds it.
+    unsafe { Pd::from_ibv(real) }
+        .users
+        .fetch_add(1, Ordering::AcqRel);
+    if !a.td.is_null() {
+        // SAFETY: a live TD (checked above).
+        unsafe { crate::td::Td::hold(a.td) };
+    }
+    let pd = Box::into_raw(Box::new(Pd {
+        ibv: ibv_pd {
+            context,
+            handle: base.id,
+        },
+        id: base.id,
+        ctx: base.ctx.clone(),
+        users: AtomicU32::new(0),
+        parent: Some(Parent { pd: real, td: a.td }),
+    }));
+    PDS.insert(pd, Ctx(context));
+    pd as *mut ibv_pd
 }
