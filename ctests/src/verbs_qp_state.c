@@ -671,7 +671,53 @@ static void cq_busy(void)
 	CHECK_OK(ibv_close_device(e.ctx));
 }
 
+/*
+ * Moving a failed QP to RESET removes its unpolled completions from its
+ * CQs, as hardware providers clean them: after resetting and reconnecting,
+ * the first completions a program polls are the new traffic's.
+ */
+static void reset_cleans_cq(void)
+{
+	struct vt_env e;
+	struct vt_pair p;
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+
+	vt_env_open(&e);
+	vt_default_opts(&o);
+	vt_pair_create(&e, &p, &o, 0);
+	struct vt_buf s, r;
+	vt_buf_reg(&e, &s, 4096, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_reg(&e, &r, 4096, IBV_ACCESS_LOCAL_WRITE);
+	/* A receive with a bad key, and a good one behind it. */
+	vt_post_recv(p.b, 1, r.p, 64, r.mr->lkey ^ 0x77);
+	vt_post_recv(p.b, 2, r.p, 64, r.mr->lkey);
+	struct ibv_sge sge = vt_sge(s.p, 16, s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(3, IBV_WR_SEND, &sge, IBV_SEND_SIGNALED);
+	vt_post_send(p.a, &wr);
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_REM_OP_ERR);
+	/* b's error completions are there, unpolled; now reset both. */
+	struct ibv_qp_attr at;
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_RESET;
+	CHECK_OK(ibv_modify_qp(p.a, &at, IBV_QP_STATE));
+	CHECK_OK(ibv_modify_qp(p.b, &at, IBV_QP_STATE));
+	CHECK_CQ_EMPTY(p.cq_a);
+	CHECK_CQ_EMPTY(p.cq_b);
+	vt_qp_connect(p.a, p.b->qp_num, &e.gid, &o);
+	vt_qp_connect(p.b, p.a->qp_num, &e.gid, &o);
+	vt_post_recv(p.b, 4, r.p, 64, r.mr->lkey);
+	vt_post_send(p.a, &wr);
+	vt_poll(p.cq_b, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK_EQ(wc.wr_id, 4);
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_SEND);
+}
+
 static const struct vt_case cases[] = {
+	VT_CASE(reset_cleans_cq),
 	VT_CASE(create_caps),	     VT_CASE(create_caps_too_large),
 	VT_CASE(state_machine),	     VT_CASE(missing_attr),
 	VT_CASE(illegal_transition), VT_CASE(bad_attr_values),

@@ -340,7 +340,10 @@ static void ud_rules_and_ah_errors(void)
 	CHECK_CQ_EMPTY(a.cq);
 }
 
-/* An AH without a GRH (LID addressing) reaches this host. */
+/*
+ * An AH without a GRH (LID addressing) reaches this host, as an RC QP's
+ * LID-only path does (qperf's UD tests address that way).
+ */
 static void ud_lid_only_ah(void)
 {
 	struct udenv u;

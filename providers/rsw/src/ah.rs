@@ -62,6 +62,10 @@ fn create(pd: *mut ibv_pd, a: &ibv_ah_attr) -> Result<*mut ibv_ah, c_int> {
     if a.port_num != 1 {
         return Err(libc::EINVAL);
     }
+    // Without a GRH there is no address: LID addressing, which here means
+    // this host, as for RC QPs (qperf's UD tests and ibv_ud_pingpong
+    // without -g address by LID). A RoCE NIC refuses such an AH; rdma-core's
+    // test_create_ah_roce checks that and fails here (README).
     let first = dev.gids.first().copied().unwrap_or([0; 16]);
     let (dgid, sgid) = if a.is_global != 0 {
         let sgid = *dev
@@ -70,7 +74,6 @@ fn create(pd: *mut ibv_pd, a: &ibv_ah_attr) -> Result<*mut ibv_ah, c_int> {
             .ok_or(libc::EINVAL)?;
         (crate::gid::canon_gid(&a.grh.dgid.raw()), sgid)
     } else {
-        // No GRH: LID addressing, which on this link means this host.
         (first, first)
     };
     let ah = Arc::new(Ah {

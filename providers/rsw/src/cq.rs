@@ -236,6 +236,24 @@ impl Cq {
         }
     }
 
+    /// Drops the unpolled completions of QP `qpn` (the QP went to RESET:
+    /// hardware providers clean the CQ then, and programs that reset and
+    /// reconnect a failed QP rely on not meeting its old completions).
+    pub fn purge_qp(&self, qpn: u32) {
+        let mut r = self.ring.lock();
+        let cap = r.buf.len();
+        let (head, len) = (r.head, r.len);
+        let mut kept = 0;
+        for i in 0..len {
+            let e = r.buf[(head + i) % cap];
+            if e.qp_num != qpn {
+                r.buf[(head + kept) % cap] = e;
+                kept += 1;
+            }
+        }
+        r.len = kept;
+    }
+
     /// Whether the CQ overran (see [`Cq::push`]).
     pub fn overran(&self) -> bool {
         self.overrun.load(Ordering::Acquire)

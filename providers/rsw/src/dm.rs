@@ -37,6 +37,15 @@ impl Dm {
         Some(unsafe { &*(dm as *const Dm) })
     }
 
+    /// Copies to and from device memory work in 4-byte units, as on
+    /// hardware: offset and length must be multiples of 4.
+    fn copy_range(&self, off: u64, len: usize) -> Option<*mut u8> {
+        if !off.is_multiple_of(4) || !len.is_multiple_of(4) {
+            return None;
+        }
+        self.range(off, len)
+    }
+
     fn range(&self, off: u64, len: usize) -> Option<*mut u8> {
         let end = off.checked_add(len as u64)?;
         if end > self.layout.size() as u64 {
@@ -57,7 +66,7 @@ unsafe extern "C" fn memcpy_to_dm(
     let Some(d) = (unsafe { Dm::lookup(dm) }) else {
         return libc::EINVAL;
     };
-    let Some(p) = d.range(off, len) else {
+    let Some(p) = d.copy_range(off, len) else {
         return libc::EINVAL;
     };
     if len > 0 {
@@ -78,7 +87,7 @@ unsafe extern "C" fn memcpy_from_dm(
     let Some(d) = (unsafe { Dm::lookup(dm) }) else {
         return libc::EINVAL;
     };
-    let Some(p) = d.range(off, len) else {
+    let Some(p) = d.copy_range(off, len) else {
         return libc::EINVAL;
     };
     if len > 0 {
@@ -171,7 +180,7 @@ pub(crate) unsafe extern "C" fn reg_dm_mr(
         return fail(libc::EINVAL);
     };
     // MRs over device memory are zero-based: addresses are offsets.
-    if !PDS.contains(pd) || access & IBV_ACCESS_ZERO_BASED == 0 || len == 0 {
+    if !PDS.contains(pd) || access & IBV_ACCESS_ZERO_BASED == 0 {
         return fail(libc::EINVAL);
     }
     if let Err(e) = crate::mr::check_access(access) {

@@ -19,6 +19,8 @@ use crate::wire::{msn_before, Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICI
 
 /// Marks the hello as what is being transmitted (it belongs to no WQE).
 const TX_HELLO: u64 = u64::MAX;
+/// Least time between two attempts to connect again (see [`pump`]).
+const RECONNECT_PAUSE_NS: u64 = 10_000_000;
 
 pub struct OutConn {
     conn: Conn,
@@ -151,7 +153,11 @@ pub fn apply_timeouts(g: &QpInner) {
 /// Whether a connection of the QP died because the peer's host stopped
 /// answering.
 pub fn outgoing_timed_out(g: &QpInner) -> bool {
-    g.out.as_ref().is_some_and(|o| o.conn.timed_out())
+    // Reading a socket's error clears it: a connection still being made
+    // reports its own outcome in `on_event`, which must see it.
+    g.out
+        .as_ref()
+        .is_some_and(|o| o.connected && o.conn.timed_out())
 }
 
 // ---- the retry timer ----------------------------------------------------------
@@ -244,6 +250,10 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     if let Ok(e) = engine() {
         e.add_timer(g.ack_tick_at, qp.serial);
     }
+    // Waiting for a peer that refused us: try it again.
+    if g.out.is_none() {
+        pump(qp, g);
+    }
 }
 
 pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
@@ -252,8 +262,8 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
         if events & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 == 0 {
             return;
         }
-        if out.conn.finish_connect().is_err() {
-            fail(qp, g, Broken::Lost);
+        if let Err(e) = out.conn.finish_connect() {
+            fail(qp, g, broken_by(&e));
             return;
         }
         out.connected = true;
@@ -271,6 +281,18 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
 pub fn pump(qp: &Qp, g: &mut QpInner) {
     if g.out.is_none() {
         if matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) && g.peer_gone && g.sq.has_work() {
+            // The connection ended with nothing unanswered on it (the peer
+            // was reset and connected again, or was not ready when we
+            // reached RTR): connect again, as hardware simply sends to the
+            // peer's new incarnation. Paced, and bounded by the retry
+            // timer like any silence.
+            let now = mono_ns();
+            if g.state == IBV_QPS_RTS && !g.sq.in_flight() && now >= g.reconnect_at {
+                g.reconnect_at = now + RECONNECT_PAUSE_NS;
+                if start(qp, g).is_ok() && g.out.is_some() {
+                    return;
+                }
+            }
             lost_with_work(qp, g);
         }
         return;

@@ -220,6 +220,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             ack_progress: false,
             ack_idle: 0,
             rnr_hold_until: 0,
+            reconnect_at: 0,
             destroyed: false,
         }),
         async_events: Arc::new(EventCounter::default()),

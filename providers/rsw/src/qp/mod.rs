@@ -107,6 +107,8 @@ pub struct QpInner {
     pub ack_progress: bool,
     pub ack_idle: u8,
     pub rnr_hold_until: u64,
+    /// The earliest time the requester connects to its peer again.
+    pub reconnect_at: u64,
     pub destroyed: bool,
 }
 
@@ -376,6 +378,9 @@ impl Qp {
         g.ack_idle = 0;
         g.rnr_hold_until = 0;
         g.attr = ibv_qp_attr::zeroed();
+        for cq in self.cqs() {
+            cq.purge_qp(self.qpn);
+        }
         self.set_state(g, IBV_QPS_RESET);
     }
 }

@@ -130,7 +130,11 @@ fn transition_rc(cur: ibv_qp_state, new: ibv_qp_state) -> Option<(u32, u32)> {
     })
 }
 
+/// What `qp_access_flags` may hold: the rights, and flags of MR access
+/// that programs pass along (on-demand paging) and that change nothing
+/// for a QP.
 const QP_ACCESS_OK: u32 = IBV_ACCESS_LOCAL_WRITE
+    | IBV_ACCESS_ON_DEMAND
     | IBV_ACCESS_REMOTE_WRITE
     | IBV_ACCESS_REMOTE_READ
     | IBV_ACCESS_REMOTE_ATOMIC;
