@@ -1,0 +1,35 @@
+#!/bin/bash
+# harness-timeout: 300
+# rdma-core's own test suite (shipped in Debian's python3-pyverbs, under
+# /usr/share/doc/rdma-core/tests) over our libraries on rsw_lo. Most
+# vendor tests (mlx5, EFA, CUDA, dmabuf) skip themselves; everything else
+# must pass, except the few below that test what a kernel provider or a
+# RoCE NIC does and rsw deliberately does not:
+#   test_create_ah_roce            an AH without a GRH means this host here
+#   test_import_dm,                 ibv_import_device / ibv_import_pd share
+#   test_imported_rc_ex_rdma_write  objects through the kernel's cmd_fd
+set -u
+. "$(dirname "$0")/lib/common.sh"
+
+src=/usr/share/doc/rdma-core/tests
+py=/usr/bin/python3   # pyverbs is built for Debian's interpreter
+[ -d "$src" ] && "$py" -c 'import pyverbs' 2>/dev/null || { echo "python3-pyverbs is not installed"; exit 77; }
+
+cp -r "$src" "$work/tests"
+gunzip -f "$work"/tests/*.gz 2>/dev/null
+(cd "$work/tests" && timeout 240 "$py" run_tests.py --dev rsw_lo --gid 0 -v) > "$work/out" 2>&1
+tail -4 "$work/out"
+expected="test_create_ah_roce test_import_dm test_imported_rc_ex_rdma_write"
+bad=""
+for t in $(sed -n 's/^\(FAIL\|ERROR\): \([a-zA-Z0-9_]*\) .*/\2/p' "$work/out"); do
+    case " $expected " in *" $t "*) echo "known: $t" ;; *) bad="$bad $t" ;; esac
+done
+if [ -n "$bad" ]; then
+    grep -A30 -E "^(FAIL|ERROR): " "$work/out" | head -150
+    fail "pyverbs tests failed:$bad"
+fi
+ok=$(grep -cE '\.\.\. ok$' "$work/out")
+grep -q '^Ran [0-9]* tests' "$work/out" || { tail -30 "$work/out"; fail "the suite did not run"; }
+# Guard against a regression that makes tests skip instead of pass.
+[ "$ok" -ge 110 ] || fail "only $ok tests passed"
+echo "ok: $ok pyverbs tests passed"
