@@ -55,3 +55,4 @@ gid="" pingpong ibv_uc_pingpong uc_no_grh -c
 pingpong ibv_xsrq_pingpong xsrq_default
 pingpong ibv_xsrq_pingpong xsrq_events -e -n 50
 pingpong ibv_xsrq_pingpong xsrq_big -s 65536 -n 100
+pingpong ibv_srq_pingpong srq_64qps -q 64 -r 128 -n 1000

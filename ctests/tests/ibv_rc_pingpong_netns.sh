@@ -1,5 +1,6 @@
 #!/bin/bash
-# ibv_rc_pingpong between two network namespaces joined by a veth pair:
+# ibv_rc_pingpong (then UC, SRQ and XRC pingpongs) between two network
+# namespaces joined by a veth pair:
 # two hosts, each with its own rsw device, talking over a real link.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -42,5 +43,31 @@ for args in "" "-e -c" "-N -s 65536 -n 200 -c"; do
     expect_in "$work/cli" 'iters in'
     expect_in "$work/srv" 'iters in'
     echo "ok netns '$args'"
+    port=$((port + 1))
+done
+
+# The other connected QP kinds between the same two hosts: UC, RC on a
+# shared receive queue (16 QPs), and XRC.
+for prog in ibv_uc_pingpong ibv_srq_pingpong ibv_xsrq_pingpong; do
+    timeout 60 ip netns exec $a env LD_LIBRARY_PATH="$LD_LIBRARY_PATH" IBV_CONFIG_DIR="$IBV_CONFIG_DIR" \
+        $prog -d "rsw_va$$" -g 0 -p $port > "$work/srv" 2>&1 &
+    srv=$!
+    bg_pids="$bg_pids $srv"
+    wait_listen $port $a
+    timeout 60 ip netns exec $b env LD_LIBRARY_PATH="$LD_LIBRARY_PATH" IBV_CONFIG_DIR="$IBV_CONFIG_DIR" \
+        $prog -d "rsw_vb$$" -g 0 -p $port 198.51.100.1 > "$work/cli" 2>&1
+    crc=$?
+    wait $srv; src=$?
+    if [ $crc != 0 ] || [ $src != 0 ]; then
+        echo "--- server"; cat "$work/srv"; echo "--- client"; cat "$work/cli"
+        fail "netns $prog: client $crc server $src"
+    fi
+    if [ $prog = ibv_xsrq_pingpong ]; then
+        expect_in "$work/cli" '^success$'
+    else
+        expect_in "$work/cli" 'iters in'
+        expect_in "$work/srv" 'iters in'
+    fi
+    echo "ok netns $prog"
     port=$((port + 1))
 done
