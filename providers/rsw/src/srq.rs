@@ -24,7 +24,7 @@ use crate::device::{MAX_SGE, MAX_SRQ_WR};
 use crate::handles::Handles;
 use crate::pd::{Pd, PDS};
 use crate::progress::engine;
-use crate::qp::{RecvQueue, RecvWqe};
+use crate::qp::wq::{RecvQueue, RecvWqe};
 use crate::util::set_errno;
 use crate::util::ForkFresh;
 use crate::xrcd::{Domain, Xrcd};

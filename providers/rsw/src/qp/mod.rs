@@ -17,7 +17,7 @@ mod create;
 mod mcast;
 mod modify;
 mod post;
-mod wq;
+pub mod wq;
 
 pub(crate) use create::{create_qp_ex, destroy_qp};
 pub(crate) use mcast::{attach_mcast, detach_mcast};
