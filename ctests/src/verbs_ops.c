@@ -1096,7 +1096,84 @@ static void shared_cq(void)
 	CHECK_CQ_EMPTY(cq);
 }
 
+/*
+ * IBV_WR_ATOMIC_WRITE: 8 bytes stored at once at an aligned remote address
+ * (IBV_WC_ATOMIC_WRITE); misaligned is an invalid request, no remote write
+ * right an access error, another length EINVAL at post; ibv_wr_atomic_write
+ * on an extended QP.
+ */
+static void atomic_write(void)
+{
+	struct vt_env e;
+	struct vt_pair p;
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+
+	vt_env_open(&e);
+	vt_default_opts(&o);
+	o.access = VT_ACCESS_ALL;
+	o.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_SEND;
+	vt_pair_create(&e, &p, &o, 0);
+	struct vt_buf s, t, ro;
+	vt_buf_reg(&e, &s, 64, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_reg(&e, &t, 64, VT_ACCESS_ALL);
+	vt_buf_reg(&e, &ro, 64, IBV_ACCESS_REMOTE_READ);
+	uint64_t v = 0x1122334455667788ull;
+	memcpy(s.p, &v, 8);
+	memset(t.p, 0xee, 64);
+
+	struct ibv_sge sge = vt_sge(s.p, 8, s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(1, IBV_WR_ATOMIC_WRITE, &sge,
+					   IBV_SEND_SIGNALED);
+	wr.wr.rdma.remote_addr = (uintptr_t)t.p + 16;
+	wr.wr.rdma.rkey = t.mr->rkey;
+	vt_post_send(p.a, &wr);
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE);
+	uint64_t got;
+	memcpy(&got, t.p + 16, 8);
+	CHECK_EQ(got, v);
+	CHECK_BYTES(t.p, 0xee, 16);
+	CHECK_BYTES(t.p + 24, 0xee, 40);
+
+	/* The extended API carries the value itself. */
+	struct ibv_qp_ex *qx = CHECK_PTR(ibv_qp_to_qp_ex(p.a));
+	uint64_t w2 = 0xa5a5a5a5deadbeefull;
+	ibv_wr_start(qx);
+	qx->wr_id = 2;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_write(qx, t.mr->rkey, (uintptr_t)t.p + 32, &w2);
+	CHECK_OK(ibv_wr_complete(qx));
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE);
+	memcpy(&got, t.p + 32, 8);
+	CHECK_EQ(got, w2);
+
+	/* Not 8 bytes: refused at post. */
+	struct ibv_send_wr *bad;
+	sge.length = 4;
+	CHECK_RET(ibv_post_send(p.a, &wr, &bad), EINVAL);
+	sge.length = 8;
+
+	/* Misaligned: an invalid request. */
+	wr.wr.rdma.remote_addr = (uintptr_t)t.p + 4;
+	vt_post_send(p.a, &wr);
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_REM_INV_REQ_ERR);
+
+	/* No remote write right: an access error, target untouched. */
+	vt_pair_create(&e, &p, &o, 0);
+	memset(ro.p, 0x11, 64);
+	wr.wr.rdma.remote_addr = (uintptr_t)ro.p;
+	wr.wr.rdma.rkey = ro.mr->rkey;
+	vt_post_send(p.a, &wr);
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_REM_ACCESS_ERR);
+	CHECK_BYTES(ro.p, 0x11, 64);
+}
+
 static const struct vt_case cases[] = {
+	VT_CASE(atomic_write),
 	VT_CASE(send_recv),   VT_CASE(send_imm),    VT_CASE(rdma_write),
 	VT_CASE(write_imm),   VT_CASE(rdma_read),   VT_CASE(cmp_swap),
 	VT_CASE(fetch_add),   VT_CASE(multi_sge),   VT_CASE(inline_send),

@@ -55,6 +55,24 @@ pub unsafe fn cas64(p: *mut u64, cmp: u64, swap: u64) -> Result<u64, Fault> {
     }
 }
 
+/// Stores `v` at `p` atomically (a compare-and-swap loop: the guard's
+/// primitives are CAS and fetch-add).
+///
+/// # Safety
+/// As [`cas64`].
+pub unsafe fn store64(p: *mut u64, v: u64) -> Result<(), Fault> {
+    // SAFETY: forwarded contract.
+    let mut cur = unsafe { cas64(p, 0, 0) }?;
+    loop {
+        // SAFETY: forwarded contract.
+        let seen = unsafe { cas64(p, cur, v) }?;
+        if seen == cur {
+            return Ok(());
+        }
+        cur = seen;
+    }
+}
+
 /// Atomic fetch-and-add on 8 aligned bytes; returns the value before.
 ///
 /// # Safety

@@ -372,12 +372,27 @@ unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut ibv_qp_ex, srqn: u32) {
 }
 unsafe extern "C" fn wr_atomic_write(
     qp: *mut ibv_qp_ex,
-    _rkey: u32,
-    _addr: u64,
-    _wr: *const c_void,
+    rkey: u32,
+    addr: u64,
+    data: *const c_void,
 ) {
-    // SAFETY: called by the application on its QP.
-    unsafe { unsupported(qp) };
+    if data.is_null() {
+        // SAFETY: called by the application on its QP.
+        unsafe { parts(qp) }.0.fail(libc::EINVAL);
+        return;
+    }
+    // SAFETY: called by the application on its QP; `data` holds the 8
+    // bytes to store (copied now, as inline data).
+    unsafe {
+        if let Some(wr) = begin(qp, IBV_WR_ATOMIC_WRITE) {
+            wr.wr.rdma = ibv_send_wr_rdma {
+                remote_addr: addr,
+                rkey,
+            };
+            wr.send_flags |= IBV_SEND_INLINE;
+            set_inline(qp, &[(data as *const u8, 8)]);
+        }
+    }
 }
 
 /// Installs the builder entry points in a new QP's `ibv_qp_ex`.

@@ -774,6 +774,18 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
         // UC carries no READ or atomics; a peer that sends them anyway is
         // ignored.
         _ if !reliable => drop_message(g, &h),
+        // Placed atomically when its 8 bytes are in (`finish_request`).
+        Op::AtomicWrite => {
+            if h.length != 8 || !h.remote_addr.is_multiple_of(8) {
+                inv_request(qp, g, h.msn);
+                return;
+            }
+            if !remote_ok(qp, g, &h, 8, IBV_ACCESS_REMOTE_WRITE) {
+                access_error(qp, g, h.msn);
+                return;
+            }
+            start_payload(qp, g, h);
+        }
         Op::ReadReq => {
             if !remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_READ) {
                 access_error(qp, g, h.msn);
@@ -1066,22 +1078,33 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         // the application unmapped the memory: the ACK is already out, as
         // hardware's would be before it wrote into pages it had pinned.
         if let Ok(n) = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v) {
-            let mut off = 0;
-            for piece in &v[..n] {
-                // SAFETY: the destination is registered memory with the
-                // needed rights, checked under the MR table lock (held); the
-                // source is our local copy of the tail; a fault is caught.
-                let placed = unsafe {
-                    guard::copy(
-                        piece.iov_base as *mut u8,
-                        tail_bytes.as_ptr().add(off),
-                        piece.iov_len,
-                    )
-                };
-                if placed.is_err() {
-                    break;
+            // An atomic write's 8 bytes land at once (the target is one
+            // aligned piece: checked at the request's header).
+            if h.op == Op::AtomicWrite && n == 1 && (v[0].iov_base as usize).is_multiple_of(8) {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&tail_bytes[..8]);
+                // SAFETY: 8 aligned bytes of registered memory with remote
+                // write rights, checked under the MR table lock (held); a
+                // fault is caught.
+                let _ = unsafe { guard::store64(v[0].iov_base as *mut u64, u64::from_ne_bytes(b)) };
+            } else {
+                let mut off = 0;
+                for piece in &v[..n] {
+                    // SAFETY: the destination is registered memory with the
+                    // needed rights, checked under the MR table lock (held); the
+                    // source is our local copy of the tail; a fault is caught.
+                    let placed = unsafe {
+                        guard::copy(
+                            piece.iov_base as *mut u8,
+                            tail_bytes.as_ptr().add(off),
+                            piece.iov_len,
+                        )
+                    };
+                    if placed.is_err() {
+                        break;
+                    }
+                    off += piece.iov_len;
                 }
-                off += piece.iov_len;
             }
         }
     }

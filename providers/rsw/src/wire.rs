@@ -57,6 +57,8 @@ pub enum Op {
     FetchAdd = 7,
     /// SEND that also invalidates the window whose rkey is in `imm`.
     SendInv = 8,
+    /// 8 bytes (the payload) stored atomically at `remote_addr`.
+    AtomicWrite = 9,
     /// Local operations: never on the wire (a bind and a local invalidate
     /// run at the requester, in send-queue order).
     BindMw = 0x40,
@@ -85,6 +87,7 @@ impl Op {
             5 => Op::ReadReq,
             6 => Op::CmpSwap,
             8 => Op::SendInv,
+            9 => Op::AtomicWrite,
             7 => Op::FetchAdd,
             0x81 => Op::Ack,
             0x82 => Op::ReadResp,
@@ -109,7 +112,7 @@ impl Op {
     pub fn request_has_payload(self) -> bool {
         matches!(
             self,
-            Op::Send | Op::SendImm | Op::SendInv | Op::Write | Op::WriteImm
+            Op::Send | Op::SendImm | Op::SendInv | Op::Write | Op::WriteImm | Op::AtomicWrite
         )
     }
 }

@@ -5,7 +5,8 @@ use crate::datagram::Dgram;
 use crate::srq::SRQS;
 use crate::xrcd::Xrcd;
 
-const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_BIND_MW
+const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_ATOMIC_WRITE
+    | IBV_QP_EX_WITH_BIND_MW
     | IBV_QP_EX_WITH_LOCAL_INV
     | IBV_QP_EX_WITH_SEND_WITH_INV
     | IBV_QP_EX_WITH_RDMA_WRITE

@@ -13,6 +13,7 @@ fn wire_op(opcode: ibv_wr_opcode) -> Option<Op> {
         IBV_WR_ATOMIC_CMP_AND_SWP => Op::CmpSwap,
         IBV_WR_ATOMIC_FETCH_AND_ADD => Op::FetchAdd,
         IBV_WR_SEND_WITH_INV => Op::SendInv,
+        IBV_WR_ATOMIC_WRITE => Op::AtomicWrite,
         IBV_WR_BIND_MW => Op::BindMw,
         IBV_WR_LOCAL_INV => Op::LocalInv,
         _ => return None,
@@ -42,7 +43,10 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
         IBV_QPT_UD => matches!(op, Op::Send | Op::SendImm),
         // An XRC receive QP has no send queue.
         IBV_QPT_XRC_RECV => false,
-        IBV_QPT_UC => !matches!(op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd),
+        IBV_QPT_UC => !matches!(
+            op,
+            Op::ReadReq | Op::CmpSwap | Op::FetchAdd | Op::AtomicWrite
+        ),
         _ => true,
     };
     if !allowed {
@@ -123,6 +127,8 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
             8
         }
         Op::ReadReq => total as u32,
+        // Exactly the 8 bytes to store.
+        Op::AtomicWrite if total != 8 => return Err(libc::EINVAL),
         _ => {
             if wr.send_flags & IBV_SEND_INLINE != 0 && total > g.sq.max_inline as u64 {
                 return Err(libc::EINVAL);
@@ -150,7 +156,7 @@ unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, c: &Checked) -> u64 {
                 wr.wr.atomic.compare_add,
                 wr.wr.atomic.swap,
             ),
-            Op::Write | Op::WriteImm | Op::ReadReq => {
+            Op::Write | Op::WriteImm | Op::ReadReq | Op::AtomicWrite => {
                 (wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, 0, 0)
             }
             Op::LocalInv => (0, wr.invalidate_rkey(), 0, 0),

@@ -105,6 +105,7 @@ impl SendWqe {
         match self.op {
             Op::Send | Op::SendImm | Op::SendInv => IBV_WC_SEND,
             Op::BindMw => IBV_WC_BIND_MW,
+            Op::AtomicWrite => IBV_WC_ATOMIC_WRITE,
             Op::LocalInv => IBV_WC_LOCAL_INV,
             Op::Write | Op::WriteImm => IBV_WC_RDMA_WRITE,
             Op::ReadReq => IBV_WC_RDMA_READ,
