@@ -149,7 +149,30 @@ static void mcast_attach_limit(void)
 	free(qps);
 }
 
+/* ECE: the device's vendor id and no options; nothing else is accepted. */
+static void ece(void)
+{
+	struct vt_env e;
+	struct vt_pair p;
+	struct ibv_ece x;
+
+	vt_env_open(&e);
+	vt_pair_create(&e, &p, NULL, 0);
+	memset(&x, 0xff, sizeof(x));
+	CHECK_OK(ibv_query_ece(p.a, &x));
+	CHECK_EQ(x.vendor_id, e.dev.vendor_id);
+	CHECK_EQ(x.options, 0);
+	CHECK_EQ(x.comp_mask, 0);
+	CHECK_OK(ibv_set_ece(p.a, &x));
+	x.options = 1;
+	CHECK_RET(ibv_set_ece(p.a, &x), EINVAL);
+	x.options = 0;
+	x.vendor_id = 0x02c9;	/* another vendor's */
+	CHECK_RET(ibv_set_ece(p.a, &x), EINVAL);
+}
+
 static const struct vt_case cases[] = {
+	VT_CASE(ece),
 	VT_CASE(device_identity_and_caps), VT_CASE(pd_limit),
 	VT_CASE(cq_limit),		   VT_CASE(srq_limit),
 	VT_CASE(ah_limit),		   VT_CASE(mcast_attach_limit),

@@ -4,8 +4,9 @@ use core::ffi::{c_int, c_uint};
 
 use verbs_abi::*;
 
+use crate::context::query_device_full;
 use crate::device::{object_ops, release};
-use crate::util::{entry, errno_result, int_ret, set_errno};
+use crate::util::{entry, errno_result, set_errno};
 
 /// Builds the QP through the provider's `create_qp_ex` and reports the
 /// capabilities actually granted back in `qp_init_attr->cap`. verbs.h's
@@ -119,31 +120,63 @@ pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
     qp.cast()
 }
 
-/// Enhanced Connection Establishment is a vendor negotiation between
-/// hardware implementations; software providers have no options to offer.
+/// The device's vendor id, for ECE.
 ///
 /// # Safety
 /// `qp` is NULL or a QP.
+unsafe fn ece_vendor(qp: *mut ibv_qp) -> Result<u32, c_int> {
+    // SAFETY: forwarded contract.
+    let (_, ctx) = unsafe { object_ops(qp) }?;
+    // SAFETY: object_ops found the QP's context open.
+    Ok(unsafe { query_device_full(ctx) }?.orig_attr.vendor_id)
+}
+
+/// Enhanced Connection Establishment negotiates vendor options between
+/// hardware implementations. A software provider has none: the QP's ECE is
+/// the device's vendor id with no options, and that is all `ibv_set_ece`
+/// accepts (another vendor's id or any option bit: EINVAL).
+///
+/// # Safety
+/// `qp` is NULL or a QP; `ece` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int {
-    if ece.is_null() {
-        return int_ret(Err(libc::EINVAL));
-    }
-    // SAFETY: forwarded contract.
-    int_ret(unsafe { object_ops(qp) }.and(Err(libc::EOPNOTSUPP)))
+    entry!(int, {
+        if ece.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let vendor_id = unsafe { ece_vendor(qp) }?;
+        // SAFETY: non-NULL out-pointer supplied by the caller.
+        unsafe {
+            ece.write(ibv_ece {
+                vendor_id,
+                options: 0,
+                comp_mask: 0,
+            })
+        };
+        Ok(())
+    })
 }
 
 /// See `ibv_query_ece`.
 ///
 /// # Safety
-/// `qp` is NULL or a QP.
+/// `qp` is NULL or a QP; `ece` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_set_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int {
-    if ece.is_null() {
-        return int_ret(Err(libc::EINVAL));
-    }
-    // SAFETY: forwarded contract.
-    int_ret(unsafe { object_ops(qp) }.and(Err(libc::EOPNOTSUPP)))
+    entry!(int, {
+        if ece.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        let vendor_id = unsafe { ece_vendor(qp) }?;
+        // SAFETY: non-NULL, the caller's.
+        let e = unsafe { *ece };
+        if e.vendor_id != vendor_id || e.options != 0 || e.comp_mask != 0 {
+            return Err(libc::EINVAL);
+        }
+        Ok(())
+    })
 }
 
 /// 0 means "no guarantee that incoming data lands in address order", which
