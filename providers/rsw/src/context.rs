@@ -14,13 +14,14 @@ use std::collections::VecDeque;
 use std::mem::offset_of;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::raw::{c_int, c_void};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
 use verbs_abi::*;
 
 use crate::device::{device_attr, port_attr, DeviceInfo, CORE_CLOCK_KHZ};
-use crate::util::{event_pipe, read_record, set_errno, write_record};
+use crate::util::{event_pipe, read_record, set_errno, write_record, ForkFresh};
 
 /// Counts events handed to the application and acknowledgements received,
 /// so destroying the object can wait for the two to match.
@@ -151,6 +152,53 @@ fn is_port_event(t: ibv_event_type) -> bool {
 pub struct CtxShared {
     pub dev: DeviceInfo,
     pub async_q: AsyncQueue,
+    /// The port is ACTIVE: the interface is up with its link (`port.rs`).
+    pub port_up: AtomicBool,
+}
+
+/// Every open context, for port events.
+static OPEN: ForkFresh<Mutex<Vec<Weak<CtxShared>>>> = ForkFresh::new(|| Mutex::new(Vec::new()));
+
+/// The interface `ifindex` gained or lost its link: the port of every open
+/// context on it changes state, with the event a NIC's port raises.
+pub fn link_changed(ifindex: u32, up: bool) {
+    let mut open = OPEN.get().lock();
+    open.retain(|w| w.strong_count() > 0);
+    for c in open.iter().filter_map(Weak::upgrade) {
+        if c.dev.ifindex == ifindex && c.port_up.swap(up, Ordering::AcqRel) != up {
+            let t = if up {
+                IBV_EVENT_PORT_ACTIVE
+            } else {
+                IBV_EVENT_PORT_ERR
+            };
+            c.async_q.push(1, t, None);
+        }
+    }
+}
+
+/// Whether the interface named `ifname` is up with its link now.
+fn link_up(ifname: &str) -> bool {
+    // SAFETY: a zeroed ifreq is valid; the name is copied in below (NUL
+    // terminated: at most IFNAMSIZ - 1 bytes).
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr
+        .ifr_name
+        .iter_mut()
+        .zip(ifname.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: plain socket creation; checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return true;
+    }
+    // SAFETY: SIOCGIFFLAGS fills ifr, which is ours; fd is closed after.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr) };
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+    // SAFETY: SIOCGIFFLAGS wrote the flags member of the union.
+    r != 0 || crate::port::is_up(unsafe { ifr.ifr_ifru.ifru_flags } as u16 as u32)
 }
 
 /// The context allocation. `vctx` comes first so the `ibv_context` at its
@@ -252,7 +300,12 @@ pub(crate) unsafe extern "C" fn query_port(
     }
     // SAFETY: context was created by open_device.
     let ctx = unsafe { Context::from_ibv(context) };
-    let p = port_attr(&ctx.shared.dev);
+    let mut p = port_attr(&ctx.shared.dev);
+    if !ctx.shared.port_up.load(Ordering::Acquire) {
+        p.state = IBV_PORT_DOWN;
+        // Disabled
+        p.phys_state = 3;
+    }
     // SAFETY: attr has room for attr_size bytes.
     unsafe { write_prefix(attr, &p, attr_size) };
     0
@@ -365,7 +418,14 @@ pub(crate) unsafe fn open_device(
             return std::ptr::null_mut();
         }
     };
-    let shared = Arc::new(CtxShared { dev, async_q });
+    let port_up = AtomicBool::new(link_up(&dev.ifname));
+    let shared = Arc::new(CtxShared {
+        dev,
+        async_q,
+        port_up,
+    });
+    OPEN.get().lock().push(Arc::downgrade(&shared));
+    crate::port::watch(link_changed);
     let mut vctx = verbs_context::zeroed();
     vctx.query_port = Some(query_port);
     vctx.query_device_ex = Some(query_device_ex);

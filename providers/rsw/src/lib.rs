@@ -29,6 +29,7 @@ pub mod handles;
 pub mod mr;
 pub mod mw;
 pub mod pd;
+pub mod port;
 pub mod progress;
 pub mod qp;
 pub mod qp_ex;
