@@ -331,7 +331,86 @@ static void xrc_queues_and_wr_api(void)
 	CHECK_MEM(x.r.p + 2048, x.s.p + 100, 50);
 }
 
+/*
+ * ibv_open_qp: another handle to an XRC receive QP of the domain, by
+ * number. Modify and query through it act on the QP; closing it leaves
+ * the QP working. Wrong domain or number: EINVAL.
+ */
+static void xrc_open_qp(void)
+{
+	struct vt_env e;
+	struct ibv_wc wc;
+	struct ibv_qp_init_attr_ex a;
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr ia;
+
+	vt_env_open(&e);
+	struct ibv_xrcd *xrcd = CHECK_PTR(open_xrcd(e.ctx, -1, O_CREAT));
+	struct ibv_xrcd *other = CHECK_PTR(open_xrcd(e.ctx, -1, O_CREAT));
+	struct ibv_cq *scq = CHECK_PTR(ibv_create_cq(e.ctx, 8, NULL, NULL, 0));
+	struct ibv_cq *rcq = CHECK_PTR(ibv_create_cq(e.ctx, 8, NULL, NULL, 0));
+	struct ibv_srq *srq = xrc_srq(&e, xrcd, rcq, e.pd);
+	uint32_t srqn;
+	CHECK_OK(ibv_get_srq_num(srq, &srqn));
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_XRC_RECV;
+	a.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	a.xrcd = xrcd;
+	struct ibv_qp *tgt = CHECK_PTR(ibv_create_qp_ex(e.ctx, &a));
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_XRC_SEND;
+	a.send_cq = scq;
+	a.cap.max_send_wr = 4;
+	a.cap.max_send_sge = 1;
+	a.comp_mask = IBV_QP_INIT_ATTR_PD;
+	a.pd = e.pd;
+	struct ibv_qp *ini = CHECK_PTR(ibv_create_qp_ex(e.ctx, &a));
+
+	struct ibv_qp_open_attr oa = {
+		.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			     IBV_QP_OPEN_ATTR_TYPE | IBV_QP_OPEN_ATTR_CONTEXT,
+		.qp_num = tgt->qp_num, .xrcd = other, .qp_context = &oa,
+		.qp_type = IBV_QPT_XRC_RECV,
+	};
+	CHECK_NULL_ERRNO(ibv_open_qp(e.ctx, &oa), EINVAL);
+	oa.xrcd = xrcd;
+	oa.qp_num = tgt->qp_num ^ 0x100;
+	CHECK_NULL_ERRNO(ibv_open_qp(e.ctx, &oa), EINVAL);
+	oa.qp_num = tgt->qp_num;
+	struct ibv_qp *h = CHECK_PTR(ibv_open_qp(e.ctx, &oa));
+	CHECK(h != tgt);
+	CHECK_EQ(h->qp_num, tgt->qp_num);
+	CHECK(h->qp_context == &oa);
+
+	/* Connected through the opened handle. */
+	xrc_modify(h, ini->qp_num, &e, 1);
+	xrc_modify(ini, tgt->qp_num, &e, 0);
+	CHECK_OK(ibv_query_qp(tgt, &at, IBV_QP_STATE, &ia));
+	CHECK_EQ(at.qp_state, IBV_QPS_RTS);
+	CHECK_OK(ibv_query_qp(h, &at, IBV_QP_STATE, &ia));
+	CHECK_EQ(at.qp_state, IBV_QPS_RTS);
+
+	struct vt_buf s, r;
+	vt_buf_reg(&e, &s, 256, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_reg(&e, &r, 256, IBV_ACCESS_LOCAL_WRITE);
+	vt_fill(s.p, 256, 6);
+	/* Closing the handle leaves the QP as it was. */
+	CHECK_OK(ibv_destroy_qp(h));
+	post_xsrq(srq, 7, r.p, 256, r.mr->lkey);
+	struct ibv_sge sge = vt_sge(s.p, 100, s.mr->lkey);
+	struct ibv_send_wr w = vt_send_wr(8, IBV_WR_SEND, &sge, IBV_SEND_SIGNALED);
+	w.qp_type.xrc.remote_srqn = srqn;
+	vt_post_send(ini, &w);
+	vt_poll(scq, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_SEND);
+	vt_poll(rcq, &wc, 1);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK_EQ(wc.qp_num, tgt->qp_num);
+	CHECK_MEM(r.p, s.p, 100);
+}
+
 static const struct vt_case cases[] = {
+	VT_CASE(xrc_open_qp),
 	VT_CASE(xrcd_open_rules),	VT_CASE(xrc_send_lands_in_named_srq),
 	VT_CASE(xrc_rdma_uses_srq_pd),	VT_CASE(xrc_unknown_srqn),
 	VT_CASE(xrc_queues_and_wr_api),

@@ -395,6 +395,7 @@ pub struct DataPath {
     pub dealloc_td: unsafe extern "C" fn(*mut ibv_td) -> c_int,
     pub alloc_parent_domain:
         unsafe extern "C" fn(*mut ibv_context, *mut ibv_parent_domain_init_attr) -> *mut ibv_pd,
+    pub open_qp: unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_open_attr) -> *mut ibv_qp,
 }
 
 /// Opens a context on the device behind `handle` with the entry points of
@@ -441,6 +442,7 @@ pub(crate) unsafe fn open_device(
     vctx.alloc_td = Some(ops.alloc_td);
     vctx.dealloc_td = Some(ops.dealloc_td);
     vctx.alloc_parent_domain = Some(ops.alloc_parent_domain);
+    vctx.open_qp = Some(ops.open_qp);
     vctx.close_xrcd = Some(ops.close_xrcd);
     vctx.sz = std::mem::size_of::<verbs_context>();
     let c = &mut vctx.context;

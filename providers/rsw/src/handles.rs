@@ -58,6 +58,12 @@ impl<V: Clone + 'static> Handles<V> {
         }
     }
 
+    /// The first entry `pred` accepts (a scan: for rare lookups by
+    /// something other than the pointer).
+    pub fn find(&self, pred: impl Fn(&V) -> bool) -> Option<V> {
+        self.map.get().lock().values().find(|v| pred(v)).cloned()
+    }
+
     pub fn contains<T>(&self, p: *const T) -> bool {
         self.map.get().lock().contains_key(&(p as usize))
     }

@@ -115,6 +115,7 @@ static DATA_PATH: context::DataPath = context::DataPath {
     alloc_td: td::alloc_td,
     dealloc_td: td::dealloc_td,
     alloc_parent_domain: pd::alloc_parent_domain,
+    open_qp: qp::open_qp,
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {

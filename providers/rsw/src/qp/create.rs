@@ -187,43 +187,14 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         recv_cq,
         xrcd,
         srq,
-        inner: Mutex::new(QpInner {
-            qp_type: a.qp_type,
-            state: IBV_QPS_RESET,
-            attr: ibv_qp_attr::zeroed(),
-            sq_sig_all: a.sq_sig_all != 0,
-            sq: SendQueue::new(
-                cap.max_send_wr as usize,
-                cap.max_send_sge as usize,
-                cap.max_inline_data as usize,
-            ),
-            rq: RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize),
-            recv: RecvWqe::EMPTY,
-            claimed: false,
-            xrc_srq: None,
+        opened_from: None,
+        inner: Mutex::new(QpInner::new(
+            a.qp_type,
+            a.sq_sig_all != 0,
+            &cap,
             listener,
             dgram,
-            mcast: Vec::new(),
-            mcast_seq: 0,
-            out: None,
-            inc: None,
-            pending: Vec::new(),
-            pending_seq: 0,
-            remote: None,
-            local_gid: [0; 16],
-            peer_gone: false,
-            tx_blocked: false,
-            comm_est_sent: false,
-            sqd_notify: false,
-            accept_resume: None,
-            inc_bound: false,
-            ack_tick_at: 0,
-            ack_progress: false,
-            ack_idle: 0,
-            rnr_hold_until: 0,
-            reconnect_at: 0,
-            destroyed: false,
-        }),
+        )),
         async_events: Arc::new(EventCounter::default()),
         builder: UnsafeCell::new(if send_ops.is_some() {
             Builder::new(
@@ -296,6 +267,9 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     // SAFETY: qp came from create_qp_ex; this call claimed it, so only it
     // reclaims it.
     let q = unsafe { Qp::from_ibv(qp) };
+    if q.opened_from.is_some() {
+        return close_opened(qp, q);
+    }
     if let Ok(e) = engine() {
         e.unregister_qp(q.serial);
     }
@@ -328,6 +302,107 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     }
     QPS.remove(qp);
     // SAFETY: reclaims the application's reference from create_qp_ex.
+    drop(unsafe { Arc::from_raw(qp as *const Qp) });
+    0
+}
+
+/// `ibv_open_qp`: another handle to an XRC receive QP of the domain,
+/// found by number. The handle forwards modify and query to the QP and
+/// closes with `ibv_destroy_qp` without touching the QP. Domains live in one
+/// process, so only that process's QPs can be opened.
+fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, c_int> {
+    let need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+    if a.comp_mask & need != need || a.comp_mask & !(need | IBV_QP_OPEN_ATTR_CONTEXT) != 0 {
+        return Err(libc::EINVAL);
+    }
+    if a.qp_type != IBV_QPT_XRC_RECV {
+        return Err(libc::EINVAL);
+    }
+    let domain = Xrcd::domain_of(a.xrcd).ok_or(libc::EINVAL)?;
+    let target = QPS
+        .find(|w| {
+            w.upgrade().is_some_and(|q| {
+                q.qpn == a.qp_num
+                    && q.opened_from.is_none()
+                    && q.xrcd.as_ref().is_some_and(|d| Arc::ptr_eq(d, &domain))
+            })
+        })
+        .and_then(|w| w.upgrade())
+        .ok_or(libc::EINVAL)?;
+    if target.inner.lock().destroyed {
+        return Err(libc::EINVAL);
+    }
+    let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: the target's public struct is ours; reading plain fields.
+    let state = unsafe { (*target.ibv.get()).qp_base.state };
+    let mut ibv = ibv_qp_ex::zeroed();
+    ibv.qp_base.qp_num = target.qpn;
+    ibv.qp_base.state = state;
+    ibv.qp_base.qp_type = IBV_QPT_XRC_RECV;
+    ibv.qp_base.context = context;
+    ibv.qp_base.qp_context = if a.comp_mask & IBV_QP_OPEN_ATTR_CONTEXT != 0 {
+        a.qp_context
+    } else {
+        std::ptr::null_mut()
+    };
+    ibv.qp_base.handle = serial as u32;
+    let none = ibv_qp_cap {
+        max_send_wr: 0,
+        max_recv_wr: 0,
+        max_send_sge: 0,
+        max_recv_sge: 0,
+        max_inline_data: 0,
+    };
+    domain.users.fetch_add(1, Ordering::AcqRel);
+    let handle = Arc::new(Qp {
+        ibv: UnsafeCell::new(ibv),
+        serial,
+        qpn: target.qpn,
+        // SAFETY: context comes from this provider.
+        ctx: unsafe { Context::shared_of(context) },
+        pd: std::ptr::null_mut(),
+        pd_id: 0,
+        send_cq: None,
+        recv_cq: None,
+        xrcd: Some(domain),
+        srq: None,
+        opened_from: Some(target),
+        inner: Mutex::new(QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None)),
+        async_events: Arc::new(EventCounter::default()),
+        builder: UnsafeCell::new(Builder::empty()),
+    });
+    let weak = Arc::downgrade(&handle);
+    let p = Arc::into_raw(handle) as *mut ibv_qp;
+    QPS.insert(p, weak);
+    Ok(p)
+}
+
+pub(crate) unsafe extern "C" fn open_qp(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_open_attr,
+) -> *mut ibv_qp {
+    if attr.is_null() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the caller's attributes (non-NULL).
+    match open(context, unsafe { &*attr }) {
+        Ok(p) => p,
+        Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Closes a handle `ibv_open_qp` returned; the QP itself stays.
+fn close_opened(qp: *mut ibv_qp, q: &Qp) -> c_int {
+    if let Some(d) = &q.xrcd {
+        d.users.fetch_sub(1, Ordering::AcqRel);
+    }
+    QPS.remove(qp);
+    // SAFETY: reclaims the application's reference from open; out of the
+    // table, so only this call does.
     drop(unsafe { Arc::from_raw(qp as *const Qp) });
     0
 }

@@ -19,7 +19,7 @@ mod modify;
 mod post;
 pub mod wq;
 
-pub(crate) use create::{create_qp_ex, destroy_qp};
+pub(crate) use create::{create_qp_ex, destroy_qp, open_qp};
 pub(crate) use mcast::{attach_mcast, detach_mcast};
 pub(crate) use modify::{modify_qp, query_qp};
 pub use post::{check_send_wr, post_send_batch};
@@ -113,6 +113,53 @@ pub struct QpInner {
 }
 
 impl QpInner {
+    /// A QP's state in RESET with queues of `cap`.
+    pub fn new(
+        qp_type: ibv_qp_type,
+        sq_sig_all: bool,
+        cap: &ibv_qp_cap,
+        listener: Option<Listener>,
+        dgram: Option<Dgram>,
+    ) -> QpInner {
+        QpInner {
+            qp_type,
+            state: IBV_QPS_RESET,
+            attr: ibv_qp_attr::zeroed(),
+            sq_sig_all,
+            sq: SendQueue::new(
+                cap.max_send_wr as usize,
+                cap.max_send_sge as usize,
+                cap.max_inline_data as usize,
+            ),
+            rq: RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize),
+            recv: RecvWqe::EMPTY,
+            claimed: false,
+            xrc_srq: None,
+            listener,
+            dgram,
+            mcast: Vec::new(),
+            mcast_seq: 0,
+            out: None,
+            inc: None,
+            pending: Vec::new(),
+            pending_seq: 0,
+            remote: None,
+            local_gid: [0; 16],
+            peer_gone: false,
+            tx_blocked: false,
+            comm_est_sent: false,
+            sqd_notify: false,
+            accept_resume: None,
+            inc_bound: false,
+            ack_tick_at: 0,
+            ack_progress: false,
+            ack_idle: 0,
+            rnr_hold_until: 0,
+            reconnect_at: 0,
+            destroyed: false,
+        }
+    }
+
     /// Reliable connected (RC and XRC): acknowledged, retried,
     /// RNR-stalled.
     pub fn reliable(&self) -> bool {
@@ -146,6 +193,12 @@ fn live(qp: *mut ibv_qp) -> Option<Arc<Qp>> {
     QPS.get(qp).and_then(|w| w.upgrade())
 }
 
+/// The QP a control verb acts on: the QP itself, or the one an opened
+/// handle stands for.
+fn live_target(qp: *mut ibv_qp) -> Option<Arc<Qp>> {
+    live(qp).map(|q| q.opened_from.clone().unwrap_or(q))
+}
+
 #[repr(C)]
 pub struct Qp {
     /// Shared with the application (it reads `qp_num`/`state`, writes
@@ -164,6 +217,8 @@ pub struct Qp {
     pub xrcd: Option<Arc<crate::xrcd::Domain>>,
     /// The shared receive queue receives come from, instead of `rq`.
     pub srq: Option<Arc<Srq>>,
+    /// A handle `ibv_open_qp` made: modify and query go to this QP.
+    pub opened_from: Option<Arc<Qp>>,
     pub inner: Mutex<QpInner>,
     pub async_events: Arc<EventCounter>,
     /// State of an `ibv_wr_start` .. `ibv_wr_complete` batch; single

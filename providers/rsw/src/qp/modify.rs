@@ -353,7 +353,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
     attr: *mut ibv_qp_attr,
     mask: c_int,
 ) -> c_int {
-    let Some(q) = live(qp) else {
+    let Some(q) = live_target(qp) else {
         return libc::EINVAL;
     };
     if attr.is_null() {
@@ -373,7 +373,7 @@ pub(crate) unsafe extern "C" fn query_qp(
     _mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    let Some(q) = live(qp) else {
+    let Some(q) = live_target(qp) else {
         return libc::EINVAL;
     };
     let g = q.inner.lock();
