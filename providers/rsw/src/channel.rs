@@ -9,13 +9,12 @@
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::raw::{c_int, c_uint, c_void};
+use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use parking_lot::Mutex;
 use verbs_abi::*;
 
-use crate::cq::Cq;
 use crate::handles::{Ctx, Handles};
 use crate::util::{event_pipe, read_record, set_errno, write_record, ForkFresh};
 
@@ -64,11 +63,29 @@ pub fn notify(write_fd: RawFd, serial: u64) {
     write_record(write_fd, &serial.to_ne_bytes());
 }
 
-/// Live CQs by serial, for resolving channel events.
-static CQS: ForkFresh<Mutex<HashMap<u64, usize>>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
+/// What a channel event names: a CQ, registered from above (`cq.rs`) so
+/// this module needs no CQ type.
+pub trait EventSource: Send + Sync {
+    /// The event tells a blocking waiter nothing (see `Cq`'s version).
+    fn take_stale_event(&self) -> bool;
+    /// An event is handed to the application.
+    fn delivered(&self);
+    /// The public CQ and its `cq_context`.
+    fn public(&self) -> (*mut ibv_cq, *mut c_void);
+}
 
-pub fn register_cq(serial: u64, cq: *const Cq) {
-    CQS.get().lock().insert(serial, cq as usize);
+/// A registered CQ. The CQ outlives its registration: destroy unregisters
+/// first, then waits for its events to be acknowledged.
+#[derive(Clone, Copy)]
+struct Source(*const dyn EventSource);
+// SAFETY: the pointee is Send + Sync and alive while registered.
+unsafe impl Send for Source {}
+
+/// Live CQs by serial, for resolving channel events.
+static CQS: ForkFresh<Mutex<HashMap<u64, Source>>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
+
+pub fn register_cq(serial: u64, cq: *const dyn EventSource) {
+    CQS.get().lock().insert(serial, Source(cq));
 }
 
 pub fn unregister_cq(serial: u64) {
@@ -142,37 +159,26 @@ pub(crate) unsafe extern "C" fn get_cq_event(
         }
         let serial = u64::from_ne_bytes(rec);
         let cqs = CQS.get().lock();
-        let Some(&p) = cqs.get(&serial) else {
+        let Some(&Source(p)) = cqs.get(&serial) else {
             // The CQ was destroyed after this event was queued.
             continue;
         };
         // SAFETY: registered CQs are alive; destroy unregisters first and
         // then waits for the events counted here to be acknowledged.
-        let c = unsafe { &*(p as *const Cq) };
+        let c = unsafe { &*p };
         // A non-blocking caller gets even a stale event: it has just seen
         // the fd readable, and spurious events are allowed.
         if !nonblocking(ch.rd.as_raw_fd()) && c.take_stale_event() {
             continue;
         }
-        c.comp_events.delivered();
+        c.delivered();
         drop(cqs);
-        // SAFETY: out-pointers supplied by the caller; the CQ struct is live.
+        let (ibv, ctx) = c.public();
+        // SAFETY: out-pointers supplied by the caller.
         unsafe {
-            *cq = c.ibv.get() as *mut ibv_cq;
-            *cq_context = (*c.ibv.get()).cq_context;
+            *cq = ibv;
+            *cq_context = ctx;
         }
         return 0;
     }
-}
-
-pub(crate) unsafe extern "C" fn ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
-    // SAFETY: cq came from create_cq_ex and is not destroyed (destroy waits
-    // for these acks).
-    let c = unsafe { Cq::from_ibv(cq) };
-    c.comp_events.acked(nevents as u64);
-    let total = c.comp_events.acked_total();
-    // SAFETY: the public counter is plain data in our allocation.
-    unsafe {
-        std::ptr::write_volatile(&raw mut (*c.ibv.get()).comp_events_completed, total as u32)
-    };
 }

@@ -625,3 +625,31 @@ unsafe extern "C" fn read_tm_info(_cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_i
         unsafe { tm_info.write(ibv_wc_tm_info { tag: 0, r#priv: 0 }) };
     }
 }
+
+/// Acknowledges completion events of a CQ (`ibv_ack_cq_events`).
+pub(crate) unsafe extern "C" fn ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
+    // SAFETY: cq came from create_cq_ex and is not destroyed (destroy waits
+    // for these acks).
+    let c = unsafe { Cq::from_ibv(cq) };
+    c.comp_events.acked(nevents as u64);
+    let total = c.comp_events.acked_total();
+    // SAFETY: the public counter is plain data in our allocation.
+    unsafe {
+        std::ptr::write_volatile(&raw mut (*c.ibv.get()).comp_events_completed, total as u32)
+    };
+}
+
+impl channel::EventSource for Cq {
+    fn take_stale_event(&self) -> bool {
+        Cq::take_stale_event(self)
+    }
+
+    fn delivered(&self) {
+        self.comp_events.delivered();
+    }
+
+    fn public(&self) -> (*mut ibv_cq, *mut std::os::raw::c_void) {
+        // SAFETY: plain data in our allocation, set at creation.
+        (self.as_ibv(), unsafe { (*self.ibv.get()).cq_context })
+    }
+}

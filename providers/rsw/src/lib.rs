@@ -70,7 +70,7 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     create_comp_channel: Some(channel::create_comp_channel),
     destroy_comp_channel: Some(channel::destroy_comp_channel),
     get_cq_event: Some(channel::get_cq_event),
-    ack_cq_events: Some(channel::ack_cq_events),
+    ack_cq_events: Some(cq::ack_cq_events),
     create_cq_ex: Some(cq::create_cq_ex),
     resize_cq: Some(cq::resize_cq),
     destroy_cq: Some(cq::destroy_cq),
