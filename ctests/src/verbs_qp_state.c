@@ -716,8 +716,37 @@ static void reset_cleans_cq(void)
 	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_SEND);
 }
 
+/*
+ * A peer QP left in ERR: the requester connects again (its listener still
+ * accepts) and is refused each time; the retry timer still ends it with
+ * RETRY_EXC_ERR, no endless reconnecting.
+ */
+static void peer_in_err_retry_exceeded(void)
+{
+	struct vt_env e;
+	struct vt_pair p;
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+
+	vt_env_open(&e);
+	vt_default_opts(&o);
+	vt_pair_create(&e, &p, &o, 0);
+	struct ibv_qp_attr at;
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_ERR;
+	CHECK_OK(ibv_modify_qp(p.b, &at, IBV_QP_STATE));
+	struct vt_buf s;
+	vt_buf_reg(&e, &s, 64, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge sge = vt_sge(s.p, 16, s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(9, IBV_WR_SEND, &sge, IBV_SEND_SIGNALED);
+	vt_post_send(p.a, &wr);
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_RETRY_EXC_ERR);
+	CHECK_EQ(wc.wr_id, 9);
+}
+
 static const struct vt_case cases[] = {
-	VT_CASE(reset_cleans_cq),
+	VT_CASE(reset_cleans_cq),	VT_CASE(peer_in_err_retry_exceeded),
 	VT_CASE(create_caps),	     VT_CASE(create_caps_too_large),
 	VT_CASE(state_machine),	     VT_CASE(missing_attr),
 	VT_CASE(illegal_transition), VT_CASE(bad_attr_values),

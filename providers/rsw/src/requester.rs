@@ -267,7 +267,12 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
             return;
         }
         out.connected = true;
-        g.ack_progress = true;
+        // A connection made again to a peer that once refused us proves
+        // nothing (its kernel accepts for a QP that may close it at once):
+        // only bytes from the peer count then.
+        if !g.reconnecting {
+            g.ack_progress = true;
+        }
     }
     if let Err(b) = receive(qp, g) {
         fail(qp, g, b);
@@ -289,6 +294,7 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             let now = mono_ns();
             if g.state == IBV_QPS_RTS && !g.sq.in_flight() && now >= g.reconnect_at {
                 g.reconnect_at = now + RECONNECT_PAUSE_NS;
+                g.reconnecting = true;
                 if start(qp, g).is_ok() && g.out.is_some() {
                     return;
                 }
@@ -582,6 +588,7 @@ fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             Err(e) => return Err(broken_by(&e)),
         }
         g.ack_progress = true;
+        g.reconnecting = false;
         let out = g.out.as_mut().ok_or(Broken::Lost)?;
         if out.rx_got < HDR_LEN {
             continue;

@@ -107,8 +107,10 @@ pub struct QpInner {
     pub ack_progress: bool,
     pub ack_idle: u8,
     pub rnr_hold_until: u64,
-    /// The earliest time the requester connects to its peer again.
+    /// The earliest time the requester connects to its peer again, and
+    /// whether the connection is such a second attempt not yet answered.
     pub reconnect_at: u64,
+    pub reconnecting: bool,
     pub destroyed: bool,
 }
 
@@ -156,6 +158,7 @@ impl QpInner {
             ack_idle: 0,
             rnr_hold_until: 0,
             reconnect_at: 0,
+            reconnecting: false,
             destroyed: false,
         }
     }
@@ -432,6 +435,7 @@ impl Qp {
         g.inc_bound = false;
         g.ack_idle = 0;
         g.rnr_hold_until = 0;
+        g.reconnecting = false;
         g.attr = ibv_qp_attr::zeroed();
         for cq in self.cqs() {
             cq.purge_qp(self.qpn);
