@@ -3,7 +3,7 @@
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::canon_gid;
 use crate::gid::{gid_as_ipv4, ipv4_mapped};
@@ -96,4 +96,63 @@ pub(super) fn sockaddr_for(
         }
         (ss, size_of::<libc::sockaddr_in6>())
     }
+}
+
+/// Binds `fd` to the wildcard address of its family and `port` (0: any).
+pub(super) fn bind_any(fd: RawFd, v6: bool, port: u16) -> io::Result<()> {
+    if v6 {
+        // SAFETY: all-zero is the IPv6 wildcard address.
+        let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
+        sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        sa.sin6_port = port.to_be();
+        // SAFETY: sa is a valid sockaddr_in6 of the given length.
+        cvt(unsafe {
+            libc::bind(
+                fd,
+                &sa as *const _ as *const libc::sockaddr,
+                size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            )
+        })?;
+    } else {
+        // SAFETY: all-zero is INADDR_ANY.
+        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_port = port.to_be();
+        // SAFETY: sa is a valid sockaddr_in of the given length.
+        cvt(unsafe {
+            libc::bind(
+                fd,
+                &sa as *const _ as *const libc::sockaddr,
+                size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        })?;
+    }
+    Ok(())
+}
+
+pub(super) fn bound_port(fd: RawFd) -> io::Result<u16> {
+    // SAFETY: storage is large enough for any socket address.
+    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: ss/len describe a writable sockaddr buffer.
+    cvt(unsafe { libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) })?;
+    let port = match ss.ss_family as libc::c_int {
+        // SAFETY: the family tells which sockaddr type was written.
+        libc::AF_INET6 => unsafe { (*(&ss as *const _ as *const libc::sockaddr_in6)).sin6_port },
+        // SAFETY: as above.
+        _ => unsafe { (*(&ss as *const _ as *const libc::sockaddr_in)).sin_port },
+    };
+    Ok(u16::from_be(port))
+}
+
+/// A socket of type `ty` bound to the wildcard address and `port`: IPv6
+/// dual stack when `v6`, IPv4 otherwise.
+pub(super) fn bound_socket(ty: libc::c_int, v6: bool, port: u16) -> io::Result<OwnedFd> {
+    let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+    let fd = socket(family, ty)?;
+    if v6 {
+        setsockopt_int(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+    }
+    bind_any(fd.as_raw_fd(), v6, port)?;
+    Ok(fd)
 }

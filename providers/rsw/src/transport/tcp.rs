@@ -10,7 +10,9 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::sock::{cvt, local_gid, setsockopt_int, sockaddr_for, sockaddr_gid, socket};
+use super::sock::{
+    bound_port, bound_socket, cvt, local_gid, setsockopt_int, sockaddr_for, sockaddr_gid, socket,
+};
 use super::{Connecting, Endpoints, RemoteAddr};
 
 /// Small request/response messages must not wait for Nagle.
@@ -24,65 +26,14 @@ pub struct TcpListener {
 
 impl TcpListener {
     pub fn open() -> io::Result<(TcpListener, u32)> {
-        let fd = match Self::bind6() {
+        let fd = match bound_socket(libc::SOCK_STREAM, true, 0) {
             Ok(fd) => fd,
-            Err(_) => Self::bind4()?,
+            Err(_) => bound_socket(libc::SOCK_STREAM, false, 0)?,
         };
         // SAFETY: fd is a bound socket; the backlog is a plain int.
         cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })?;
-        // SAFETY: storage is large enough for any socket address.
-        let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: ss/len describe a writable sockaddr buffer.
-        cvt(unsafe {
-            libc::getsockname(
-                fd.as_raw_fd(),
-                &mut ss as *mut _ as *mut libc::sockaddr,
-                &mut len,
-            )
-        })?;
-        let port = match ss.ss_family as libc::c_int {
-            // SAFETY: the family tells which sockaddr type was written.
-            libc::AF_INET6 => unsafe {
-                (*(&ss as *const _ as *const libc::sockaddr_in6)).sin6_port
-            },
-            // SAFETY: as above.
-            _ => unsafe { (*(&ss as *const _ as *const libc::sockaddr_in)).sin_port },
-        };
-        Ok((TcpListener { fd }, u16::from_be(port) as u32))
-    }
-
-    fn bind6() -> io::Result<OwnedFd> {
-        let fd = socket(libc::AF_INET6, libc::SOCK_STREAM)?;
-        setsockopt_int(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
-        // SAFETY: all-zero is the IPv6 wildcard address, port 0.
-        let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
-        sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-        // SAFETY: sa is a valid sockaddr_in6 of the given length.
-        cvt(unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-            )
-        })?;
-        Ok(fd)
-    }
-
-    fn bind4() -> io::Result<OwnedFd> {
-        let fd = socket(libc::AF_INET, libc::SOCK_STREAM)?;
-        // SAFETY: all-zero is INADDR_ANY, port 0.
-        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        // SAFETY: sa is a valid sockaddr_in of the given length.
-        cvt(unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        })?;
-        Ok(fd)
+        let port = bound_port(fd.as_raw_fd())?;
+        Ok((TcpListener { fd }, port as u32))
     }
 
     pub fn fd(&self) -> RawFd {

@@ -14,7 +14,9 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::sock::{cvt, setsockopt_int, sockaddr_for, sockaddr_gid, socket};
+use super::sock::{
+    bind_any, bound_port, bound_socket, cvt, setsockopt_int, sockaddr_for, sockaddr_gid, socket,
+};
 use crate::gid::{gid_as_ipv4, ipv4_mapped};
 
 /// Room for the control messages of one receive (one pktinfo).
@@ -49,62 +51,10 @@ pub struct UdpEndpoint {
 /// device would hold.
 pub const MCAST_PORT: u16 = 24791;
 
-fn bind_any(fd: RawFd, v6: bool, port: u16) -> io::Result<()> {
-    if v6 {
-        // SAFETY: all-zero is the IPv6 wildcard address.
-        let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
-        sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-        sa.sin6_port = port.to_be();
-        // SAFETY: sa is a valid sockaddr_in6 of the given length.
-        cvt(unsafe {
-            libc::bind(
-                fd,
-                &sa as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-            )
-        })?;
-    } else {
-        // SAFETY: all-zero is INADDR_ANY.
-        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_port = port.to_be();
-        // SAFETY: sa is a valid sockaddr_in of the given length.
-        cvt(unsafe {
-            libc::bind(
-                fd,
-                &sa as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        })?;
-    }
-    Ok(())
-}
-
-fn bound_port(fd: RawFd) -> io::Result<u16> {
-    // SAFETY: storage is large enough for any socket address.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: ss/len describe a writable sockaddr buffer.
-    cvt(unsafe { libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) })?;
-    let port = match ss.ss_family as libc::c_int {
-        // SAFETY: the family tells which sockaddr type was written.
-        libc::AF_INET6 => unsafe { (*(&ss as *const _ as *const libc::sockaddr_in6)).sin6_port },
-        // SAFETY: as above.
-        _ => unsafe { (*(&ss as *const _ as *const libc::sockaddr_in)).sin_port },
-    };
-    Ok(u16::from_be(port))
-}
-
 /// A UDP socket of `family` bound to the wildcard address and `port` (0:
 /// any), dual stack when IPv6.
 fn udp_socket(v6: bool, port: u16) -> io::Result<OwnedFd> {
-    let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
-    let fd = socket(family, libc::SOCK_DGRAM)?;
-    if v6 {
-        setsockopt_int(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
-    }
-    bind_any(fd.as_raw_fd(), v6, port)?;
-    Ok(fd)
+    bound_socket(libc::SOCK_DGRAM, v6, port)
 }
 
 impl UdpEndpoint {
