@@ -11,6 +11,14 @@ pub fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// A constructor's C result: the object, or NULL with `errno` set.
+pub fn ptr_or_errno<T>(r: Result<*mut T, c_int>) -> *mut T {
+    r.unwrap_or_else(|e| {
+        set_errno(e);
+        core::ptr::null_mut()
+    })
+}
+
 /// The calling thread's `errno`.
 pub fn errno() -> c_int {
     // SAFETY: as in set_errno.
@@ -27,5 +35,8 @@ mod tests {
         assert_eq!(errno(), libc::EBUSY);
         set_errno(0);
         assert_eq!(errno(), 0);
+        let p: *mut u8 = ptr_or_errno(Err(libc::ENOMEM));
+        assert!(p.is_null());
+        assert_eq!(errno(), libc::ENOMEM);
     }
 }

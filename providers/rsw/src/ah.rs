@@ -10,7 +10,7 @@ use verbs_abi::*;
 use crate::context::CtxShared;
 use crate::handles::Handles;
 use crate::pd::{Pd, PDS};
-use crate::util::set_errno;
+use crate::util::{ptr_or_errno, set_errno};
 
 /// The AHs handed out and not destroyed.
 pub static AHS: Handles<Arc<Ah>> = Handles::new();
@@ -102,13 +102,7 @@ pub(crate) unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_att
         return std::ptr::null_mut();
     }
     // SAFETY: attr is the caller's (non-NULL).
-    match create(pd, unsafe { &*attr }) {
-        Ok(p) => p,
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
+    ptr_or_errno(create(pd, unsafe { &*attr }))
 }
 
 pub(crate) unsafe extern "C" fn destroy_ah(ah: *mut ibv_ah) -> c_int {

@@ -1141,7 +1141,8 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     }
     if !alive {
         g.inc = None;
-    } else if let Some(inc) = g.inc.as_ref() {
+    } else if let Some(inc) = g.inc.as_ref().filter(|_| reliable) {
+        // Release the held ACK (UC queued none: no syscall for it).
         inc.conn.push();
     }
 }

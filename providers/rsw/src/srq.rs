@@ -25,8 +25,8 @@ use crate::handles::Handles;
 use crate::pd::{Pd, PDS};
 use crate::progress::engine;
 use crate::qp::wq::{RecvQueue, RecvWqe};
-use crate::util::set_errno;
 use crate::util::ForkFresh;
+use crate::util::{ptr_or_errno, set_errno};
 use crate::xrcd::{Domain, Xrcd};
 
 /// The SRQs handed out and not destroyed.
@@ -218,13 +218,7 @@ pub(crate) unsafe extern "C" fn create_srq_ex(
         return std::ptr::null_mut();
     }
     // SAFETY: attr points to the caller's init attributes (non-NULL).
-    match create(context, unsafe { &mut *attr }) {
-        Ok(p) => p,
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
+    ptr_or_errno(create(context, unsafe { &mut *attr }))
 }
 
 pub(crate) unsafe extern "C" fn modify_srq(
@@ -341,21 +335,14 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     while !wr.is_null() {
         // SAFETY: wr is an element of the caller's list.
         let w = unsafe { &*wr };
-        if w.num_sge < 0 || w.num_sge as usize > g.rq.max_sge {
-            rc = libc::EINVAL;
-            break;
+        // SAFETY: the caller's WR describes its own SGE array.
+        match unsafe { g.rq.checked_sges(w) } {
+            Ok(sges) => g.rq.push(w.wr_id, sges),
+            Err(e) => {
+                rc = e;
+                break;
+            }
         }
-        if g.rq.is_full() {
-            rc = libc::ENOMEM;
-            break;
-        }
-        let sges: &[ibv_sge] = if w.num_sge > 0 {
-            // SAFETY: the caller's WR describes its own SGE array.
-            unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) }
-        } else {
-            &[]
-        };
-        g.rq.push(w.wr_id, sges);
         wr = w.next;
     }
     if rc != 0 && !bad_wr.is_null() {

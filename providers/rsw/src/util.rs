@@ -5,7 +5,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Once;
 
-pub use verbs_abi::errno::set_errno;
+pub use verbs_abi::errno::{ptr_or_errno, set_errno};
 
 /// This process's soft limit on descriptors (1024 if it cannot be read).
 pub fn nofile_limit() -> u64 {

@@ -240,13 +240,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
     // SAFETY: attr points to the caller's init attributes.
-    match create(context, unsafe { &mut *attr }) {
-        Ok(qp) => qp,
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
+    ptr_or_errno(create(context, unsafe { &mut *attr }))
 }
 
 pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
@@ -386,13 +380,7 @@ pub(crate) unsafe extern "C" fn open_qp(
         return std::ptr::null_mut();
     }
     // SAFETY: the caller's attributes (non-NULL).
-    match open(context, unsafe { &*attr }) {
-        Ok(p) => p,
-        Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-    }
+    ptr_or_errno(open(context, unsafe { &*attr }))
 }
 
 /// Closes a handle `ibv_open_qp` returned; the QP itself stays.

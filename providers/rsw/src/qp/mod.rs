@@ -48,7 +48,7 @@ use crate::requester::{self, OutConn};
 use crate::responder::{self, InConn, PendingConn};
 use crate::srq::Srq;
 use crate::transport::{Listener, RemoteAddr};
-use crate::util::set_errno;
+use crate::util::{ptr_or_errno, set_errno};
 use crate::wire::Op;
 
 /// The QPs handed out and not destroyed.
@@ -298,7 +298,7 @@ impl Qp {
     pub fn claim_recv(&self, g: &mut QpInner) -> bool {
         if !g.claimed {
             // An XRC receive QP takes from the SRQ the request named.
-            let srq = self.srq.as_ref().or(g.xrc_srq.as_ref()).cloned();
+            let srq = self.srq.as_ref().or(g.xrc_srq.as_ref());
             g.claimed = match srq {
                 Some(s) => s.claim(&mut g.recv, self.serial),
                 None => g.rq.take_into(&mut g.recv, self.pd_id),
@@ -324,10 +324,10 @@ impl Qp {
 
     /// The CQ receives complete into: the QP's, or for an XRC receive QP,
     /// the named SRQ's.
-    fn recv_cq_for(&self, g: &QpInner) -> Option<Arc<Cq>> {
+    fn recv_cq_for<'a>(&'a self, g: &'a QpInner) -> Option<&'a Arc<Cq>> {
         match g.xrc_srq.as_ref().and_then(|s| s.xrc.as_ref()) {
-            Some(x) => Some(x.cq.clone()),
-            None => self.recv_cq.clone(),
+            Some(x) => Some(&x.cq),
+            None => self.recv_cq.as_ref(),
         }
     }
 
@@ -372,7 +372,8 @@ impl Qp {
         g.sq.clear();
         g.tx_blocked = false;
         let claimed = self.take_claimed(g);
-        let cq = self.recv_cq_for(g);
+        // Cloned: the loop below borrows the queue.
+        let cq = self.recv_cq_for(g).cloned();
         // A claimed receive is older than anything still in the queue.
         for wr_id in claimed.into_iter().chain(std::iter::from_fn(|| g.rq.pop())) {
             if let Some(cq) = &cq {

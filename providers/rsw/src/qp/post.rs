@@ -338,14 +338,14 @@ pub(crate) unsafe extern "C" fn post_recv(
             rc = libc::EINVAL;
             break;
         }
-        if w.num_sge < 0 || w.num_sge as u32 > g.rq.max_sge as u32 {
-            rc = libc::EINVAL;
-            break;
-        }
-        if g.rq.is_full() {
-            rc = libc::ENOMEM;
-            break;
-        }
+        // SAFETY: the caller's WR describes its own SGE array.
+        let sges = match unsafe { g.rq.checked_sges(w) } {
+            Ok(s) => s,
+            Err(e) => {
+                rc = e;
+                break;
+            }
+        };
         if g.state == IBV_QPS_ERR {
             q.complete_recv(
                 &g,
@@ -357,12 +357,6 @@ pub(crate) unsafe extern "C" fn post_recv(
                 },
             );
         } else {
-            let sges: &[ibv_sge] = if w.num_sge > 0 {
-                // SAFETY: the caller's WR describes its own SGE array.
-                unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) }
-            } else {
-                &[]
-            };
             g.rq.push(w.wr_id, sges);
         }
         wr = w.next;

@@ -310,6 +310,27 @@ impl RecvQueue {
         (self.tail - self.head) as usize
     }
 
+    /// Checks a receive WR against the queue (its SGE count, room left)
+    /// and returns its scatter list: EINVAL or ENOMEM as `ibv_post_recv`
+    /// and `ibv_post_srq_recv` report them.
+    ///
+    /// # Safety
+    /// `w.sg_list` must hold `w.num_sge` entries.
+    pub unsafe fn checked_sges<'a>(&self, w: &'a ibv_recv_wr) -> Result<&'a [ibv_sge], i32> {
+        if w.num_sge < 0 || w.num_sge as usize > self.max_sge {
+            return Err(libc::EINVAL);
+        }
+        if self.is_full() {
+            return Err(libc::ENOMEM);
+        }
+        Ok(if w.num_sge > 0 {
+            // SAFETY: per the contract.
+            unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) }
+        } else {
+            &[]
+        })
+    }
+
     /// Posts a receive (the queue has room).
     pub fn push(&mut self, wr_id: u64, sges: &[ibv_sge]) {
         let s = self.slot(self.tail);
