@@ -31,8 +31,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A port nobody listens on now (the kernel picks it, then we release it).
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+. "$(dirname "$0")/../tests/lib/ports.sh"
+port=$(free_port)
 
 listening() { # is anything listening on TCP $port (IPv4 or IPv6)?
 	local hex

@@ -31,9 +31,7 @@ command -v rping >/dev/null || { echo "rping is not installed"; exit 77; }
 lib=$(ldd "$(command -v rping)" | awk '/librdmacm\.so\.1/ { print $3 }')
 case $lib in /usr/lib/* | /lib/* | "") fail "rping would load librdmacm from '$lib'" ;; esac
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$(dirname "$0")/lib/ports.sh"
 # Bounded wait until something listens on TCP port $1.
 wait_listen() {
     local end=$((SECONDS + 10))

@@ -24,9 +24,7 @@ for p in sum_server sum_client; do
     [ -x "$CTESTS_BIN/$p" ] || fail "$CTESTS_BIN/$p is not built"
 done
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$(dirname "$0")/lib/ports.sh"
 wait_listen() {
     local end=$((SECONDS + 10))
     until ss -Hltn "sport = :$1" | grep -q .; do

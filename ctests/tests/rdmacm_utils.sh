@@ -30,9 +30,7 @@ done
 lib=$(ldd "$(command -v ucmatose)" | awk '/librdmacm\.so\.1/ { print $3 }')
 case $lib in /usr/lib/* | /lib/* | "") fail "programs would load librdmacm from '$lib'" ;; esac
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$(dirname "$0")/lib/ports.sh"
 wait_listen() {
     local end=$((SECONDS + 10))
     until ss -Hltn "sport = :$1" | grep -q .; do

@@ -35,10 +35,7 @@ wait_listen() {
     fail "nothing listens on port $port after 10 s"
 }
 
-# free_port: a TCP port nobody listens on right now.
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])'
-}
+. "$here/lib/ports.sh"
 
 # expect_in FILE PATTERN: the file contains the extended regex.
 expect_in() {
