@@ -24,9 +24,9 @@ use crate::device::{MAX_SGE, MAX_SRQ_WR};
 use crate::handles::Handles;
 use crate::pd::{Pd, PDS};
 use crate::progress::engine;
-use crate::qp::wq::{RecvQueue, RecvWqe};
 use crate::util::ForkFresh;
 use crate::util::{ptr_or_errno, set_errno};
+use crate::wq::ring::{RecvQueue, RecvWqe};
 use crate::xrcd::{Domain, Xrcd};
 
 /// The SRQs handed out and not destroyed.

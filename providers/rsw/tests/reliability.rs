@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::*;
-use rsw::responder::refused_connections;
+use rsw::engine::responder::refused_connections;
 use rsw::wire::{Header, Op, HDR_LEN};
 use verbs_abi::*;
 
@@ -302,7 +302,7 @@ fn held_connections_are_capped_per_qp() {
     let q = c.qp(pd, cq, cq);
     to_init(q, ConnOpts::default().access);
     let before = refused_connections();
-    let pending_before = rsw::responder::pending_connections();
+    let pending_before = rsw::wq::conn::pending_connections();
     const N: u64 = 40;
     let conns: Vec<TcpStream> = (0..N)
         .map(|i| {
@@ -318,7 +318,7 @@ fn held_connections_are_capped_per_qp() {
         "only {} of {N} refused",
         refused_connections() - before
     );
-    assert!(rsw::responder::pending_connections() - pending_before <= 8);
+    assert!(rsw::wq::conn::pending_connections() - pending_before <= 8);
     drop(conns);
 }
 

@@ -1,8 +1,24 @@
 //! Creating and destroying QPs.
 
-use super::*;
-use crate::datagram::Dgram;
+use std::cell::UnsafeCell;
+use std::os::raw::c_int;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use super::{live, NEXT_SERIAL, QPS};
+use crate::context::{Context, EventCounter};
+use crate::cq::{Cq, CQS};
+use crate::device::{MAX_INLINE, MAX_QP_WR, MAX_SGE, MIN_INLINE};
+use crate::engine::responder;
+use crate::pd::{Pd, PDS};
+use crate::progress::{engine, Kind};
 use crate::srq::SRQS;
+use crate::transport::Listener;
+use crate::util::{ptr_or_errno, set_errno};
+use crate::wq::{Builder, Dgram, Qp, QpInner};
 use crate::xrcd::Xrcd;
 
 const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_ATOMIC_WRITE
@@ -169,7 +185,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     ibv.qp_base.state = IBV_QPS_RESET;
     ibv.qp_base.qp_type = a.qp_type;
     if send_ops.is_some() {
-        crate::qp_ex::fill_ops(&mut ibv);
+        super::ex::fill_ops(&mut ibv);
     }
     let (watch_fd, watch_kind) = match (&listener, &dgram) {
         (Some(l), _) => (l.fd(), Kind::Listener),
@@ -196,6 +212,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             dgram,
         )),
         async_events: Arc::new(EventCounter::default()),
+        close_incoming: responder::close_after_flush,
         builder: UnsafeCell::new(if send_ops.is_some() {
             Builder::new(
                 cap.max_send_wr as usize,
@@ -363,6 +380,7 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         opened_from: Some(target),
         inner: Mutex::new(QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None)),
         async_events: Arc::new(EventCounter::default()),
+        close_incoming: responder::close_after_flush,
         builder: UnsafeCell::new(Builder::empty()),
     });
     let weak = Arc::downgrade(&handle);

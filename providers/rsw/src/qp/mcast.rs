@@ -3,9 +3,14 @@
 //! delivery to every member, in this process, others, and other hosts, is
 //! the kernel's IP multicast.
 
-use super::*;
-use crate::datagram::Group;
+use std::os::raw::c_int;
+
+use verbs_abi::*;
+
+use super::live;
+use crate::progress::{engine, token, Kind};
 use crate::transport::udp::UdpEndpoint;
+use crate::wq::{Group, Qp};
 
 /// Group ids fit the progress token's slot field.
 const GROUP_ID_MASK: usize = (1 << 14) - 1;

@@ -1,6 +1,14 @@
 //! The QP state machine: `ibv_modify_qp` and `ibv_query_qp`.
 
-use super::*;
+use std::os::raw::c_int;
+
+use verbs_abi::*;
+
+use super::live_target;
+use crate::device::MAX_RD_ATOM;
+use crate::engine::{datagram, requester, responder};
+use crate::transport::RemoteAddr;
+use crate::wq::{Qp, QpInner};
 
 /// Required and optional attribute masks of each legal transition of a QP
 /// of type `ty` (InfiniBand spec, QP state transition table); None when
@@ -294,7 +302,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
             qp.set_state(&mut g, IBV_QPS_RTS);
             g.sqd_notify = false;
             if g.dgram.is_some() {
-                crate::datagram::pump(qp, &mut g);
+                datagram::pump(qp, &mut g);
             } else {
                 requester::apply_timeouts(&g);
                 requester::pump(qp, &mut g);

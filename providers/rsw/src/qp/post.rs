@@ -1,7 +1,16 @@
 //! Posting work requests: `ibv_post_send`, `ibv_post_recv` and the
 //! batches of `ibv_wr_complete`.
 
-use super::*;
+use std::os::raw::c_int;
+
+use verbs_abi::*;
+
+use crate::cq::Cqe;
+use crate::device::MAX_MSG_SZ;
+use crate::engine::{datagram, requester};
+use crate::progress::engine;
+use crate::wire::Op;
+use crate::wq::{BindArgs, Qp, QpInner, SendWqe, UdDest};
 
 fn wire_op(opcode: ibv_wr_opcode) -> Option<Op> {
     Some(match opcode {
@@ -365,7 +374,7 @@ pub(crate) unsafe extern "C" fn post_recv(
         // SAFETY: out-pointer supplied by the caller.
         unsafe { *bad_wr = wr };
     }
-    if was_empty && !g.rq.is_empty() && responder::is_stalled(&g) {
+    if was_empty && !g.rq.is_empty() && g.is_stalled() {
         if let Ok(e) = engine() {
             e.kick(q.serial);
         }

@@ -126,8 +126,8 @@ impl SendWqe {
 /// `[tx, tail)` wait to be transmitted.
 pub struct SendQueue {
     pub wqes: Box<[SendWqe]>,
-    pub(super) sges: Box<[ibv_sge]>,
-    pub(super) inline_buf: Box<[u8]>,
+    pub(crate) sges: Box<[ibv_sge]>,
+    pub(crate) inline_buf: Box<[u8]>,
     pub cap: usize,
     pub max_sge: usize,
     pub max_inline: usize,
@@ -137,7 +137,7 @@ pub struct SendQueue {
 }
 
 impl SendQueue {
-    pub(super) fn new(cap: usize, max_sge: usize, max_inline: usize) -> SendQueue {
+    pub(crate) fn new(cap: usize, max_sge: usize, max_inline: usize) -> SendQueue {
         SendQueue {
             wqes: vec![SendWqe::EMPTY; cap].into_boxed_slice(),
             sges: vec![NO_SGE; cap * max_sge].into_boxed_slice(),
@@ -151,7 +151,7 @@ impl SendQueue {
         }
     }
 
-    pub(super) fn slot(&self, seq: u64) -> usize {
+    pub(crate) fn slot(&self, seq: u64) -> usize {
         (seq % self.cap as u64) as usize
     }
 
@@ -228,16 +228,16 @@ impl SendQueue {
     }
 
     /// The slot the next posted WQE goes to, until `commit`.
-    pub(super) fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.tail
     }
 
     /// The WQE at `next_seq` is filled in and posted.
-    pub(super) fn commit(&mut self) {
+    pub(crate) fn commit(&mut self) {
         self.tail += 1;
     }
 
-    pub(super) fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.head = self.tail;
         self.tx = self.tail;
     }
@@ -275,9 +275,9 @@ impl RecvWqe {
 
 /// The receive queue ring.
 pub struct RecvQueue {
-    pub(super) wr_ids: Box<[u64]>,
-    pub(super) nsge: Box<[u32]>,
-    pub(super) sges: Box<[ibv_sge]>,
+    pub(crate) wr_ids: Box<[u64]>,
+    pub(crate) nsge: Box<[u32]>,
+    pub(crate) sges: Box<[ibv_sge]>,
     pub cap: usize,
     pub max_sge: usize,
     head: u64,
@@ -346,7 +346,7 @@ impl RecvQueue {
         self.head = self.tail;
     }
 
-    pub(super) fn slot(&self, seq: u64) -> usize {
+    pub(crate) fn slot(&self, seq: u64) -> usize {
         (seq % self.cap as u64) as usize
     }
 

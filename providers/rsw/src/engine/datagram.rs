@@ -11,24 +11,19 @@
 //! no receive posted, a Q_Key that does not match, a datagram for another
 //! QP, or a QP not yet in RTR.
 
-use std::collections::HashMap;
 use std::io::ErrorKind;
-
-use parking_lot::Mutex;
 
 use verbs_abi::*;
 
 use crate::cq::Cqe;
-use crate::device::{MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH};
 use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
-use crate::qp::{Qp, QpInner};
 use crate::transport::udp::{wire_group, UdpEndpoint, MCAST_PORT};
 use crate::transport::MAX_IOV;
 use crate::util::iov;
-use crate::util::ForkFresh;
 use crate::wire::{DgramHeader, Op, DGRAM_HDR_LEN, FLAG_IMM, FLAG_SOLICITED};
+use crate::wq::{Qp, QpInner};
 
 /// Bytes in front of every UD receive's payload.
 pub const GRH_LEN: usize = 40;
@@ -36,81 +31,6 @@ pub const GRH_LEN: usize = 40;
 pub const MULTICAST_QPN: u32 = 0xff_ffff;
 /// Datagrams taken in one go before other QPs get the progress thread.
 const RX_BATCH: usize = 256;
-
-/// A UD QP's transport state.
-pub struct Dgram {
-    ep: UdpEndpoint,
-    events: u32,
-}
-
-impl Drop for Dgram {
-    fn drop(&mut self) {
-        crate::progress::unwatch(self.ep.fd());
-    }
-}
-
-impl Dgram {
-    /// Opens the socket that defines a UD QP's number.
-    pub fn open() -> std::io::Result<(Dgram, u32)> {
-        let (ep, qpn) = UdpEndpoint::open()?;
-        Ok((
-            Dgram {
-                ep,
-                events: libc::EPOLLIN as u32,
-            },
-            qpn,
-        ))
-    }
-
-    pub fn fd(&self) -> std::os::fd::RawFd {
-        self.ep.fd()
-    }
-
-    pub fn events(&self) -> u32 {
-        self.events
-    }
-}
-
-/// A multicast group the QP is attached to: a socket of its own, bound to
-/// the groups' port and joined to the group, so the kernel hands every
-/// member (in this process, in others, on other hosts) its own copy.
-pub struct Group {
-    /// Names the group's socket in progress events (`Kind::Group`).
-    pub id: usize,
-    pub gid: [u8; 16],
-    pub ep: UdpEndpoint,
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        crate::progress::unwatch(self.ep.fd());
-        let mut m = MEMBERS.get().lock();
-        if let Some(n) = m.get_mut(&self.gid) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.gid);
-            }
-        }
-    }
-}
-
-/// QPs of this process attached to each group, for the limits the device
-/// reports (`max_mcast_grp`, `max_mcast_qp_attach`).
-static MEMBERS: ForkFresh<Mutex<HashMap<[u8; 16], u32>>> =
-    ForkFresh::new(|| Mutex::new(HashMap::new()));
-
-impl Group {
-    /// A membership of `gid` through `ep`; ENOMEM beyond the limits.
-    pub fn new(id: usize, gid: [u8; 16], ep: UdpEndpoint) -> Result<Group, i32> {
-        let mut m = MEMBERS.get().lock();
-        let n = m.get(&gid).copied().unwrap_or(0);
-        if n == 0 && m.len() >= MAX_MCAST_GRP as usize || n >= MAX_MCAST_QP_ATTACH {
-            return Err(libc::ENOMEM);
-        }
-        m.insert(gid, n + 1);
-        Ok(Group { id, gid, ep })
-    }
-}
 
 /// Readiness of the QP's socket.
 pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {

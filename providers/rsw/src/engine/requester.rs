@@ -12,41 +12,16 @@ use verbs_abi::*;
 
 use crate::mr;
 use crate::progress::{engine, token, Kind};
-use crate::qp::{Qp, QpInner};
 use crate::transport::{Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{msn_before, Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
+use crate::wq::conn::{OutConn, ReadRx};
+use crate::wq::{Qp, QpInner};
 
 /// Marks the hello as what is being transmitted (it belongs to no WQE).
 const TX_HELLO: u64 = u64::MAX;
 /// Least time between two attempts to connect again (see [`pump`]).
 const RECONNECT_PAUSE_NS: u64 = 10_000_000;
-
-pub struct OutConn {
-    conn: Conn,
-    connected: bool,
-    events: u32,
-    tx_active: bool,
-    tx_seq: u64,
-    tx_hdr: [u8; HDR_LEN],
-    tx_total: usize,
-    tx_off: usize,
-    /// The socket was full at the last send: bytes accepted after that
-    /// prove the peer's host is taking data.
-    tx_was_full: bool,
-    next_msn: u32,
-    rx_hdr: [u8; HDR_LEN],
-    rx_got: usize,
-    /// A READ response whose payload is being received.
-    rx_read: Option<ReadRx>,
-}
-
-struct ReadRx {
-    seq: u64,
-    left: u32,
-    done: u32,
-    status: ibv_wc_status,
-}
 
 /// Why the outgoing connection cannot go on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,7 +120,7 @@ pub fn apply_timeouts(g: &QpInner) {
     if let Some(o) = g.out.as_ref() {
         o.conn.set_user_timeout(ms);
     }
-    if let Some(c) = crate::responder::incoming_conn(g) {
+    if let Some(c) = g.incoming_conn() {
         c.set_user_timeout(ms);
     }
 }

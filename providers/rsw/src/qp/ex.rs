@@ -12,57 +12,8 @@ use std::os::raw::{c_int, c_void};
 
 use verbs_abi::*;
 
-use crate::qp::{post_send_batch, Qp, NO_SGE};
-
-pub struct Builder {
-    wrs: Vec<ibv_send_wr>,
-    sges: Vec<ibv_sge>,
-    inline: Vec<u8>,
-    max_sge: usize,
-    max_inline: usize,
-    count: usize,
-    err: c_int,
-}
-
-impl Builder {
-    pub fn new(max_wr: usize, max_sge: usize, max_inline: usize) -> Builder {
-        Builder {
-            wrs: vec![ibv_send_wr::zeroed(); max_wr],
-            sges: vec![NO_SGE; max_wr * max_sge],
-            inline: vec![0; max_wr * max_inline],
-            max_sge,
-            max_inline,
-            count: 0,
-            err: 0,
-        }
-    }
-
-    /// For QPs created without `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
-    pub fn empty() -> Builder {
-        Builder::new(0, 0, 0)
-    }
-
-    fn reset(&mut self) {
-        self.count = 0;
-        self.err = 0;
-    }
-
-    fn fail(&mut self, e: c_int) {
-        if self.err == 0 {
-            self.err = e;
-        }
-    }
-
-    /// The WR being built (the last one started).
-    fn last(&mut self) -> Option<(usize, &mut ibv_send_wr)> {
-        if self.count == 0 {
-            self.fail(libc::EINVAL);
-            return None;
-        }
-        let i = self.count - 1;
-        Some((i, &mut self.wrs[i]))
-    }
-}
+use super::post_send_batch;
+use crate::wq::{Builder, Qp};
 
 /// # Safety
 /// `qp` must be a live QP of ours, used by one thread for `ibv_wr_*`.

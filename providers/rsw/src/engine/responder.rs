@@ -20,46 +20,24 @@
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use verbs_abi::*;
 
+use super::requester::RNR_NOTICE_NS;
 use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
-use crate::qp::{rnr_timer_ns, Qp, QpInner};
-use crate::requester::RNR_NOTICE_NS;
-use crate::transport::{canon_gid, Conn, Endpoints, MAX_IOV};
+use crate::transport::{canon_gid, Endpoints, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
+use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
+use crate::wq::{rnr_timer_ns, Qp, QpInner};
 
 /// Stop reading requests while this many responses wait to be sent, so a
 /// peer that sends faster than it reads cannot make us buffer without bound.
-const MAX_QUEUED_RESPONSES: usize = 1024;
-const MAX_QUEUED_READ_BYTES: u64 = 8 << 20;
-
-/// An accepted connection before it is known to be our peer's.
-pub struct PendingConn {
-    conn: Conn,
-    /// Its event token's id: slot in the low bits, a per-QP count above.
-    id: usize,
-    ends: Endpoints,
-    buf: [u8; HDR_LEN],
-    got: usize,
-    hello: Option<Hello>,
-    /// When it was accepted (monotonic ns).
-    accepted: u64,
-    _counted: Counted,
-    /// When the connection is dropped if it is still pending: strangers
-    /// that connect and say nothing, or name a QP that never reaches RTR,
-    /// cannot pile up descriptors.
-    deadline: u64,
-}
-
-/// Pending connections of the whole process (every QP's), for the cap.
-static PENDING: AtomicUsize = AtomicUsize::new(0);
 /// Connections closed because they did not come from the QP's peer, or
 /// arrived when the limits were reached.
 static REFUSED: AtomicU64 = AtomicU64::new(0);
@@ -68,27 +46,6 @@ static REFUSED: AtomicU64 = AtomicU64::new(0);
 /// since the process started (for tests and diagnostics).
 pub fn refused_connections() -> u64 {
     REFUSED.load(Ordering::Relaxed)
-}
-
-/// Pending connections held now, process-wide.
-pub fn pending_connections() -> usize {
-    PENDING.load(Ordering::Relaxed)
-}
-
-/// One pending connection counted in [`PENDING`] for as long as it lives.
-struct Counted;
-
-impl Counted {
-    fn new() -> Counted {
-        PENDING.fetch_add(1, Ordering::Relaxed);
-        Counted
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        PENDING.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// At most this many pending connections per QP. A real peer needs one.
@@ -119,100 +76,6 @@ fn max_pending_total() -> usize {
 
 fn refuse() {
     REFUSED.fetch_add(1, Ordering::Relaxed);
-}
-
-enum Rx {
-    Header,
-    /// Waiting for a receive WQE (RNR).
-    Stalled(Header),
-    Payload(Header, u32),
-    /// UC: the rest of a message that is dropped (this many bytes).
-    Discard(u32),
-}
-
-struct ReadData {
-    rkey: u32,
-    addr: u64,
-    len: u32,
-    sent: u32,
-    /// The PD the READ was checked against (an XRC request's SRQ's).
-    pd: u32,
-}
-
-struct Resp {
-    hdr: [u8; HDR_LEN],
-    op: Op,
-    off: usize,
-    read: Option<ReadData>,
-}
-
-pub struct InConn {
-    conn: Conn,
-    peer_qpn: u32,
-    events: u32,
-    rx_hdr: [u8; HDR_LEN],
-    rx_got: usize,
-    rx: Rx,
-    resp: VecDeque<Resp>,
-    read_bytes: u64,
-    /// No more requests are read; the connection closes once the queued
-    /// responses are out.
-    closing: bool,
-    rnr_deadline: Option<u64>,
-    /// When the next RNR wait notice is due while stalled.
-    rnr_notice_at: u64,
-    /// The last bytes of the payload being received (see [`TAIL`]).
-    tail: [u8; TAIL as usize],
-}
-
-impl InConn {
-    fn backlogged(&self) -> bool {
-        self.resp.len() >= MAX_QUEUED_RESPONSES || self.read_bytes >= MAX_QUEUED_READ_BYTES
-    }
-
-    fn push_resp(&mut self, h: &Header, read: Option<ReadData>) {
-        let mut hdr = [0u8; HDR_LEN];
-        h.encode(&mut hdr);
-        if let Some(r) = &read {
-            self.read_bytes += r.len as u64;
-        }
-        self.resp.push_back(Resp {
-            hdr,
-            op: h.op,
-            off: 0,
-            read,
-        });
-    }
-
-    /// ACKs are cumulative, so a new one replaces a queued, unsent one.
-    fn ack(&mut self, msn: u32) {
-        if let Some(last) = self.resp.back_mut() {
-            if last.op == Op::Ack && last.off == 0 {
-                last.hdr[4..8].copy_from_slice(&msn.to_le_bytes());
-                return;
-            }
-        }
-        self.push_resp(&Header::new(Op::Ack, msn), None);
-    }
-
-    fn nak(&mut self, msn: u32, syn: Syndrome) {
-        let mut h = Header::new(Op::Nak, msn);
-        h.syndrome = syn as u8;
-        self.push_resp(&h, None);
-        self.closing = true;
-        self.rx = Rx::Header;
-        self.rnr_deadline = None;
-        self.rnr_notice_at = 0;
-    }
-}
-
-/// The incoming connection, if there is one.
-pub fn incoming_conn(g: &QpInner) -> Option<&Conn> {
-    g.inc.as_ref().map(|i| &i.conn)
-}
-
-pub fn is_stalled(g: &QpInner) -> bool {
-    matches!(g.inc.as_ref().map(|i| &i.rx), Some(Rx::Stalled(_)))
 }
 
 // ---- accepting ---------------------------------------------------------------
@@ -277,7 +140,7 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
         // thousands of QPs at once never runs into the cap. Beyond that
         // one, the process-wide cap applies.
         let owed = !g.inc_bound && g.inc.is_none() && g.pending.iter().all(Option::is_none);
-        if !owed && PENDING.load(Ordering::Relaxed) >= max_pending_total() {
+        if !owed && pending_connections() >= max_pending_total() {
             refuse();
             continue;
         }
@@ -429,7 +292,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 rnr_notice_at: 0,
                 tail: [0; TAIL as usize],
             });
-            crate::requester::apply_timeouts(g);
+            super::requester::apply_timeouts(g);
             pump(qp, g);
         }
     }
@@ -495,7 +358,7 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             }
             Rx::Payload(..) => receive_payload(qp, g),
             Rx::Discard(left) => {
-                let r = crate::requester::discard(&inc.conn, left as usize);
+                let r = super::requester::discard(&inc.conn, left as usize);
                 match r {
                     Ok(0) => Step::Closed,
                     Ok(k) => {
@@ -881,13 +744,6 @@ fn start_payload(qp: &Qp, g: &mut QpInner, h: Header) {
         inc.rx = Rx::Payload(h, 0);
     }
 }
-
-/// Bytes at the end of every SEND/WRITE payload that become visible only
-/// after the acknowledgement is handed to the kernel. Hardware acknowledges
-/// before the target's CPU can see the data; without this, a target that
-/// watches the last bytes of a buffer could see them, exit, and take the
-/// unsent ACK with it, failing a requester whose operation did succeed.
-const TAIL: u32 = 64;
 
 /// Where payload bytes go was found unusable.
 enum DestError {

@@ -1,0 +1,110 @@
+//! The protocol engines, below the QP verbs and above the transports:
+//! `requester` (our requests on the outgoing connection, their responses),
+//! `responder` (the peer's requests on the incoming connection, our
+//! responses) and `datagram` (UD). They act on a QP's state (`wq`) under
+//! its lock; here is how the progress thread, a CQ being polled and the
+//! timers reach them.
+
+pub mod datagram;
+pub mod requester;
+pub mod responder;
+
+use crate::cq::Producer;
+use crate::progress::{engine, Kind, Target};
+use crate::wq::Qp;
+
+/// What a CQ calls on the QPs that complete into it.
+impl Producer for Qp {
+    fn drive(&self) {
+        self.drive_now();
+    }
+
+    fn kick(&self) {
+        if let Ok(e) = engine() {
+            e.kick(self.serial);
+        }
+    }
+}
+
+/// The progress engine's entry points.
+impl Target for Qp {
+    fn on_event(&self, kind: Kind, events: u32) {
+        let mut g = self.inner.lock();
+        if g.destroyed {
+            return;
+        }
+        // Error and hang-up are reported even for descriptors we are not
+        // reading on purpose (a held or RNR-stalled connection), so they
+        // must end the connection here or they would fire forever.
+        let dead = events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
+        match kind {
+            Kind::Datagram => datagram::on_event(self, &mut g, events),
+            Kind::Group(id) => datagram::receive_group(self, &mut g, id),
+            Kind::Listener => responder::on_listener(self, &mut g),
+            Kind::Pending(id) => match responder::pending_slot(&g, id) {
+                Some(slot) if dead => g.pending[slot] = None,
+                Some(slot) => responder::on_pending(self, &mut g, slot),
+                None => {}
+            },
+            Kind::Incoming if dead => {
+                let vanished = g.incoming_conn().is_some_and(|c| c.timed_out());
+                g.inc = None;
+                if vanished {
+                    self.peer_vanished(&mut g);
+                }
+            }
+            Kind::Incoming => responder::pump(self, &mut g),
+            Kind::Outgoing if dead && requester::outgoing_timed_out(&g) => {
+                self.peer_vanished(&mut g)
+            }
+            Kind::Outgoing => requester::on_event(self, &mut g, events),
+        }
+    }
+
+    fn on_kick(&self) {
+        let mut g = self.inner.lock();
+        if g.destroyed {
+            return;
+        }
+        self.check_cq_overrun(&mut g);
+        if g.dgram.is_some() {
+            datagram::pump(self, &mut g);
+            datagram::receive_all(self, &mut g);
+            return;
+        }
+        responder::pump(self, &mut g);
+        requester::pump(self, &mut g);
+    }
+
+    fn on_timer(&self, now: u64) {
+        let mut g = self.inner.lock();
+        if g.destroyed {
+            return;
+        }
+        responder::on_timer(self, &mut g, now);
+        requester::on_timer(self, &mut g, now);
+    }
+}
+
+impl Qp {
+    /// One non-blocking progress step on the calling thread (from
+    /// `poll_cq`); does nothing if another thread holds the QP.
+    pub fn drive_now(&self) {
+        let Some(mut g) = self.inner.try_lock() else {
+            return;
+        };
+        if g.destroyed {
+            return;
+        }
+        if g.dgram.is_some() {
+            datagram::receive_all(self, &mut g);
+            return;
+        }
+        if g.inc.is_some() {
+            responder::pump(self, &mut g);
+        }
+        if g.out.is_some() {
+            requester::on_event(self, &mut g, libc::EPOLLIN as u32);
+        }
+    }
+}

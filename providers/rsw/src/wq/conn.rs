@@ -1,0 +1,181 @@
+//! What a QP's engines keep between events, defined beside the QP so the
+//! engines (`engine::requester`, `engine::responder`) sit below nothing
+//! they use. rxe does the same with its `rxe_req_info`/`rxe_resp_info` in
+//! the QP's header: the state belongs to the QP, the logic to the engine.
+//! The small methods here only edit the state; everything that touches a
+//! socket or a CQ is in the engines.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use verbs_abi::*;
+
+use crate::transport::{Conn, Endpoints};
+use crate::wire::{Header, Hello, Op, Syndrome, HDR_LEN};
+
+// ---- the requester's connection ------------------------------------------------
+
+/// Our outgoing connection: the requests we transmit, the responses we read.
+pub struct OutConn {
+    pub(crate) conn: Conn,
+    pub(crate) connected: bool,
+    pub(crate) events: u32,
+    pub(crate) tx_active: bool,
+    pub(crate) tx_seq: u64,
+    pub(crate) tx_hdr: [u8; HDR_LEN],
+    pub(crate) tx_total: usize,
+    pub(crate) tx_off: usize,
+    /// The socket was full at the last send: bytes accepted after that
+    /// prove the peer's host is taking data.
+    pub(crate) tx_was_full: bool,
+    pub(crate) next_msn: u32,
+    pub(crate) rx_hdr: [u8; HDR_LEN],
+    pub(crate) rx_got: usize,
+    /// A READ response whose payload is being received.
+    pub(crate) rx_read: Option<ReadRx>,
+}
+
+pub(crate) struct ReadRx {
+    pub(crate) seq: u64,
+    pub(crate) left: u32,
+    pub(crate) done: u32,
+    pub(crate) status: ibv_wc_status,
+}
+
+// ---- the responder's connections -----------------------------------------------
+
+/// Bytes at the end of every SEND/WRITE payload that become visible only
+/// after the acknowledgement is handed to the kernel. Hardware acknowledges
+/// before the target's CPU can see the data; without this, a target that
+/// watches the last bytes of a buffer could see them, exit, and take the
+/// unsent ACK with it, failing a requester whose operation did succeed.
+pub(crate) const TAIL: u32 = 64;
+
+const MAX_QUEUED_RESPONSES: usize = 1024;
+const MAX_QUEUED_READ_BYTES: u64 = 8 << 20;
+
+pub(crate) enum Rx {
+    Header,
+    /// Waiting for a receive WQE (RNR).
+    Stalled(Header),
+    Payload(Header, u32),
+    /// UC: the rest of a message that is dropped (this many bytes).
+    Discard(u32),
+}
+
+pub(crate) struct ReadData {
+    pub(crate) rkey: u32,
+    pub(crate) addr: u64,
+    pub(crate) len: u32,
+    pub(crate) sent: u32,
+    /// The PD the READ was checked against (an XRC request's SRQ's).
+    pub(crate) pd: u32,
+}
+
+pub(crate) struct Resp {
+    pub(crate) hdr: [u8; HDR_LEN],
+    pub(crate) op: Op,
+    pub(crate) off: usize,
+    pub(crate) read: Option<ReadData>,
+}
+
+pub struct InConn {
+    pub(crate) conn: Conn,
+    pub(crate) peer_qpn: u32,
+    pub(crate) events: u32,
+    pub(crate) rx_hdr: [u8; HDR_LEN],
+    pub(crate) rx_got: usize,
+    pub(crate) rx: Rx,
+    pub(crate) resp: VecDeque<Resp>,
+    pub(crate) read_bytes: u64,
+    /// No more requests are read; the connection closes once the queued
+    /// responses are out.
+    pub(crate) closing: bool,
+    pub(crate) rnr_deadline: Option<u64>,
+    /// When the next RNR wait notice is due while stalled.
+    pub(crate) rnr_notice_at: u64,
+    /// The last bytes of the payload being received (see [`TAIL`]).
+    pub(crate) tail: [u8; TAIL as usize],
+}
+
+impl InConn {
+    pub(crate) fn backlogged(&self) -> bool {
+        self.resp.len() >= MAX_QUEUED_RESPONSES || self.read_bytes >= MAX_QUEUED_READ_BYTES
+    }
+
+    pub(crate) fn push_resp(&mut self, h: &Header, read: Option<ReadData>) {
+        let mut hdr = [0u8; HDR_LEN];
+        h.encode(&mut hdr);
+        if let Some(r) = &read {
+            self.read_bytes += r.len as u64;
+        }
+        self.resp.push_back(Resp {
+            hdr,
+            op: h.op,
+            off: 0,
+            read,
+        });
+    }
+
+    /// ACKs are cumulative, so a new one replaces a queued, unsent one.
+    pub(crate) fn ack(&mut self, msn: u32) {
+        if let Some(last) = self.resp.back_mut() {
+            if last.op == Op::Ack && last.off == 0 {
+                last.hdr[4..8].copy_from_slice(&msn.to_le_bytes());
+                return;
+            }
+        }
+        self.push_resp(&Header::new(Op::Ack, msn), None);
+    }
+
+    pub(crate) fn nak(&mut self, msn: u32, syn: Syndrome) {
+        let mut h = Header::new(Op::Nak, msn);
+        h.syndrome = syn as u8;
+        self.push_resp(&h, None);
+        self.closing = true;
+        self.rx = Rx::Header;
+        self.rnr_deadline = None;
+        self.rnr_notice_at = 0;
+    }
+}
+
+/// An accepted connection before it is known to be our peer's.
+pub struct PendingConn {
+    pub(crate) conn: Conn,
+    /// Its event token's id: slot in the low bits, a per-QP count above.
+    pub(crate) id: usize,
+    pub(crate) ends: Endpoints,
+    pub(crate) buf: [u8; HDR_LEN],
+    pub(crate) got: usize,
+    pub(crate) hello: Option<Hello>,
+    /// When it was accepted (monotonic ns).
+    pub(crate) accepted: u64,
+    pub(crate) _counted: Counted,
+    /// When the connection is dropped if it is still pending: strangers
+    /// that connect and say nothing, or name a QP that never reaches RTR,
+    /// cannot pile up descriptors.
+    pub(crate) deadline: u64,
+}
+
+/// Pending connections of the whole process (every QP's), for the cap.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Pending connections held now, process-wide.
+pub fn pending_connections() -> usize {
+    PENDING.load(Ordering::Relaxed)
+}
+
+/// One pending connection counted in [`PENDING`] for as long as it lives.
+pub(crate) struct Counted;
+
+impl Counted {
+    pub(crate) fn new() -> Counted {
+        PENDING.fetch_add(1, Ordering::Relaxed);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        PENDING.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,487 @@
+//! A QP's state: the object the application's pointer names, its
+//! work queues (`ring`), what its engines keep between events (`conn`,
+//! `dgram`), the `ibv_wr_*` batch (`batch`), and the completion helpers
+//! every engine and verb uses (complete, claim a receive, flush, enter the
+//! error state).
+//!
+//! A QP is an `ibv_qp_ex` (so `ibv_qp_to_qp_ex` is a cast) at the start of
+//! an `Arc`'d [`Qp`]; the progress engine holds weak references, so an event
+//! racing with `destroy_qp` finds the QP gone or marked destroyed.
+//!
+//! All mutable state is in [`QpInner`] behind one mutex, taken by the post
+//! calls (on the caller's thread), `modify_qp`, and the progress thread. The
+//! queues are preallocated rings, so posting does not allocate. This layer
+//! sits below the engines (`engine::*`), which call its methods; it calls
+//! nothing above it.
+
+pub mod batch;
+pub mod conn;
+pub mod dgram;
+pub mod ring;
+
+pub use batch::Builder;
+pub use conn::{InConn, OutConn, PendingConn};
+pub use dgram::{Dgram, Group};
+pub use ring::{BindArgs, RecvQueue, RecvWqe, SendQueue, SendWqe, UdDest, NO_SGE};
+
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use crate::context::{CtxShared, EventCounter};
+use crate::cq::{Cq, Cqe};
+use crate::srq::Srq;
+use crate::transport::{Conn, Listener, RemoteAddr};
+use conn::Rx;
+
+/// Mutable QP state (see the module comment for who takes the lock).
+pub struct QpInner {
+    /// RC or UC (fixed at creation): UC sends no acknowledgements, never
+    /// retries, and drops what it cannot deliver.
+    pub qp_type: ibv_qp_type,
+    pub state: ibv_qp_state,
+    /// Attributes as last set by modify_qp, for query_qp (which adds the
+    /// state and the capabilities, kept in `state` and the queues).
+    pub attr: ibv_qp_attr,
+    pub sq_sig_all: bool,
+    pub sq: SendQueue,
+    pub rq: RecvQueue,
+    /// The receive the message being received lands in, taken from `rq`
+    /// or the SRQ when the message started (valid while `claimed`).
+    pub recv: RecvWqe,
+    pub claimed: bool,
+    /// XRC receive QP: the SRQ the request being received named.
+    pub xrc_srq: Option<Arc<Srq>>,
+    pub listener: Option<Listener>,
+    /// UD: the QP's datagram socket and the multicast groups it joined.
+    pub dgram: Option<Dgram>,
+    pub mcast: Vec<Group>,
+    /// Counts multicast attachments, for their ids.
+    pub mcast_seq: usize,
+    pub out: Option<OutConn>,
+    pub inc: Option<InConn>,
+    pub pending: Vec<Option<PendingConn>>,
+    /// Counts connections put in `pending`, for their token ids.
+    pub pending_seq: usize,
+    /// The peer, known from RTR on.
+    pub remote: Option<RemoteAddr>,
+    /// Our own GID, as sent in the hello.
+    pub local_gid: [u8; 16],
+    /// The outgoing connection failed or ended; the next WQE that needs it
+    /// completes with IBV_WC_RETRY_EXC_ERR.
+    pub peer_gone: bool,
+    /// A WQE failed locally; nothing after it is transmitted.
+    pub tx_blocked: bool,
+    pub comm_est_sent: bool,
+    /// IBV_EVENT_SQ_DRAINED is owed when the SQ drains in SQD.
+    pub sqd_notify: bool,
+    /// `accept` failed (e.g. EMFILE); the listener is not watched until
+    /// this monotonic time.
+    pub accept_resume: Option<u64>,
+    /// An incoming connection was accepted since RTR; no other may be.
+    pub inc_bound: bool,
+    /// The retry timer (see `requester`): when it next ticks (0: not
+    /// running), whether the peer showed signs of life since the last tick,
+    /// consecutive ticks without any, and until when an RNR wait notice
+    /// vouches for the peer.
+    pub ack_tick_at: u64,
+    pub ack_progress: bool,
+    pub ack_idle: u8,
+    pub rnr_hold_until: u64,
+    /// The earliest time the requester connects to its peer again, and
+    /// whether the connection is such a second attempt not yet answered.
+    pub reconnect_at: u64,
+    pub reconnecting: bool,
+    pub destroyed: bool,
+}
+
+impl QpInner {
+    /// A QP's state in RESET with queues of `cap`.
+    pub fn new(
+        qp_type: ibv_qp_type,
+        sq_sig_all: bool,
+        cap: &ibv_qp_cap,
+        listener: Option<Listener>,
+        dgram: Option<Dgram>,
+    ) -> QpInner {
+        QpInner {
+            qp_type,
+            state: IBV_QPS_RESET,
+            attr: ibv_qp_attr::zeroed(),
+            sq_sig_all,
+            sq: SendQueue::new(
+                cap.max_send_wr as usize,
+                cap.max_send_sge as usize,
+                cap.max_inline_data as usize,
+            ),
+            rq: RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize),
+            recv: RecvWqe::EMPTY,
+            claimed: false,
+            xrc_srq: None,
+            listener,
+            dgram,
+            mcast: Vec::new(),
+            mcast_seq: 0,
+            out: None,
+            inc: None,
+            pending: Vec::new(),
+            pending_seq: 0,
+            remote: None,
+            local_gid: [0; 16],
+            peer_gone: false,
+            tx_blocked: false,
+            comm_est_sent: false,
+            sqd_notify: false,
+            accept_resume: None,
+            inc_bound: false,
+            ack_tick_at: 0,
+            ack_progress: false,
+            ack_idle: 0,
+            rnr_hold_until: 0,
+            reconnect_at: 0,
+            reconnecting: false,
+            destroyed: false,
+        }
+    }
+
+    /// Reliable connected (RC and XRC): acknowledged, retried,
+    /// RNR-stalled.
+    pub fn reliable(&self) -> bool {
+        matches!(
+            self.qp_type,
+            IBV_QPT_RC | IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV
+        )
+    }
+
+    /// Requests wait for the peer: transmitted and unanswered, or queued
+    /// to go out in RTS.
+    pub fn outstanding(&self) -> bool {
+        // UC never waits for its peer: there is nothing to time out.
+        if !self.reliable() {
+            return false;
+        }
+        match self.state {
+            IBV_QPS_RTS => self.sq.has_work(),
+            IBV_QPS_SQD => self.sq.in_flight(),
+            _ => false,
+        }
+    }
+
+    /// The incoming connection, if there is one.
+    pub fn incoming_conn(&self) -> Option<&Conn> {
+        self.inc.as_ref().map(|i| &i.conn)
+    }
+
+    /// The responder waits for a receive to be posted (RNR).
+    pub fn is_stalled(&self) -> bool {
+        matches!(self.inc.as_ref().map(|i| &i.rx), Some(Rx::Stalled(_)))
+    }
+
+    /// The capabilities the QP was created with, as its queues hold them.
+    pub fn caps(&self) -> ibv_qp_cap {
+        ibv_qp_cap {
+            max_send_wr: self.sq.cap as u32,
+            max_recv_wr: self.rq.cap as u32,
+            max_send_sge: self.sq.max_sge as u32,
+            max_recv_sge: self.rq.max_sge as u32,
+            max_inline_data: self.sq.max_inline as u32,
+        }
+    }
+}
+
+#[repr(C)]
+pub struct Qp {
+    /// Shared with the application (it reads `qp_num`/`state`, writes
+    /// `wr_id`/`wr_flags` and calls the `wr_*` entries).
+    pub ibv: UnsafeCell<ibv_qp_ex>,
+    pub serial: u64,
+    pub qpn: u32,
+    pub ctx: Arc<CtxShared>,
+    pub pd: *mut ibv_pd,
+    pub pd_id: u32,
+    /// None for the queue an XRC QP does not have (an XRC send QP has no
+    /// receive queue, an XRC receive QP neither queue).
+    pub send_cq: Option<Arc<Cq>>,
+    pub recv_cq: Option<Arc<Cq>>,
+    /// An XRC receive QP's domain.
+    pub xrcd: Option<Arc<crate::xrcd::Domain>>,
+    /// The shared receive queue receives come from, instead of `rq`.
+    pub srq: Option<Arc<Srq>>,
+    /// A handle `ibv_open_qp` made: modify and query go to this QP.
+    pub opened_from: Option<Arc<Qp>>,
+    pub inner: Mutex<QpInner>,
+    pub async_events: Arc<EventCounter>,
+    /// State of an `ibv_wr_start` .. `ibv_wr_complete` batch; single
+    /// threaded by API contract.
+    pub builder: UnsafeCell<Builder>,
+    /// Ends the incoming connection once its queued responses are out:
+    /// the responder's work, registered by the QP's creator so this layer
+    /// needs nothing from the engine above it.
+    pub close_incoming: fn(&Qp, &mut QpInner),
+}
+
+// SAFETY: mutable state is behind `inner`'s mutex; `ibv` is the C-visible
+// struct whose fields we write only at defined points (state changes under
+// the lock); `builder` is used by one thread at a time per the ibv_wr_*
+// contract; `pd` outlives the QP (dealloc_pd refuses while it is in use).
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+/// RNR timer encoding (InfiniBand spec, min_rnr_timer 0..=31) in
+/// microseconds.
+const RNR_TIMER_US: [u64; 32] = [
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
+    5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122_880, 163_840, 245_760,
+    327_680, 491_520,
+];
+
+pub fn rnr_timer_ns(code: u8) -> u64 {
+    RNR_TIMER_US[(code & 31) as usize] * 1000
+}
+
+impl Qp {
+    /// # Safety
+    /// `qp` must come from our `create_qp_ex` and not be destroyed.
+    pub unsafe fn from_ibv<'a, T>(qp: *mut T) -> &'a Qp {
+        // SAFETY: ibv is the first field of the Arc'd Qp the pointer names.
+        unsafe { &*(qp as *const Qp) }
+    }
+
+    pub fn as_ibv(&self) -> *mut ibv_qp {
+        self.ibv.get() as *mut ibv_qp
+    }
+
+    pub fn set_state(&self, g: &mut QpInner, s: ibv_qp_state) {
+        g.state = s;
+        // SAFETY: the public state field is plain data in our allocation;
+        // programs only read it.
+        unsafe { std::ptr::write_volatile(&raw mut (*self.ibv.get()).qp_base.state, s) };
+    }
+
+    pub fn async_event(&self, t: ibv_event_type) {
+        self.ctx
+            .async_q
+            .push(self.as_ibv() as usize, t, Some(self.async_events.clone()));
+    }
+
+    /// Reports a send WQE's completion (always for errors, only when
+    /// signaled for successes).
+    pub fn complete_send(&self, g: &QpInner, w: &SendWqe, status: ibv_wc_status) {
+        if status == IBV_WC_SUCCESS && !(w.signaled || g.sq_sig_all) {
+            return;
+        }
+        let Some(cq) = &self.send_cq else { return };
+        cq.push(Cqe {
+            wr_id: w.wr_id,
+            status,
+            opcode: w.wc_opcode(),
+            byte_len: w.len,
+            qp_num: self.qpn,
+            src_qp: g.attr.dest_qp_num,
+            ..Cqe::default()
+        });
+    }
+
+    /// Claims the receive the incoming message lands in (see
+    /// [`QpInner::recv`]); false when none is posted (the responder
+    /// stalls; an SRQ remembers to wake us).
+    pub fn claim_recv(&self, g: &mut QpInner) -> bool {
+        if !g.claimed {
+            // An XRC receive QP takes from the SRQ the request named.
+            let srq = self.srq.as_ref().or(g.xrc_srq.as_ref());
+            g.claimed = match srq {
+                Some(s) => s.claim(&mut g.recv, self.serial),
+                None => g.rq.take_into(&mut g.recv, self.pd_id),
+            };
+        }
+        g.claimed
+    }
+
+    /// The CQs the QP completes into, each once.
+    pub fn cqs(&self) -> impl Iterator<Item = &Arc<Cq>> {
+        let recv = self
+            .recv_cq
+            .as_ref()
+            .filter(|r| !self.send_cq.as_ref().is_some_and(|s| Arc::ptr_eq(s, r)));
+        self.send_cq.iter().chain(recv)
+    }
+
+    /// The PD remote accesses are checked against: the QP's, or for an
+    /// XRC receive QP, that of the SRQ the request named.
+    pub fn target_pd(&self, g: &QpInner) -> u32 {
+        g.xrc_srq.as_ref().map_or(self.pd_id, |s| s.pd_id)
+    }
+
+    /// The CQ receives complete into: the QP's, or for an XRC receive QP,
+    /// the named SRQ's.
+    fn recv_cq_for<'a>(&'a self, g: &'a QpInner) -> Option<&'a Arc<Cq>> {
+        match g.xrc_srq.as_ref().and_then(|s| s.xrc.as_ref()) {
+            Some(x) => Some(&x.cq),
+            None => self.recv_cq.as_ref(),
+        }
+    }
+
+    /// The claimed receive, if any, for completing it.
+    pub fn take_claimed(&self, g: &mut QpInner) -> Option<u64> {
+        std::mem::take(&mut g.claimed).then_some(g.recv.wr_id)
+    }
+
+    pub fn complete_recv(&self, g: &QpInner, e: Cqe) {
+        if let Some(cq) = self.recv_cq_for(g) {
+            cq.push(Cqe {
+                qp_num: self.qpn,
+                ..e
+            });
+        }
+    }
+
+    /// Moves to the error state: flushes both queues and takes the
+    /// connections down (the incoming one after its queued responses, e.g.
+    /// a NAK explaining the error, are sent).
+    pub fn enter_error(&self, g: &mut QpInner) {
+        if g.state == IBV_QPS_ERR {
+            return;
+        }
+        self.set_state(g, IBV_QPS_ERR);
+        g.out = None;
+        g.pending.clear();
+        (self.close_incoming)(self, g);
+        self.flush(g);
+        // Nothing more will be taken from the SRQ for this QP.
+        if self.srq.is_some() {
+            self.async_event(IBV_EVENT_QP_LAST_WQE_REACHED);
+        }
+    }
+
+    /// Completes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
+    pub fn flush(&self, g: &mut QpInner) {
+        for seq in g.sq.outstanding() {
+            let w = *g.sq.wqe(seq);
+            self.complete_send(g, &w, IBV_WC_WR_FLUSH_ERR);
+        }
+        g.sq.clear();
+        g.tx_blocked = false;
+        let claimed = self.take_claimed(g);
+        // Cloned: the loop below borrows the queue.
+        let cq = self.recv_cq_for(g).cloned();
+        // A claimed receive is older than anything still in the queue.
+        for wr_id in claimed.into_iter().chain(std::iter::from_fn(|| g.rq.pop())) {
+            if let Some(cq) = &cq {
+                cq.push(Cqe {
+                    wr_id,
+                    status: IBV_WC_WR_FLUSH_ERR,
+                    opcode: IBV_WC_RECV,
+                    qp_num: self.qpn,
+                    ..Cqe::default()
+                });
+            }
+        }
+    }
+
+    /// Completes the head WQE with an error and moves the QP to ERR.
+    pub fn fail_head(&self, g: &mut QpInner, status: ibv_wc_status) {
+        if let Some(seq) = g.sq.oldest() {
+            let w = *g.sq.wqe(seq);
+            self.complete_send(g, &w, status);
+            g.sq.retire_oldest();
+        }
+        self.enter_error(g);
+    }
+
+    /// After completions: report a locally failed WQE that reached the head,
+    /// and the end of an SQD drain.
+    pub fn after_send_completions(&self, g: &mut QpInner) {
+        while let Some(seq) = g.sq.oldest_in_flight() {
+            let w = *g.sq.wqe(seq);
+            if w.local_err != 0 {
+                self.fail_head(g, w.local_err);
+                return;
+            }
+            // A local operation that succeeded completes once it is the
+            // oldest.
+            if !w.local_ok {
+                break;
+            }
+            g.sq.retire_oldest();
+            self.complete_send(g, &w, IBV_WC_SUCCESS);
+        }
+        if g.state == IBV_QPS_SQD && g.sqd_notify && !g.sq.in_flight() {
+            g.sqd_notify = false;
+            self.async_event(IBV_EVENT_SQ_DRAINED);
+        }
+    }
+
+    pub fn reset(&self, g: &mut QpInner) {
+        g.out = None;
+        g.inc = None;
+        g.pending.clear();
+        g.sq.clear();
+        g.rq.clear();
+        g.claimed = false;
+        g.remote = None;
+        g.peer_gone = false;
+        g.tx_blocked = false;
+        g.comm_est_sent = false;
+        g.sqd_notify = false;
+        g.inc_bound = false;
+        g.ack_idle = 0;
+        g.rnr_hold_until = 0;
+        g.reconnecting = false;
+        g.attr = ibv_qp_attr::zeroed();
+        for cq in self.cqs() {
+            cq.purge_qp(self.qpn);
+        }
+        self.set_state(g, IBV_QPS_RESET);
+    }
+
+    /// The peer's host stopped answering (TCP's keepalive or unacked-data
+    /// timeout, from the retry budget, ran out on one of the connections).
+    /// Outstanding requests fail with `IBV_WC_RETRY_EXC_ERR` as the retry
+    /// timer would fail them; with none outstanding, hardware would wait
+    /// forever on its receives, which is the hang a test run must never
+    /// meet, so the QP goes to ERR with `IBV_EVENT_QP_FATAL` and its
+    /// receives flush.
+    pub fn peer_vanished(&self, g: &mut QpInner) {
+        if !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) {
+            return;
+        }
+        g.out = None;
+        g.peer_gone = true;
+        if g.outstanding() {
+            self.fail_head(g, IBV_WC_RETRY_EXC_ERR);
+        } else {
+            self.async_event(IBV_EVENT_QP_FATAL);
+            self.enter_error(g);
+        }
+    }
+
+    /// A CQ of this QP overran: the completions it lost make the QP's
+    /// queues meaningless, so, as the spec says, the QP goes to the error
+    /// state with `IBV_EVENT_QP_FATAL`.
+    pub fn check_cq_overrun(&self, g: &mut QpInner) {
+        if g.state == IBV_QPS_ERR || g.state == IBV_QPS_RESET {
+            return;
+        }
+        let overran = |c: &Option<Arc<Cq>>| c.as_ref().is_some_and(|c| c.overran());
+        if overran(&self.send_cq) || overran(&self.recv_cq) {
+            self.async_event(IBV_EVENT_QP_FATAL);
+            self.enter_error(g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rnr_table_samples() {
+        assert_eq!(rnr_timer_ns(0), 655_360_000);
+        assert_eq!(rnr_timer_ns(1), 10_000);
+        assert_eq!(rnr_timer_ns(12), 640_000);
+        assert_eq!(rnr_timer_ns(31), 491_520_000);
+    }
+}
