@@ -192,9 +192,9 @@ uninstall:
 # ---------------------------------------------------------------------------
 lint:
 	$(CARGO) fmt --all --check
-	$(CARGO_ENV) $(CARGO) clippy --release -p verbs-abi -p ibverbs -p rsw --all-targets -- -D warnings
+	$(CARGO_ENV) $(CARGO) clippy --release -p verbs-abi -p verbs-rt -p ibverbs -p rsw --all-targets -- -D warnings
 	$(CARGO_ENV) $(CARGO) clippy --release -p rdmacm --all-targets -- -D warnings
 
 clean:
 	rm -rf '$(BUILD)'
-	-$(CARGO) clean --release -p ibverbs -p rsw -p rdmacm -p verbs-abi
+	-$(CARGO) clean --release -p ibverbs -p rsw -p rdmacm -p verbs-abi -p verbs-rt

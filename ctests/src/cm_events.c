@@ -1734,6 +1734,35 @@ static void child_server(int out)
 		pause();
 }
 
+/* A child forked after its parent used librdmacm (so the parent's CM
+ * thread runs) connects on its own: it must get a CM thread of its own,
+ * not register its sockets in the parent's epoll set, which only the
+ * parent's thread reads. The parent's pair keeps working. */
+static void case_connect_after_fork(void)
+{
+	struct pair p;
+	pid_t pid;
+	int st;
+
+	pair_connect(&p, 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct pair q;
+
+		case_name = "connect_after_fork (child)";
+		pair_connect(&q, 0);
+		pair_destroy(&q, 0);
+		_exit(0);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK_OK(rdma_disconnect(p.cid));
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED);
+	pair_destroy(&p, 0);
+}
+
 static void reap(pid_t pid)
 {
 	int st;
@@ -2156,6 +2185,7 @@ static const struct {
 	{ "destroy_waits_for_ack", case_destroy_waits_for_ack },
 	{ "ipv6", case_ipv6 },
 	{ "sync_endpoints", case_sync_endpoints },
+	{ "connect_after_fork", case_connect_after_fork },
 	{ "peer_killed_client", case_peer_killed_client },
 	{ "peer_killed_server", case_peer_killed_server },
 	{ "peer_killed_in_handshake", case_peer_killed_in_handshake },

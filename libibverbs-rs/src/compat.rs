@@ -13,22 +13,10 @@
 //!   accident (e.g. a system /etc/libibverbs.d naming mlx5).
 
 use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
-use core::sync::atomic::{AtomicBool, Ordering};
 
 use verbs_abi::*;
 
 use crate::util::{ptr_ret, warning};
-
-/// Lets rdma-core's destroy helpers treat EIO after a device disassociation
-/// as success. Exported data (a C `bool`); kept for ABI, read by nobody here.
-#[no_mangle]
-pub static verbs_allow_disassociate_destroy: AtomicBool = AtomicBool::new(false);
-
-/// Environment switches rdma-core reads at start-up.
-pub(crate) fn init_from_env() {
-    let on = std::env::var_os("RDMAV_ALLOW_DISASSOC_DESTROY").is_some_and(|v| v != "0");
-    verbs_allow_disassociate_destroy.store(on, Ordering::Relaxed);
-}
 
 /// `struct ib_uverbs_global_route` (rdma/ib_user_verbs.h).
 #[repr(C)]

@@ -12,6 +12,7 @@
 
 use core::ffi::{c_char, c_void, CStr};
 use core::mem::{offset_of, size_of, MaybeUninit};
+use core::sync::atomic::{AtomicBool, Ordering};
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -32,9 +33,21 @@ pub(crate) struct Provider {
     pub name: String,
 }
 
-static PROVIDERS: LazyLock<Vec<Provider>> = LazyLock::new(|| {
+/// Lets rdma-core's destroy helpers treat EIO after a device disassociation
+/// as success. Exported data (a C `bool`); kept for ABI, read by nobody here.
+#[no_mangle]
+pub static verbs_allow_disassociate_destroy: AtomicBool = AtomicBool::new(false);
+
+/// The environment switches rdma-core reads when it initialises, before
+/// the providers load (its `ibverbs_init`).
+fn init_from_env() {
     crate::fork::init_from_env();
-    crate::compat::init_from_env();
+    let on = std::env::var_os("RDMAV_ALLOW_DISASSOC_DESTROY").is_some_and(|v| v != "0");
+    verbs_allow_disassociate_destroy.store(on, Ordering::Relaxed);
+}
+
+static PROVIDERS: LazyLock<Vec<Provider>> = LazyLock::new(|| {
+    init_from_env();
     load_all()
 });
 
@@ -137,7 +150,8 @@ fn read_config(dir: &Path) -> Vec<String> {
 /// the link's directory and the target's are tried, in that order.
 fn own_provider_dirs() -> Vec<PathBuf> {
     let mut info = MaybeUninit::<libc::Dl_info>::zeroed();
-    let probe = crate::device::ibv_get_device_list as *const c_void;
+    // Any function of this library names its file.
+    let probe = own_provider_dirs as fn() -> Vec<PathBuf> as *const c_void;
     // SAFETY: dladdr only reads the address and fills `info`.
     let found = unsafe { libc::dladdr(probe, info.as_mut_ptr()) };
     if found == 0 {

@@ -15,16 +15,17 @@
 //! requests, which count against the listener), so `rdma_destroy_id` and
 //! `rdma_migrate_id` can wait until everything reported has been acked.
 
-use std::collections::{HashMap, VecDeque};
+use std::any::Any;
+use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use std::sync::LazyLock;
 use verbs_abi::*;
 
+use verbs_rt::Handles;
+
 use crate::error::{check, errno, Res};
-use crate::id::CmId;
 
 /// What must happen when the application retrieves an event; done in the
 /// retrieving thread, as rdma-core's librdmacm does.
@@ -44,13 +45,28 @@ pub enum Post {
 /// Longest private data any event carries (the REP's).
 pub const EVENT_PDATA: usize = 256;
 
+/// An id as events name it. The channel sits below the ids (an id holds
+/// its channel), so it knows them only through this; every implementor is
+/// a `CmId`, which the id layer gets back with `Arc::downcast`.
+pub trait EventId: Any + Send + Sync {
+    /// The C id the application finds in the event.
+    fn c_id(&self) -> *mut rdma_cm_id;
+    /// An event counted against this id went to the application.
+    fn note_reported(&self);
+}
+
+/// Whether `a` and `b` are the same object.
+fn same<A: ?Sized, B: ?Sized>(a: &Arc<A>, b: &Arc<B>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
 #[repr(C)]
 pub struct EventBox {
     /// Must stay first: the application's `rdma_cm_event *` is the box.
     pub ev: rdma_cm_event,
     pub pdata: [u8; EVENT_PDATA],
-    pub owner: Arc<CmId>,
-    pub subject: Arc<CmId>,
+    pub owner: Arc<dyn EventId>,
+    pub subject: Arc<dyn EventId>,
     pub post: Post,
 }
 
@@ -62,14 +78,14 @@ pub struct EventBox {
 unsafe impl Send for EventBox {}
 
 impl EventBox {
-    pub fn new(
-        owner: &Arc<CmId>,
-        subject: &Arc<CmId>,
+    pub fn new<I: EventId>(
+        owner: &Arc<I>,
+        subject: &Arc<I>,
         kind: rdma_cm_event_type,
         status: i32,
     ) -> Box<Self> {
         let mut ev = rdma_cm_event::zeroed();
-        ev.id = subject.c();
+        ev.id = subject.c_id();
         ev.event = kind;
         ev.status = status;
         Box::new(EventBox {
@@ -79,6 +95,11 @@ impl EventBox {
             subject: subject.clone(),
             post: Post::None,
         })
+    }
+
+    /// Whether `id` is the event's subject.
+    pub fn is_about<I: EventId>(&self, id: &Arc<I>) -> bool {
+        same(&self.subject, id)
     }
 
     /// Copies `data` into the event as the fixed-size private data area of
@@ -123,8 +144,8 @@ pub struct ChannelBox {
     pub chan: Arc<Channel>,
 }
 
-static CHANNELS: LazyLock<Mutex<HashMap<usize, Arc<Channel>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// The channels handed out, by the C object's address.
+static CHANNELS: Handles<Arc<Channel>> = Handles::new();
 
 impl Channel {
     /// A new channel and its C object.
@@ -157,16 +178,12 @@ impl Channel {
             chan: chan.clone(),
         }));
         *chan.c_ptr.lock() = b as usize;
-        CHANNELS.lock().insert(b as usize, chan.clone());
+        CHANNELS.insert(b, chan.clone());
         Ok(chan)
     }
 
     pub fn lookup(p: *mut rdma_event_channel) -> Res<Arc<Channel>> {
-        CHANNELS
-            .lock()
-            .get(&(p as usize))
-            .cloned()
-            .ok_or(libc::EINVAL)
+        CHANNELS.get(p).ok_or(libc::EINVAL)
     }
 
     pub fn c_ptr(&self) -> *mut rdma_event_channel {
@@ -181,7 +198,7 @@ impl Channel {
         if p == 0 {
             return;
         }
-        CHANNELS.lock().remove(&p);
+        CHANNELS.remove(p as *const ChannelBox);
         let dropped: Vec<_> = {
             let mut q = self.q.lock();
             q.closed = true;
@@ -237,13 +254,13 @@ impl Channel {
     /// Takes every queued event owned by `owner` (for destroy and migrate).
     // Events stay boxed: their private-data pointer points into the box.
     #[allow(clippy::vec_box)]
-    pub fn take_for(&self, owner: &Arc<CmId>) -> Vec<Box<EventBox>> {
+    pub fn take_for<I: EventId>(&self, owner: &Arc<I>) -> Vec<Box<EventBox>> {
         let mut q = self.q.lock();
         let had_events = !q.events.is_empty();
         let mut taken = Vec::new();
         let mut kept = VecDeque::with_capacity(q.events.len());
         for e in q.events.drain(..) {
-            if Arc::ptr_eq(&e.owner, owner) {
+            if same(&e.owner, owner) {
                 taken.push(e);
             } else {
                 kept.push_back(e);
@@ -256,12 +273,8 @@ impl Channel {
         taken
     }
 
-    pub fn has_events_for(&self, id: &Arc<CmId>) -> bool {
-        self.q
-            .lock()
-            .events
-            .iter()
-            .any(|e| Arc::ptr_eq(&e.subject, id))
+    pub fn has_events_for<I: EventId>(&self, id: &Arc<I>) -> bool {
+        self.q.lock().events.iter().any(|e| e.is_about(id))
     }
 
     fn pop(&self) -> Res<Option<Box<EventBox>>> {

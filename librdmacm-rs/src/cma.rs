@@ -13,7 +13,8 @@ use crate::addr;
 use crate::channel::Channel;
 use crate::device;
 use crate::error::{entry, set_errno, to_c, Res};
-use crate::id::{self, CmId, REJ_CONSUMER_DEFINED, REJ_VENDOR_OPTION_NOT_SUPPORTED};
+use crate::id::{self, CmId};
+use crate::wire::{REJ_CONSUMER_DEFINED, REJ_VENDOR_OPTION_NOT_SUPPORTED};
 
 /// Reads an optional C address; a non-null one of a foreign family is EINVAL.
 ///

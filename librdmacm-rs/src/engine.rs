@@ -7,129 +7,118 @@
 //! bounded amount of reading per wakeup, so no peer can monopolise it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use std::sync::OnceLock;
+use verbs_rt::poller::{self, Event, Poller};
+use verbs_rt::ForkFresh;
 
-use crate::error::{check, Res};
-use crate::id::{CmId, TimerKind};
+use crate::error::Res;
 use crate::sock;
-use crate::wire::{Msg, MAX_FRAME};
+use crate::wire::{ConnInfo, Msg, MAX_FRAME, REJ_INVALID_SERVICE_ID};
 
 /// How long a freshly accepted connection may take to send its REQ.
 const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub const EV_IN: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-pub const EV_OUT: u32 = libc::EPOLLOUT as u32;
+pub const EV_IN: u32 = poller::IN | poller::RDHUP;
+pub const EV_OUT: u32 = poller::OUT;
+
+/// What the CM thread calls on an id. The ids sit above the thread (they
+/// register their sockets and arm their timers with it), so it knows them
+/// only through this.
+pub trait CmTarget: Send + Sync {
+    /// A listening id: the next connection waiting on its socket, if any.
+    fn accept_one(self: Arc<Self>) -> Option<OwnedFd>;
+    /// A listening id: a complete REQ arrived on a connection it accepted
+    /// (`token` names that connection in the set; `rest` is what followed).
+    fn on_request(self: Arc<Self>, fd: OwnedFd, token: u64, info: ConnInfo, rest: Vec<u8>);
+    /// Activity on the connection an id registered under `token`.
+    fn on_io(self: Arc<Self>, token: u64, events: u32);
+    /// A timer the id armed ran out; `cookie` is what it armed it with.
+    fn on_timer(self: Arc<Self>, cookie: u64);
+}
 
 /// A connection accepted by a listener whose REQ has not arrived yet.
 pub struct Accepted {
     fd: Option<OwnedFd>,
     inbuf: Vec<u8>,
-    listener: Weak<CmId>,
+    listener: Weak<dyn CmTarget>,
 }
 
 #[derive(Clone)]
 pub enum Entry {
-    Listener(Weak<CmId>),
+    Listener(Weak<dyn CmTarget>),
     Accepted(Arc<Mutex<Accepted>>),
-    Conn(Weak<CmId>),
+    Conn(Weak<dyn CmTarget>),
 }
 
 #[derive(Clone)]
 pub enum TimerTarget {
-    Id(Weak<CmId>, TimerKind, u64),
+    Id(Weak<dyn CmTarget>, u64),
     Accepted(u64),
 }
 
 pub struct Engine {
-    epfd: OwnedFd,
-    wakefd: OwnedFd,
+    poller: Poller,
     entries: Mutex<HashMap<u64, Entry>>,
     timers: Mutex<BTreeMap<(Instant, u64), TimerTarget>>,
     next: AtomicU64,
 }
 
-const WAKE_TOKEN: u64 = 0;
-
-static ENGINE: OnceLock<Engine> = OnceLock::new();
-/// Set once the CM thread runs; a failed spawn leaves it unset so the next
-/// call tries again rather than every caller waiting on a thread that
-/// never came.
-static THREAD: OnceLock<()> = OnceLock::new();
-/// Serialises the first `get`s, whose creation steps may fail.
-static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The process's engine once its thread runs. A forked child has no CM
+/// thread and must not touch its parent's epoll set (the same kernel
+/// object), so it starts its own engine on first use.
+static ENGINE: ForkFresh<Mutex<Option<&'static Engine>>> = ForkFresh::new(|| Mutex::new(None));
 
 fn create() -> Res<Engine> {
-    // SAFETY: plain syscalls; the descriptors are owned right away.
-    let epfd = unsafe { OwnedFd::from_raw_fd(check(libc::epoll_create1(libc::EPOLL_CLOEXEC))?) };
-    // SAFETY: as above.
-    let wakefd = unsafe {
-        OwnedFd::from_raw_fd(check(libc::eventfd(
-            0,
-            libc::EFD_CLOEXEC | libc::EFD_NONBLOCK,
-        ))?)
-    };
-    let e = Engine {
-        epfd,
-        wakefd,
+    Ok(Engine {
+        poller: Poller::new().map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?,
         entries: Mutex::new(HashMap::new()),
         timers: Mutex::new(BTreeMap::new()),
         next: AtomicU64::new(1),
-    };
-    e.ctl(
-        libc::EPOLL_CTL_ADD,
-        e.wakefd.as_raw_fd(),
-        WAKE_TOKEN,
-        libc::EPOLLIN as u32,
-    )?;
-    Ok(e)
+    })
 }
 
-/// The engine, with its thread running.
+/// The engine, with its thread running. A failed start (no descriptors,
+/// no thread) fails this call and the next one tries again.
 pub fn get() -> Res<&'static Engine> {
-    if let (Some(e), Some(())) = (ENGINE.get(), THREAD.get()) {
+    let mut slot = ENGINE.get().lock();
+    if let Some(e) = *slot {
         return Ok(e);
     }
-    let _g = STARTING.lock().unwrap_or_else(|p| p.into_inner());
-    if ENGINE.get().is_none() {
-        let _ = ENGINE.set(create()?);
+    let e: &'static Engine = Box::leak(Box::new(create()?));
+    if std::thread::Builder::new()
+        .name("rdmacm-cm".into())
+        .spawn(move || e.run())
+        .is_err()
+    {
+        // Nothing else holds it: give its descriptors back.
+        // SAFETY: `e` was leaked just above and shared with no one (the
+        // thread never started).
+        drop(unsafe { Box::from_raw(e as *const Engine as *mut Engine) });
+        return Err(libc::EAGAIN);
     }
-    let e = ENGINE.get().ok_or(libc::EIO)?;
-    if THREAD.get().is_none() {
-        std::thread::Builder::new()
-            .name("rdmacm-cm".into())
-            .spawn(move || e.run())
-            .map_err(|_| libc::EAGAIN)?;
-        let _ = THREAD.set(());
-    }
+    *slot = Some(e);
     Ok(e)
 }
 
 impl Engine {
-    fn ctl(&self, op: i32, fd: RawFd, token: u64, events: u32) -> Res<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: valid epoll descriptor and event buffer.
-        check(unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), op, fd, &mut ev) }).map(|_| ())
-    }
-
     /// Adds `fd` to the set; returns the token that names it.
     pub fn register(&self, fd: RawFd, entry: Entry, events: u32) -> Res<u64> {
         let token = self.next.fetch_add(1, Ordering::Relaxed);
         self.entries.lock().insert(token, entry);
-        if let Err(e) = self.ctl(libc::EPOLL_CTL_ADD, fd, token, events) {
+        if let Err(e) = self.poller.add(fd, token, events) {
             self.entries.lock().remove(&token);
-            return Err(e);
+            return Err(e.raw_os_error().unwrap_or(libc::EIO));
         }
         Ok(token)
     }
 
     pub fn modify(&self, fd: RawFd, token: u64, events: u32) {
-        let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, token, events);
+        let _ = self.poller.modify(fd, token, events);
     }
 
     pub fn set_entry(&self, token: u64, entry: Entry) {
@@ -138,7 +127,7 @@ impl Engine {
 
     /// Removes `fd` from the set. Call before closing it.
     pub fn deregister(&self, fd: RawFd, token: u64) {
-        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, token, 0);
+        let _ = self.poller.delete(fd);
         self.entries.lock().remove(&token);
     }
 
@@ -151,44 +140,30 @@ impl Engine {
     }
 
     fn wake(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-        unsafe { libc::write(self.wakefd.as_raw_fd(), &one as *const u64 as *const _, 8) };
+        self.poller.wake();
     }
 
     fn run(&self) -> ! {
-        let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+        let mut evs: Vec<Event> = Vec::with_capacity(64);
         loop {
-            let timeout = match self.timers.lock().keys().next() {
-                None => -1,
-                Some((when, _)) => {
-                    let d = when.saturating_duration_since(Instant::now());
-                    // Round up so we never wake just before the deadline.
-                    d.as_millis().min(60_000) as i32 + i32::from(d.subsec_nanos() % 1_000_000 != 0)
-                }
-            };
-            // SAFETY: `evs` has room for 64 events.
-            let n = unsafe {
-                libc::epoll_wait(
-                    self.epfd.as_raw_fd(),
-                    evs.as_mut_ptr(),
-                    evs.len() as i32,
-                    timeout,
-                )
-            };
-            for ev in evs.iter().take(n.max(0) as usize) {
-                let (token, events) = (ev.u64, ev.events);
-                if token == WAKE_TOKEN {
-                    let mut v: u64 = 0;
-                    // SAFETY: reads 8 bytes into a valid u64.
-                    unsafe { libc::read(self.wakefd.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
+            let timeout = self.timers.lock().keys().next().map(|(when, _)| {
+                let d = when.saturating_duration_since(Instant::now());
+                // Whole milliseconds, rounded up, so we never wake just
+                // before the deadline.
+                Duration::from_millis((d.as_nanos().div_ceil(1_000_000) as u64).min(60_000))
+            });
+            self.poller.wait(&mut evs, timeout);
+            for ev in &evs {
+                let (token, events) = poller::parts(ev);
+                if token == Poller::WAKE {
+                    self.poller.clear_wake();
                     continue;
                 }
                 let entry = self.entries.lock().get(&token).cloned();
                 match entry {
                     Some(Entry::Listener(w)) => {
                         if let Some(id) = w.upgrade() {
-                            self.on_listener(&id);
+                            self.on_listener(id);
                         }
                     }
                     Some(Entry::Accepted(a)) => self.on_accepted(token, &a),
@@ -214,9 +189,9 @@ impl Engine {
         };
         for target in due {
             match target {
-                TimerTarget::Id(w, kind, gen) => {
+                TimerTarget::Id(w, cookie) => {
                     if let Some(id) = w.upgrade() {
-                        id.on_timer(kind, gen);
+                        id.on_timer(cookie);
                     }
                 }
                 TimerTarget::Accepted(token) => {
@@ -229,14 +204,14 @@ impl Engine {
         }
     }
 
-    fn on_listener(&self, listener: &Arc<CmId>) {
-        while let Some(fd) = listener.accept_one() {
+    fn on_listener(&self, listener: Arc<dyn CmTarget>) {
+        while let Some(fd) = listener.clone().accept_one() {
             sock::set_conn_options(&fd);
             let raw = fd.as_raw_fd();
             let acc = Arc::new(Mutex::new(Accepted {
                 fd: Some(fd),
                 inbuf: Vec::new(),
-                listener: Arc::downgrade(listener),
+                listener: Arc::downgrade(&listener),
             }));
             match self.register(raw, Entry::Accepted(acc.clone()), EV_IN) {
                 Ok(token) => self.arm(FIRST_MESSAGE_TIMEOUT, TimerTarget::Accepted(token)),
@@ -264,8 +239,8 @@ impl Engine {
                 let listener = a.listener.upgrade();
                 drop(a);
                 match listener {
-                    Some(l) => CmId::on_request(&l, fd, token, info, rest),
-                    None => self.refuse(token, fd, crate::id::REJ_INVALID_SERVICE_ID),
+                    Some(l) => l.on_request(fd, token, info, rest),
+                    None => self.refuse(token, fd, REJ_INVALID_SERVICE_ID),
                 }
             }
             Ok(None) if !eof => a.fd = Some(fd),

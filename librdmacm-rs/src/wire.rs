@@ -36,6 +36,12 @@ pub const REQ_PDATA: usize = 56;
 pub const REP_PDATA: usize = 196;
 pub const REJ_PDATA: usize = 148;
 
+/// IB CM reject reasons we produce (the values are the IB spec's).
+pub const REJ_TIMEOUT: u16 = 1;
+pub const REJ_INVALID_SERVICE_ID: u16 = 8;
+pub const REJ_CONSUMER_DEFINED: u16 = 28;
+pub const REJ_VENDOR_OPTION_NOT_SUPPORTED: u16 = 35;
+
 const KIND_REQ: u8 = 1;
 const KIND_MRA: u8 = 2;
 const KIND_REP: u8 = 3;

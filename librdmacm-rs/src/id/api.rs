@@ -104,7 +104,7 @@ impl CmId {
         let fd = st.sock.as_ref().ok_or(libc::EINVAL)?;
         sock::listen(fd, 1024)?;
         let raw = fd.as_raw_fd();
-        st.token = engine::get()?.register(raw, Entry::Listener(Arc::downgrade(self)), EV_IN)?;
+        st.token = engine::get()?.register(raw, Entry::Listener(self.as_target()), EV_IN)?;
         st.phase = Phase::Listening;
         Ok(())
     }
@@ -572,17 +572,19 @@ impl CmId {
         };
         // Connect requests nobody retrieved die with their listener.
         for ev in removed {
-            if ev.post == Post::ConnectRequest && !Arc::ptr_eq(&ev.subject, self) {
-                let sub = ev.subject.clone();
+            if ev.post == Post::ConnectRequest && !ev.is_about(self) {
+                let sub = cm_id(&ev.subject);
                 drop(ev);
-                sub.destroy();
+                if let Some(sub) = sub {
+                    sub.destroy();
+                }
             }
         }
         if !held.is_null() {
             ack(held);
         }
         self.wait_acked();
-        IDS.lock().remove(&(self.raw as usize));
+        IDS.remove(self.raw as *const c_void);
         let mut st = self.st.lock();
         let c = self.cs(&mut st);
         if !c.route.path_rec.is_null() {

@@ -63,12 +63,16 @@ impl CmId {
                 st.linger_gen
             }
         };
+        // The CM thread hands the cookie back: the generation, and the
+        // kind in the low bit.
+        let cookie = gen << 1 | kind as u64;
         if let Ok(e) = engine::get() {
-            e.arm(after, TimerTarget::Id(Arc::downgrade(self), kind, gen));
+            e.arm(after, TimerTarget::Id(self.as_target(), cookie));
         }
     }
 
-    pub fn on_timer(self: &Arc<Self>, kind: TimerKind, gen: u64) {
+    pub fn on_timer(self: &Arc<Self>, cookie: u64) {
+        let (gen, kind) = (cookie >> 1, TimerKind::from_bit(cookie & 1));
         let mut st = self.st.lock();
         if st.destroyed {
             return;

@@ -37,7 +37,7 @@ impl CmId {
     pub(super) fn register(self: &Arc<Self>, st: &mut IdState, events: u32) -> Res<()> {
         let fd = st.sock.as_ref().ok_or(libc::EINVAL)?.as_raw_fd();
         let e = engine::get()?;
-        st.token = e.register(fd, Entry::Conn(Arc::downgrade(self)), events)?;
+        st.token = e.register(fd, Entry::Conn(self.as_target()), events)?;
         st.out_armed = events & EV_OUT != 0;
         Ok(())
     }

@@ -9,7 +9,6 @@
 //! its own thread, never by the CM thread: applications may destroy their
 //! QP with `ibv_destroy_qp` while the CM thread runs.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,14 +20,19 @@ use parking_lot::{Condvar, Mutex};
 use std::sync::LazyLock;
 use verbs_abi::*;
 
+use verbs_rt::Handles;
+
 use crate::addr;
-use crate::channel::{Channel, EventBox, Post};
+use crate::channel::{Channel, EventBox, EventId, Post};
 use crate::device::{self, Local};
-use crate::engine::{self, Entry, TimerTarget, EV_IN, EV_OUT};
+use crate::engine::{self, CmTarget, Entry, TimerTarget, EV_IN, EV_OUT};
 use crate::error::{errno, trace, Res};
 use crate::ffi;
 use crate::sock;
-use crate::wire::{ConnInfo, Msg, MAX_FRAME, REJ_PDATA, REP_PDATA, REQ_PDATA};
+use crate::wire::{
+    ConnInfo, Msg, MAX_FRAME, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID, REJ_PDATA, REJ_TIMEOUT,
+    REP_PDATA, REQ_PDATA,
+};
 
 mod api;
 mod events;
@@ -37,12 +41,6 @@ mod passive;
 mod qp;
 mod resolve;
 mod retrieve;
-
-/// IB CM reject reasons we produce (the values are the IB spec's).
-pub const REJ_TIMEOUT: u16 = 1;
-pub const REJ_INVALID_SERVICE_ID: u16 = 8;
-pub const REJ_CONSUMER_DEFINED: u16 = 28;
-pub const REJ_VENDOR_OPTION_NOT_SUPPORTED: u16 = 35;
 
 /// The QP ack timeout when the application sets none (IB encoding:
 /// 4.096 us * 2^14, about 67 ms).
@@ -84,9 +82,47 @@ const OUTBUF_LIMIT: usize = 4 * MAX_FRAME;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimerKind {
     /// Protocol deadlines, the timewait timer and a listener's accept retry.
-    Proto,
+    Proto = 0,
     /// Closing a connection the peer did not close itself.
-    Linger,
+    Linger = 1,
+}
+
+impl TimerKind {
+    fn from_bit(b: u64) -> TimerKind {
+        if b == 0 {
+            TimerKind::Proto
+        } else {
+            TimerKind::Linger
+        }
+    }
+}
+
+impl CmId {
+    /// The id as the CM thread holds it (weakly: an id dies when the
+    /// application destroys it, whatever is registered).
+    fn as_target(self: &Arc<Self>) -> std::sync::Weak<dyn CmTarget> {
+        let w: std::sync::Weak<CmId> = Arc::downgrade(self);
+        w
+    }
+}
+
+/// How the CM thread reaches an id.
+impl CmTarget for CmId {
+    fn accept_one(self: Arc<Self>) -> Option<OwnedFd> {
+        CmId::accept_one(&self)
+    }
+
+    fn on_request(self: Arc<Self>, fd: OwnedFd, token: u64, info: ConnInfo, rest: Vec<u8>) {
+        CmId::on_request(&self, fd, token, info, rest)
+    }
+
+    fn on_io(self: Arc<Self>, token: u64, events: u32) {
+        CmId::on_io(&self, token, events)
+    }
+
+    fn on_timer(self: Arc<Self>, cookie: u64) {
+        CmId::on_timer(&self, cookie)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,8 +224,9 @@ unsafe impl Send for CmId {}
 // SAFETY: as above.
 unsafe impl Sync for CmId {}
 
-static IDS: LazyLock<Mutex<HashMap<usize, Arc<CmId>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// The ids handed out, by the C object's address (a forked child starts
+/// with none, as its parent's ids are not its own).
+static IDS: Handles<Arc<CmId>> = Handles::new();
 
 fn random_psn() -> u32 {
     let mut v: u32 = 0;
@@ -266,12 +303,12 @@ impl CmId {
             acked: Condvar::new(),
             pending_reqs: AtomicU32::new(0),
         });
-        IDS.lock().insert(raw as usize, id.clone());
+        IDS.insert(raw, id.clone());
         id
     }
 
     pub fn lookup(p: *mut rdma_cm_id) -> Res<Arc<CmId>> {
-        IDS.lock().get(&(p as usize)).cloned().ok_or(libc::EINVAL)
+        IDS.get(p).ok_or(libc::EINVAL)
     }
 
     /// The C object applications see.
@@ -443,6 +480,22 @@ pub fn deliver(mut ev: Box<EventBox>) -> *mut rdma_cm_event {
     p as *mut rdma_cm_event
 }
 
+impl EventId for CmId {
+    fn c_id(&self) -> *mut rdma_cm_id {
+        self.c()
+    }
+
+    fn note_reported(&self) {
+        CmId::note_reported(self);
+    }
+}
+
+/// The id an event's owner or subject is (ids are the only `EventId`).
+fn cm_id(e: &Arc<dyn EventId>) -> Option<Arc<CmId>> {
+    let any: Arc<dyn std::any::Any + Send + Sync> = e.clone();
+    any.downcast().ok()
+}
+
 /// `rdma_ack_cm_event`: frees the event and counts the ack.
 pub fn ack(p: *mut rdma_cm_event) -> bool {
     if !OUTSTANDING.lock().remove(&(p as usize)) {
@@ -450,8 +503,10 @@ pub fn ack(p: *mut rdma_cm_event) -> bool {
     }
     // SAFETY: `p` came from `deliver` (Box::into_raw) and was outstanding.
     let ev = unsafe { Box::from_raw(p as *mut EventBox) };
-    let owner = ev.owner.clone();
+    let owner = cm_id(&ev.owner);
     drop(ev);
-    owner.complete_one();
+    if let Some(owner) = owner {
+        owner.complete_one();
+    }
     true
 }

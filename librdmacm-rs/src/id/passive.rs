@@ -56,7 +56,7 @@ impl CmId {
             ns.sock = Some(fd);
             ns.token = token;
             ns.inbuf = rest;
-            eng.set_entry(token, Entry::Conn(Arc::downgrade(&new)));
+            eng.set_entry(token, Entry::Conn(new.as_target()));
             new.send(&mut ns, &Msg::Mra);
         }
         let mut ev = EventBox::new(listener, &new, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
@@ -127,7 +127,7 @@ impl CmId {
 
     /// Drops a half-made id that was never shown to the application.
     pub(super) fn forget(self: &Arc<Self>) {
-        IDS.lock().remove(&(self.raw as usize));
+        IDS.remove(self.raw as *const c_void);
         let st = self.st.lock();
         if st.sync {
             st.chan.destroy();

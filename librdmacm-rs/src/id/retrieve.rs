@@ -10,13 +10,17 @@ impl CmId {
         match ev.post {
             Post::None => {}
             Post::ConnectRequest => {
-                let listener = ev.owner.clone();
+                let Some(listener) = cm_id(&ev.owner) else {
+                    return;
+                };
                 listener.pending_reqs.fetch_sub(1, Ordering::Relaxed);
                 // rdma-core makes the new id when the request is retrieved,
                 // on the listener's channel of that moment: follow the
                 // listener if it migrated since the request arrived.
                 let ls = listener.st.lock();
-                let id = ev.subject.clone();
+                let Some(id) = cm_id(&ev.subject) else {
+                    return;
+                };
                 let mut ns = id.st.lock();
                 if !ls.sync && !ns.sync && !Arc::ptr_eq(&ns.chan, &ls.chan) {
                     let old = std::mem::replace(&mut ns.chan, ls.chan.clone());
@@ -27,14 +31,18 @@ impl CmId {
                 }
             }
             Post::QpToErr => {
-                let id = ev.subject.clone();
+                let Some(id) = cm_id(&ev.subject) else {
+                    return;
+                };
                 let mut st = id.st.lock();
                 if !st.destroyed {
                     qp_to_err(id.qp(&mut st));
                 }
             }
             Post::ConnectReply => {
-                let id = ev.subject.clone();
+                let Some(id) = cm_id(&ev.subject) else {
+                    return;
+                };
                 let mut st = id.st.lock();
                 if st.destroyed {
                     return;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use verbs_abi::*;
 
 use crate::context::CtxShared;
-use crate::handles::Handles;
 use crate::pd::{Pd, PDS};
 use crate::util::{ptr_or_errno, set_errno};
+use verbs_rt::Handles;
 
 /// The AHs handed out and not destroyed.
 pub static AHS: Handles<Arc<Ah>> = Handles::new();

@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use parking_lot::Mutex;
 use verbs_abi::*;
 
-use crate::handles::{Ctx, Handles};
-use crate::util::{event_pipe, read_record, set_errno, write_record, ForkFresh};
+use crate::handles::Ctx;
+use crate::util::{event_pipe, read_record, set_errno, write_record};
+use verbs_rt::ForkFresh;
+use verbs_rt::Handles;
 
 /// The completion channels handed out and not destroyed.
 pub static CHANNELS: Handles<Ctx> = Handles::new();

@@ -21,7 +21,8 @@ use parking_lot::{Condvar, Mutex};
 use verbs_abi::*;
 
 use crate::device::{device_attr, port_attr, DeviceInfo, CORE_CLOCK_KHZ};
-use crate::util::{event_pipe, read_record, set_errno, write_record, ForkFresh};
+use crate::util::{event_pipe, read_record, set_errno, write_record};
+use verbs_rt::ForkFresh;
 
 /// Counts events handed to the application and acknowledgements received,
 /// so destroying the object can wait for the two to match.

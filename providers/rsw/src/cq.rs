@@ -31,8 +31,9 @@ use crate::channel::CHANNELS;
 use crate::channel::{self, Channel};
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::device::MAX_CQE;
-use crate::handles::{Ctx, Handles};
+use crate::handles::Ctx;
 use crate::util::{mono_ns, set_errno, wall_ns};
+use verbs_rt::Handles;
 
 /// The CQs handed out and not destroyed.
 pub static CQS: Handles<Ctx> = Handles::new();

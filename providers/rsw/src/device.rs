@@ -15,7 +15,8 @@ use verbs_abi::provider::{ProviderDevice, DEVICE_NAME_MAX};
 use verbs_abi::*;
 
 pub use crate::gid::{gid_as_ipv4, ipv4_mapped};
-use crate::util::{copy_cstr, ForkFresh};
+use crate::util::copy_cstr;
+use verbs_rt::ForkFresh;
 
 // Limits we advertise. They are what the implementation enforces, chosen so
 // preallocated queues stay reasonable in memory.

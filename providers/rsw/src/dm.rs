@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use verbs_abi::*;
 
 use crate::device::MAX_DM_SIZE;
-use crate::handles::{Ctx, Handles};
+use crate::handles::Ctx;
 use crate::mr::MrEntry;
 use crate::pd::{Pd, PDS};
 use crate::util::set_errno;
+use verbs_rt::Handles;
 
 /// The DM allocations handed out and not freed.
 pub static DMS: Handles<Ctx> = Handles::new();

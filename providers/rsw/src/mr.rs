@@ -19,10 +19,12 @@ use std::sync::LazyLock;
 use parking_lot::{RwLock, RwLockReadGuard};
 use verbs_abi::*;
 
-use crate::handles::{Ctx, Handles};
+use crate::handles::Ctx;
 use crate::pd::Pd;
 use crate::pd::PDS;
-use crate::util::{iov, set_errno, ForkFresh};
+use crate::util::{iov, set_errno};
+use verbs_rt::ForkFresh;
+use verbs_rt::Handles;
 
 /// The MRs handed out and not deregistered.
 pub static MRS: Handles<Ctx> = Handles::new();

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use verbs_abi::*;
 
-use crate::handles::Handles;
 use crate::pd::{Pd, PDS};
 use crate::util::set_errno;
+use verbs_rt::Handles;
 
 /// The windows handed out and not deallocated.
 pub static MWS: Handles<Arc<Mw>> = Handles::new();

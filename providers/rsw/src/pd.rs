@@ -8,8 +8,9 @@ use std::sync::Arc;
 use verbs_abi::*;
 
 use crate::context::{Context, CtxShared};
-use crate::handles::{Ctx, Handles};
+use crate::handles::Ctx;
 use crate::util::set_errno;
+use verbs_rt::Handles;
 
 /// The PDs handed out and not deallocated.
 pub static PDS: Handles<Ctx> = Handles::new();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::progress::{engine, token, Kind, Target};
-use crate::util::ForkFresh;
+use verbs_rt::ForkFresh;
 
 /// The engine serial of the link watch: above every QP's (they count up
 /// from 1), inside the token's serial bits.

@@ -14,13 +14,19 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
+use rustix::time::{
+    timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
+    Timespec,
+};
+use verbs_rt::poller::{self, Event, Poller};
+use verbs_rt::ForkFresh;
 
-use crate::util::{mono_ns, ForkFresh};
+use crate::util::mono_ns;
 
 /// Which descriptor of a QP an event is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +46,7 @@ pub enum Kind {
     Group(usize),
 }
 
-const TOK_EVENTFD: u64 = u64::MAX;
+const TOK_EVENTFD: u64 = Poller::WAKE;
 const TOK_TIMER: u64 = u64::MAX - 1;
 const MAX_PENDING_SLOTS: usize = 1 << 14;
 
@@ -87,21 +93,11 @@ pub trait Target: Send + Sync {
 }
 
 pub struct Engine {
-    epfd: OwnedFd,
-    evfd: OwnedFd,
+    poller: Poller,
     tfd: OwnedFd,
     qps: Mutex<HashMap<u64, Weak<dyn Target>>>,
     kicks: Mutex<Vec<u64>>,
     timers: Mutex<Timers>,
-}
-
-fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
-    if fd < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        // SAFETY: a fresh descriptor returned by the kernel.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
 }
 
 static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
@@ -142,7 +138,7 @@ pub fn unwatch(fd: RawFd) {
     let p = ENGINE.load(Ordering::Acquire);
     if !p.is_null() {
         // SAFETY: engines are leaked, never freed.
-        let _ = unsafe { &*p }.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+        let _ = unsafe { &*p }.poller.delete(fd);
     }
 }
 
@@ -154,72 +150,46 @@ extern "C" fn after_fork_child() {
     let old = ENGINE.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if !old.is_null() {
         // SAFETY: the old engine is leaked and never used again in this
-        // process; closing its descriptors here is their only close.
+        // process (nor dropped: its tables' locks may be held by threads
+        // the child does not have); closing its descriptors here is their
+        // only close.
         unsafe {
             let e = &*old;
-            libc::close(e.epfd.as_raw_fd());
-            libc::close(e.evfd.as_raw_fd());
-            libc::close(e.tfd.as_raw_fd());
+            for fd in e.poller.raw_fds().into_iter().chain([e.tfd.as_raw_fd()]) {
+                libc::close(fd);
+            }
         }
     }
 }
 
 impl Engine {
     fn new() -> io::Result<Engine> {
-        // SAFETY: plain descriptor-creating syscalls; results are checked.
-        let (epfd, evfd, tfd) = unsafe {
-            (
-                owned(libc::epoll_create1(libc::EPOLL_CLOEXEC))?,
-                owned(libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK))?,
-                owned(libc::timerfd_create(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
-                ))?,
-            )
-        };
-        let e = Engine {
-            epfd,
-            evfd,
+        let poller = Poller::new()?;
+        let tfd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK,
+        )?;
+        poller.add_owned(&tfd, TOK_TIMER)?;
+        Ok(Engine {
+            poller,
             tfd,
             qps: Mutex::new(HashMap::new()),
             kicks: Mutex::new(Vec::with_capacity(64)),
             timers: Mutex::new(Timers::default()),
-        };
-        e.ctl(
-            libc::EPOLL_CTL_ADD,
-            e.evfd.as_raw_fd(),
-            TOK_EVENTFD,
-            libc::EPOLLIN as u32,
-        )?;
-        e.ctl(
-            libc::EPOLL_CTL_ADD,
-            e.tfd.as_raw_fd(),
-            TOK_TIMER,
-            libc::EPOLLIN as u32,
-        )?;
-        Ok(e)
-    }
-
-    fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: ev is a valid epoll_event; fd is a descriptor the caller owns.
-        if unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), op, fd, &mut ev) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        })
     }
 
     /// Starts watching `fd` (level-triggered). Closing the descriptor stops
     /// the watch.
     pub fn add(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, token, events)
+        self.poller.add(fd, token, events)
     }
 
     /// Changes what `fd` is watched for (and under which token). Safe to
     /// call from any thread: a newly wanted, already-true condition wakes
     /// the engine by itself.
     pub fn modify(&self, fd: RawFd, token: u64, events: u32) {
-        let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, token, events);
+        let _ = self.poller.modify(fd, token, events);
     }
 
     pub fn register_qp<T: Target + 'static>(&self, serial: u64, qp: &Arc<T>) {
@@ -239,15 +209,7 @@ impl Engine {
     /// was posted while an incoming SEND waits for one).
     pub fn kick(&self, serial: u64) {
         self.kicks.lock().push(serial);
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-        unsafe {
-            libc::write(
-                self.evfd.as_raw_fd(),
-                &one as *const u64 as *const libc::c_void,
-                8,
-            )
-        };
+        self.poller.wake();
     }
 
     /// Calls the QP's `on_timer` at or after `deadline` (monotonic ns).
@@ -261,40 +223,27 @@ impl Engine {
     }
 
     fn arm(&self, deadline: u64) {
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
+        let spec = Itimerspec {
+            it_interval: Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            it_value: libc::timespec {
-                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
-                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+            it_value: Timespec {
+                tv_sec: (deadline / 1_000_000_000) as _,
+                tv_nsec: (deadline % 1_000_000_000) as _,
             },
         };
-        // SAFETY: spec is a valid itimerspec; an all-zero value disarms.
-        unsafe {
-            libc::timerfd_settime(
-                self.tfd.as_raw_fd(),
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            )
-        };
+        let _ = timerfd_settime(&self.tfd, TimerfdTimerFlags::ABSTIME, &spec);
     }
 
     fn run(&self) {
-        // SAFETY: epoll_event is plain data; all-zero is a valid value.
-        let mut evs: [libc::epoll_event; 64] = unsafe { std::mem::zeroed() };
+        let mut evs: Vec<Event> = Vec::with_capacity(64);
         let mut kicks: Vec<u64> = Vec::with_capacity(64);
         let mut due: Vec<u64> = Vec::with_capacity(16);
         loop {
-            // SAFETY: evs has room for the 64 events we ask for.
-            let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), 64, -1) };
-            if n < 0 {
-                continue;
-            }
-            for ev in &evs[..n as usize] {
-                let (tok, bits) = (ev.u64, ev.events);
+            self.poller.wait(&mut evs, None);
+            for ev in &evs {
+                let (tok, bits) = poller::parts(ev);
                 match tok {
                     TOK_EVENTFD => self.run_kicks(&mut kicks),
                     TOK_TIMER => self.run_timers(&mut due),
@@ -314,7 +263,7 @@ impl Engine {
     fn run_kicks(&self, kicks: &mut Vec<u64>) {
         // Reset the eventfd before taking the queue: a kick queued after
         // the swap makes it readable again.
-        drain_counter(&self.evfd);
+        self.poller.clear_wake();
         std::mem::swap(kicks, &mut *self.kicks.lock());
         kicks.sort_unstable();
         kicks.dedup();
@@ -327,7 +276,7 @@ impl Engine {
 
     /// Runs the timers that are due and re-arms for the next one.
     fn run_timers(&self, due: &mut Vec<u64>) {
-        drain_counter(&self.tfd);
+        poller::drain(&self.tfd);
         let now = mono_ns();
         {
             let mut t = self.timers.lock();
@@ -349,13 +298,6 @@ impl Engine {
             }
         }
     }
-}
-
-/// Resets an eventfd or timerfd (both non-blocking) to not readable.
-fn drain_counter(fd: &OwnedFd) {
-    let mut v: u64 = 0;
-    // SAFETY: reads 8 bytes into a valid u64.
-    unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
 }
 
 #[cfg(test)]

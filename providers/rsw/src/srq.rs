@@ -21,13 +21,13 @@ use std::sync::Weak;
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::cq::{Cq, CQS};
 use crate::device::{MAX_SGE, MAX_SRQ_WR};
-use crate::handles::Handles;
 use crate::pd::{Pd, PDS};
 use crate::progress::engine;
-use crate::util::ForkFresh;
 use crate::util::{ptr_or_errno, set_errno};
 use crate::wq::ring::{RecvQueue, RecvWqe};
 use crate::xrcd::{Domain, Xrcd};
+use verbs_rt::ForkFresh;
+use verbs_rt::Handles;
 
 /// The SRQs handed out and not destroyed.
 pub static SRQS: Handles<Arc<Srq>> = Handles::new();

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use verbs_abi::*;
 
-use crate::handles::{Ctx, Handles};
+use crate::handles::Ctx;
 use crate::util::set_errno;
+use verbs_rt::Handles;
 
 /// The TDs handed out and not deallocated.
 pub static TDS: Handles<Ctx> = Handles::new();

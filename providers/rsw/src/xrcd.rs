@@ -15,8 +15,10 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use verbs_abi::*;
 
-use crate::handles::{Ctx, Handles};
-use crate::util::{set_errno, ForkFresh};
+use crate::handles::Ctx;
+use crate::util::set_errno;
+use verbs_rt::ForkFresh;
+use verbs_rt::Handles;
 
 /// The domain behind one or more open handles.
 pub struct Domain {

@@ -22,7 +22,7 @@ use std::sync::{Arc, Weak};
 
 use verbs_abi::*;
 
-use crate::handles::Handles;
+use verbs_rt::Handles;
 
 /// The QPs handed out and not destroyed.
 pub static QPS: Handles<Weak<Qp>> = Handles::new();

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 
 use crate::device::{MAX_MCAST_GRP, MAX_MCAST_QP_ATTACH};
 use crate::transport::udp::UdpEndpoint;
-use crate::util::ForkFresh;
+use verbs_rt::ForkFresh;
 
 /// A UD QP's transport state.
 pub struct Dgram {
