@@ -41,24 +41,7 @@ macro_rules! warning {
 }
 pub(crate) use warning;
 
-/// The body of an exported verb, in one shape. The body is a block
-/// returning a `Result` (so `?` works in it); the first word picks the C
-/// convention: `int` (0 or a positive errno, also stored in errno), `ptr`
-/// (the pointer, or NULL with errno set), `minus_one` (0, or -1 with
-/// errno). Nothing unwinds out of it: the libraries are built with
-/// `panic = "abort"`. The debug toolkit's tracer hooks in here.
-macro_rules! entry {
-    (int, $body:block) => {
-        $crate::util::int_ret((|| $body)())
-    };
-    (ptr, $body:block) => {
-        $crate::util::ptr_ret((|| $body)())
-    };
-    (minus_one, $body:block) => {
-        $crate::util::minus_one_ret((|| $body)())
-    };
-}
-pub(crate) use entry;
+pub(crate) use verbs_abi::entry;
 
 /// A provider's int return (0 or a positive errno) as a Result.
 pub(crate) fn errno_result(rc: c_int) -> Result<(), c_int> {
@@ -69,37 +52,7 @@ pub(crate) fn errno_result(rc: c_int) -> Result<(), c_int> {
     }
 }
 
-/// Maps an int verb's outcome to its C return: 0 or a positive errno. The
-/// errno is also stored so `perror` after a failed call says something true.
-pub(crate) fn int_ret(r: Result<(), c_int>) -> c_int {
-    match r {
-        Ok(()) => 0,
-        Err(e) => {
-            set_errno(e);
-            e
-        }
-    }
-}
-
-/// Maps a constructor's outcome to its C return: the pointer, or NULL with
-/// errno set. A NULL from a provider keeps the errno the provider set.
-pub(crate) fn ptr_ret<T>(r: Result<*mut T, c_int>) -> *mut T {
-    match r {
-        Ok(p) => p,
-        Err(e) => {
-            set_errno(e);
-            core::ptr::null_mut()
-        }
-    }
-}
-
-/// For verbs whose C convention is 0 / -1 with errno.
-pub(crate) fn minus_one_ret(r: Result<(), c_int>) -> c_int {
-    match r {
-        Ok(()) => 0,
-        Err(e) => {
-            set_errno(e);
-            -1
-        }
-    }
-}
+// The C return conventions, under the names the verbs use.
+pub(crate) use verbs_abi::errno::{
+    int_or_errno as int_ret, minus_one_or_errno as minus_one_ret, ptr_or_errno as ptr_ret,
+};

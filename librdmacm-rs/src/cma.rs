@@ -128,7 +128,7 @@ pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
     // SAFETY: forwarded caller guarantee.
     let a = unsafe { opt_addr(addr) };
-    entry!(c, {
+    entry!(minus_one, {
         let a = a?.ok_or(libc::EINVAL)?;
         lookup(id)?.bind(a)
     })
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 ) -> c_int {
     // SAFETY: forwarded caller guarantee.
     let (src, dst) = unsafe { (opt_addr(src_addr), opt_addr(dst_addr)) };
-    entry!(c, {
+    entry!(minus_one, {
         let dst = dst?.ok_or(libc::EINVAL)?;
         let src = src?;
         let i = lookup(id)?;
@@ -156,7 +156,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 
 #[no_mangle]
 pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    entry!(c, {
+    entry!(minus_one, {
         let i = lookup(id)?;
         i.resolve_route()?;
         sync_complete(&i)
@@ -177,7 +177,7 @@ pub unsafe extern "C" fn rdma_connect(
 ) -> c_int {
     // SAFETY: null or valid per the caller.
     let p = unsafe { conn_param.as_ref() };
-    entry!(c, {
+    entry!(minus_one, {
         let i = lookup(id)?;
         i.connect(p)?;
         sync_complete(&i)
@@ -193,7 +193,7 @@ pub unsafe extern "C" fn rdma_accept(
 ) -> c_int {
     // SAFETY: null or valid per the caller.
     let p = unsafe { conn_param.as_ref() };
-    entry!(c, {
+    entry!(minus_one, {
         let i = lookup(id)?;
         i.accept(p)?;
         sync_complete(&i)
@@ -245,7 +245,7 @@ pub unsafe extern "C" fn rdma_reject_ece(
 
 #[no_mangle]
 pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
-    entry!(c, {
+    entry!(minus_one, {
         let i = lookup(id)?;
         if i.disconnect()? {
             sync_complete(&i)?;
@@ -274,7 +274,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     if event.is_null() {
         return to_c(Err(libc::EINVAL));
     }
-    entry!(c, {
+    entry!(minus_one, {
         let ch = Channel::lookup(channel)?;
         let p = id::deliver(ch.get()?);
         // SAFETY: checked non-null; the caller provides the slot.
@@ -335,7 +335,7 @@ pub unsafe extern "C" fn rdma_set_option(
 
 #[no_mangle]
 pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
-    entry!(c, {
+    entry!(minus_one, {
         let i = lookup(id)?;
         let ch = if channel.is_null() {
             None
@@ -738,7 +738,7 @@ pub extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut sockadd
 pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
     // SAFETY: null or valid per the caller.
     let e = unsafe { ece.as_ref() };
-    entry!(c, {
+    entry!(minus_one, {
         let i = lookup(id)?;
         let e = e.ok_or(libc::EINVAL)?;
         let has_qp = i.with_c(|c, _| !c.qp.is_null());
@@ -753,7 +753,7 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
 /// `ece` must be null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    entry!(c, {
+    entry!(minus_one, {
         let i = lookup(id)?;
         if ece.is_null() || i.with_c(|c, _| !c.qp.is_null()) {
             return Err(libc::EINVAL);

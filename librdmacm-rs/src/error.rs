@@ -7,28 +7,10 @@ pub type Res<T> = Result<T, i32>;
 
 pub use verbs_abi::errno::{errno, set_errno};
 
-/// The body of an exported call: `entry!(c, { ... })` runs a block
-/// returning `Res<()>` (`?` works in it) and gives librdmacm's C
-/// convention, 0 or -1 with errno. Nothing unwinds out of it: the library
-/// is built with `panic = "abort"`. The debug toolkit's tracer hooks in
-/// here.
-macro_rules! entry {
-    (c, $body:block) => {
-        $crate::error::to_c((|| $body)())
-    };
-}
-pub(crate) use entry;
+pub(crate) use verbs_abi::entry;
 
 /// The C convention of librdmacm: 0, or -1 with errno.
-pub fn to_c(r: Res<()>) -> c_int {
-    match r {
-        Ok(()) => 0,
-        Err(e) => {
-            set_errno(e);
-            -1
-        }
-    }
-}
+pub use verbs_abi::errno::minus_one_or_errno as to_c;
 
 /// Turns a libc return value (-1 on failure) into a `Res`.
 pub fn check(ret: c_int) -> Res<c_int> {

@@ -19,6 +19,48 @@ pub fn ptr_or_errno<T>(r: Result<*mut T, c_int>) -> *mut T {
     })
 }
 
+/// An int verb's C result: 0, or a positive errno (also stored in `errno`,
+/// so `perror` after a failed call says something true).
+pub fn int_or_errno(r: Result<(), c_int>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            e
+        }
+    }
+}
+
+/// The 0 / -1-with-errno convention (librdmacm, a few verbs).
+pub fn minus_one_or_errno(r: Result<(), c_int>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+/// The body of an exported call, in one shape for every library. The body
+/// is a block returning a `Result` (so `?` works in it); the first word
+/// picks the C convention: `int` (0 or a positive errno, also stored in
+/// errno), `ptr` (the pointer, or NULL with errno set), `minus_one` (0, or
+/// -1 with errno). Nothing unwinds out of it: the libraries are built with
+/// `panic = "abort"`. The debug toolkit's tracer hooks in here.
+#[macro_export]
+macro_rules! entry {
+    (int, $body:block) => {
+        $crate::errno::int_or_errno((|| $body)())
+    };
+    (ptr, $body:block) => {
+        $crate::errno::ptr_or_errno((|| $body)())
+    };
+    (minus_one, $body:block) => {
+        $crate::errno::minus_one_or_errno((|| $body)())
+    };
+}
+
 /// The calling thread's `errno`.
 pub fn errno() -> c_int {
     // SAFETY: as in set_errno.
@@ -38,5 +80,12 @@ mod tests {
         let p: *mut u8 = ptr_or_errno(Err(libc::ENOMEM));
         assert!(p.is_null());
         assert_eq!(errno(), libc::ENOMEM);
+        assert_eq!(int_or_errno(Err(libc::EINVAL)), libc::EINVAL);
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(minus_one_or_errno(Err(libc::EAGAIN)), -1);
+        assert_eq!(errno(), libc::EAGAIN);
+        assert_eq!(crate::entry!(int, { Ok(()) }), 0);
+        assert_eq!(crate::entry!(minus_one, { Err(libc::EBUSY) }), -1);
+        assert_eq!(errno(), libc::EBUSY);
     }
 }

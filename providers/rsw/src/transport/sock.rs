@@ -3,7 +3,10 @@
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, OwnedFd, RawFd};
+
+use rustix::net::{self as rnet, AddressFamily, SocketFlags, SocketType};
 
 use super::canon_gid;
 use crate::gid::{gid_as_ipv4, ipv4_mapped};
@@ -16,12 +19,15 @@ pub(super) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// A non-blocking, close-on-exec socket (`family` and `ty` as libc names
+/// them).
 pub(super) fn socket(family: libc::c_int, ty: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: plain socket creation; the result is checked.
-    let fd =
-        cvt(unsafe { libc::socket(family, ty | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(rnet::socket_with(
+        AddressFamily::from_raw(family as _),
+        SocketType::from_raw(ty as _),
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 pub(super) fn setsockopt_int(
@@ -60,13 +66,37 @@ pub(super) fn sockaddr_gid(ss: &libc::sockaddr_storage) -> [u8; 16] {
     }
 }
 
-pub(super) fn local_gid(fd: RawFd) -> io::Result<[u8; 16]> {
-    // SAFETY: storage is large enough for any socket address.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: ss/len describe a writable sockaddr buffer.
-    cvt(unsafe { libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) })?;
-    Ok(sockaddr_gid(&ss))
+/// The address in a socket address as a GID (IPv4 as `::ffff:a.b.c.d`).
+pub(super) fn addr_gid(a: &SocketAddr) -> [u8; 16] {
+    match a.ip() {
+        IpAddr::V4(v4) => ipv4_mapped(v4.octets()),
+        IpAddr::V6(v6) => canon_gid(&v6.octets()),
+    }
+}
+
+fn std_addr(a: rnet::SocketAddrAny) -> io::Result<SocketAddr> {
+    SocketAddr::try_from(a).map_err(|_| io::Error::from_raw_os_error(libc::EAFNOSUPPORT))
+}
+
+/// The local address of a socket as a GID.
+pub(super) fn local_gid(fd: &impl AsFd) -> io::Result<[u8; 16]> {
+    Ok(addr_gid(&std_addr(rnet::getsockname(fd)?)?))
+}
+
+/// The socket address for `gid` and `port` (host order); a link-local IPv6
+/// address is scoped to `ifindex`.
+pub(super) fn socket_addr(gid: &[u8; 16], port: u16, ifindex: u32) -> SocketAddr {
+    match gid_as_ipv4(gid) {
+        Some(v4) => SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(v4), port)),
+        None => {
+            let scope = if gid[0] == 0xfe && gid[1] & 0xc0 == 0x80 {
+                ifindex
+            } else {
+                0
+            };
+            SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(*gid), port, 0, scope))
+        }
+    }
 }
 
 /// A socket address for `gid` and `port` (network order), with its length.
@@ -99,50 +129,18 @@ pub(super) fn sockaddr_for(
 }
 
 /// Binds `fd` to the wildcard address of its family and `port` (0: any).
-pub(super) fn bind_any(fd: RawFd, v6: bool, port: u16) -> io::Result<()> {
-    if v6 {
-        // SAFETY: all-zero is the IPv6 wildcard address.
-        let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
-        sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-        sa.sin6_port = port.to_be();
-        // SAFETY: sa is a valid sockaddr_in6 of the given length.
-        cvt(unsafe {
-            libc::bind(
-                fd,
-                &sa as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-            )
-        })?;
+pub(super) fn bind_any(fd: &impl AsFd, v6: bool, port: u16) -> io::Result<()> {
+    let any = if v6 {
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)
     } else {
-        // SAFETY: all-zero is INADDR_ANY.
-        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_port = port.to_be();
-        // SAFETY: sa is a valid sockaddr_in of the given length.
-        cvt(unsafe {
-            libc::bind(
-                fd,
-                &sa as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        })?;
-    }
-    Ok(())
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)
+    };
+    Ok(rnet::bind(fd, &any)?)
 }
 
-pub(super) fn bound_port(fd: RawFd) -> io::Result<u16> {
-    // SAFETY: storage is large enough for any socket address.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: ss/len describe a writable sockaddr buffer.
-    cvt(unsafe { libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) })?;
-    let port = match ss.ss_family as libc::c_int {
-        // SAFETY: the family tells which sockaddr type was written.
-        libc::AF_INET6 => unsafe { (*(&ss as *const _ as *const libc::sockaddr_in6)).sin6_port },
-        // SAFETY: as above.
-        _ => unsafe { (*(&ss as *const _ as *const libc::sockaddr_in)).sin_port },
-    };
-    Ok(u16::from_be(port))
+/// The port a socket is bound to.
+pub(super) fn bound_port(fd: &impl AsFd) -> io::Result<u16> {
+    Ok(std_addr(rnet::getsockname(fd)?)?.port())
 }
 
 /// A socket of type `ty` bound to the wildcard address and `port`: IPv6
@@ -151,8 +149,8 @@ pub(super) fn bound_socket(ty: libc::c_int, v6: bool, port: u16) -> io::Result<O
     let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
     let fd = socket(family, ty)?;
     if v6 {
-        setsockopt_int(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+        rnet::sockopt::set_ipv6_v6only(&fd, false)?;
     }
-    bind_any(fd.as_raw_fd(), v6, port)?;
+    bind_any(&fd, v6, port)?;
     Ok(fd)
 }

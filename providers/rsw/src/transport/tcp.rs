@@ -7,17 +7,19 @@
 //! and no coordination.
 
 use std::io;
-use std::mem::{size_of, zeroed};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::mem::zeroed;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Duration;
 
-use super::sock::{
-    bound_port, bound_socket, cvt, local_gid, setsockopt_int, sockaddr_for, sockaddr_gid, socket,
-};
+use rustix::net::{self as rnet, sockopt, SocketFlags};
+
+use super::sock::{addr_gid, bound_port, bound_socket, local_gid, socket, socket_addr};
 use super::{Connecting, Endpoints, RemoteAddr};
 
 /// Small request/response messages must not wait for Nagle.
-fn tune(fd: RawFd) {
-    let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+fn tune(fd: &OwnedFd) {
+    let _ = sockopt::set_tcp_nodelay(fd, true);
 }
 
 pub struct TcpListener {
@@ -30,9 +32,8 @@ impl TcpListener {
             Ok(fd) => fd,
             Err(_) => bound_socket(libc::SOCK_STREAM, false, 0)?,
         };
-        // SAFETY: fd is a bound socket; the backlog is a plain int.
-        cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })?;
-        let port = bound_port(fd.as_raw_fd())?;
+        rnet::listen(&fd, 64)?;
+        let port = bound_port(&fd)?;
         Ok((TcpListener { fd }, port as u32))
     }
 
@@ -43,28 +44,19 @@ impl TcpListener {
     /// Accepts one pending connection with the addresses of both ends.
     pub fn accept(&self) -> io::Result<Option<(TcpConn, Endpoints)>> {
         loop {
-            // SAFETY: storage is large enough for any socket address.
-            let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-            let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            // SAFETY: ss/len describe a writable sockaddr buffer.
-            let r = unsafe {
-                libc::accept4(
-                    self.fd.as_raw_fd(),
-                    &mut ss as *mut _ as *mut libc::sockaddr,
-                    &mut len,
-                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                )
-            };
-            if r >= 0 {
-                // SAFETY: r is a fresh descriptor we own.
-                let fd = unsafe { OwnedFd::from_raw_fd(r) };
-                let conn = TcpConn { fd };
-                tune(r);
-                let peer = sockaddr_gid(&ss);
-                let local = local_gid(r).unwrap_or([0; 16]);
-                return Ok(Some((conn, Endpoints { peer, local })));
-            }
-            let e = io::Error::last_os_error();
+            let e =
+                match rnet::acceptfrom_with(&self.fd, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC)
+                {
+                    Ok((fd, from)) => {
+                        tune(&fd);
+                        let peer = from
+                            .and_then(|a| SocketAddr::try_from(a).ok())
+                            .map_or([0; 16], |a| addr_gid(&a));
+                        let local = local_gid(&fd).unwrap_or([0; 16]);
+                        return Ok(Some((TcpConn { fd }, Endpoints { peer, local })));
+                    }
+                    Err(e) => io::Error::from(e),
+                };
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 Some(libc::EAGAIN) => return Ok(None),
@@ -126,40 +118,26 @@ impl TcpConn {
                 libc::EADDRNOTAVAIL,
             )));
         }
-        let (ss, len) = sockaddr_for(&remote.gid, (remote.qpn as u16).to_be(), remote.ifindex);
-        let family = ss.ss_family as libc::c_int;
+        let dst = socket_addr(&remote.gid, remote.qpn as u16, remote.ifindex);
+        let family = if dst.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
+        };
         let fd = socket(family, libc::SOCK_STREAM).map_err(ConnectError::Local)?;
-        tune(fd.as_raw_fd());
+        tune(&fd);
         // Bind the source only when it is of the peer's family; a mixed
         // pair (IPv4 GID to IPv6 GID) cannot talk and fails at connect.
-        let (src, slen) = sockaddr_for(local, 0, remote.ifindex);
-        if src.ss_family == ss.ss_family && *local != [0; 16] {
-            // SAFETY: src holds a valid address of `slen` bytes.
-            let r = unsafe {
-                libc::bind(
-                    fd.as_raw_fd(),
-                    &src as *const _ as *const libc::sockaddr,
-                    slen as libc::socklen_t,
-                )
-            };
-            if r < 0 {
-                return Err(ConnectError::Local(io::Error::last_os_error()));
-            }
+        let src = socket_addr(local, 0, remote.ifindex);
+        if src.is_ipv4() == dst.is_ipv4() && *local != [0; 16] {
+            rnet::bind(&fd, &src).map_err(|e| ConnectError::Local(e.into()))?;
         }
         let conn = TcpConn { fd };
         loop {
-            // SAFETY: ss holds a valid address of `len` bytes.
-            let r = unsafe {
-                libc::connect(
-                    conn.fd.as_raw_fd(),
-                    &ss as *const _ as *const libc::sockaddr,
-                    len as libc::socklen_t,
-                )
+            let e = match rnet::connect(&conn.fd, &dst) {
+                Ok(()) => return Ok(Connecting::Ready(super::Conn::Tcp(conn))),
+                Err(e) => io::Error::from(e),
             };
-            if r == 0 {
-                return Ok(Connecting::Ready(super::Conn::Tcp(conn)));
-            }
-            let e = io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 Some(libc::EINPROGRESS) => return Ok(Connecting::Pending(super::Conn::Tcp(conn))),
@@ -175,19 +153,14 @@ impl TcpConn {
     /// kernel, and probes an idle connection, so a vanished host ends the
     /// connection instead of leaving it open forever.
     pub fn set_user_timeout(&self, ms: u32) {
-        let fd = self.fd.as_raw_fd();
-        let _ = setsockopt_int(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_USER_TIMEOUT,
-            ms as libc::c_int,
-        );
+        let fd = &self.fd;
+        let _ = sockopt::set_tcp_user_timeout(fd, ms);
         // Probe after two seconds of silence, then every two; the user
         // timeout decides when unanswered probes end the connection.
-        let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
-        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 2);
-        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 2);
-        let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3);
+        let _ = sockopt::set_socket_keepalive(fd, true);
+        let _ = sockopt::set_tcp_keepidle(fd, Duration::from_secs(2));
+        let _ = sockopt::set_tcp_keepintvl(fd, Duration::from_secs(2));
+        let _ = sockopt::set_tcp_keepcnt(fd, 3);
     }
 
     pub fn fd(&self) -> RawFd {
@@ -195,21 +168,7 @@ impl TcpConn {
     }
 
     pub fn finish_connect(&self) -> io::Result<()> {
-        let mut err: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: err/len describe a writable int.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                &mut err as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        })?;
-        if err != 0 {
-            return Err(io::Error::from_raw_os_error(err));
-        }
+        sockopt::socket_error(&self.fd)??;
         Ok(())
     }
 
@@ -244,7 +203,7 @@ impl TcpConn {
     /// Setting TCP_NODELAY (already on) makes the kernel transmit corked
     /// data now.
     pub fn push(&self) {
-        tune(self.fd.as_raw_fd());
+        tune(&self.fd);
     }
 
     /// # Safety

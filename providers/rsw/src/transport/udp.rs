@@ -64,7 +64,7 @@ impl UdpEndpoint {
         let mut last = io::Error::from_raw_os_error(libc::EADDRINUSE);
         for _ in 0..64 {
             let fd = udp_socket(v6, 0)?;
-            let port = bound_port(fd.as_raw_fd())?;
+            let port = bound_port(&fd)?;
             let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
             let reserve = socket(family, libc::SOCK_STREAM)?;
             if v6 {
@@ -75,7 +75,7 @@ impl UdpEndpoint {
                     0,
                 )?;
             }
-            match bind_any(reserve.as_raw_fd(), v6, port) {
+            match bind_any(&reserve, v6, port) {
                 Ok(()) => {
                     let ep = UdpEndpoint {
                         fd,
@@ -107,7 +107,7 @@ impl UdpEndpoint {
         if v6 {
             setsockopt_int(raw, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
         }
-        bind_any(raw, v6, MCAST_PORT)?;
+        bind_any(&fd, v6, MCAST_PORT)?;
         // Only the groups this socket joined, not every group any socket
         // on the host joined (Linux's default for wildcard-bound sockets).
         if v6 {
