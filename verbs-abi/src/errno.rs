@@ -51,13 +51,28 @@ pub fn minus_one_or_errno(r: Result<(), c_int>) -> c_int {
 #[macro_export]
 macro_rules! entry {
     (int, $body:block) => {
-        $crate::errno::int_or_errno((|| $body)())
+        {
+            // The closure is what lets `?` in the body return early.
+            #[allow(clippy::redundant_closure_call)]
+            let r = (|| $body)();
+            $crate::errno::int_or_errno(r)
+        }
     };
     (ptr, $body:block) => {
-        $crate::errno::ptr_or_errno((|| $body)())
+        {
+            // The closure is what lets `?` in the body return early.
+            #[allow(clippy::redundant_closure_call)]
+            let r = (|| $body)();
+            $crate::errno::ptr_or_errno(r)
+        }
     };
     (minus_one, $body:block) => {
-        $crate::errno::minus_one_or_errno((|| $body)())
+        {
+            // The closure is what lets `?` in the body return early.
+            #[allow(clippy::redundant_closure_call)]
+            let r = (|| $body)();
+            $crate::errno::minus_one_or_errno(r)
+        }
     };
 }
 
