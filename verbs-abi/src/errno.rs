@@ -50,30 +50,24 @@ pub fn minus_one_or_errno(r: Result<(), c_int>) -> c_int {
 /// `panic = "abort"`. The debug toolkit's tracer hooks in here.
 #[macro_export]
 macro_rules! entry {
-    (int, $body:block) => {
-        {
-            // The closure is what lets `?` in the body return early.
-            #[allow(clippy::redundant_closure_call)]
-            let r = (|| $body)();
-            $crate::errno::int_or_errno(r)
-        }
-    };
-    (ptr, $body:block) => {
-        {
-            // The closure is what lets `?` in the body return early.
-            #[allow(clippy::redundant_closure_call)]
-            let r = (|| $body)();
-            $crate::errno::ptr_or_errno(r)
-        }
-    };
-    (minus_one, $body:block) => {
-        {
-            // The closure is what lets `?` in the body return early.
-            #[allow(clippy::redundant_closure_call)]
-            let r = (|| $body)();
-            $crate::errno::minus_one_or_errno(r)
-        }
-    };
+    (int, $body:block) => {{
+        // The closure is what lets `?` in the body return early.
+        #[allow(clippy::redundant_closure_call)]
+        let r = (|| $body)();
+        $crate::errno::int_or_errno(r)
+    }};
+    (ptr, $body:block) => {{
+        // The closure is what lets `?` in the body return early.
+        #[allow(clippy::redundant_closure_call)]
+        let r = (|| $body)();
+        $crate::errno::ptr_or_errno(r)
+    }};
+    (minus_one, $body:block) => {{
+        // The closure is what lets `?` in the body return early.
+        #[allow(clippy::redundant_closure_call)]
+        let r = (|| $body)();
+        $crate::errno::minus_one_or_errno(r)
+    }};
 }
 
 /// The calling thread's `errno`.
