@@ -82,6 +82,9 @@ pub(crate) fn lookup(dev: *const ibv_device) -> Option<DeviceRef> {
 /// reading through the pointer, so a NULL, foreign or already closed
 /// context is EINVAL rather than a read of freed memory (a double
 /// `ibv_close_device` would otherwise free the provider's context twice).
+/// Not a fork-fresh `verbs_rt::Handles`: a forked child keeps its parent's
+/// contexts usable for queries, as with rdma-core (librdmacm's device list,
+/// made before a fork, opens ids in the child through them).
 static CONTEXTS: RwLock<Vec<(usize, &'static ProviderOps)>> = RwLock::new(Vec::new());
 
 /// Records a context the provider has just opened (never NULL).
