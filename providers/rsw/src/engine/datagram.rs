@@ -334,17 +334,8 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
 /// The claimed receive cannot take the datagram: it completes with
 /// `status` and, as on hardware, the QP fails.
 fn fail_recv(qp: &Qp, g: &mut QpInner, status: ibv_wc_status) {
-    if let Some(wr_id) = qp.take_claimed(g) {
-        qp.complete_recv(
-            g,
-            Cqe {
-                wr_id,
-                status,
-                opcode: IBV_WC_RECV,
-                ..Cqe::default()
-            },
-        );
-    }
+    // A UD QP has no destination QPN: the completion's src_qp stays 0.
+    qp.fail_claimed(g, status);
     qp.enter_error(g);
 }
 

@@ -169,23 +169,9 @@ fn retry_budget_ns(g: &QpInner) -> Option<u64> {
     ack_timeout_ns(g).map(|t| t * (g.attr.retry_cnt.min(7) as u64 + 1))
 }
 
-/// Requests wait for the peer: transmitted and unanswered, or queued to go
-/// out in RTS.
-pub fn outstanding(g: &QpInner) -> bool {
-    // UC never waits for its peer: there is nothing to time out.
-    if !g.reliable() {
-        return false;
-    }
-    match g.state {
-        IBV_QPS_RTS => g.sq.has_work(),
-        IBV_QPS_SQD => g.sq.in_flight(),
-        _ => false,
-    }
-}
-
 /// Starts the tick if work is outstanding and it is not running.
 fn arm_retry_timer(qp: &Qp, g: &mut QpInner) {
-    if g.ack_tick_at != 0 || !outstanding(g) {
+    if g.ack_tick_at != 0 || !g.outstanding() {
         return;
     }
     let Some(t) = ack_timeout_ns(g) else { return };
@@ -204,7 +190,7 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     g.ack_tick_at = 0;
     let Some(t) = ack_timeout_ns(g) else { return };
     let progressed = std::mem::take(&mut g.ack_progress);
-    if !outstanding(g) {
+    if !g.outstanding() {
         g.ack_idle = 0;
         if !progressed {
             return; // idle for a whole period: the next post re-arms

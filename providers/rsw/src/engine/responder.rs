@@ -812,18 +812,7 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
 /// The receive a request lands in cannot take it: the receive completes
 /// with `status`, the requester is told `syn`, and the QP fails.
 fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syndrome) {
-    if let Some(wr_id) = qp.take_claimed(g) {
-        qp.complete_recv(
-            g,
-            Cqe {
-                wr_id,
-                status,
-                opcode: IBV_WC_RECV,
-                src_qp: g.attr.dest_qp_num,
-                ..Cqe::default()
-            },
-        );
-    }
+    qp.fail_claimed(g, status);
     if g.reliable() {
         if let Some(inc) = g.inc.as_mut() {
             inc.nak(msn, syn);

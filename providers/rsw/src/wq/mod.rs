@@ -329,6 +329,21 @@ impl Qp {
         std::mem::take(&mut g.claimed).then_some(g.recv.wr_id)
     }
 
+    /// The claimed receive cannot take the incoming message: it completes
+    /// with `status` (nothing happens if none was claimed).
+    pub fn fail_claimed(&self, g: &mut QpInner, status: ibv_wc_status) {
+        if let Some(wr_id) = self.take_claimed(g) {
+            let e = Cqe {
+                wr_id,
+                status,
+                opcode: IBV_WC_RECV,
+                src_qp: g.attr.dest_qp_num,
+                ..Cqe::default()
+            };
+            self.complete_recv(g, e);
+        }
+    }
+
     pub fn complete_recv(&self, g: &QpInner, e: Cqe) {
         if let Some(cq) = self.recv_cq_for(g) {
             cq.push(Cqe {
