@@ -132,9 +132,15 @@ $(BUILD)/ctests/%: ctests/src/%.c $(HEADERS)
 # (The harness gets make's path through SUBMAKE: a recipe naming $(MAKE)
 # directly would run even under `make -n`.)
 SUBMAKE = $(MAKE)
-test: all
-	BUILD='$(BUILD)' ABI_DIR='$(ABI_DIR)' MAKE='$(SUBMAKE)' CARGO='$(CARGO)' CC='$(CC)' \
+# Twice: the data-path tests run again with rsw's same-host path off
+# (RSW_TRANSPORT=tcp), so both transports stay correct.
+HARNESS = BUILD='$(BUILD)' ABI_DIR='$(ABI_DIR)' MAKE='$(SUBMAKE)' CARGO='$(CARGO)' CC='$(CC)' \
 	  ctests/harness.sh
+test: all
+	@rc=0; $(HARNESS) || rc=1; \
+	echo "== the data-path tests again over TCP only (RSW_TRANSPORT=tcp)"; \
+	RSW_TRANSPORT=tcp $(HARNESS) 'cargo/rsw' 'tests/*' || rc=1; \
+	exit $$rc
 
 check: test
 

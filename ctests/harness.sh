@@ -9,7 +9,9 @@
 #               (e.g. 'cargo/*' 'tests/rping*')
 #
 # Each test runs under `timeout` (HARNESS_TIMEOUT, default 120 s; cargo tests
-# HARNESS_CARGO_TIMEOUT, default 1500 s since they compile). A script in
+# HARNESS_CARGO_TIMEOUT, default 1500 s since they compile). The
+# environment passes through: RSW_TRANSPORT=tcp runs the tests with rsw's
+# same-host path off (`make test` runs the data-path tests both ways). A script in
 # ctests/tests/ can ask for its own limit with a line "# harness-timeout: N"
 # near its top. A test that exits 77 is reported as SKIP.
 # Output of every test goes to build/test-logs/<name>.log; the log of a
@@ -20,7 +22,9 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$REPO/build}
 ABI_DIR=${ABI_DIR:-$REPO/abi/rdma-core-44}
 CTESTS_BIN=${CTESTS_BIN:-$BUILD/ctests}
-LOGDIR=$BUILD/test-logs
+# RSW_TRANSPORT=tcp runs everything with rsw's same-host path off; its
+# logs go beside the default run's.
+LOGDIR=$BUILD/test-logs${RSW_TRANSPORT:+-$RSW_TRANSPORT}
 DEFAULT_TIMEOUT=${HARNESS_TIMEOUT:-120}
 CARGO_TIMEOUT=${HARNESS_CARGO_TIMEOUT:-1500}
 LOG_LINES=${HARNESS_LOG_LINES:-150}

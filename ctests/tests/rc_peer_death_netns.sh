@@ -48,6 +48,9 @@ wait_for() {
 peer_vanishes() {
     how=$1 port=$2
     setup_link
+    # Emptied now, not by the background job's redirection: wait_for must
+    # not find the previous case's "running" before the new client starts.
+    : > "$work/srv"; : > "$work/cli"
     in_ns $a timeout -k 5 60 "$bin" -s -d rsw_$va -p "$port" -q 2 -n 100000000 > "$work/srv" 2>&1 &
     srv=$!
     bg_pids="$bg_pids $srv"
@@ -85,6 +88,7 @@ peer_vanishes stop 18612
 # goes to ERR and the receives flush.
 setup_link
 port=18614
+: > "$work/srv"; : > "$work/cli"
 in_ns $a timeout -k 5 60 "$bin" -s -D -d rsw_$va -p "$port" -q 2 -n 100000000 > "$work/srv" 2>&1 &
 srv=$!
 bg_pids="$bg_pids $srv"

@@ -22,6 +22,7 @@ use verbs_abi::*;
 use crate::handles::Ctx;
 use crate::pd::Pd;
 use crate::pd::PDS;
+use crate::transport::local::{self, KeyEntry};
 use crate::util::{iov, set_errno};
 use verbs_rt::ForkFresh;
 use verbs_rt::Handles;
@@ -61,6 +62,17 @@ pub struct MrEntry {
 }
 
 impl MrEntry {
+    /// What the same-host path publishes of it.
+    fn published(&self) -> KeyEntry {
+        KeyEntry {
+            pd: self.pd,
+            access: self.access,
+            iova: self.iova,
+            host: self.host as u64,
+            len: self.len,
+        }
+    }
+
     /// Host pointer for `[addr, addr+len)` in the key's address space, if it
     /// lies inside the region.
     fn translate(&self, addr: u64, len: u64) -> Option<*mut u8> {
@@ -440,6 +452,7 @@ pub fn insert(
         let mut t = TABLE.get().write();
         let key = new_key(&t);
         t.map.insert(key, entry);
+        local::publish_key(key, &entry.published());
         key
     };
     p.users.fetch_add(1, Ordering::AcqRel);
@@ -529,6 +542,7 @@ pub(crate) unsafe extern "C" fn rereg_mr(
         old.users.fetch_sub(1, Ordering::AcqRel);
         m.ibv.pd = pd;
     }
+    local::publish_key(m.ibv.lkey, &e.published());
     0
 }
 
@@ -551,7 +565,11 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
     // call reclaims it.
     let m = unsafe { Box::from_raw(mr as *mut Mr) };
     // Waits for every data-path access under the read lock to finish.
-    TABLE.get().write().map.remove(&m.ibv.lkey);
+    {
+        let mut t = TABLE.get().write();
+        local::withdraw_key(m.ibv.lkey);
+        t.map.remove(&m.ibv.lkey);
+    }
     // SAFETY: the MR's PD outlives it (dealloc_pd refuses while users > 0).
     unsafe { Pd::from_ibv(m.ibv.pd) }
         .users

@@ -75,6 +75,11 @@ pub enum Op {
     /// earlier ones succeeded. Repeated while the wait lasts, so the
     /// requester knows the responder is alive.
     RnrWait = 0x85,
+    /// The responder's process is on this host and publishes its keys for
+    /// the same-host path (`transport::local`): pid in `remote_addr`, the
+    /// table's descriptor in `rkey`, its token in `compare_add`. Sent
+    /// before any other response; a requester may ignore it.
+    Offer = 0x86,
 }
 
 impl Op {
@@ -94,6 +99,7 @@ impl Op {
             0x83 => Op::AtomicResp,
             0x84 => Op::Nak,
             0x85 => Op::RnrWait,
+            0x86 => Op::Offer,
             _ => return None,
         })
     }

@@ -73,9 +73,7 @@ fn strangers_are_ignored_and_the_real_peer_gets_through() {
     assert_eq!(r.imm_data(), 0xabcd);
     assert_eq!(&buf.snapshot()[..5], b"hello");
     // And it is acknowledged.
-    let mut ack = [0u8; HDR_LEN];
-    s.read_exact(&mut ack).unwrap();
-    let a = Header::decode(&ack).unwrap();
+    let a = read_response(&mut s);
     assert_eq!((a.op, a.msn), (Op::Ack, 0));
     // Receiving in RTR established the connection.
     let mut ev = get_async(c.ctx).expect("COMM_EST");

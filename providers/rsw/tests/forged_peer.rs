@@ -69,9 +69,7 @@ fn send(s: &mut TcpStream, h: &Header, payload: &[u8]) {
 }
 
 fn read_resp(s: &mut TcpStream) -> Header {
-    let mut b = [0u8; HDR_LEN];
-    s.read_exact(&mut b).expect("response");
-    Header::decode(&b).expect("well-formed response")
+    read_response(s)
 }
 
 /// The provider closes the connection (bounded by the read timeout).

@@ -286,8 +286,7 @@ fn hellos_must_match_the_rtr_peer() {
     let w = wait_wc(cq);
     assert_eq!((w.wr_id, w.status, w.byte_len), (3, IBV_WC_SUCCESS, 5));
     assert_eq!(&recv.snapshot()[..5], b"peer!");
-    s.read_exact(&mut h).unwrap();
-    let a = Header::decode(&h).unwrap();
+    let a = read_response(&mut s);
     assert_eq!((a.op, a.msn), (Op::Ack, 0));
 }
 

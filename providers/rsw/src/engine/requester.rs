@@ -12,7 +12,7 @@ use verbs_abi::*;
 
 use crate::mr;
 use crate::progress::{engine, token, Kind};
-use crate::transport::{Conn, ConnectError, Connecting, MAX_IOV};
+use crate::transport::{local, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{msn_before, Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
 use crate::wq::conn::{OutConn, ReadRx};
@@ -97,6 +97,7 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         rx_hdr: [0; HDR_LEN],
         rx_got: 0,
         rx_read: None,
+        direct: None,
     });
     apply_timeouts(g);
     pump(qp, g);
@@ -264,7 +265,6 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
         }
         return;
     }
-    arm_retry_timer(qp, g);
     // From RTR on the hello goes out; requests only start in RTS.
     if let Err(b) = transmit(qp, g) {
         // A responder that refused a request closes with our later requests
@@ -274,6 +274,9 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
         fail(qp, g, b);
         return;
     }
+    // After transmitting: what the same-host path completed at once needs
+    // no timer.
+    arm_retry_timer(qp, g);
     update_interest(qp, g);
 }
 
@@ -373,6 +376,55 @@ fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
     })
 }
 
+/// The same-host path (`transport::local`): an RDMA WRITE or READ the
+/// peer's published table allows is done here and now, straight between
+/// the two processes' memory, with nothing of the peer's involved. Only
+/// when nothing is in flight, so it cannot overtake an earlier request;
+/// false sends it the usual way (whose responder then gives the exact
+/// error, if there is one).
+fn direct(qp: &Qp, g: &QpInner, seq: u64) -> bool {
+    let Some(peer) = g.out.as_ref().and_then(|o| o.direct.as_ref()) else {
+        return false;
+    };
+    let w = g.sq.wqe(seq);
+    let need = match w.op {
+        Op::Write => IBV_ACCESS_REMOTE_WRITE,
+        Op::ReadReq => IBV_ACCESS_REMOTE_READ,
+        _ => return false,
+    };
+    if g.sq.in_flight() || g.sq.oldest() != Some(seq) {
+        return false;
+    }
+    let Some(remote) = g.remote else { return false };
+    let len = w.len as usize;
+    if len == 0 {
+        return true;
+    }
+    let Some(at) = peer.check(remote.qpn, w.rkey, w.remote_addr, len as u64, need) else {
+        return false;
+    };
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    if w.inline {
+        let d = g.sq.inline_data(seq);
+        // SAFETY: the iovec covers the WQE's inline copy.
+        return unsafe { peer.write(&[iov(d.as_ptr(), d.len())], at, len) };
+    }
+    let t = mr::table();
+    let write = need == IBV_ACCESS_REMOTE_READ;
+    let Ok(n) = t.sge_iovs(g.sq.sges(seq), 0, len, qp.pd_id, write, &mut v) else {
+        return false;
+    };
+    // SAFETY: the iovecs cover registered memory of ours checked under the
+    // key table's lock, held across the copy (writable for a READ).
+    unsafe {
+        if write {
+            peer.read(&v[..n], at, len)
+        } else {
+            peer.write(&v[..n], at, len)
+        }
+    }
+}
+
 fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
     loop {
         let out = g.out.as_mut().ok_or(Broken::Lost)?;
@@ -404,6 +456,15 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 g.tx_blocked = true;
                 qp.after_send_completions(g);
                 return Ok(());
+            }
+            if direct(qp, g, seq) {
+                local::count_direct();
+                g.sq.transmitted();
+                let w = *g.sq.wqe(seq);
+                g.sq.retire_oldest();
+                qp.complete_send(g, &w, IBV_WC_SUCCESS);
+                qp.after_send_completions(g);
+                continue;
             }
             let rnr_retry = g.attr.rnr_retry;
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
@@ -673,6 +734,15 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
             head_for(g, h.msn)?;
             g.rnr_hold_until = mono_ns() + RNR_NOTICE_GRACE_NS;
             qp.after_send_completions(g);
+        }
+        Op::Offer => {
+            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            if local::enabled() && out.direct.is_none() {
+                match local::Peer::open(h.remote_addr, h.rkey, h.compare_add) {
+                    Ok(p) => out.direct = Some(p),
+                    Err(why) => local::fell_back(&why),
+                }
+            }
         }
         Op::Nak => {
             ack(qp, g, h.msn, false)?;

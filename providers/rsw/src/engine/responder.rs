@@ -30,7 +30,7 @@ use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
-use crate::transport::{canon_gid, Endpoints, MAX_IOV};
+use crate::transport::{canon_gid, local, Endpoints, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
 use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
@@ -274,6 +274,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
             }
             g.inc_bound = true;
             let events = libc::EPOLLIN as u32;
+            let p_ends = p.ends;
             let conn = p.conn;
             if let Ok(e) = engine() {
                 e.modify(conn.fd(), token(qp.serial, Kind::Incoming), events);
@@ -292,10 +293,33 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 rnr_notice_at: 0,
                 tail: [0; TAIL as usize],
             });
+            offer_local(qp, g, &p_ends);
             super::requester::apply_timeouts(g);
             pump(qp, g);
         }
     }
+}
+
+/// Offers our published table (`transport::local`) to a requester on
+/// this host, as the first response on its connection: from then on its
+/// one-sided requests may reach our memory without us.
+fn offer_local(qp: &Qp, g: &mut QpInner, ends: &Endpoints) {
+    if !matches!(g.qp_type, IBV_QPT_RC | IBV_QPT_UC) {
+        return;
+    }
+    let ours = |a: &[u8; 16]| qp.ctx.dev.gids.iter().any(|d| canon_gid(d) == *a);
+    if ends.peer != ends.local && !ours(&ends.peer) {
+        return;
+    }
+    let Some((pid, fd, token)) = local::offer() else {
+        return;
+    };
+    let Some(inc) = g.inc.as_mut() else { return };
+    let mut h = Header::new(Op::Offer, 0);
+    h.remote_addr = pid;
+    h.rkey = fd;
+    h.compare_add = token;
+    inc.push_resp(&h, None);
 }
 
 /// Entering RTR: connections that arrived early may now be used.

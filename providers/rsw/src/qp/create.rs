@@ -273,6 +273,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
             return libc::EINVAL;
         }
         g.destroyed = true;
+        held.publish(&g);
     }
     drop(held);
     // SAFETY: qp came from create_qp_ex; this call claimed it, so only it

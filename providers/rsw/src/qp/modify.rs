@@ -317,6 +317,8 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
         }
         _ => qp.set_state(&mut g, new),
     }
+    // The access flags may change without a state change.
+    qp.publish(&g);
     Ok(())
 }
 

@@ -12,6 +12,7 @@
 //! be added as another variant of [`Listener`] and [`Conn`] without touching
 //! the protocol code.
 
+pub mod local;
 mod sock;
 pub mod tcp;
 pub mod udp;

@@ -7,9 +7,11 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use verbs_abi::*;
 
+use crate::transport::local::Peer;
 use crate::transport::{Conn, Endpoints};
 use crate::wire::{Header, Hello, Op, Syndrome, HDR_LEN};
 
@@ -33,6 +35,9 @@ pub struct OutConn {
     pub(crate) rx_got: usize,
     /// A READ response whose payload is being received.
     pub(crate) rx_read: Option<ReadRx>,
+    /// The peer's process is on this host and let us reach its memory
+    /// (`transport::local`): one-sided requests go straight there.
+    pub(crate) direct: Option<Arc<Peer>>,
 }
 
 pub(crate) struct ReadRx {

@@ -259,6 +259,18 @@ impl Qp {
         // SAFETY: the public state field is plain data in our allocation;
         // programs only read it.
         unsafe { std::ptr::write_volatile(&raw mut (*self.ibv.get()).qp_base.state, s) };
+        self.publish(g);
+    }
+
+    /// Tells same-host requesters what our responder accepts
+    /// (`transport::local`): RC and UC QPs in RTR, RTS or SQD, with their
+    /// PD and access flags.
+    pub fn publish(&self, g: &QpInner) {
+        if !matches!(g.qp_type, IBV_QPT_RC | IBV_QPT_UC) {
+            return;
+        }
+        let open = !g.destroyed && matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD);
+        crate::transport::local::publish_qp(self.qpn, self.pd_id, g.attr.qp_access_flags, open);
     }
 
     pub fn async_event(&self, t: ibv_event_type) {

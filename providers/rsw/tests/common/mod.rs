@@ -697,3 +697,18 @@ pub fn healthy_pair(p: &Pair, round: u8) {
     assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
     assert!(dst.snapshot().iter().all(|&b| b == round));
 }
+
+/// The next response a fake peer reads on its connection, past the
+/// same-host offer a responder on this host sends first (a peer may
+/// ignore it).
+#[allow(dead_code)]
+pub fn read_response(s: &mut impl std::io::Read) -> rsw::wire::Header {
+    loop {
+        let mut b = [0u8; rsw::wire::HDR_LEN];
+        s.read_exact(&mut b).expect("response");
+        let h = rsw::wire::Header::decode(&b).expect("well-formed response");
+        if h.op != rsw::wire::Op::Offer {
+            return h;
+        }
+    }
+}

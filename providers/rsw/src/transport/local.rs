@@ -1,0 +1,570 @@
+//! The same-host path: a requester whose peer runs on this host moves
+//! one-sided payload itself, once, straight between the two processes'
+//! registered buffers (`process_vm_writev`/`readv`), with no work and no
+//! wake-up at the target, as a NIC would.
+//!
+//! The target cannot be asked whether an access is allowed (that would need
+//! its CPU), so every process publishes what its responder would check in a
+//! memfd its peers map read-only: its QPs (PD, access flags, whether the QP
+//! accepts requests) by QP number, and its memory keys (range, access, PD)
+//! in an open-addressed table. Each slot is a seqlock: the owner writes it
+//! under its own table locks; a reader retries while a write is in progress
+//! and gives up (falling back to TCP) after a bounded number of tries.
+//!
+//! The responder offers the table (its pid, the memfd's descriptor number,
+//! and a random token stored in the table) on the TCP connection when the
+//! requester's address is its own. The requester opens it through
+//! `/proc/<pid>/fd/<n>`, which needs the same ptrace permission as
+//! `process_vm_writev` itself, so when the kernel refuses cross-process
+//! access (Yama, another user or PID namespace, seccomp) the connection
+//! simply stays on TCP. Any access the table does not clearly allow (an
+//! unknown key, a memory window, a failed copy) also goes over TCP, whose
+//! responder gives the exact error status; the direct path only ever takes
+//! the accesses that succeed.
+//!
+//! `RSW_TRANSPORT=tcp` turns the path off; `local` (or `shm`) asks for it
+//! and warns when a same-host connection cannot use it; `auto` (the
+//! default) uses it when it can.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Weak};
+
+use parking_lot::Mutex;
+use verbs_rt::ForkFresh;
+
+/// QP numbers are 16-bit (a listener's TCP port), so QPs are slots by
+/// number.
+const QP_SLOTS: usize = 1 << 16;
+/// Memory keys: open addressing over this many slots.
+const KEY_SLOTS: usize = 1 << 20;
+/// Longest probe sequence for a key; an MR that finds no slot within it is
+/// simply not published (accesses to it go over TCP).
+const MAX_PROBE: usize = 32;
+/// A key slot that held a key since removed.
+const TOMBSTONE: u32 = 0x8000_0000;
+/// How many times a reader retries a slot being written.
+const READ_TRIES: usize = 64;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"RSWLOCL1");
+const HEADER_LEN: usize = 4096;
+
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    token: AtomicU64,
+    pid: AtomicU64,
+    /// Where the owner mapped the table: a peer reads the magic there
+    /// through `process_vm_readv` to prove the copies are allowed.
+    base: AtomicU64,
+}
+
+#[repr(C)]
+struct QpSlot {
+    seq: AtomicU32,
+    pd: AtomicU32,
+    access: AtomicU32,
+    /// 1 while the QP's responder accepts requests (RTR, RTS, SQD).
+    open: AtomicU32,
+}
+
+#[repr(C)]
+struct KeySlot {
+    seq: AtomicU32,
+    key: AtomicU32,
+    pd: AtomicU32,
+    access: AtomicU32,
+    iova: AtomicU64,
+    host: AtomicU64,
+    len: AtomicU64,
+    _pad: AtomicU64,
+}
+
+const QP_AREA: usize = QP_SLOTS * size_of::<QpSlot>();
+const KEY_AREA: usize = KEY_SLOTS * size_of::<KeySlot>();
+const TABLE_LEN: usize = HEADER_LEN + QP_AREA + KEY_AREA;
+
+/// A mapped table: ours (writable) or a peer's (read-only).
+struct Mapping {
+    base: *mut u8,
+}
+
+// SAFETY: the mapping is only accessed through atomics; it lives until the
+// Mapping is dropped.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    fn map(fd: std::os::fd::BorrowedFd, writable: bool) -> std::io::Result<Mapping> {
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of the whole table; nothing else
+        // is mapped there.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                TABLE_LEN,
+                prot,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapping { base: p as *mut u8 })
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the header is at the start of the mapping, which holds
+        // TABLE_LEN bytes and is page-aligned.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    fn qp(&self, qpn: u32) -> Option<&QpSlot> {
+        let i = qpn as usize;
+        if i >= QP_SLOTS {
+            return None;
+        }
+        // SAFETY: slot i of the QP area, inside the mapping, aligned.
+        Some(unsafe { &*(self.base.add(HEADER_LEN) as *const QpSlot).add(i) })
+    }
+
+    fn key(&self, i: usize) -> &KeySlot {
+        // SAFETY: i is masked to the key area by every caller; aligned.
+        unsafe {
+            &*(self.base.add(HEADER_LEN + QP_AREA) as *const KeySlot).add(i & (KEY_SLOTS - 1))
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, no longer referenced.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, TABLE_LEN) };
+    }
+}
+
+/// Begins a seqlock write.
+fn write_begin(seq: &AtomicU32) -> u32 {
+    let s = seq.load(Ordering::Relaxed).wrapping_add(1);
+    seq.store(s, Ordering::Relaxed);
+    fence(Ordering::Release);
+    s
+}
+
+fn write_end(seq: &AtomicU32, s: u32) {
+    seq.store(s.wrapping_add(1), Ordering::Release);
+}
+
+/// Reads a slot consistently (`f` loads its fields), or None while a
+/// writer keeps it busy.
+fn read_slot<T>(seq: &AtomicU32, f: impl Fn() -> T) -> Option<T> {
+    for _ in 0..READ_TRIES {
+        let s1 = seq.load(Ordering::Acquire);
+        if s1 & 1 != 0 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let v = f();
+        fence(Ordering::Acquire);
+        if seq.load(Ordering::Relaxed) == s1 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+// ---- the mode ---------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Tcp,
+    Auto,
+    /// Asked for: a same-host connection that cannot use it is reported.
+    Required,
+}
+
+static MODE: LazyLock<Mode> = LazyLock::new(|| match std::env::var("RSW_TRANSPORT").as_deref() {
+    Ok("tcp") => Mode::Tcp,
+    Ok("local" | "shm") => Mode::Required,
+    _ => Mode::Auto,
+});
+
+pub fn mode() -> Mode {
+    *MODE
+}
+
+pub fn enabled() -> bool {
+    mode() != Mode::Tcp
+}
+
+/// Says once why a same-host connection stays on TCP when the path was
+/// asked for.
+pub fn fell_back(why: &str) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if mode() == Mode::Required {
+        SAID.call_once(|| eprintln!("rsw: same-host path unavailable, using TCP: {why}"));
+    }
+}
+
+// ---- our table ----------------------------------------------------------------------
+
+/// This process's published table.
+pub struct Ours {
+    fd: std::os::fd::OwnedFd,
+    map: Mapping,
+    token: u64,
+}
+
+static OURS: ForkFresh<Option<Ours>> = ForkFresh::new(create);
+
+fn create() -> Option<Ours> {
+    if !enabled() {
+        return None;
+    }
+    let fd = rustix::fs::memfd_create(c"rsw-local", rustix::fs::MemfdFlags::CLOEXEC).ok()?;
+    rustix::fs::ftruncate(&fd, TABLE_LEN as u64).ok()?;
+    let map = Mapping::map(std::os::fd::AsFd::as_fd(&fd), true).ok()?;
+    let mut t = [0u8; 8];
+    // SAFETY: the buffer is 8 writable bytes.
+    let got = unsafe { libc::getrandom(t.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    let token = if got == 8 {
+        u64::from_ne_bytes(t)
+    } else {
+        crate::util::wall_ns() ^ 0x5eed_5eed_5eed_5eed
+    };
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u64;
+    let h = map.header();
+    h.token.store(token, Ordering::Relaxed);
+    h.pid.store(pid, Ordering::Relaxed);
+    h.base.store(map.base as u64, Ordering::Relaxed);
+    h.magic.store(MAGIC, Ordering::Release);
+    Some(Ours { fd, map, token })
+}
+
+fn ours() -> Option<&'static Ours> {
+    OURS.get().as_ref()
+}
+
+/// What the responder offers a same-host requester: pid, descriptor
+/// number, token.
+pub fn offer() -> Option<(u64, u32, u64)> {
+    use std::os::fd::AsRawFd;
+    let o = ours()?;
+    Some((
+        o.map.header().pid.load(Ordering::Relaxed),
+        o.fd.as_raw_fd() as u32,
+        o.token,
+    ))
+}
+
+/// Publishes a QP's responder state (`open`: it accepts requests).
+pub fn publish_qp(qpn: u32, pd: u32, access: u32, open: bool) {
+    let Some(o) = ours() else { return };
+    let Some(s) = o.map.qp(qpn) else { return };
+    let open = open as u32;
+    if s.pd.load(Ordering::Relaxed) == pd
+        && s.access.load(Ordering::Relaxed) == access
+        && s.open.load(Ordering::Relaxed) == open
+    {
+        return;
+    }
+    let q = write_begin(&s.seq);
+    s.pd.store(pd, Ordering::Relaxed);
+    s.access.store(access, Ordering::Relaxed);
+    s.open.store(open, Ordering::Relaxed);
+    write_end(&s.seq, q);
+}
+
+/// A key's published fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyEntry {
+    pub pd: u32,
+    pub access: u32,
+    pub iova: u64,
+    pub host: u64,
+    pub len: u64,
+}
+
+fn write_key(s: &KeySlot, key: u32, e: &KeyEntry) {
+    let q = write_begin(&s.seq);
+    s.key.store(key, Ordering::Relaxed);
+    s.pd.store(e.pd, Ordering::Relaxed);
+    s.access.store(e.access, Ordering::Relaxed);
+    s.iova.store(e.iova, Ordering::Relaxed);
+    s.host.store(e.host, Ordering::Relaxed);
+    s.len.store(e.len, Ordering::Relaxed);
+    write_end(&s.seq, q);
+}
+
+/// Publishes (or updates) a memory key. The caller serialises writers
+/// (the key table's write lock).
+pub fn publish_key(key: u32, e: &KeyEntry) {
+    let Some(o) = ours() else { return };
+    let mut free = None;
+    for i in 0..MAX_PROBE {
+        let s = o.map.key(key as usize + i);
+        match s.key.load(Ordering::Relaxed) {
+            k if k == key => return write_key(s, key, e),
+            0 => {
+                free.get_or_insert(s);
+                break;
+            }
+            TOMBSTONE => {
+                free.get_or_insert(s);
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = free {
+        write_key(s, key, e);
+    }
+}
+
+/// Withdraws a memory key (before its registration goes away).
+pub fn withdraw_key(key: u32) {
+    let Some(o) = ours() else { return };
+    for i in 0..MAX_PROBE {
+        let s = o.map.key(key as usize + i);
+        match s.key.load(Ordering::Relaxed) {
+            k if k == key => {
+                let q = write_begin(&s.seq);
+                s.key.store(TOMBSTONE, Ordering::Relaxed);
+                s.len.store(0, Ordering::Relaxed);
+                write_end(&s.seq, q);
+                return;
+            }
+            0 => return,
+            _ => {}
+        }
+    }
+}
+
+// ---- a peer's table -----------------------------------------------------------------
+
+/// A same-host peer process's table, mapped read-only; shared by every
+/// connection to that process.
+pub struct Peer {
+    pid: libc::pid_t,
+    token: u64,
+    map: Mapping,
+}
+
+static PEERS: ForkFresh<Mutex<Vec<Weak<Peer>>>> = ForkFresh::new(|| Mutex::new(Vec::new()));
+
+impl Peer {
+    /// Opens the table a responder offered, if the kernel lets us reach
+    /// that process at all.
+    pub fn open(pid: u64, fd: u32, token: u64) -> Result<Arc<Peer>, String> {
+        let pid = libc::pid_t::try_from(pid).map_err(|_| "bad pid".to_string())?;
+        let mut peers = PEERS.get().lock();
+        peers.retain(|w| w.strong_count() > 0);
+        if let Some(p) = peers
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|p| p.pid == pid && p.token == token)
+        {
+            return Ok(p);
+        }
+        let path = format!("/proc/{pid}/fd/{fd}");
+        let f = rustix::fs::open(
+            &path,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| format!("{path}: {e}"))?;
+        let st = rustix::fs::fstat(&f).map_err(|e| e.to_string())?;
+        if (st.st_size as usize) < TABLE_LEN {
+            return Err(format!("{path}: not a table"));
+        }
+        let map = Mapping::map(std::os::fd::AsFd::as_fd(&f), false).map_err(|e| e.to_string())?;
+        let h = map.header();
+        if h.magic.load(Ordering::Acquire) != MAGIC
+            || h.token.load(Ordering::Relaxed) != token
+            || h.pid.load(Ordering::Relaxed) != pid as u64
+        {
+            return Err(format!("{path}: token mismatch"));
+        }
+        let base = h.base.load(Ordering::Relaxed);
+        let p = Arc::new(Peer { pid, token, map });
+        // Opening the descriptor needs less than the copies (Yama, for
+        // one, only restricts attaching): prove a copy works.
+        let mut magic = [0u8; 8];
+        let v = [crate::util::iov(magic.as_mut_ptr(), 8)];
+        // SAFETY: the iovec covers our stack buffer.
+        if !unsafe { p.read(&v, base, 8) } || u64::from_ne_bytes(magic) != MAGIC {
+            return Err(format!(
+                "process_vm_readv of pid {pid}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        peers.push(Arc::downgrade(&p));
+        Ok(p)
+    }
+
+    /// The host address in the peer for a remote access by QP `qpn` with
+    /// `rkey`, if the peer's responder would allow it.
+    pub fn check(&self, qpn: u32, rkey: u32, addr: u64, len: u64, need: u32) -> Option<u64> {
+        let s = self.map.qp(qpn)?;
+        let (pd, access, open) = read_slot(&s.seq, || {
+            (
+                s.pd.load(Ordering::Relaxed),
+                s.access.load(Ordering::Relaxed),
+                s.open.load(Ordering::Relaxed),
+            )
+        })?;
+        if open != 1 || access & need != need || rkey & TOMBSTONE != 0 || rkey == 0 {
+            return None;
+        }
+        for i in 0..MAX_PROBE {
+            let k = self.map.key(rkey as usize + i);
+            let e = read_slot(&k.seq, || {
+                (
+                    k.key.load(Ordering::Relaxed),
+                    KeyEntry {
+                        pd: k.pd.load(Ordering::Relaxed),
+                        access: k.access.load(Ordering::Relaxed),
+                        iova: k.iova.load(Ordering::Relaxed),
+                        host: k.host.load(Ordering::Relaxed),
+                        len: k.len.load(Ordering::Relaxed),
+                    },
+                )
+            })?;
+            match e {
+                (0, _) => return None,
+                (key, e) if key == rkey => {
+                    if e.pd != pd || e.access & need != need {
+                        return None;
+                    }
+                    let off = addr.checked_sub(e.iova)?;
+                    if off > e.len || len > e.len - off {
+                        return None;
+                    }
+                    return e.host.checked_add(off);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Copies our iovecs to `remote` in the peer; true when every byte
+    /// went.
+    ///
+    /// # Safety
+    /// Every iovec must describe readable memory of ours for the call.
+    pub unsafe fn write(&self, local: &[libc::iovec], remote: u64, len: usize) -> bool {
+        let r = libc::iovec {
+            iov_base: remote as *mut libc::c_void,
+            iov_len: len,
+        };
+        // SAFETY: the caller vouches for the local iovecs; the remote one
+        // is checked by the kernel against the peer's address space.
+        let n = unsafe {
+            libc::process_vm_writev(self.pid, local.as_ptr(), local.len() as _, &r, 1, 0)
+        };
+        n == len as isize
+    }
+
+    /// Copies `len` bytes at `remote` in the peer into our iovecs; true
+    /// when every byte came.
+    ///
+    /// # Safety
+    /// Every iovec must describe writable memory of ours for the call.
+    pub unsafe fn read(&self, local: &[libc::iovec], remote: u64, len: usize) -> bool {
+        let r = libc::iovec {
+            iov_base: remote as *mut libc::c_void,
+            iov_len: len,
+        };
+        // SAFETY: as in `write`.
+        let n =
+            unsafe { libc::process_vm_readv(self.pid, local.as_ptr(), local.len() as _, &r, 1, 0) };
+        n == len as isize
+    }
+}
+
+/// One-sided operations done over the same-host path, process-wide (for
+/// tests and statistics).
+static DIRECT_OPS: AtomicU64 = AtomicU64::new(0);
+
+pub fn direct_ops() -> u64 {
+    DIRECT_OPS.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_direct() {
+    DIRECT_OPS.fetch_add(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use verbs_abi::*;
+
+    #[test]
+    fn publish_check_withdraw() {
+        let Some((pid, fd, token)) = offer() else {
+            return; // RSW_TRANSPORT=tcp
+        };
+        let p = Peer::open(pid, fd, token).expect("own table opens");
+        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, true);
+        let e = KeyEntry {
+            pd: 7,
+            access: IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE,
+            iova: 0x1000,
+            host: 0x7000_0000,
+            len: 0x100,
+        };
+        publish_key(0x1234, &e);
+        let w = IBV_ACCESS_REMOTE_WRITE;
+        assert_eq!(p.check(4242, 0x1234, 0x1010, 0x10, w), Some(0x7000_0010));
+        assert_eq!(p.check(4242, 0x1234, 0x1000, 0x100, w), Some(0x7000_0000));
+        assert_eq!(
+            p.check(4242, 0x1234, 0x1000, 0x101, w),
+            None,
+            "past the end"
+        );
+        assert_eq!(p.check(4242, 0x1234, 0xfff, 1, w), None, "before the start");
+        assert_eq!(
+            p.check(4242, 0x1234, 0x1000, 1, IBV_ACCESS_REMOTE_READ),
+            None
+        );
+        assert_eq!(p.check(4243, 0x1234, 0x1000, 1, w), None, "closed QP");
+        assert_eq!(p.check(4242, 0x1235, 0x1000, 1, w), None, "unknown key");
+        publish_qp(4242, 8, IBV_ACCESS_REMOTE_WRITE, true);
+        assert_eq!(p.check(4242, 0x1234, 0x1000, 1, w), None, "other PD");
+        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, false);
+        assert_eq!(
+            p.check(4242, 0x1234, 0x1000, 1, w),
+            None,
+            "QP not accepting"
+        );
+        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, true);
+        // A key colliding in the same slot lands after it; withdrawing the
+        // first leaves the second reachable.
+        let k2 = 0x1234 + KEY_SLOTS as u32;
+        publish_key(
+            k2,
+            &KeyEntry {
+                host: 0x9000_0000,
+                ..e
+            },
+        );
+        withdraw_key(0x1234);
+        assert_eq!(p.check(4242, 0x1234, 0x1000, 1, w), None, "withdrawn");
+        assert_eq!(p.check(4242, k2, 0x1000, 1, w), Some(0x9000_0000));
+        // Re-publishing reuses the tombstone.
+        publish_key(0x1234, &e);
+        assert_eq!(p.check(4242, 0x1234, 0x1000, 1, w), Some(0x7000_0000));
+        withdraw_key(0x1234);
+        withdraw_key(k2);
+        publish_qp(4242, 0, 0, false);
+        assert!(Peer::open(pid, fd, token ^ 1).is_err(), "wrong token");
+    }
+}

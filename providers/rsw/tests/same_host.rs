@@ -1,0 +1,222 @@
+//! The same-host path (`transport::local`) inside one process: one-sided
+//! operations the target's published table allows go straight to memory;
+//! everything else still gets the responder's exact answer over TCP.
+
+mod common;
+
+use common::*;
+use rsw::transport::local;
+use verbs_abi::*;
+
+fn on() -> bool {
+    local::enabled()
+}
+
+fn write_wr(sg: &mut [ibv_sge], wr_id: u64, addr: u64, rkey: u32) -> ibv_send_wr {
+    let mut w = send_wr(wr_id, IBV_WR_RDMA_WRITE, sg, IBV_SEND_SIGNALED);
+    w.wr.rdma = ibv_send_wr_rdma {
+        remote_addr: addr,
+        rkey,
+    };
+    w
+}
+
+/// The first operation of a connection may go over TCP (the offer comes
+/// with the first response); after one round trip the path is up.
+fn warm_up(p: &Pair) {
+    let src = p.buf(8);
+    let dst = p.buf(8);
+    assert_eq!(post_recv(p.b, 1, &mut [dst.sge(0, 8)]), 0);
+    let mut sg = [src.sge(0, 8)];
+    let mut w = send_wr(2, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    assert_eq!(wait_wc(p.cq_b).status, IBV_WC_SUCCESS);
+}
+
+/// The path's counter is process-wide: one test at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn allowed_writes_and_reads_go_direct() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let mut src = p.buf(4096);
+    let dst = p.buf(4096);
+    for (i, b) in src.bytes_mut().iter_mut().enumerate() {
+        *b = (i % 253) as u8;
+    }
+    let before = local::direct_ops();
+    // Two SGEs into the middle of the target.
+    let mut sg = [src.sge(0, 1000), src.sge(1000, 2000)];
+    let mut w = write_wr(&mut sg, 7, dst.addr() + 100, dst.rkey());
+    assert_eq!(post_send(p.a, &mut w), 0);
+    let wc = wait_wc(p.cq_a);
+    assert_eq!(
+        (wc.status, wc.wr_id, wc.opcode),
+        (IBV_WC_SUCCESS, 7, IBV_WC_RDMA_WRITE)
+    );
+    let got = dst.snapshot();
+    assert!(got[..100].iter().all(|&b| b == 0));
+    assert_eq!(&got[100..3100], &src.snapshot()[..3000]);
+    assert!(got[3100..].iter().all(|&b| b == 0));
+    // READ it back into a third buffer.
+    let back = p.buf(4096);
+    let mut sg = [back.sge(0, 3000)];
+    let mut r = send_wr(8, IBV_WR_RDMA_READ, &mut sg, IBV_SEND_SIGNALED);
+    r.wr.rdma = ibv_send_wr_rdma {
+        remote_addr: dst.addr() + 100,
+        rkey: dst.rkey(),
+    };
+    assert_eq!(post_send(p.a, &mut r), 0);
+    let wc = wait_wc(p.cq_a);
+    assert_eq!(
+        (wc.status, wc.wr_id, wc.opcode, wc.byte_len),
+        (IBV_WC_SUCCESS, 8, IBV_WC_RDMA_READ, 3000)
+    );
+    assert_eq!(&back.snapshot()[..3000], &src.snapshot()[..3000]);
+    let n = local::direct_ops() - before;
+    if on() {
+        assert_eq!(n, 2, "both went over the same-host path");
+    } else {
+        assert_eq!(n, 0, "RSW_TRANSPORT=tcp keeps everything on TCP");
+    }
+}
+
+/// An access the table does not allow is left to the responder, which
+/// fails it exactly as before: the requester sees IBV_WC_REM_ACCESS_ERR.
+fn refused(p: &Pair, mut w: ibv_send_wr) {
+    let before = local::direct_ops();
+    assert_eq!(post_send(p.a, &mut w), 0);
+    let wc = wait_wc(p.cq_a);
+    assert_eq!(wc.status, IBV_WC_REM_ACCESS_ERR);
+    assert_eq!(local::direct_ops(), before, "not taken directly");
+    assert_eq!(qp_state(p.a), IBV_QPS_ERR);
+}
+
+#[test]
+fn past_the_end_is_refused() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let src = p.buf(64);
+    let dst = p.buf(64);
+    let mut sg = [src.sge(0, 64)];
+    refused(&p, write_wr(&mut sg, 1, dst.addr() + 1, dst.rkey()));
+}
+
+#[test]
+fn unknown_and_deregistered_keys_are_refused() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let src = p.buf(64);
+    let mut dst = p.buf(64);
+    let (addr, rkey) = (dst.addr(), dst.rkey());
+    dst.dereg();
+    let mut sg = [src.sge(0, 8)];
+    refused(&p, write_wr(&mut sg, 1, addr, rkey));
+}
+
+#[test]
+fn missing_rights_are_refused() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let src = p.buf(64);
+    // Registered without remote write: a READ is fine, a WRITE is not.
+    let dst = Buf::new(p.pd, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    let back = p.buf(64);
+    let mut sg = [back.sge(0, 8)];
+    let mut r = send_wr(1, IBV_WR_RDMA_READ, &mut sg, IBV_SEND_SIGNALED);
+    r.wr.rdma = ibv_send_wr_rdma {
+        remote_addr: dst.addr(),
+        rkey: dst.rkey(),
+    };
+    assert_eq!(post_send(p.a, &mut r), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    let mut sg = [src.sge(0, 8)];
+    refused(&p, write_wr(&mut sg, 2, dst.addr(), dst.rkey()));
+}
+
+#[test]
+fn qp_without_remote_write_is_refused() {
+    let ob = ConnOpts {
+        access: IBV_ACCESS_REMOTE_READ,
+        ..ConnOpts::default()
+    };
+    let _s = serial();
+    let p = Pair::with(ConnOpts::default(), ob, |_| {});
+    warm_up(&p);
+    let src = p.buf(64);
+    let dst = p.buf(64);
+    let mut sg = [src.sge(0, 8)];
+    refused(&p, write_wr(&mut sg, 1, dst.addr(), dst.rkey()));
+}
+
+#[test]
+fn other_pd_is_refused() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let src = p.buf(64);
+    let pd2 = p.c.alloc_pd();
+    let dst = Buf::new(pd2, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    let mut sg = [src.sge(0, 8)];
+    refused(&p, write_wr(&mut sg, 1, dst.addr(), dst.rkey()));
+}
+
+#[test]
+fn target_in_error_is_not_written() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let src = p.buf(64);
+    let dst = p.buf(64);
+    let mut a = ibv_qp_attr::zeroed();
+    a.qp_state = IBV_QPS_ERR;
+    assert_eq!(modify(p.b, &mut a, IBV_QP_STATE), 0);
+    let before = local::direct_ops();
+    let mut sg = [src.sge(0, 8)];
+    let mut w = write_wr(&mut sg, 1, dst.addr(), dst.rkey());
+    assert_eq!(post_send(p.a, &mut w), 0);
+    let wc = wait_wc(p.cq_a);
+    assert_ne!(wc.status, IBV_WC_SUCCESS);
+    assert_eq!(local::direct_ops(), before);
+    assert!(dst.snapshot().iter().all(|&b| b == 0));
+}
+
+#[test]
+fn rereg_to_a_new_address_moves_the_target() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let mut src = p.buf(64);
+    src.bytes_mut().fill(0x77);
+    let old = p.buf(64);
+    let new = p.buf(64);
+    // The MR of `old` now describes `new`'s memory.
+    // SAFETY: both buffers are live; the MR is `old`'s.
+    let rc = unsafe {
+        rsw::verbs_rs_provider_v1.rereg_mr.unwrap()(
+            old.mr,
+            IBV_REREG_MR_CHANGE_TRANSLATION as i32,
+            std::ptr::null_mut(),
+            new.addr() as *mut _,
+            64,
+            0,
+        )
+    };
+    assert_eq!(rc, 0);
+    let mut sg = [src.sge(0, 64)];
+    let mut w = write_wr(&mut sg, 1, new.addr(), old.rkey());
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    assert!(new.snapshot().iter().all(|&b| b == 0x77));
+    assert!(old.snapshot().iter().all(|&b| b == 0));
+}
