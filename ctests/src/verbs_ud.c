@@ -165,6 +165,9 @@ static void ud_send_recv_grh(void)
 		 IBV_WC_GRH | IBV_WC_WITH_IMM);
 	CHECK_EQ(ntohl(wc.imm_data), 0x5eed0000 + 10);
 	CHECK_EQ(wc.pkey_index, 0);
+	/* As a RoCE NIC reports it (mlx5): the packet's network header type,
+	 * 2 for IPv4; UCX reads it to parse the GRH. */
+	CHECK_EQ(wc.sl, 2);
 	CHECK_MEM(b.r.p + 40, u.s.p + SLOT, 100);
 
 	/* RoCE v2 over IPv4: an IPv4 header in the GRH's last 20 bytes. */

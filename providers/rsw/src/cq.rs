@@ -54,6 +54,9 @@ pub struct Cqe {
     /// The completed receive was for a solicited request (drives
     /// solicited-only notification; not visible in `ibv_wc`).
     pub solicited: bool,
+    /// UD receives: the RoCE network header type (see
+    /// `datagram::roce_header_type`).
+    pub sl: u8,
     pub ts: u64,
     pub wallclock: u64,
 }
@@ -70,6 +73,7 @@ impl Cqe {
         wc.qp_num = self.qp_num;
         wc.src_qp = self.src_qp;
         wc.wc_flags = self.wc_flags;
+        wc.sl = self.sl;
         wc
     }
 }
@@ -121,6 +125,9 @@ pub trait Producer: Send + Sync {
     fn drive(&self);
     /// Asks the progress thread to run the producer soon (the CQ overran).
     fn kick(&self);
+    /// The CQ was armed: completions the producer holds elsewhere must
+    /// now raise the event (same-host mailboxes).
+    fn armed(&self) {}
 }
 
 #[repr(C)]
@@ -263,6 +270,10 @@ impl Cq {
     pub fn attach_qp<P: Producer + 'static>(&self, qp: &Arc<P>) {
         let w: Weak<dyn Producer> = Arc::downgrade(qp) as Weak<dyn Producer>;
         self.qps.lock().push(w);
+        // Armed before the QP existed (a program may arm a new CQ first).
+        if self.ring.lock().arm != ARM_NONE {
+            qp.armed();
+        }
     }
 
     pub fn detach_qp<P>(&self, qp: *const P) {
@@ -280,6 +291,16 @@ impl Cq {
             if let Some(q) = w.upgrade() {
                 q.drive();
             }
+        }
+    }
+
+    /// Runs `f` (which must not touch this CQ) only if the CQ is not armed,
+    /// under the lock arming takes: a producer's "nobody waits" cannot
+    /// overtake an arm.
+    pub fn if_unarmed(&self, f: impl FnOnce()) {
+        let r = self.ring.lock();
+        if r.arm == ARM_NONE {
+            f();
         }
     }
 
@@ -301,9 +322,20 @@ impl Cq {
         let mut r = self.ring.lock();
         if r.len == 0 && r.arm == ARM_NONE && r.fired != ARM_NONE && !r.error {
             r.arm = r.fired;
+            drop(r);
+            self.tell_armed();
             return true;
         }
         false
+    }
+
+    /// Tells the producers the CQ is armed (see [`Producer::armed`]).
+    fn tell_armed(&self) {
+        for w in self.qps.lock().iter() {
+            if let Some(q) = w.upgrade() {
+                q.armed();
+            }
+        }
     }
 }
 
@@ -519,6 +551,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     if fire && c.chan_wr >= 0 {
         channel::notify(c.chan_wr, c.serial);
     }
+    c.tell_armed();
     0
 }
 
@@ -600,8 +633,9 @@ unsafe extern "C" fn read_wc_flags(cq: *mut ibv_cq_ex) -> c_uint {
 unsafe extern "C" fn read_slid(_cq: *mut ibv_cq_ex) -> u32 {
     0
 }
-unsafe extern "C" fn read_sl(_cq: *mut ibv_cq_ex) -> u8 {
-    0
+unsafe extern "C" fn read_sl(cq: *mut ibv_cq_ex) -> u8 {
+    // SAFETY: called between start_poll and end_poll.
+    unsafe { cur(cq) }.sl
 }
 unsafe extern "C" fn read_dlid_path_bits(_cq: *mut ibv_cq_ex) -> u8 {
     0

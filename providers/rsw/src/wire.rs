@@ -39,6 +39,8 @@ pub const PROTO_VERSION: u16 = 1;
 pub const FLAG_SOLICITED: u8 = 1 << 0;
 /// The request carries immediate data.
 pub const FLAG_IMM: u8 = 1 << 1;
+/// On a doorbell: the requester took the same-host offer.
+pub const DOORBELL_DIRECT: u8 = 1 << 2;
 const RNR_SHIFT: u8 = 4;
 const RNR_MASK: u8 = 0x7;
 
@@ -59,6 +61,11 @@ pub enum Op {
     SendInv = 8,
     /// 8 bytes (the payload) stored atomically at `remote_addr`.
     AtomicWrite = 9,
+    /// No message: the requester left completions in the responder's
+    /// mailbox (`transport::mailbox`) while the responder's CQ is armed;
+    /// the responder moves them to the CQ. Carries no MSN and is not
+    /// acknowledged.
+    Doorbell = 0x10,
     /// Local operations: never on the wire (a bind and a local invalidate
     /// run at the requester, in send-queue order).
     BindMw = 0x40,
@@ -93,6 +100,7 @@ impl Op {
             6 => Op::CmpSwap,
             8 => Op::SendInv,
             9 => Op::AtomicWrite,
+            0x10 => Op::Doorbell,
             7 => Op::FetchAdd,
             0x81 => Op::Ack,
             0x82 => Op::ReadResp,

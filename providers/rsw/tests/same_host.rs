@@ -220,3 +220,183 @@ fn rereg_to_a_new_address_moves_the_target() {
     assert!(new.snapshot().iter().all(|&b| b == 0x77));
     assert!(old.snapshot().iter().all(|&b| b == 0));
 }
+
+fn send_to_b(p: &Pair, op: ibv_wr_opcode, sg: &mut [ibv_sge], wr_id: u64, imm: u32) -> ibv_send_wr {
+    let mut w = send_wr(wr_id, op, sg, IBV_SEND_SIGNALED);
+    w.set_imm_data(imm.to_be());
+    w
+}
+
+#[test]
+fn sends_land_in_the_posted_receive() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let mut src = p.buf(256);
+    for (i, b) in src.bytes_mut().iter_mut().enumerate() {
+        *b = i as u8 ^ 0xa5;
+    }
+    let dst = p.buf(256);
+    let before = local::direct_ops();
+    // A SEND over two SGEs into a receive of two SGEs.
+    assert_eq!(
+        post_recv(p.b, 10, &mut [dst.sge(0, 50), dst.sge(100, 100)]),
+        0
+    );
+    let mut sg = [src.sge(0, 30), src.sge(30, 90)];
+    let mut w = send_to_b(&p, IBV_WR_SEND, &mut sg, 1, 0);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    let r = wait_wc(p.cq_b);
+    assert_eq!(
+        (r.wr_id, r.status, r.opcode, r.byte_len, r.src_qp, r.wc_flags),
+        (10, IBV_WC_SUCCESS, IBV_WC_RECV, 120, qpn(p.a), 0)
+    );
+    let got = dst.snapshot();
+    let want = src.snapshot();
+    assert_eq!(&got[..50], &want[..50]);
+    assert!(got[50..100].iter().all(|&b| b == 0));
+    assert_eq!(&got[100..170], &want[50..120]);
+    // SEND_WITH_IMM.
+    assert_eq!(post_recv(p.b, 11, &mut [dst.sge(0, 256)]), 0);
+    let mut sg = [src.sge(0, 8)];
+    let mut w = send_to_b(&p, IBV_WR_SEND_WITH_IMM, &mut sg, 2, 0xdead_beef);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    let r = wait_wc(p.cq_b);
+    assert_eq!(
+        (r.wr_id, r.opcode, r.byte_len, r.wc_flags & IBV_WC_WITH_IMM),
+        (11, IBV_WC_RECV, 8, IBV_WC_WITH_IMM)
+    );
+    assert_eq!(u32::from_be(r.imm_data()), 0xdead_beef);
+    // WRITE_WITH_IMM: the data goes where the rkey says, the receive only
+    // reports it.
+    let target = p.buf(64);
+    assert_eq!(post_recv(p.b, 12, &mut [dst.sge(0, 4)]), 0);
+    let mut sg = [src.sge(0, 64)];
+    let mut w = send_to_b(&p, IBV_WR_RDMA_WRITE_WITH_IMM, &mut sg, 3, 7);
+    w.wr.rdma = ibv_send_wr_rdma {
+        remote_addr: target.addr(),
+        rkey: target.rkey(),
+    };
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    let r = wait_wc(p.cq_b);
+    assert_eq!(
+        (r.wr_id, r.opcode, r.byte_len, u32::from_be(r.imm_data())),
+        (12, IBV_WC_RECV_RDMA_WITH_IMM, 64, 7)
+    );
+    assert_eq!(target.snapshot(), src.snapshot()[..64].to_vec());
+    let n = local::direct_ops() - before;
+    assert_eq!(n, if on() { 3 } else { 0 });
+}
+
+/// A receive too small for the SEND is the responder's to refuse: the
+/// same statuses as over TCP.
+#[test]
+fn small_receive_keeps_tcp_statuses() {
+    let _s = serial();
+    let p = Pair::new();
+    warm_up(&p);
+    let src = p.buf(64);
+    let dst = p.buf(64);
+    let before = local::direct_ops();
+    assert_eq!(post_recv(p.b, 1, &mut [dst.sge(0, 16)]), 0);
+    let mut sg = [src.sge(0, 64)];
+    let mut w = send_to_b(&p, IBV_WR_SEND, &mut sg, 2, 0);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_REM_INV_REQ_ERR);
+    let r = wait_wc(p.cq_b);
+    assert_eq!((r.wr_id, r.status), (1, IBV_WC_LOC_LEN_ERR));
+    assert_eq!(local::direct_ops(), before);
+}
+
+/// No receive posted: the SEND waits as an RNR NAK makes it wait, then
+/// fails with RNR_RETRY_EXC_ERR; a receive posted in time lets it land.
+#[test]
+fn rnr_waits_then_fails() {
+    let _s = serial();
+    let oa = ConnOpts {
+        rnr_retry: 1,
+        ..ConnOpts::default()
+    };
+    let ob = ConnOpts {
+        min_rnr_timer: 1, // 10 us
+        ..ConnOpts::default()
+    };
+    let p = Pair::with(oa, ob, |_| {});
+    warm_up(&p);
+    let src = p.buf(8);
+    let dst = p.buf(8);
+    let mut sg = [src.sge(0, 8)];
+    let mut w = send_to_b(&p, IBV_WR_SEND, &mut sg, 1, 0);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    let wc = wait_wc(p.cq_a);
+    assert_eq!((wc.wr_id, wc.status), (1, IBV_WC_RNR_RETRY_EXC_ERR));
+    assert_eq!(qp_state(p.a), IBV_QPS_ERR);
+    // The receiver is unharmed.
+    assert_ne!(qp_state(p.b), IBV_QPS_ERR);
+    let _ = dst;
+}
+
+#[test]
+fn rnr_wait_ends_when_a_receive_is_posted() {
+    let _s = serial();
+    let p = Pair::new(); // rnr_retry 7: waits for ever
+    warm_up(&p);
+    let mut src = p.buf(8);
+    src.bytes_mut().fill(9);
+    let dst = p.buf(8);
+    let mut sg = [src.sge(0, 8)];
+    let mut w = send_to_b(&p, IBV_WR_SEND, &mut sg, 1, 0);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    // Nobody polls the sender's CQ for a while: only the progress
+    // thread and the peer's doorbell can finish it.
+    assert_no_wc(p.cq_b, std::time::Duration::from_millis(30));
+    assert_eq!(post_recv(p.b, 5, &mut [dst.sge(0, 8)]), 0);
+    let r = wait_wc(p.cq_b);
+    assert_eq!((r.wr_id, r.status, r.byte_len), (5, IBV_WC_SUCCESS, 8));
+    assert_eq!(dst.snapshot(), vec![9u8; 8]);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+}
+
+/// A receiver that waits on its completion channel is woken by what a
+/// same-host sender leaves in its mailbox.
+#[test]
+fn armed_receiver_gets_its_event() {
+    let _s = serial();
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let ch = c.channel();
+    let cq_b = c.cq(16, ch);
+    let cq_a = c.cq(16, std::ptr::null_mut());
+    let a = c.qp(pd, cq_a, cq_a);
+    let b = c.qp(pd, cq_b, cq_b);
+    let o = ConnOpts::default();
+    connect(a, &o, b, &o);
+    let buf = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    for round in 0..20u64 {
+        assert_eq!(post_recv(b, round, &mut [buf.sge(0, 8)]), 0);
+        // SAFETY: cq_b is live.
+        assert_eq!(unsafe { (*c.ctx).ops.req_notify_cq.unwrap()(cq_b, 0) }, 0);
+        let waiter = cq_event_waiter(ch);
+        let mut sg = [buf.sge(8, 8)];
+        let mut w = send_wr(100 + round, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+        assert_eq!(post_send(a, &mut w), 0);
+        assert_eq!(wait_wc(cq_a).status, IBV_WC_SUCCESS);
+        assert!(
+            wait_until(|| waiter.is_finished()),
+            "no event in round {round}"
+        );
+        let (r, got) = waiter.join().unwrap();
+        assert_eq!((r, got), (0, cq_b as usize));
+        let wc = wait_wc(cq_b);
+        assert_eq!((wc.wr_id, wc.status), (round, IBV_WC_SUCCESS));
+        ack_one(cq_b);
+    }
+}
+
+fn ack_one(cq: *mut ibv_cq) {
+    // SAFETY: the caller's CQ is live.
+    unsafe { rsw::verbs_rs_provider_v1.ack_cq_events.unwrap()(cq, 1) };
+}

@@ -1,7 +1,7 @@
 //! The same-host path needs no CPU at the target: with the target process
-//! stopped (SIGSTOP: none of its threads runs), an RDMA WRITE into it and
-//! an RDMA READ from it both complete, and the WRITE's bytes are there
-//! when it runs again. Over TCP the same operations would wait for the
+//! stopped (SIGSTOP: none of its threads runs), an RDMA WRITE into it, an
+//! RDMA READ from it and a SEND_WITH_IMM to it all complete, and the
+//! WRITE's bytes and the SEND's completion are there when it runs again. Over TCP the same operations would wait for the
 //! target's progress thread.
 
 mod common;
@@ -26,6 +26,18 @@ fn line(r: &mut impl BufRead) -> String {
     l.trim().to_string()
 }
 
+/// A SEND_WITH_IMM of "hello" (immediate 0x5eed).
+fn send_hello(q: *mut ibv_qp, cq: *mut ibv_cq, pd: *mut ibv_pd) {
+    let mut m = Buf::new(pd, 8, IBV_ACCESS_LOCAL_WRITE);
+    m.bytes_mut()[..5].copy_from_slice(b"hello");
+    let mut sg = [m.sge(0, 5)];
+    let mut w = send_wr(9, IBV_WR_SEND_WITH_IMM, &mut sg, IBV_SEND_SIGNALED);
+    w.set_imm_data(0x5eedu32.to_be());
+    assert_eq!(post_send(q, &mut w), 0);
+    let wc = wait_wc(cq);
+    assert_eq!((wc.wr_id, wc.status), (9, IBV_WC_SUCCESS));
+}
+
 #[test]
 fn stopped_target_is_written_and_read() {
     let (pid, from_child, mut to_child) = fork_child(30, |mut to_parent, from_parent| {
@@ -39,12 +51,14 @@ fn stopped_target_is_written_and_read() {
             LEN,
             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
         );
+        let inbox = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
         writeln!(to_parent, "{} {} {}", qpn(q), target.addr(), target.rkey()).unwrap();
         let peer: u32 = line(&mut from_parent).parse().unwrap();
         let o = ConnOpts::default();
         to_init(q, o.access);
         to_rtr(q, peer, &o);
         to_rts(q, &o);
+        assert_eq!(post_recv(q, 77, &mut [inbox.sge(0, 64)]), 0);
         writeln!(to_parent, "ready").unwrap();
         // No verbs call from here on: the parent stops us, writes, reads,
         // lets us go and says "check".
@@ -52,6 +66,14 @@ fn stopped_target_is_written_and_read() {
         let got = target.snapshot();
         let bad = (1..LEN).filter(|&i| got[i] != pattern(i)).count();
         assert_eq!(bad, 0, "bytes differ from the pattern");
+        // The SEND made while we were stopped is in our receive.
+        let r = wait_wc(cq);
+        assert_eq!(
+            (r.wr_id, r.status, r.opcode, r.byte_len),
+            (77, IBV_WC_SUCCESS, IBV_WC_RECV, 5)
+        );
+        assert_eq!(u32::from_be(r.imm_data()), 0x5eed);
+        assert_eq!(&inbox.snapshot()[..5], b"hello");
         writeln!(to_parent, "ok").unwrap();
         assert_eq!(line(&mut from_parent), "bye");
     });
@@ -117,6 +139,9 @@ fn stopped_target_is_written_and_read() {
             back.snapshot() == src.snapshot(),
             "READ brought other bytes"
         );
+        let before = local::direct_ops();
+        send_hello(q, cq, pd);
+        assert_eq!(local::direct_ops() - before, 1);
         // SAFETY: as above.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     } else {
@@ -126,6 +151,7 @@ fn stopped_target_is_written_and_read() {
         w.wr.rdma = rdma;
         assert_eq!(post_send(q, &mut w), 0);
         assert_eq!(wait_wc(cq).status, IBV_WC_SUCCESS);
+        send_hello(q, cq, pd);
     }
     writeln!(to_child, "check").unwrap();
     assert_eq!(line(&mut from_child), "ok");

@@ -325,6 +325,7 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
             src_qp: h.src_qpn,
             wc_flags: IBV_WC_GRH | if imm { IBV_WC_WITH_IMM } else { 0 },
             solicited: h.flags & FLAG_SOLICITED != 0,
+            sl: roce_header_type(&d.src, &dst),
             ..Cqe::default()
         },
     );
@@ -370,6 +371,16 @@ const ROCE_OVERHEAD: usize = 8 + 12 + 8 + 4;
 /// The 40-byte GRH area of a received datagram as RoCE v2 hardware writes
 /// it: an IPv4 header in the last 20 bytes when both ends are IPv4, a
 /// full IPv6 header otherwise.
+/// What a RoCE NIC reports in `sl` of a UD receive: the network header
+/// type of the packet (mlx5: 2 for IPv4, 1 for IPv6). UCX reads it to
+/// know which GRH layout it got, and drops datagrams without it.
+pub fn roce_header_type(src: &[u8; 16], dst: &[u8; 16]) -> u8 {
+    match (crate::gid::gid_as_ipv4(src), crate::gid::gid_as_ipv4(dst)) {
+        (Some(_), Some(_)) => 2,
+        _ => 1,
+    }
+}
+
 pub fn grh_bytes(src: &[u8; 16], dst: &[u8; 16], payload: usize) -> [u8; GRH_LEN] {
     let mut b = [0u8; GRH_LEN];
     match (crate::gid::gid_as_ipv4(src), crate::gid::gid_as_ipv4(dst)) {

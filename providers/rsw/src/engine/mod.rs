@@ -24,6 +24,17 @@ impl Producer for Qp {
             e.kick(self.serial);
         }
     }
+
+    fn armed(&self) {
+        // Peers ring the doorbell from now on; what they left before is
+        // moved by the progress thread (this thread may hold the QP).
+        if let Some(m) = self.mailbox() {
+            m.set_want_kick(true);
+            if m.has_completions() {
+                self.kick();
+            }
+        }
+    }
 }
 
 /// The progress engine's entry points.
@@ -67,6 +78,7 @@ impl Target for Qp {
             return;
         }
         self.check_cq_overrun(&mut g);
+        self.drain_mailbox(&mut g);
         if g.dgram.is_some() {
             datagram::pump(self, &mut g);
             datagram::receive_all(self, &mut g);
@@ -100,10 +112,22 @@ impl Qp {
             datagram::receive_all(self, &mut g);
             return;
         }
-        if g.inc.is_some() {
+        self.drain_mailbox(&mut g);
+        // Connections the same-host path replaced carry little; reading
+        // them here would cost two syscalls a poll, so the progress thread
+        // serves them.
+        if g.inc.as_ref().is_some_and(|i| !i.peer_direct) {
             responder::pump(self, &mut g);
         }
-        if g.out.is_some() {
+        let quiet = g.out.as_ref().is_some_and(|o| {
+            o.direct.is_some() && !o.announce && !o.tx_active && !g.sq.in_flight()
+        });
+        if quiet {
+            // A SEND waiting for the peer's receive is retried here.
+            if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) {
+                requester::pump(self, &mut g);
+            }
+        } else if g.out.is_some() {
             requester::on_event(self, &mut g, libc::EPOLLIN as u32);
         }
     }

@@ -12,14 +12,18 @@ use verbs_abi::*;
 
 use crate::mr;
 use crate::progress::{engine, token, Kind};
-use crate::transport::{local, Conn, ConnectError, Connecting, MAX_IOV};
+use crate::transport::{local, mailbox, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
-use crate::wire::{msn_before, Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
-use crate::wq::conn::{OutConn, ReadRx};
-use crate::wq::{Qp, QpInner};
+use crate::wire::{
+    msn_before, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
+};
+use crate::wq::conn::{OutConn, ReadRx, RNR_DIRECT_NS};
+use crate::wq::{rnr_timer_ns, Qp, QpInner};
 
 /// Marks the hello as what is being transmitted (it belongs to no WQE).
 const TX_HELLO: u64 = u64::MAX;
+/// Marks a doorbell (`Op::Doorbell`) as what is being transmitted.
+const TX_DOORBELL: u64 = u64::MAX - 1;
 /// Least time between two attempts to connect again (see [`pump`]).
 const RECONNECT_PAUSE_NS: u64 = 10_000_000;
 
@@ -98,6 +102,9 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         rx_got: 0,
         rx_read: None,
         direct: None,
+        announce: false,
+        rnr_since: 0,
+        rnr_tick: 0,
     });
     apply_timeouts(g);
     pump(qp, g);
@@ -185,12 +192,18 @@ fn arm_retry_timer(qp: &Qp, g: &mut QpInner) {
 
 /// The retry timer's tick (see above).
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
+    if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) {
+        pump(qp, g);
+    }
     if g.ack_tick_at == 0 || g.ack_tick_at > now {
         return;
     }
     g.ack_tick_at = 0;
     let Some(t) = ack_timeout_ns(g) else { return };
-    let progressed = std::mem::take(&mut g.ack_progress);
+    // A same-host SEND waiting for the peer's receive sees the peer alive
+    // in its mailbox, as an RNR NAK would tell it.
+    let rnr_direct = g.out.as_ref().is_some_and(|o| o.rnr_since != 0);
+    let progressed = std::mem::take(&mut g.ack_progress) || rnr_direct;
     if !g.outstanding() {
         g.ack_idle = 0;
         if !progressed {
@@ -376,52 +389,258 @@ fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
     })
 }
 
+/// What the same-host path made of a WQE.
+enum Direct {
+    /// Not taken: it goes the usual way.
+    No,
+    /// Done; `ring`: the peer waits for completions (its CQ is armed), so
+    /// a doorbell follows on the connection.
+    Done { ring: bool },
+    /// The peer's receive was taken but its buffers could not be written:
+    /// the WQE fails with this status (the peer's QP fails too).
+    Failed(ibv_wc_status),
+    /// The peer has no receive posted yet: try again shortly.
+    Wait,
+    /// Earlier requests are on the wire: try again when they are answered.
+    Hold,
+    /// Try again at once.
+    Retry,
+}
+
 /// The same-host path (`transport::local`): an RDMA WRITE or READ the
 /// peer's published table allows is done here and now, straight between
-/// the two processes' memory, with nothing of the peer's involved. Only
-/// when nothing is in flight, so it cannot overtake an earlier request;
-/// false sends it the usual way (whose responder then gives the exact
-/// error, if there is one).
-fn direct(qp: &Qp, g: &QpInner, seq: u64) -> bool {
+/// the two processes' memory, and a SEND (or WRITE_WITH_IMM) takes the
+/// peer's oldest posted receive from its mailbox, writes the payload into
+/// it and leaves the completion there, with nothing of the peer's
+/// involved. Only when nothing is in flight, so it cannot overtake an
+/// earlier request; `No` sends it the usual way (whose responder then
+/// gives the exact error or the RNR wait, if there is one).
+fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
     let Some(peer) = g.out.as_ref().and_then(|o| o.direct.as_ref()) else {
-        return false;
+        return Direct::No;
+    };
+    let Some(remote) = g.remote else {
+        return Direct::No;
     };
     let w = g.sq.wqe(seq);
-    let need = match w.op {
+    if g.sq.in_flight() || g.sq.oldest() != Some(seq) {
+        // Behind requests on the wire: wait for their responses rather
+        // than follow them there (the path stays direct).
+        return if matches!(
+            w.op,
+            Op::Write | Op::ReadReq | Op::Send | Op::SendImm | Op::WriteImm
+        ) {
+            Direct::Hold
+        } else {
+            Direct::No
+        };
+    }
+    let done = Direct::Done { ring: false };
+    let one_sided = match w.op {
         Op::Write => IBV_ACCESS_REMOTE_WRITE,
         Op::ReadReq => IBV_ACCESS_REMOTE_READ,
-        _ => return false,
+        Op::Send | Op::SendImm | Op::WriteImm => return deliver(qp, g, seq, peer, remote.qpn),
+        _ => return Direct::No,
     };
-    if g.sq.in_flight() || g.sq.oldest() != Some(seq) {
-        return false;
-    }
-    let Some(remote) = g.remote else { return false };
+    let remote_qpn = remote.qpn;
     let len = w.len as usize;
     if len == 0 {
-        return true;
+        return done;
     }
-    let Some(at) = peer.check(remote.qpn, w.rkey, w.remote_addr, len as u64, need) else {
-        return false;
+    let Some(at) = peer.check(remote_qpn, w.rkey, w.remote_addr, len as u64, one_sided) else {
+        return Direct::No;
     };
-    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    let remote = [iov(at as *const u8, len)];
+    let read = one_sided == IBV_ACCESS_REMOTE_READ;
+    let moved = with_local_iovs(qp, g, seq, read, |v| {
+        // SAFETY: `with_local_iovs` hands registered memory of ours
+        // checked under the key table's lock, held across the copy
+        // (writable for a READ).
+        unsafe {
+            if read {
+                peer.read(v, at, len)
+            } else {
+                peer.write_v(v, &remote, len)
+            }
+        }
+    });
+    if moved == Some(true) {
+        // A peer in RTR raises IBV_EVENT_COMM_EST at its first request.
+        Direct::Done {
+            ring: peer.in_rtr(remote_qpn),
+        }
+    } else {
+        Direct::No
+    }
+}
+
+/// A same-host SEND found no receive (or no room for its completion):
+/// it waits as an RNR NAK would make it wait, `rnr_retry` + 1 times the
+/// peer's `min_rnr_timer` (for ever with 7), retried whenever this QP's
+/// CQ is polled. A program that waits without polling gets a tick after
+/// [`RNR_DIRECT_NS`]: from then on the peer rings us (a doorbell on the
+/// connection) when it posts a receive or drains.
+fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
+    let retries = g.attr.rnr_retry;
+    let Some(remote) = g.remote else {
+        return Direct::No;
+    };
+    let Some(out) = g.out.as_mut() else {
+        return Direct::No;
+    };
+    let now = mono_ns();
+    if out.rnr_since == 0 {
+        out.rnr_since = now;
+        out.rnr_tick = now + RNR_DIRECT_NS;
+        if let Ok(e) = engine() {
+            e.add_timer(out.rnr_tick, qp.serial);
+        }
+        return Direct::Wait;
+    }
+    let Some(peer) = out.direct.as_ref() else {
+        return Direct::No;
+    };
+    if retries < 7 {
+        let budget = rnr_timer_ns(peer.rnr_timer(remote.qpn)) * (retries as u64 + 1);
+        if now - out.rnr_since >= budget {
+            return Direct::Failed(IBV_WC_RNR_RETRY_EXC_ERR);
+        }
+    }
+    if now >= out.rnr_tick {
+        if let Some((_, _, m)) = peer.mailbox(remote.qpn) {
+            m.set_rnr_waiting();
+        }
+        // Slow ticks from now on, in case a doorbell is lost to a peer
+        // that went away, and to notice the RNR budget's end.
+        out.rnr_tick = now + RNR_DIRECT_NS * 100;
+        if let Ok(e) = engine() {
+            e.add_timer(out.rnr_tick, qp.serial);
+        }
+        // Look again: a receive posted before the peer saw the flag
+        // rings nobody.
+        return Direct::Retry;
+    }
+    Direct::Wait
+}
+
+/// Runs `f` on the WQE's local buffers as iovecs (its inline copy, or its
+/// SGEs checked under the key table's lock, held during `f`); None if an
+/// SGE no longer checks.
+fn with_local_iovs<T>(
+    qp: &Qp,
+    g: &QpInner,
+    seq: u64,
+    write: bool,
+    f: impl FnOnce(&[libc::iovec]) -> T,
+) -> Option<T> {
+    let w = g.sq.wqe(seq);
     if w.inline {
         let d = g.sq.inline_data(seq);
-        // SAFETY: the iovec covers the WQE's inline copy.
-        return unsafe { peer.write(&[iov(d.as_ptr(), d.len())], at, len) };
+        return Some(f(&[iov(d.as_ptr(), d.len())]));
     }
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
     let t = mr::table();
-    let write = need == IBV_ACCESS_REMOTE_READ;
-    let Ok(n) = t.sge_iovs(g.sq.sges(seq), 0, len, qp.pd_id, write, &mut v) else {
-        return false;
+    let n = t
+        .sge_iovs(g.sq.sges(seq), 0, w.len as usize, qp.pd_id, write, &mut v)
+        .ok()?;
+    Some(f(&v[..n]))
+}
+
+/// SEND, SEND_WITH_IMM or WRITE_WITH_IMM into a same-host peer's mailbox
+/// (see [`direct`]).
+fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Direct {
+    let Some((pd, rtr, mbox)) = peer.mailbox(qpn) else {
+        return Direct::No;
     };
-    // SAFETY: the iovecs cover registered memory of ours checked under the
-    // key table's lock, held across the copy (writable for a READ).
-    unsafe {
-        if write {
-            peer.read(&v[..n], at, len)
-        } else {
-            peer.write(&v[..n], at, len)
+    let w = g.sq.wqe(seq);
+    let len = w.len as u64;
+    let mut remote = [iov(std::ptr::null(), 0); MAX_IOV];
+    let mut n = 0;
+    if w.op == Op::WriteImm {
+        if len > 0 {
+            let Some(at) = peer.check(qpn, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE)
+            else {
+                return Direct::No;
+            };
+            remote[0] = iov(at as *const u8, len as usize);
+            n = 1;
         }
+    }
+    // No receive posted (RNR) or no room for its completion: wait (see
+    // `OutConn::rnr_since`).
+    let o = match mbox.peek() {
+        Ok(o) => o,
+        // UC has no RNR: the responder drops what finds no receive.
+        Err(false) if g.reliable() => return Direct::Wait,
+        Err(_) => return Direct::No,
+    };
+    if w.op != Op::WriteImm {
+        // The receive's buffers, checked as the peer's responder would;
+        // anything wrong (too small, a bad lkey) is left to it.
+        let mut left = len;
+        for s in &o.sges[..o.nsge] {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(s.length as u64);
+            if take == 0 {
+                continue;
+            }
+            let Some(at) = peer.local_buffer(s.lkey, s.addr, take, pd) else {
+                return Direct::No;
+            };
+            let Some(slot) = remote.get_mut(n) else {
+                return Direct::No;
+            };
+            *slot = iov(at as *const u8, take as usize);
+            n += 1;
+            left -= take;
+        }
+        if left > 0 {
+            return Direct::No;
+        }
+    }
+    if !mbox.commit(&o) {
+        return Direct::No;
+    }
+    let moved = len == 0
+        || with_local_iovs(qp, g, seq, false, |v| {
+            // SAFETY: as in `direct`; the remote iovecs are the peer's,
+            // checked by its kernel.
+            unsafe { peer.write_v(v, &remote[..n], len as usize) }
+        }) == Some(true);
+    let imm = matches!(w.op, Op::SendImm | Op::WriteImm);
+    let mut flags = 0;
+    if imm {
+        flags |= mailbox::FLAG_IMM;
+    }
+    if w.solicited {
+        flags |= mailbox::FLAG_SOLICITED;
+    }
+    let d = mailbox::Delivered {
+        wr_id: o.wr_id,
+        byte_len: if moved { w.len } else { 0 },
+        imm: if imm { w.imm } else { 0 },
+        opcode: if w.op == Op::WriteImm {
+            IBV_WC_RECV_RDMA_WITH_IMM
+        } else {
+            IBV_WC_RECV
+        },
+        flags,
+        status: if moved {
+            IBV_WC_SUCCESS
+        } else {
+            IBV_WC_LOC_PROT_ERR
+        },
+        src_qp: qp.qpn,
+    };
+    // A peer in RTR learns from its first request that the connection is
+    // established (IBV_EVENT_COMM_EST), polling or not: ring it.
+    let ring = mbox.deliver(&d) || rtr;
+    if moved {
+        Direct::Done { ring }
+    } else {
+        Direct::Failed(IBV_WC_REM_OP_ERR)
     }
 }
 
@@ -432,6 +651,17 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             return Ok(());
         }
         if !out.tx_active {
+            if out.announce {
+                out.announce = false;
+                let mut h = Header::new(Op::Doorbell, 0);
+                h.flags = DOORBELL_DIRECT;
+                h.encode(&mut out.tx_hdr);
+                out.tx_active = true;
+                out.tx_seq = TX_DOORBELL;
+                out.tx_off = 0;
+                out.tx_total = HDR_LEN;
+                continue;
+            }
             if g.state != IBV_QPS_RTS || g.tx_blocked {
                 return Ok(());
             }
@@ -457,14 +687,41 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 qp.after_send_completions(g);
                 return Ok(());
             }
-            if direct(qp, g, seq) {
-                local::count_direct();
-                g.sq.transmitted();
-                let w = *g.sq.wqe(seq);
-                g.sq.retire_oldest();
-                qp.complete_send(g, &w, IBV_WC_SUCCESS);
-                qp.after_send_completions(g);
-                continue;
+            let d = match direct(qp, g, seq) {
+                Direct::Wait => rnr_wait(qp, g),
+                d => d,
+            };
+            if let Some(out) = g.out.as_mut() {
+                if !matches!(d, Direct::Wait | Direct::Hold | Direct::Retry) {
+                    out.rnr_since = 0;
+                }
+            }
+            match d {
+                Direct::No => {}
+                Direct::Retry => continue,
+                Direct::Wait | Direct::Hold => return Ok(()),
+                Direct::Done { ring } => {
+                    local::count_direct();
+                    g.sq.transmitted();
+                    let w = *g.sq.wqe(seq);
+                    g.sq.retire_oldest();
+                    qp.complete_send(g, &w, IBV_WC_SUCCESS);
+                    qp.after_send_completions(g);
+                    if ring {
+                        let out = g.out.as_mut().ok_or(Broken::Lost)?;
+                        Header::new(Op::Doorbell, 0).encode(&mut out.tx_hdr);
+                        out.tx_active = true;
+                        out.tx_seq = TX_DOORBELL;
+                        out.tx_off = 0;
+                        out.tx_total = HDR_LEN;
+                    }
+                    continue;
+                }
+                Direct::Failed(status) => {
+                    g.sq.transmitted();
+                    qp.fail_head(g, status);
+                    return Ok(());
+                }
             }
             let rnr_retry = g.attr.rnr_retry;
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
@@ -561,7 +818,7 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
             out.tx_off += k;
             if out.tx_off == out.tx_total {
                 out.tx_active = false;
-                if !reliable && out.tx_seq != TX_HELLO {
+                if !reliable && out.tx_seq != TX_HELLO && out.tx_seq != TX_DOORBELL {
                     sent_unacked(qp, g);
                 }
             }
@@ -735,11 +992,16 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
             g.rnr_hold_until = mono_ns() + RNR_NOTICE_GRACE_NS;
             qp.after_send_completions(g);
         }
+        // The same-host peer posted a receive we wait for: `pump` follows.
+        Op::Doorbell => {}
         Op::Offer => {
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
             if local::enabled() && out.direct.is_none() {
                 match local::Peer::open(h.remote_addr, h.rkey, h.compare_add) {
-                    Ok(p) => out.direct = Some(p),
+                    Ok(p) => {
+                        out.direct = Some(p);
+                        out.announce = true;
+                    }
                     Err(why) => local::fell_back(&why),
                 }
             }

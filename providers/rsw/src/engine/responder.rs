@@ -32,7 +32,9 @@ use crate::mr;
 use crate::progress::{engine, token, Kind};
 use crate::transport::{canon_gid, local, Endpoints, MAX_IOV};
 use crate::util::{iov, mono_ns};
-use crate::wire::{Header, Hello, Op, Syndrome, FLAG_IMM, FLAG_SOLICITED, HDR_LEN};
+use crate::wire::{
+    Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
+};
 use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
 
@@ -292,6 +294,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 rnr_deadline: None,
                 rnr_notice_at: 0,
                 tail: [0; TAIL as usize],
+                peer_direct: false,
             });
             offer_local(qp, g, &p_ends);
             super::requester::apply_timeouts(g);
@@ -589,6 +592,21 @@ fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
 }
 
 fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
+    // Not a request: the same-host requester left completions in our
+    // mailbox while our CQ is armed.
+    if h.op == Op::Doorbell {
+        if h.flags & DOORBELL_DIRECT != 0 {
+            if let Some(inc) = g.inc.as_mut() {
+                inc.peer_direct = true;
+            }
+        } else if g.state == IBV_QPS_RTR && !g.comm_est_sent {
+            // A request reached us through memory.
+            g.comm_est_sent = true;
+            qp.async_event(IBV_EVENT_COMM_EST);
+        }
+        qp.drain_mailbox(g);
+        return;
+    }
     if g.state == IBV_QPS_RTR && !g.comm_est_sent {
         g.comm_est_sent = true;
         qp.async_event(IBV_EVENT_COMM_EST);

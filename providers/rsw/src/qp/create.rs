@@ -192,6 +192,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         (None, Some(d)) => (d.fd(), Kind::Datagram),
         (None, None) => return Err(libc::EINVAL),
     };
+    let inner = QpInner::new(a.qp_type, a.sq_sig_all != 0, &cap, listener, dgram);
     let qp = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
         serial,
@@ -204,15 +205,11 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         xrcd,
         srq,
         opened_from: None,
-        inner: Mutex::new(QpInner::new(
-            a.qp_type,
-            a.sq_sig_all != 0,
-            &cap,
-            listener,
-            dgram,
-        )),
+        mbox: inner.rq.mailbox().cloned(),
+        inner: Mutex::new(inner),
         async_events: Arc::new(EventCounter::default()),
         close_incoming: responder::close_after_flush,
+        send_responses: responder::pump,
         builder: UnsafeCell::new(if send_ops.is_some() {
             Builder::new(
                 cap.max_send_wr as usize,
@@ -379,9 +376,11 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         xrcd: Some(domain),
         srq: None,
         opened_from: Some(target),
+        mbox: None,
         inner: Mutex::new(QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None)),
         async_events: Arc::new(EventCounter::default()),
         close_incoming: responder::close_after_flush,
+        send_responses: responder::pump,
         builder: UnsafeCell::new(Builder::empty()),
     });
     let weak = Arc::downgrade(&handle);

@@ -357,7 +357,7 @@ pub(crate) unsafe extern "C" fn post_recv(
         };
         if g.state == IBV_QPS_ERR {
             q.complete_recv(
-                &g,
+                &mut g,
                 Cqe {
                     wr_id: w.wr_id,
                     status: IBV_WC_WR_FLUSH_ERR,
@@ -374,6 +374,7 @@ pub(crate) unsafe extern "C" fn post_recv(
         // SAFETY: out-pointer supplied by the caller.
         unsafe { *bad_wr = wr };
     }
+    q.wake_waiting_peer(&mut g);
     if was_empty && !g.rq.is_empty() && g.is_stalled() {
         if let Ok(e) = engine() {
             e.kick(q.serial);

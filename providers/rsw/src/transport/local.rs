@@ -30,6 +30,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Weak};
 
 use parking_lot::Mutex;
+use verbs_abi::IBV_ACCESS_LOCAL_WRITE;
 use verbs_rt::ForkFresh;
 
 /// QP numbers are 16-bit (a listener's TCP port), so QPs are slots by
@@ -56,6 +57,8 @@ struct Header {
     /// Where the owner mapped the table: a peer reads the magic there
     /// through `process_vm_readv` to prove the copies are allowed.
     base: AtomicU64,
+    /// The mailbox file's descriptor in the owner (`u64::MAX`: none).
+    mbox_fd: AtomicU64,
 }
 
 #[repr(C)]
@@ -63,8 +66,17 @@ struct QpSlot {
     seq: AtomicU32,
     pd: AtomicU32,
     access: AtomicU32,
-    /// 1 while the QP's responder accepts requests (RTR, RTS, SQD).
+    /// Whether the QP's responder accepts requests: [`RECEIVING`] in RTS
+    /// or SQD, [`RECEIVING_RTR`] in RTR, 0 otherwise.
     open: AtomicU32,
+    /// The QP's mailbox (`transport::mailbox`): offset in the mailbox
+    /// file plus one, 0 for none. Not seqlocked: set before the QP first
+    /// opens, cleared when it is destroyed.
+    mbox: AtomicU64,
+    /// Its `min_rnr_timer`: how long a same-host SEND waits per RNR
+    /// retry, as its responder would make it wait.
+    rnr_timer: AtomicU32,
+    _pad: AtomicU32,
 }
 
 #[repr(C)]
@@ -84,8 +96,9 @@ const KEY_AREA: usize = KEY_SLOTS * size_of::<KeySlot>();
 const TABLE_LEN: usize = HEADER_LEN + QP_AREA + KEY_AREA;
 
 /// A mapped table: ours (writable) or a peer's (read-only).
-struct Mapping {
-    base: *mut u8,
+pub(crate) struct Mapping {
+    pub(crate) base: *mut u8,
+    len: usize,
 }
 
 // SAFETY: the mapping is only accessed through atomics; it lives until the
@@ -95,7 +108,11 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn map(fd: std::os::fd::BorrowedFd, writable: bool) -> std::io::Result<Mapping> {
+    pub(crate) fn map(
+        fd: std::os::fd::BorrowedFd,
+        len: usize,
+        writable: bool,
+    ) -> std::io::Result<Mapping> {
         let prot = if writable {
             libc::PROT_READ | libc::PROT_WRITE
         } else {
@@ -107,7 +124,7 @@ impl Mapping {
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                TABLE_LEN,
+                len,
                 prot,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
@@ -117,7 +134,10 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Mapping { base: p as *mut u8 })
+        Ok(Mapping {
+            base: p as *mut u8,
+            len,
+        })
     }
 
     fn header(&self) -> &Header {
@@ -146,7 +166,7 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `map`, no longer referenced.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, TABLE_LEN) };
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
 }
 
@@ -230,7 +250,7 @@ fn create() -> Option<Ours> {
     }
     let fd = rustix::fs::memfd_create(c"rsw-local", rustix::fs::MemfdFlags::CLOEXEC).ok()?;
     rustix::fs::ftruncate(&fd, TABLE_LEN as u64).ok()?;
-    let map = Mapping::map(std::os::fd::AsFd::as_fd(&fd), true).ok()?;
+    let map = Mapping::map(std::os::fd::AsFd::as_fd(&fd), TABLE_LEN, true).ok()?;
     let mut t = [0u8; 8];
     // SAFETY: the buffer is 8 writable bytes.
     let got = unsafe { libc::getrandom(t.as_mut_ptr() as *mut libc::c_void, 8, 0) };
@@ -245,6 +265,8 @@ fn create() -> Option<Ours> {
     h.token.store(token, Ordering::Relaxed);
     h.pid.store(pid, Ordering::Relaxed);
     h.base.store(map.base as u64, Ordering::Relaxed);
+    let mbox_fd = super::mailbox::file_fd().map_or(u64::MAX, |fd| fd as u64);
+    h.mbox_fd.store(mbox_fd, Ordering::Relaxed);
     h.magic.store(MAGIC, Ordering::Release);
     Some(Ours { fd, map, token })
 }
@@ -266,10 +288,17 @@ pub fn offer() -> Option<(u64, u32, u64)> {
 }
 
 /// Publishes a QP's responder state (`open`: it accepts requests).
-pub fn publish_qp(qpn: u32, pd: u32, access: u32, open: bool) {
+pub const RECEIVING: u32 = 1;
+/// Receiving in RTR: its first request raises `IBV_EVENT_COMM_EST`, so a
+/// same-host requester rings it (it may not be polling).
+pub const RECEIVING_RTR: u32 = 2;
+
+pub fn publish_qp(qpn: u32, pd: u32, access: u32, open: u32, mbox: Option<u64>, rnr_timer: u8) {
     let Some(o) = ours() else { return };
     let Some(s) = o.map.qp(qpn) else { return };
-    let open = open as u32;
+    s.rnr_timer.store(rnr_timer as u32, Ordering::Relaxed);
+    s.mbox
+        .store(mbox.map_or(0, |off| off + 1), Ordering::Release);
     if s.pd.load(Ordering::Relaxed) == pd
         && s.access.load(Ordering::Relaxed) == access
         && s.open.load(Ordering::Relaxed) == open
@@ -355,6 +384,8 @@ pub struct Peer {
     pid: libc::pid_t,
     token: u64,
     map: Mapping,
+    /// Its mailbox file, mapped read-write (`transport::mailbox`).
+    mbox: Option<Mapping>,
 }
 
 static PEERS: ForkFresh<Mutex<Vec<Weak<Peer>>>> = ForkFresh::new(|| Mutex::new(Vec::new()));
@@ -384,7 +415,8 @@ impl Peer {
         if (st.st_size as usize) < TABLE_LEN {
             return Err(format!("{path}: not a table"));
         }
-        let map = Mapping::map(std::os::fd::AsFd::as_fd(&f), false).map_err(|e| e.to_string())?;
+        let map = Mapping::map(std::os::fd::AsFd::as_fd(&f), TABLE_LEN, false)
+            .map_err(|e| e.to_string())?;
         let h = map.header();
         if h.magic.load(Ordering::Acquire) != MAGIC
             || h.token.load(Ordering::Relaxed) != token
@@ -393,7 +425,31 @@ impl Peer {
             return Err(format!("{path}: token mismatch"));
         }
         let base = h.base.load(Ordering::Relaxed);
-        let p = Arc::new(Peer { pid, token, map });
+        let mbox = match h.mbox_fd.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            fd => {
+                let path = format!("/proc/{pid}/fd/{fd}");
+                rustix::fs::open(
+                    &path,
+                    rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )
+                .ok()
+                .filter(|f| {
+                    rustix::fs::fstat(f)
+                        .is_ok_and(|st| st.st_size as usize >= super::mailbox::FILE_LEN)
+                })
+                .and_then(|f| {
+                    Mapping::map(std::os::fd::AsFd::as_fd(&f), super::mailbox::FILE_LEN, true).ok()
+                })
+            }
+        };
+        let p = Arc::new(Peer {
+            pid,
+            token,
+            map,
+            mbox,
+        });
         // Opening the descriptor needs less than the copies (Yama, for
         // one, only restricts attaching): prove a copy works.
         let mut magic = [0u8; 8];
@@ -412,6 +468,27 @@ impl Peer {
     /// The host address in the peer for a remote access by QP `qpn` with
     /// `rkey`, if the peer's responder would allow it.
     pub fn check(&self, qpn: u32, rkey: u32, addr: u64, len: u64, need: u32) -> Option<u64> {
+        let (pd, access) = self.open_qp(qpn)?;
+        if access & need != need {
+            return None;
+        }
+        self.translate(rkey, addr, len, pd, need)
+    }
+
+    /// The PD and access flags of the peer's QP `qpn`, if it receives.
+    fn open_qp(&self, qpn: u32) -> Option<(u32, u32)> {
+        self.receiving(qpn).map(|(pd, access, _)| (pd, access))
+    }
+
+    /// Whether the peer's QP `qpn` is in RTR (see [`RECEIVING_RTR`]).
+    pub fn in_rtr(&self, qpn: u32) -> bool {
+        self.receiving(qpn)
+            .is_some_and(|(_, _, open)| open == RECEIVING_RTR)
+    }
+
+    /// The PD, access flags and state code of the peer's QP `qpn`, if it
+    /// receives.
+    fn receiving(&self, qpn: u32) -> Option<(u32, u32, u32)> {
         let s = self.map.qp(qpn)?;
         let (pd, access, open) = read_slot(&s.seq, || {
             (
@@ -420,7 +497,42 @@ impl Peer {
                 s.open.load(Ordering::Relaxed),
             )
         })?;
-        if open != 1 || access & need != need || rkey & TOMBSTONE != 0 || rkey == 0 {
+        matches!(open, RECEIVING | RECEIVING_RTR).then_some((pd, access, open))
+    }
+
+    /// The PD of the peer's QP `qpn` (if it receives), whether it is in
+    /// RTR, and its mailbox.
+    pub fn mailbox(&self, qpn: u32) -> Option<(u32, bool, super::mailbox::PeerBox)> {
+        let (pd, _, open) = self.receiving(qpn)?;
+        let off = self
+            .map
+            .qp(qpn)?
+            .mbox
+            .load(Ordering::Acquire)
+            .checked_sub(1)?;
+        Some((
+            pd,
+            open == RECEIVING_RTR,
+            super::mailbox::PeerBox::at(self.mbox.as_ref()?, off)?,
+        ))
+    }
+
+    /// The peer QP's `min_rnr_timer`.
+    pub fn rnr_timer(&self, qpn: u32) -> u8 {
+        self.map
+            .qp(qpn)
+            .map_or(0, |s| s.rnr_timer.load(Ordering::Relaxed) as u8)
+    }
+
+    /// The host address in the peer of a receive buffer (`lkey` of PD
+    /// `pd`, locally writable), as its responder would check it.
+    pub fn local_buffer(&self, lkey: u32, addr: u64, len: u64, pd: u32) -> Option<u64> {
+        self.translate(lkey, addr, len, pd, IBV_ACCESS_LOCAL_WRITE)
+    }
+
+    /// A key of PD `pd` with rights `need` covering `[addr, addr + len)`.
+    fn translate(&self, rkey: u32, addr: u64, len: u64, pd: u32, need: u32) -> Option<u64> {
+        if rkey & TOMBSTONE != 0 || rkey == 0 {
             return None;
         }
         for i in 0..MAX_PROBE {
@@ -453,6 +565,33 @@ impl Peer {
             }
         }
         None
+    }
+
+    /// Copies our iovecs to the peer's `remote` iovecs; true when every
+    /// byte went.
+    ///
+    /// # Safety
+    /// Every local iovec must describe readable memory of ours for the
+    /// call.
+    pub unsafe fn write_v(
+        &self,
+        local: &[libc::iovec],
+        remote: &[libc::iovec],
+        len: usize,
+    ) -> bool {
+        // SAFETY: the caller vouches for the local iovecs; the remote ones
+        // are checked by the kernel against the peer's address space.
+        let n = unsafe {
+            libc::process_vm_writev(
+                self.pid,
+                local.as_ptr(),
+                local.len() as _,
+                remote.as_ptr(),
+                remote.len() as _,
+                0,
+            )
+        };
+        n == len as isize
     }
 
     /// Copies our iovecs to `remote` in the peer; true when every byte
@@ -513,7 +652,7 @@ mod tests {
             return; // RSW_TRANSPORT=tcp
         };
         let p = Peer::open(pid, fd, token).expect("own table opens");
-        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, true);
+        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, RECEIVING, None, 0);
         let e = KeyEntry {
             pd: 7,
             access: IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE,
@@ -537,15 +676,15 @@ mod tests {
         );
         assert_eq!(p.check(4243, 0x1234, 0x1000, 1, w), None, "closed QP");
         assert_eq!(p.check(4242, 0x1235, 0x1000, 1, w), None, "unknown key");
-        publish_qp(4242, 8, IBV_ACCESS_REMOTE_WRITE, true);
+        publish_qp(4242, 8, IBV_ACCESS_REMOTE_WRITE, RECEIVING, None, 0);
         assert_eq!(p.check(4242, 0x1234, 0x1000, 1, w), None, "other PD");
-        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, false);
+        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, 0, None, 0);
         assert_eq!(
             p.check(4242, 0x1234, 0x1000, 1, w),
             None,
             "QP not accepting"
         );
-        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, true);
+        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, RECEIVING, None, 0);
         // A key colliding in the same slot lands after it; withdrawing the
         // first leaves the second reachable.
         let k2 = 0x1234 + KEY_SLOTS as u32;
@@ -564,7 +703,7 @@ mod tests {
         assert_eq!(p.check(4242, 0x1234, 0x1000, 1, w), Some(0x7000_0000));
         withdraw_key(0x1234);
         withdraw_key(k2);
-        publish_qp(4242, 0, 0, false);
+        publish_qp(4242, 0, 0, 0, None, 0);
         assert!(Peer::open(pid, fd, token ^ 1).is_err(), "wrong token");
     }
 }

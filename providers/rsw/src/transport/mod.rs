@@ -13,6 +13,7 @@
 //! the protocol code.
 
 pub mod local;
+pub mod mailbox;
 mod sock;
 pub mod tcp;
 pub mod udp;

@@ -38,7 +38,19 @@ pub struct OutConn {
     /// The peer's process is on this host and let us reach its memory
     /// (`transport::local`): one-sided requests go straight there.
     pub(crate) direct: Option<Arc<Peer>>,
+    /// `direct` is new: tell the peer (a flagged doorbell) before the next
+    /// request.
+    pub(crate) announce: bool,
+    /// The same-host peer had no receive posted for the head SEND (RNR)
+    /// since this time (0: not waiting); see `requester::rnr_wait`.
+    pub(crate) rnr_since: u64,
+    /// When that wait's timer next fires.
+    pub(crate) rnr_tick: u64,
 }
+
+/// How long a same-host SEND waits for a receive by polling alone before
+/// it asks the peer to ring it.
+pub const RNR_DIRECT_NS: u64 = 1_000_000;
 
 pub(crate) struct ReadRx {
     pub(crate) seq: u64,
@@ -101,6 +113,10 @@ pub struct InConn {
     pub(crate) rnr_notice_at: u64,
     /// The last bytes of the payload being received (see [`TAIL`]).
     pub(crate) tail: [u8; TAIL as usize],
+    /// The peer took our same-host offer: its SENDs and one-sided
+    /// requests come through memory, this connection only carries what
+    /// cannot (so polling does not read it; the progress thread does).
+    pub(crate) peer_direct: bool,
 }
 
 impl InConn {

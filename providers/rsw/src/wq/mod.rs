@@ -33,6 +33,7 @@ use verbs_abi::*;
 use crate::context::{CtxShared, EventCounter};
 use crate::cq::{Cq, Cqe};
 use crate::srq::Srq;
+use crate::transport::mailbox::{self, Mailbox};
 use crate::transport::{Conn, Listener, RemoteAddr};
 use conn::Rx;
 
@@ -116,7 +117,13 @@ impl QpInner {
                 cap.max_send_sge as usize,
                 cap.max_inline_data as usize,
             ),
-            rq: RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize),
+            // RC and UC receive queues live in a mailbox, where same-host
+            // peers deliver SENDs themselves (`transport::mailbox`).
+            rq: if matches!(qp_type, IBV_QPT_RC | IBV_QPT_UC) {
+                RecvQueue::shared(cap.max_recv_wr as usize, cap.max_recv_sge as usize)
+            } else {
+                RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize)
+            },
             recv: RecvWqe::EMPTY,
             claimed: false,
             xrc_srq: None,
@@ -211,6 +218,9 @@ pub struct Qp {
     pub srq: Option<Arc<Srq>>,
     /// A handle `ibv_open_qp` made: modify and query go to this QP.
     pub opened_from: Option<Arc<Qp>>,
+    /// The receive queue's mailbox (`transport::mailbox`), reachable
+    /// without the lock (arming a CQ needs it).
+    pub mbox: Option<Arc<Mailbox>>,
     pub inner: Mutex<QpInner>,
     pub async_events: Arc<EventCounter>,
     /// State of an `ibv_wr_start` .. `ibv_wr_complete` batch; single
@@ -220,6 +230,9 @@ pub struct Qp {
     /// the responder's work, registered by the QP's creator so this layer
     /// needs nothing from the engine above it.
     pub close_incoming: fn(&Qp, &mut QpInner),
+    /// Sends the incoming connection's queued responses: the responder's
+    /// work, registered like `close_incoming`.
+    pub send_responses: fn(&Qp, &mut QpInner),
 }
 
 // SAFETY: mutable state is behind `inner`'s mutex; `ibv` is the C-visible
@@ -254,6 +267,72 @@ impl Qp {
         self.ibv.get() as *mut ibv_qp
     }
 
+    pub fn mailbox(&self) -> Option<&Arc<Mailbox>> {
+        self.mbox.as_ref()
+    }
+
+    /// A same-host peer waits for a receive or for room in the mailbox:
+    /// ring it on the connection (its progress thread retries).
+    pub fn wake_waiting_peer(&self, g: &mut QpInner) {
+        let Some(m) = self.mbox.as_ref() else { return };
+        if m.take_rnr_waiting() {
+            if let Some(inc) = g.inc.as_mut() {
+                inc.push_resp(
+                    &crate::wire::Header::new(crate::wire::Op::Doorbell, 0),
+                    None,
+                );
+                (self.send_responses)(self, g);
+            }
+        }
+    }
+
+    /// Moves the completions same-host peers left in the mailbox to the
+    /// receive CQ, before any the responder makes itself, so the QP's
+    /// completions keep their order. A failed delivery (the peer could not
+    /// write the receive's buffers) moves the QP to ERR, as the responder
+    /// would have.
+    pub fn drain_mailbox(&self, g: &mut QpInner) {
+        let Some(m) = self.mbox.as_ref() else { return };
+        let mut failed = false;
+        let mut any = false;
+        while let Some(d) = m.pop_completion() {
+            any = true;
+            let imm = d.flags & mailbox::FLAG_IMM != 0;
+            if let Some(cq) = &self.recv_cq {
+                cq.push(Cqe {
+                    wr_id: d.wr_id,
+                    status: d.status,
+                    opcode: d.opcode,
+                    byte_len: d.byte_len,
+                    imm: d.imm,
+                    qp_num: self.qpn,
+                    src_qp: d.src_qp,
+                    wc_flags: if imm { IBV_WC_WITH_IMM } else { 0 },
+                    solicited: d.flags & mailbox::FLAG_SOLICITED != 0,
+                    ..Cqe::default()
+                });
+            }
+            if d.status != IBV_WC_SUCCESS {
+                failed = true;
+                break;
+            }
+        }
+        if let Some(cq) = &self.recv_cq {
+            cq.if_unarmed(|| m.set_want_kick(false));
+        }
+        if any {
+            self.wake_waiting_peer(g);
+        }
+        if any && g.state == IBV_QPS_RTR && !g.comm_est_sent {
+            g.comm_est_sent = true;
+            self.async_event(IBV_EVENT_COMM_EST);
+        }
+        if failed {
+            self.async_event(IBV_EVENT_QP_FATAL);
+            self.enter_error(g);
+        }
+    }
+
     pub fn set_state(&self, g: &mut QpInner, s: ibv_qp_state) {
         g.state = s;
         // SAFETY: the public state field is plain data in our allocation;
@@ -269,8 +348,25 @@ impl Qp {
         if !matches!(g.qp_type, IBV_QPT_RC | IBV_QPT_UC) {
             return;
         }
-        let open = !g.destroyed && matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD);
-        crate::transport::local::publish_qp(self.qpn, self.pd_id, g.attr.qp_access_flags, open);
+        use crate::transport::local::{RECEIVING, RECEIVING_RTR};
+        let open = match g.state {
+            _ if g.destroyed => 0,
+            IBV_QPS_RTR => RECEIVING_RTR,
+            IBV_QPS_RTS | IBV_QPS_SQD => RECEIVING,
+            _ => 0,
+        };
+        let mbox = g.rq.mailbox().filter(|_| !g.destroyed);
+        if let Some(m) = g.rq.mailbox() {
+            m.set_open(open != 0);
+        }
+        crate::transport::local::publish_qp(
+            self.qpn,
+            self.pd_id,
+            g.attr.qp_access_flags,
+            open,
+            mbox.map(|m| m.offset()),
+            g.attr.min_rnr_timer,
+        );
     }
 
     pub fn async_event(&self, t: ibv_event_type) {
@@ -356,7 +452,8 @@ impl Qp {
         }
     }
 
-    pub fn complete_recv(&self, g: &QpInner, e: Cqe) {
+    pub fn complete_recv(&self, g: &mut QpInner, e: Cqe) {
+        self.drain_mailbox(g);
         if let Some(cq) = self.recv_cq_for(g) {
             cq.push(Cqe {
                 qp_num: self.qpn,
@@ -391,6 +488,8 @@ impl Qp {
         }
         g.sq.clear();
         g.tx_blocked = false;
+        // Delivered before the error: they complete first.
+        self.drain_mailbox(g);
         let claimed = self.take_claimed(g);
         // Cloned: the loop below borrows the queue.
         let cq = self.recv_cq_for(g).cloned();
@@ -447,6 +546,9 @@ impl Qp {
         g.pending.clear();
         g.sq.clear();
         g.rq.clear();
+        if let Some(m) = &self.mbox {
+            m.discard_completions();
+        }
         g.claimed = false;
         g.remote = None;
         g.peer_gone = false;

@@ -5,7 +5,9 @@
 use verbs_abi::*;
 
 use crate::device::MAX_SGE;
+use crate::transport::mailbox::Mailbox;
 use crate::wire::Op;
+use std::sync::Arc;
 /// An empty scatter/gather entry, to preallocate SGE arrays with.
 pub const NO_SGE: ibv_sge = ibv_sge {
     addr: 0,
@@ -273,7 +275,9 @@ impl RecvWqe {
     }
 }
 
-/// The receive queue ring.
+/// The receive queue ring: private, or in a mailbox same-host peers take
+/// receives from (`transport::mailbox`), which then holds the entries and
+/// the indices.
 pub struct RecvQueue {
     pub(crate) wr_ids: Box<[u64]>,
     pub(crate) nsge: Box<[u32]>,
@@ -282,6 +286,7 @@ pub struct RecvQueue {
     pub max_sge: usize,
     head: u64,
     tail: u64,
+    shared: Option<Arc<Mailbox>>,
 }
 
 impl RecvQueue {
@@ -294,20 +299,53 @@ impl RecvQueue {
             max_sge,
             head: 0,
             tail: 0,
+            shared: None,
         }
     }
 
+    /// A queue in a mailbox if the same-host path can have one, else
+    /// private.
+    pub fn shared(cap: usize, max_sge: usize) -> RecvQueue {
+        match Mailbox::new(cap, max_sge) {
+            Some(m) => RecvQueue {
+                shared: Some(Arc::new(m)),
+                ..RecvQueue::new(0, 0)
+            }
+            .with_shape(cap, max_sge),
+            None => RecvQueue::new(cap, max_sge),
+        }
+    }
+
+    fn with_shape(mut self, cap: usize, max_sge: usize) -> RecvQueue {
+        self.cap = cap;
+        self.max_sge = max_sge;
+        self
+    }
+
+    pub fn mailbox(&self) -> Option<&Arc<Mailbox>> {
+        self.shared.as_ref()
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.head == self.tail
+        match &self.shared {
+            Some(m) => m.is_empty(),
+            None => self.head == self.tail,
+        }
     }
 
     pub fn is_full(&self) -> bool {
-        self.tail - self.head == self.cap as u64
+        match &self.shared {
+            Some(m) => m.is_full(),
+            None => self.tail - self.head == self.cap as u64,
+        }
     }
 
     /// Posted receives not yet taken.
     pub fn len(&self) -> usize {
-        (self.tail - self.head) as usize
+        match &self.shared {
+            Some(m) => m.len(),
+            None => (self.tail - self.head) as usize,
+        }
     }
 
     /// Checks a receive WR against the queue (its SGE count, room left)
@@ -333,6 +371,9 @@ impl RecvQueue {
 
     /// Posts a receive (the queue has room).
     pub fn push(&mut self, wr_id: u64, sges: &[ibv_sge]) {
+        if let Some(m) = &self.shared {
+            return m.push(wr_id, sges);
+        }
         let s = self.slot(self.tail);
         self.wr_ids[s] = wr_id;
         self.nsge[s] = sges.len() as u32;
@@ -343,6 +384,9 @@ impl RecvQueue {
 
     /// Forgets every posted receive (reset).
     pub fn clear(&mut self) {
+        if let Some(m) = &self.shared {
+            m.clear();
+        }
         self.head = self.tail;
     }
 
@@ -351,8 +395,8 @@ impl RecvQueue {
     }
 
     /// The oldest posted receive: its wr_id and scatter list.
-    pub fn front(&self) -> Option<(u64, &[ibv_sge])> {
-        if self.is_empty() {
+    fn front(&self) -> Option<(u64, &[ibv_sge])> {
+        if self.head == self.tail {
             return None;
         }
         let s = self.slot(self.head);
@@ -361,6 +405,11 @@ impl RecvQueue {
     }
 
     pub fn pop(&mut self) -> Option<u64> {
+        if let Some(m) = &self.shared {
+            let mut id = None;
+            m.take(|wr_id, _| id = Some(wr_id));
+            return id;
+        }
         if self.is_empty() {
             return None;
         }
@@ -371,6 +420,14 @@ impl RecvQueue {
 
     /// Takes the oldest posted receive into `w`; false when there is none.
     pub fn take_into(&mut self, w: &mut RecvWqe, pd_id: u32) -> bool {
+        if let Some(m) = &self.shared {
+            return m.take(|wr_id, sges| {
+                w.wr_id = wr_id;
+                w.pd_id = pd_id;
+                w.nsge = sges.len() as u32;
+                w.sges[..sges.len()].copy_from_slice(sges);
+            });
+        }
         let Some((wr_id, sges)) = self.front() else {
             return false;
         };
@@ -384,6 +441,8 @@ impl RecvQueue {
 
     /// The same receives in a ring of `cap` slots (`cap` >= `len`).
     pub fn resized(&self, cap: usize) -> RecvQueue {
+        // Only SRQs resize, and their queues are private.
+        debug_assert!(self.shared.is_none());
         let mut q = RecvQueue::new(cap, self.max_sge);
         for seq in self.head..self.tail {
             let s = self.slot(seq);

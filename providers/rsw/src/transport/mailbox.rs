@@ -1,0 +1,566 @@
+//! Same-host delivery of SENDs (`transport::local`): each RC/UC QP's
+//! receive queue lives in a mailbox, a region of a memfd its process shares
+//! with same-host peers, beside a ring of completions. A peer's requester
+//! takes the oldest posted receive itself (a compare-and-swap on the
+//! queue's head, which the QP's own responder uses too), writes the
+//! payload into the receive's buffers with `process_vm_writev`, and leaves
+//! the completion in the mailbox; the QP's process moves it to its CQ when
+//! it polls (or when its progress thread is told to, for a program waiting
+//! on a completion channel). No thread of the target runs on the way, and
+//! nothing is copied twice.
+//!
+//! The head word carries a CLOSED bit the owner sets while the QP is not
+//! receiving (not RTR/RTS/SQD): peers never take receives then, the owner
+//! still does (flushing them). Regions of destroyed QPs are reused only
+//! after a quarantine, so a peer that read the old offset a moment before
+//! the destroy cannot scribble over a newer QP's rings.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use verbs_abi::ibv_sge;
+
+const NO_SGE: ibv_sge = ibv_sge {
+    addr: 0,
+    length: 0,
+    lkey: 0,
+};
+use verbs_rt::ForkFresh;
+
+use super::local::{self, Mapping};
+use crate::device::MAX_SGE;
+use crate::util::mono_ns;
+
+/// The mailbox file: sparse; only the pages of live rings are memory.
+pub const FILE_LEN: usize = 1 << 34;
+const CLOSED: u64 = 1 << 63;
+const HDR: usize = 64;
+const RECV_HDR: usize = 16;
+const SGE: usize = size_of::<ibv_sge>();
+const CQE: usize = 32;
+const PAGE: u64 = 4096;
+/// How long a freed region rests before another QP gets it.
+const QUARANTINE_NS: u64 = 2_000_000_000;
+
+#[repr(C)]
+struct Hdr {
+    rq_head: AtomicU64,
+    rq_tail: AtomicU64,
+    cq_head: AtomicU64,
+    cq_tail: AtomicU64,
+    /// The owner waits for completions (its CQ is armed): a peer that
+    /// delivers one rings the doorbell (`Op::Doorbell`).
+    want_kick: AtomicU32,
+    cap: AtomicU32,
+    max_sge: AtomicU32,
+    /// A peer's SEND has waited a while for a receive (or for room for
+    /// its completion): the owner rings it (`Op::Doorbell` on the
+    /// connection) when it posts one or drains.
+    rnr_waiting: AtomicU32,
+}
+
+/// Completion ring slots per receive slot: receives taken but not yet
+/// moved to the CQ free their slot, so more can be posted and taken.
+const CQ_PER_RQ: usize = 2;
+
+fn recv_entry(max_sge: usize) -> usize {
+    RECV_HDR + SGE * max_sge
+}
+
+fn region_len(cap: usize, max_sge: usize) -> usize {
+    let n = HDR + cap * recv_entry(max_sge) + CQ_PER_RQ * cap * CQE;
+    n.div_ceil(PAGE as usize) * PAGE as usize
+}
+
+/// A completion a peer left in a mailbox.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delivered {
+    pub wr_id: u64,
+    pub byte_len: u32,
+    pub imm: u32,
+    pub opcode: u32,
+    /// `FLAG_*` below.
+    pub flags: u32,
+    pub status: u32,
+    pub src_qp: u32,
+}
+
+pub const FLAG_IMM: u32 = 1;
+pub const FLAG_SOLICITED: u32 = 2;
+
+impl Delivered {
+    fn write(&self, p: *mut u8) {
+        let w = [
+            self.wr_id as u32,
+            (self.wr_id >> 32) as u32,
+            self.byte_len,
+            self.imm,
+            self.opcode,
+            self.flags,
+            self.status,
+            self.src_qp,
+        ];
+        for (i, v) in w.iter().enumerate() {
+            // SAFETY: p is a CQE slot of CQE bytes in a live mapping,
+            // 4-aligned.
+            unsafe { std::ptr::write_volatile((p as *mut u32).add(i), *v) };
+        }
+    }
+
+    fn read(p: *const u8) -> Delivered {
+        // SAFETY: as in `write`.
+        let r = |i: usize| unsafe { std::ptr::read_volatile((p as *const u32).add(i)) };
+        Delivered {
+            wr_id: r(0) as u64 | (r(1) as u64) << 32,
+            byte_len: r(2),
+            imm: r(3),
+            opcode: r(4),
+            flags: r(5),
+            status: r(6),
+            src_qp: r(7),
+        }
+    }
+}
+
+// ---- the file ---------------------------------------------------------------------
+
+struct File {
+    fd: OwnedFd,
+    map: Mapping,
+    alloc: Mutex<Alloc>,
+}
+
+#[derive(Default)]
+struct Alloc {
+    next: u64,
+    /// Freed regions: offset, length, when freed.
+    free: Vec<(u64, u64, u64)>,
+}
+
+static FILE: ForkFresh<Option<File>> = ForkFresh::new(|| {
+    if !local::enabled() {
+        return None;
+    }
+    let fd = rustix::fs::memfd_create(c"rsw-mailbox", rustix::fs::MemfdFlags::CLOEXEC).ok()?;
+    rustix::fs::ftruncate(&fd, FILE_LEN as u64).ok()?;
+    let map = Mapping::map(fd.as_fd(), FILE_LEN, true).ok()?;
+    Some(File {
+        fd,
+        map,
+        alloc: Mutex::new(Alloc::default()),
+    })
+});
+
+/// The mailbox file's descriptor, for the offer.
+pub fn file_fd() -> Option<RawFd> {
+    FILE.get().as_ref().map(|f| f.fd.as_raw_fd())
+}
+
+impl Alloc {
+    fn take(&mut self, len: u64) -> Option<u64> {
+        let now = mono_ns();
+        if let Some(i) = self
+            .free
+            .iter()
+            .position(|&(_, l, at)| l >= len && now.saturating_sub(at) >= QUARANTINE_NS)
+        {
+            let (off, l, at) = self.free[i];
+            if l == len {
+                self.free.swap_remove(i);
+            } else {
+                self.free[i] = (off + len, l - len, at);
+            }
+            return Some(off);
+        }
+        if self.next + len > FILE_LEN as u64 {
+            return None;
+        }
+        let off = self.next;
+        self.next += len;
+        Some(off)
+    }
+}
+
+// ---- a QP's own mailbox -----------------------------------------------------------
+
+/// A QP's mailbox, owned by its receive queue.
+pub struct Mailbox {
+    base: *mut u8,
+    off: u64,
+    len: u64,
+    cap: usize,
+    max_sge: usize,
+}
+
+// SAFETY: the region is only accessed through atomics and volatile copies
+// of plain data; it stays mapped for the process's life.
+unsafe impl Send for Mailbox {}
+// SAFETY: as above.
+unsafe impl Sync for Mailbox {}
+
+impl Mailbox {
+    /// A mailbox for a receive queue of `cap` WRs of `max_sge` SGEs, or
+    /// None (the same-host path off, or no room): the queue stays private.
+    pub fn new(cap: usize, max_sge: usize) -> Option<Mailbox> {
+        let f = FILE.get().as_ref()?;
+        if cap == 0 || max_sge > MAX_SGE as usize {
+            return None;
+        }
+        let len = region_len(cap, max_sge) as u64;
+        let off = f.alloc.lock().take(len)?;
+        // SAFETY: [off, off + len) lies inside the file's mapping.
+        let base = unsafe { f.map.base.add(off as usize) };
+        let m = Mailbox {
+            base,
+            off,
+            len,
+            cap,
+            max_sge,
+        };
+        let h = m.hdr();
+        // Fresh or punched: zero; the ring starts closed.
+        h.rq_head.store(CLOSED, Ordering::Relaxed);
+        h.rq_tail.store(0, Ordering::Relaxed);
+        h.cq_head.store(0, Ordering::Relaxed);
+        h.cq_tail.store(0, Ordering::Relaxed);
+        h.want_kick.store(0, Ordering::Relaxed);
+        h.rnr_waiting.store(0, Ordering::Relaxed);
+        h.max_sge.store(max_sge as u32, Ordering::Relaxed);
+        h.cap.store(cap as u32, Ordering::Release);
+        Some(m)
+    }
+
+    /// Where peers find it (offset in the file).
+    pub fn offset(&self) -> u64 {
+        self.off
+    }
+
+    fn hdr(&self) -> &Hdr {
+        // SAFETY: the header starts the region, 64-aligned (page-aligned).
+        unsafe { &*(self.base as *const Hdr) }
+    }
+
+    fn index(&self) -> u64 {
+        self.hdr().rq_head.load(Ordering::Acquire) & !CLOSED
+    }
+
+    fn tail(&self) -> u64 {
+        self.hdr().rq_tail.load(Ordering::Acquire)
+    }
+
+    pub fn len(&self) -> usize {
+        self.tail().wrapping_sub(self.index()).min(self.cap as u64) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len() >= self.cap
+    }
+
+    /// Posts a receive (the queue has room; one poster at a time: the
+    /// QP's lock).
+    pub fn push(&self, wr_id: u64, sges: &[ibv_sge]) {
+        let t = self.tail();
+        let p = recv_slot(self.base, self.cap, self.max_sge, t);
+        write_recv(p, wr_id, sges);
+        self.hdr().rq_tail.store(t + 1, Ordering::SeqCst);
+    }
+
+    /// Whether a peer waits for a receive or for room (and forget it):
+    /// after posting or draining, which the peer's re-check then sees.
+    pub fn take_rnr_waiting(&self) -> bool {
+        let h = self.hdr();
+        h.rnr_waiting.load(Ordering::SeqCst) != 0 && h.rnr_waiting.swap(0, Ordering::SeqCst) != 0
+    }
+
+    /// Takes the oldest receive: `f` gets its wr_id and scatter list;
+    /// false when none is posted.
+    pub fn take(&self, f: impl FnOnce(u64, &[ibv_sge])) -> bool {
+        let h = self.hdr();
+        loop {
+            let head = h.rq_head.load(Ordering::Acquire);
+            let i = head & !CLOSED;
+            if i == self.tail() {
+                return false;
+            }
+            let mut sges = [NO_SGE; MAX_SGE as usize];
+            let p = recv_slot(self.base, self.cap, self.max_sge, i);
+            let (wr_id, n) = read_recv(p, self.max_sge, &mut sges);
+            if h.rq_head
+                .compare_exchange(head, head + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                f(wr_id, &sges[..n]);
+                return true;
+            }
+        }
+    }
+
+    /// Forgets every posted receive (reset).
+    pub fn clear(&self) {
+        let h = self.hdr();
+        let mut head = h.rq_head.load(Ordering::Acquire);
+        loop {
+            let new = (head & CLOSED) | self.tail();
+            match h
+                .rq_head
+                .compare_exchange(head, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(v) => head = v,
+            }
+        }
+    }
+
+    /// Lets peers take receives (the QP receives) or not.
+    pub fn set_open(&self, open: bool) {
+        if open {
+            self.hdr().rq_head.fetch_and(!CLOSED, Ordering::AcqRel);
+        } else {
+            self.hdr().rq_head.fetch_or(CLOSED, Ordering::AcqRel);
+        }
+    }
+
+    /// The oldest completion a peer left, taken off the ring.
+    pub fn pop_completion(&self) -> Option<Delivered> {
+        let h = self.hdr();
+        let head = h.cq_head.load(Ordering::Relaxed);
+        if head == h.cq_tail.load(Ordering::Acquire) {
+            return None;
+        }
+        let d = Delivered::read(cqe_slot(self.base, self.cap, self.max_sge, head));
+        h.cq_head.store(head + 1, Ordering::SeqCst);
+        Some(d)
+    }
+
+    pub fn has_completions(&self) -> bool {
+        let h = self.hdr();
+        h.cq_head.load(Ordering::SeqCst) != h.cq_tail.load(Ordering::SeqCst)
+    }
+
+    /// Drops undelivered completions (reset).
+    pub fn discard_completions(&self) {
+        let h = self.hdr();
+        h.cq_head
+            .store(h.cq_tail.load(Ordering::Acquire), Ordering::Release);
+    }
+
+    /// Whether peers should ring the doorbell after delivering. Set before
+    /// the owner checks `has_completions` (both sequentially consistent,
+    /// as the peer's publish-then-check): one of them sees the other.
+    pub fn set_want_kick(&self, on: bool) {
+        self.hdr().want_kick.store(on as u32, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        let Some(f) = FILE.get().as_ref() else { return };
+        // Give the pages back (they read as zero afterwards).
+        let _ = rustix::fs::fallocate(
+            &f.fd,
+            rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+            self.off,
+            self.len,
+        );
+        f.alloc.lock().free.push((self.off, self.len, mono_ns()));
+    }
+}
+
+fn recv_slot(base: *mut u8, cap: usize, max_sge: usize, seq: u64) -> *mut u8 {
+    let i = (seq % cap as u64) as usize;
+    // SAFETY: slot i of the receive ring, inside the region.
+    unsafe { base.add(HDR + i * recv_entry(max_sge)) }
+}
+
+fn cqe_slot(base: *mut u8, cap: usize, max_sge: usize, seq: u64) -> *mut u8 {
+    let i = (seq % (CQ_PER_RQ * cap) as u64) as usize;
+    // SAFETY: slot i of the completion ring, after the receive ring.
+    unsafe { base.add(HDR + cap * recv_entry(max_sge) + i * CQE) }
+}
+
+fn write_recv(p: *mut u8, wr_id: u64, sges: &[ibv_sge]) {
+    // SAFETY: p is a receive slot with room for max_sge SGEs (the caller
+    // passes at most that many); 8-aligned.
+    unsafe {
+        std::ptr::write_volatile(p as *mut u64, wr_id);
+        std::ptr::write_volatile(p.add(8) as *mut u32, sges.len() as u32);
+        for (i, s) in sges.iter().enumerate() {
+            std::ptr::write_volatile((p.add(RECV_HDR) as *mut ibv_sge).add(i), *s);
+        }
+    }
+}
+
+/// Reads a receive slot (its SGE count clamped: a peer can write the
+/// ring); returns the wr_id and how many SGEs `out` got.
+fn read_recv(p: *const u8, max_sge: usize, out: &mut [ibv_sge]) -> (u64, usize) {
+    // SAFETY: as in `write_recv`.
+    unsafe {
+        let wr_id = std::ptr::read_volatile(p as *const u64);
+        let n = (std::ptr::read_volatile(p.add(8) as *const u32) as usize)
+            .min(max_sge)
+            .min(out.len());
+        for (i, o) in out.iter_mut().enumerate().take(n) {
+            *o = std::ptr::read_volatile((p.add(RECV_HDR) as *const ibv_sge).add(i));
+        }
+        (wr_id, n)
+    }
+}
+
+// ---- a peer's mailbox -------------------------------------------------------------
+
+/// A peer QP's mailbox, seen through our mapping of its process's file.
+pub struct PeerBox {
+    base: *mut u8,
+    cap: usize,
+    max_sge: usize,
+}
+
+/// A receive a peer's queue offers: take it with [`PeerBox::commit`].
+pub struct Offered {
+    head: u64,
+    pub wr_id: u64,
+    pub nsge: usize,
+    pub sges: [ibv_sge; MAX_SGE as usize],
+}
+
+impl PeerBox {
+    /// The mailbox at `off` in a peer's file mapped at `map`, if its
+    /// header describes a region inside the file.
+    pub(crate) fn at(map: &Mapping, off: u64) -> Option<PeerBox> {
+        if off % PAGE != 0 || off >= FILE_LEN as u64 {
+            return None;
+        }
+        // SAFETY: off is inside the mapping, page-aligned.
+        let base = unsafe { map.base.add(off as usize) };
+        // SAFETY: the header fits (a page at least).
+        let h = unsafe { &*(base as *const Hdr) };
+        let cap = h.cap.load(Ordering::Acquire) as usize;
+        let max_sge = h.max_sge.load(Ordering::Relaxed) as usize;
+        if cap == 0 || max_sge > MAX_SGE as usize || cap > 1 << 24 {
+            return None;
+        }
+        if off as usize + region_len(cap, max_sge) > FILE_LEN {
+            return None;
+        }
+        Some(PeerBox { base, cap, max_sge })
+    }
+
+    fn hdr(&self) -> &Hdr {
+        // SAFETY: checked in `at`.
+        unsafe { &*(self.base as *const Hdr) }
+    }
+
+    /// The oldest posted receive, if the QP receives (`Err(true)`: it
+    /// does not), one is posted and its completion will have room
+    /// (`Err(false)`: not now).
+    pub fn peek(&self) -> Result<Offered, bool> {
+        let h = self.hdr();
+        let head = h.rq_head.load(Ordering::Acquire);
+        if head & CLOSED != 0 {
+            return Err(true);
+        }
+        if head == h.rq_tail.load(Ordering::Acquire) {
+            return Err(false);
+        }
+        let cq_used = h
+            .cq_tail
+            .load(Ordering::Relaxed)
+            .wrapping_sub(h.cq_head.load(Ordering::Acquire));
+        if cq_used >= (CQ_PER_RQ * self.cap) as u64 {
+            return Err(false);
+        }
+        let mut o = Offered {
+            head,
+            wr_id: 0,
+            nsge: 0,
+            sges: [NO_SGE; MAX_SGE as usize],
+        };
+        let p = recv_slot(self.base, self.cap, self.max_sge, head);
+        (o.wr_id, o.nsge) = read_recv(p, self.max_sge, &mut o.sges);
+        Ok(o)
+    }
+
+    /// Asks the owner to ring us when it posts a receive or drains; the
+    /// caller peeks again afterwards (so one of the two sees the other).
+    pub fn set_rnr_waiting(&self) {
+        self.hdr().rnr_waiting.store(1, Ordering::SeqCst);
+    }
+
+    /// Takes the receive `peek` offered; false if something took it first
+    /// (or the QP stopped receiving).
+    pub fn commit(&self, o: &Offered) -> bool {
+        self.hdr()
+            .rq_head
+            .compare_exchange(o.head, o.head + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Leaves a completion; true when the owner asked for the doorbell.
+    pub fn deliver(&self, d: &Delivered) -> bool {
+        let h = self.hdr();
+        let t = h.cq_tail.load(Ordering::Relaxed);
+        d.write(cqe_slot(self.base, self.cap, self.max_sge, t));
+        h.cq_tail.store(t + 1, Ordering::SeqCst);
+        h.want_kick.load(Ordering::SeqCst) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sge(addr: u64, length: u32, lkey: u32) -> ibv_sge {
+        ibv_sge { addr, length, lkey }
+    }
+
+    #[test]
+    fn rings_between_owner_and_peer() {
+        let Some(m) = Mailbox::new(4, 2) else {
+            return; // RSW_TRANSPORT=tcp
+        };
+        let f = FILE.get().as_ref().unwrap();
+        let p = PeerBox::at(&f.map, m.offset()).expect("valid header");
+        m.push(11, &[sge(0x1000, 8, 7)]);
+        assert_eq!(p.peek().err(), Some(true), "closed: peers take nothing");
+        m.set_open(true);
+        let o = p.peek().ok().expect("offered");
+        assert_eq!((o.wr_id, o.nsge, o.sges[0]), (11, 1, sge(0x1000, 8, 7)));
+        assert!(p.commit(&o));
+        assert!(!p.commit(&o), "taken once");
+        assert!(m.is_empty());
+        m.set_want_kick(true);
+        let d = Delivered {
+            wr_id: 11,
+            byte_len: 8,
+            ..Delivered::default()
+        };
+        assert!(p.deliver(&d), "owner asked for the doorbell");
+        assert!(m.has_completions());
+        assert_eq!(m.pop_completion(), Some(d));
+        assert_eq!(m.pop_completion(), None);
+        // The owner and the peer race for one receive: one gets it.
+        m.push(12, &[sge(0x2000, 4, 7), sge(0x3000, 4, 7)]);
+        let o = p.peek().ok().unwrap();
+        let mut got = None;
+        assert!(m.take(|id, s| got = Some((id, s.len()))));
+        assert_eq!(got, Some((12, 2)));
+        assert!(!p.commit(&o), "the owner took it");
+        // Reset keeps the closed state and empties the queue.
+        m.push(13, &[]);
+        m.set_open(false);
+        m.clear();
+        assert!(m.is_empty());
+        assert_eq!(p.peek().err(), Some(true));
+        m.set_open(true);
+        assert_eq!(p.peek().err(), Some(false), "open and empty: wait");
+        m.set_open(false);
+        m.push(14, &[]);
+        assert_eq!(p.peek().err(), Some(true));
+        assert!(m.take(|id, _| assert_eq!(id, 14)));
+    }
+}
