@@ -21,11 +21,13 @@
 # a run that fails shows as "fail" (logs in $BENCH_OUT/logs).
 #   bench/run.sh                 after `make`; BUILD=... picks another build
 #   BENCH_RUNS=1 bench/run.sh    one round (a quick look)
-# Writes $BENCH_OUT/table.md (default build/bench/) and prints it.
+# Writes $BENCH_OUT/table.md (default build/bench/) and prints it;
+# BENCH_DOC=docs/benchmarks.md also puts it in that file.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 : "${BUILD:=$repo/build}"
 BUILD=$(cd "$BUILD" && pwd) || exit 1
+[ -e "$BUILD/lib/libibverbs.so.1" ] || { echo "bench: no $BUILD/lib/libibverbs.so.1; run make first" >&2; exit 1; }
 runs=${BENCH_RUNS:-3}
 out=${BENCH_OUT:-$repo/build/bench}
 mkdir -p "$out/logs" || exit 1
@@ -43,7 +45,6 @@ results=$work/results
 for t in ib_send_lat qperf sockperf iperf3 cc python3; do
     command -v $t > /dev/null || { echo "bench: $t is not installed (apt-get install perftest qperf sockperf iperf3)" >&2; exit 1; }
 done
-[ -e "$BUILD/lib/libibverbs.so.1" ] || { echo "bench: no $BUILD/lib/libibverbs.so.1; run make first" >&2; exit 1; }
 
 # The two namespaces of the veth path.
 nsA=bnA$$ nsB=bnB$$ vA=bnva$$ vB=bnvb$$ ipA=198.18.77.1 ipB=198.18.77.2
@@ -307,4 +308,15 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 "$repo/bench/table.py" "$work/machine" "$results" > "$out/table.md" || exit 1
 cp "$results" "$out/results.tsv"
 cat "$out/table.md"
+# BENCH_DOC=docs/benchmarks.md: put the table between its markers there.
+if [ -n "${BENCH_DOC:-}" ]; then
+    python3 - "$BENCH_DOC" "$out/table.md" <<'PY' || echo "bench: could not update $BENCH_DOC" >&2
+import sys
+doc, table = sys.argv[1], open(sys.argv[2]).read()
+text = open(doc).read()
+begin, end = "<!-- bench:begin -->\n", "<!-- bench:end -->"
+a, b = text.index(begin) + len(begin), text.index(end)
+open(doc, "w").write(text[:a] + table + text[b:])
+PY
+fi
 echo "bench: $out/table.md ($secs s)" >&2
