@@ -50,6 +50,7 @@ done
 nsA=bnA$$ nsB=bnB$$ vA=bnva$$ vB=bnvb$$ ipA=198.18.77.1 ipB=198.18.77.2
 have_ns=""
 cleanup() {
+    # shellcheck disable=SC2046 # one word per job
     kill $(jobs -p) 2>/dev/null
     if [ -n "$have_ns" ]; then ip netns del $nsA 2>/dev/null; ip netns del $nsB 2>/dev/null; fi
     rm -rf "$work"
