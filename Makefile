@@ -3,7 +3,8 @@
 #
 #   make              build the libraries and lay them out under build/
 #   make demo         run ibv_rc_pingpong (server + client) over build/
-#   make bench        perftest over build/ beside sockperf, iperf3 and memcpy
+#   make bench        perftest and qperf over build/ beside their baselines
+#                     (docs/benchmarks.md; not part of test)
 #   make soak         10^7 checksummed messages, thousands of QPs (not in test)
 #   make test         build everything and run every test (ctests/harness.sh)
 #   make install      copy build/ to $(DESTDIR)$(PREFIX) and $(DESTDIR)$(SYSCONFDIR)
@@ -152,9 +153,11 @@ check: test
 demo: all
 	BUILD='$(BUILD)' ctests/demo/rc_pingpong.sh
 
-# Latency and bandwidth over our libraries beside kernel TCP and memcpy.
+# Latency and bandwidth over our libraries (loopback and two namespaces)
+# beside kernel TCP on the same path, memcpy, process_vm_writev and a
+# shared-memory ping-pong; one table with ratios. See docs/benchmarks.md.
 bench: all
-	bench/run.sh
+	BUILD='$(BUILD)' bench/run.sh
 
 # The long reliability run (10^7 checksummed messages, thousands of QPs),
 # outside `make test`: bench/soak.sh.

@@ -1,87 +1,323 @@
 #!/bin/bash
-# Side-by-side numbers for the data path: perftest over our libraries on the
-# loopback device, the kernel's TCP on loopback (sockperf, iperf3), and a
-# memcpy loop, all in the same run on the same machine. Reports ratios;
-# nothing here asserts a time.
-#   bench/run.sh            (after `make`)
+# make bench: perftest and qperf over our libraries beside the baselines a
+# same-host transport is judged by, all measured in the same run on the same
+# machine, printed as one table with ratios. Nothing here asserts a time.
+#
+# Paths (the transport each of our measurements used):
+#   lo       both sides in this network namespace on rsw_lo, with the
+#            caller's RSW_TRANSPORT (unset = auto: the same-host path)
+#   lo-tcp   the same with RSW_TRANSPORT=tcp (skipped when the caller
+#            already forces tcp)
+#   veth     server and client in two network namespaces joined by a veth
+#            pair (needs root; rows say "skip" otherwise): TCP between them
+# Baselines:
+#   sockperf (TCP ping-pong one-way median; message rate) and iperf3 (TCP
+#   bandwidth) on the same path; memcpy, process_vm_writev from a parent
+#   into its child, and a shared-memory ping-pong (bench/*.c, cc -O2).
+#
+# Each figure is the median of BENCH_RUNS (default 3) rounds; a round
+# measures everything once, baselines interleaved with ours, so drift on a
+# shared machine hits both. Every perftest/qperf run is under `timeout 60`;
+# a run that fails shows as "fail" (logs in $BENCH_OUT/logs).
+#   bench/run.sh                 after `make`; BUILD=... picks another build
+#   BENCH_RUNS=1 bench/run.sh    one round (a quick look)
+# Writes $BENCH_OUT/table.md (default build/bench/) and prints it;
+# BENCH_DOC=docs/benchmarks.md also puts it in that file.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
-export LD_LIBRARY_PATH=$repo/build/lib IBV_CONFIG_DIR=$repo/build/etc/libibverbs.d
+: "${BUILD:=$repo/build}"
+BUILD=$(cd "$BUILD" && pwd) || exit 1
+[ -e "$BUILD/lib/libibverbs.so.1" ] || { echo "bench: no $BUILD/lib/libibverbs.so.1; run make first" >&2; exit 1; }
+runs=${BENCH_RUNS:-3}
+out=${BENCH_OUT:-$repo/build/bench}
+mkdir -p "$out/logs" || exit 1
+rm -f "$out"/logs/*
 work=$(mktemp -d)
-trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null' EXIT
-size=${BENCH_SIZE:-65536}
-port=18600
+# A private copy of the libraries, so a rebuild during the run cannot mix
+# two builds in one table.
+mkdir "$work/build" && cp -a "$BUILD/lib" "$BUILD/etc" "$work/build/" || exit 1
+build_desc="$BUILD (from $(git -C "$BUILD/.." describe --always --dirty 2>/dev/null || echo "?"), built $(date -u -r "$BUILD/lib/libibverbs/librsw-rdmav34.so" '+%Y-%m-%d %H:%M UTC'))"
+export LD_LIBRARY_PATH=$work/build/lib IBV_CONFIG_DIR=$work/build/etc/libibverbs.d
+results=$work/results
+: > "$results"
+. "$repo/ctests/tests/lib/ports.sh"   # free_port
 
+for t in ib_send_lat qperf sockperf iperf3 cc python3; do
+    command -v $t > /dev/null || { echo "bench: $t is not installed (apt-get install perftest qperf sockperf iperf3)" >&2; exit 1; }
+done
+
+# The two namespaces of the veth path.
+nsA=bnA$$ nsB=bnB$$ vA=bnva$$ vB=bnvb$$ ipA=198.18.77.1 ipB=198.18.77.2
+have_ns=""
+cleanup() {
+    # shellcheck disable=SC2046 # one word per job
+    kill $(jobs -p) 2>/dev/null
+    if [ -n "$have_ns" ]; then ip netns del $nsA 2>/dev/null; ip netns del $nsB 2>/dev/null; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+if ip netns add $nsA 2>/dev/null; then
+    have_ns=1
+    if ! { ip netns add $nsB && ip link add $vA type veth peer name $vB &&
+           ip link set $vA netns $nsA && ip link set $vB netns $nsB &&
+           ip -n $nsA addr add $ipA/24 dev $vA && ip -n $nsB addr add $ipB/24 dev $vB &&
+           ip -n $nsA link set lo up && ip -n $nsB link set lo up &&
+           ip -n $nsA link set $vA up && ip -n $nsB link set $vB up; }; then
+        echo "bench: could not set up the veth pair; veth rows skipped" >&2
+        ip netns del $nsA 2>/dev/null; ip netns del $nsB 2>/dev/null; have_ns=""
+    fi
+else
+    echo "bench: cannot create network namespaces (not root?); veth rows skipped" >&2
+fi
+
+paths="lo"
+[ "${RSW_TRANSPORT:-auto}" != tcp ] && paths="$paths lo-tcp"
+[ -n "$have_ns" ] && paths="$paths veth"
+
+# use_path PATH: the namespaces, devices, server address and transport
+# override of one path.
+use_path() {
+    case $1 in
+    lo|lo-tcp) srv_ns="" cli_ns="" srv_dev=rsw_lo cli_dev=rsw_lo addr=127.0.0.1 ;;
+    veth) srv_ns=$nsA cli_ns=$nsB srv_dev=rsw_$vA cli_dev=rsw_$vB addr=$ipA ;;
+    esac
+    if [ "$1" = lo-tcp ]; then tenv="RSW_TRANSPORT=tcp"; else tenv="RSW_TRANSPORT=${RSW_TRANSPORT:-auto}"; fi
+    prefixes
+}
+
+# The server's and the client's command prefixes: their namespace and the
+# path's RSW_TRANSPORT (the rest of the environment passes through). Each
+# execs the next, so $! of a backgrounded command is the program's own.
+prefixes() {
+    if [ -n "$srv_ns" ]; then
+        srv_pre=(ip netns exec "$srv_ns" env "$tenv") cli_pre=(ip netns exec "$cli_ns" env "$tenv")
+    else
+        srv_pre=(env "$tenv") cli_pre=(env "$tenv")
+    fi
+}
+
+# wait_listen PORT NS: bounded wait until something listens on TCP PORT.
 wait_listen() {
     for _ in $(seq 1 200); do
-        ss -Hltn "sport = :$1" | grep -q . && return 0
-        sleep 0.05
+        if [ -n "$2" ]; then
+            ip netns exec "$2" ss -Hltn "sport = :$1" | grep -q . && return 0
+        else
+            ss -Hltn "sport = :$1" | grep -q . && return 0
+        fi
+        sleep 0.05   # polling a condition with a bound
     done
     return 1
 }
 
-# median COLUMN TOOL ARGS: the median of one column of the result rows of
-# three server/client runs (numbers on a shared VM vary from run to run).
-median() {
-    col=$1; shift
-    for _ in 1 2 3; do perf_once "$@"; done | awk -v c="$col" '{ print $c }' | sort -g | sed -n 2p
+# stop PID: give a server 5 s to finish on its own, then end it.
+stop() {
+    for _ in $(seq 1 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done
+    kill "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
 }
 
-# perf_once TOOL ARGS: one perftest server/client pair; the client's result row.
-perf_once() {
-    tool=$1; shift
-    port=$((port + 1))
-    timeout 120 "$tool" -d rsw_lo -x 0 -F -p $port "$@" > "$work/srv" 2>&1 &
-    wait_listen $port || { echo "$tool: server did not start" >&2; return 1; }
-    timeout 120 "$tool" -d rsw_lo -x 0 -F -p $port "$@" 127.0.0.1 > "$work/cli" 2>&1
-    wait
-    grep -E '^ *[0-9]+ +[0-9]+ ' "$work/cli" | tail -1
+record() { printf '%s\t%s\n' "$1" "$2" >> "$results"; }
+
+# failed NAME: keep the logs of a failed run and say so.
+failed() {
+    echo "bench: $1 failed (logs: $out/logs/$1.*)" >&2
+    tail -3 "$work/cli" | sed 's/^/    /' >&2
+    cp "$work/srv" "$out/logs/$1.srv" 2>/dev/null
+    cp "$work/cli" "$out/logs/$1.cli" 2>/dev/null
 }
 
-echo "== perftest over our libraries (rsw_lo)"
-send_lat=$(median 5 ib_send_lat -n 5000 -s 64)
-write_lat=$(median 5 ib_write_lat -n 5000 -s 64)
-read_lat=$(median 5 ib_read_lat -n 5000 -s 64)
-write_bw=$(median 4 ib_write_bw -n 5000 -s "$size")
-read_bw=$(median 4 ib_read_bw -n 5000 -s "$size")
-send_bw=$(median 4 ib_send_bw -n 5000 -s "$size")
-printf '  ib_send_lat  64B typical  %8s us\n' "$send_lat"
-printf '  ib_write_lat 64B typical  %8s us\n' "$write_lat"
-printf '  ib_read_lat  64B typical  %8s us\n' "$read_lat"
-printf '  ib_write_bw  %sB avg      %8s MB/s\n' "$size" "$write_bw"
-printf '  ib_read_bw   %sB avg      %8s MB/s\n' "$size" "$read_bw"
-printf '  ib_send_bw   %sB avg      %8s MB/s\n' "$size" "$send_bw"
+# perftest KEY COLUMN TOOL ARGS...: one server/client pair on the current
+# path; records COLUMN of the client's result row (x SCALE) under KEY.
+scale=1
+perftest() {
+    key=$1 col=$2 tool=$3; shift 3
+    port=$(free_port)
+    "${srv_pre[@]}" timeout 60 "$tool" -d "$srv_dev" -x 0 -F -p "$port" "$@" > "$work/srv" 2>&1 &
+    srv=$!
+    : > "$work/cli"
+    if wait_listen "$port" "$srv_ns"; then
+        "${cli_pre[@]}" timeout 60 "$tool" -d "$cli_dev" -x 0 -F -p "$port" "$@" "$addr" > "$work/cli" 2>&1
+        crc=$?
+    else
+        echo "server did not listen on $port" > "$work/cli"; crc=1
+    fi
+    stop $srv
+    v=$(grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$work/cli" | tail -1 | awk -v c="$col" -v s="$scale" '{ print $c * s }')
+    if [ "$crc" != 0 ] || [ -z "$v" ]; then
+        failed "$key.r$round"; v=fail
+    fi
+    record "$key" "$v"
+}
 
-echo "== kernel TCP on loopback"
-port=$((port + 1))
-sockperf server --tcp -i 127.0.0.1 -p $port > /dev/null 2>&1 &
-sp=$!
-wait_listen $port
-# The median, to compare with perftest's "typical".
-tcp_lat=$(sockperf ping-pong --tcp -i 127.0.0.1 -p $port -m 64 -t 3 2>&1 |
-    awk '/percentile 50.000/ {print $NF}')
-kill $sp 2>/dev/null
-port=$((port + 1))
-iperf3 -s -1 -p $port > /dev/null 2>&1 &
-wait_listen $port
-tcp_bw=$(iperf3 -c 127.0.0.1 -p $port -t 3 -l "$size" -J 2>/dev/null |
-    python3 -c 'import json,sys; print(round(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8e6))')
-printf '  sockperf 64B one-way median %6s us\n' "$tcp_lat"
-printf '  iperf3   %sB             %8s MB/s\n' "$size" "$tcp_bw"
+# qperf KEY TEST ARGS...: qperf's client against a qperf server on the
+# current path; records the latency (us) or bandwidth (GB/s). Connected
+# through the RDMA CM (-cm1): without it qperf exchanges no GIDs, so two
+# namespaces cannot reach each other ("Retries exceeded"). Polling the
+# completion queues (-cp1) like perftest; qperf's default waits for
+# completion events.
+qperf_run() {
+    key=$1 test=$2; shift 2
+    port=$(free_port)
+    "${srv_pre[@]}" timeout 60 qperf -lp "$port" > "$work/srv" 2>&1 &
+    srv=$!
+    : > "$work/cli"
+    if wait_listen "$port" "$srv_ns"; then
+        "${cli_pre[@]}" timeout 60 qperf -lp "$port" -cm1 -cp1 "$@" "$addr" "$test" > "$work/cli" 2>&1
+        crc=$?
+    else
+        echo "server did not listen on $port" > "$work/cli"; crc=1
+    fi
+    kill $srv 2>/dev/null; wait $srv 2>/dev/null
+    v=$(awk '$1 == "latency" || $1 == "bw" {
+            u = $4; x = $3
+            if (u == "ns") x /= 1000; else if (u == "ms") x *= 1000; else if (u == "sec") x *= 1e6
+            else if (u == "KB/sec") x /= 1e6; else if (u == "MB/sec") x /= 1e3; else if (u == "bytes/sec") x /= 1e9
+            print x }' "$work/cli")
+    if [ "$crc" != 0 ] || [ -z "$v" ]; then
+        failed "$key.r$round"; v=fail
+    fi
+    record "$key" "$v"
+}
 
-echo "== memcpy"
-cc -O2 -o "$work/memcpy_bw" "$repo/bench/memcpy_bw.c"
-mem_gbs=$("$work/memcpy_bw" "$size")
-printf '  memcpy %sB               %8s GB/s\n' "$size" "$mem_gbs"
+# better lower|higher BEST V: the better of two figures (BEST may be empty).
+better() {
+    if [ -z "$2" ]; then echo "$3"; elif [ -z "$3" ]; then echo "$2"
+    else awk -v w="$1" -v a="$2" -v b="$3" 'BEGIN { print ((w == "lower") == (b + 0 < a + 0)) ? b : a }'; fi
+}
 
-echo "== ratios"
-python3 - "$send_lat" "$tcp_lat" "$write_bw" "$tcp_bw" "$mem_gbs" <<'PY'
+# sockperf_run KEY MODE SIZE: kernel TCP at its best on the path. Ping-pong
+# records the one-way median (us), the better of a 1-second run with both
+# sides busy-polling non-blocking sockets (--nonblocked --timeout 0, as
+# perftest busy-polls) and one blocking in epoll (sockperf's default; on a
+# loaded machine a spinner can wait out a scheduler tick). Throughput
+# records the sender's message rate (Mpps), the better of two 1-second runs.
+sockperf_run() {
+    key=$1 mode=$2 size=$3 best=""
+    if [ "$mode" = ping-pong ]; then
+        set -- "--nonblocked --timeout 0" ""
+    else
+        set -- "" ""
+    fi
+    for spin in "$@"; do
+        port=$(free_port)
+        # shellcheck disable=SC2086
+        "${srv_pre[@]}" timeout 60 sockperf server --tcp -i "$addr" -p "$port" $spin > "$work/srv" 2>&1 &
+        srv=$!
+        : > "$work/cli"
+        if wait_listen "$port" "$srv_ns"; then
+            # shellcheck disable=SC2086
+            "${cli_pre[@]}" timeout 60 sockperf "$mode" --tcp -i "$addr" -p "$port" -m "$size" -t 1 $spin > "$work/cli" 2>&1
+        fi
+        kill $srv 2>/dev/null; wait $srv 2>/dev/null
+        if [ "$mode" = ping-pong ]; then
+            v=$(awk '/percentile 50.000/ { print $NF }' "$work/cli")
+            best=$(better lower "$best" "$v")
+        else
+            v=$(sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p' "$work/cli" | awk '{ print $1 / 1e6 }')
+            best=$(better higher "$best" "$v")
+        fi
+    done
+    [ -n "$best" ] || { failed "$key.r$round"; best=fail; }
+    record "$key" "$best"
+}
+
+# iperf3_run KEY SIZE: TCP bandwidth (GB/s received) with SIZE-byte writes,
+# the better of two 2-second runs.
+iperf3_run() {
+    key=$1 size=$2 best=""
+    for _ in 1 2; do
+        port=$(free_port)
+        "${srv_pre[@]}" timeout 60 iperf3 -s -1 -p "$port" > "$work/srv" 2>&1 &
+        srv=$!
+        : > "$work/cli"
+        if wait_listen "$port" "$srv_ns"; then
+            "${cli_pre[@]}" timeout 60 iperf3 -c "$addr" -p "$port" -t 2 -l "$size" -J > "$work/cli" 2>&1
+        fi
+        kill $srv 2>/dev/null; wait $srv 2>/dev/null
+        v=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e9)' "$work/cli" 2>/dev/null)
+        best=$(better higher "$best" "$v")
+    done
+    [ -n "$best" ] || { failed "$key.r$round"; best=fail; }
+    record "$key" "$best"
+}
+
+# The baseline programs, compiled here so they are this machine's best.
+for p in memcpy_bw pvw_bw shm_pingpong; do
+    cc -O2 -o "$work/$p" "$repo/bench/$p.c" || { echo "bench: cannot compile bench/$p.c" >&2; exit 1; }
+done
+
+# perftest reports MiB/s ("MB/sec"); the table is in GB/s (10^9 B/s).
+mib=0.001048576
+t0=$(date +%s)
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+for round in $(seq 1 "$runs"); do
+    echo "== round $round of $runs ($(($(date +%s) - t0)) s)" >&2
+    for r in $("$work/memcpy_bw" 65536 1048576 | awk '{ print $1 ":" $2 }'); do
+        record "memcpy:${r%%:*}" "${r#*:}"
+    done
+    for r in $("$work/pvw_bw" 65536 1048576 | awk '{ print $1 ":" $2 }'); do
+        record "pvw:${r%%:*}" "${r#*:}"
+    done
+    record shm "$("$work/shm_pingpong" 1000000 || echo fail)"
+    for path in $paths; do
+        use_path $path
+        echo "   $path" >&2
+        if [ $path != lo-tcp ]; then   # kernel TCP is the same for lo and lo-tcp
+            for s in 14 64; do sockperf_run "sockperf_lat:$s:$path" ping-pong $s; done
+            sockperf_run "sockperf_rate:14:$path" throughput 14
+            for s in 65536 1048576; do iperf3_run "iperf3:$s:$path" $s; done
+        fi
+        scale=1
+        for s in 2 64; do
+            perftest "send_lat:$s:$path" 5 ib_send_lat -s $s -n 2000
+            perftest "write_lat:$s:$path" 5 ib_write_lat -s $s -n 1000
+            perftest "read_lat:$s:$path" 5 ib_read_lat -s $s -n 2000
+        done
+        perftest "atomic_lat:8:$path" 5 ib_atomic_lat -n 2000
+        perftest "send_bw:2:$path" 5 ib_send_bw -s 2 -n 100000
+        scale=$mib
+        for t in write read send; do
+            perftest "${t}_bw:65536:$path" 4 ib_${t}_bw -s 65536 -n 20000
+            perftest "${t}_bw:1048576:$path" 4 ib_${t}_bw -s 1048576 -n 2000
+        done
+        qperf_run "rc_lat:64:$path" rc_lat -t 2 -m 64
+        qperf_run "rc_rdma_write_lat:64:$path" rc_rdma_write_lat -t 2 -m 64
+        qperf_run "rc_bw:65536:$path" rc_bw -t 2 -m 65536
+    done
+done
+secs=$(($(date +%s) - t0))
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# The machine and what was measured.
+{
+    echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+    echo "cores=$(nproc)"
+    echo "kernel=$(uname -r)"
+    echo "virt=$(lscpu | sed -n 's/^Hypervisor vendor: *//p' | head -1)"
+    echo "glibc=$(ldd --version | head -1 | awk '{ print $NF }')"
+    echo "commit=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo "?")"
+    echo "build=$build_desc"
+    echo "tools=$(dpkg-query -W -f '${Package} ${Version}, ' perftest qperf sockperf iperf3 2>/dev/null | sed 's/, $//')"
+    echo "transport=${RSW_TRANSPORT:-auto}"
+    echo "runs=$runs"
+    echo "seconds=$secs"
+    echo "load=$load0 at the start, $load1 at the end"
+    echo "paths=$paths"
+} > "$work/machine"
+python3 "$repo/bench/table.py" "$work/machine" "$results" > "$out/table.md" || exit 1
+cp "$results" "$out/results.tsv"
+cat "$out/table.md"
+# BENCH_DOC=docs/benchmarks.md: put the table between its markers there.
+if [ -n "${BENCH_DOC:-}" ]; then
+    python3 - "$BENCH_DOC" "$out/table.md" <<'PY' || echo "bench: could not update $BENCH_DOC" >&2
 import sys
-def f(x):
-    try: return float(x)
-    except ValueError: return float("nan")
-send_lat, tcp_lat, write_bw, tcp_bw, mem = map(f, sys.argv[1:])
-print(f"  ib_send_lat / sockperf latency : {send_lat / tcp_lat:6.2f}x (lower is better)")
-print(f"  ib_write_bw / iperf3 bandwidth : {write_bw / tcp_bw:6.2f}x (higher is better)")
-print(f"  ib_write_bw / memcpy bandwidth : {write_bw / (mem * 1000):6.2f}x (1.0 = one copy at memory speed)")
+doc, table = sys.argv[1], open(sys.argv[2]).read()
+text = open(doc).read()
+begin, end = "<!-- bench:begin -->\n", "<!-- bench:end -->"
+a, b = text.index(begin) + len(begin), text.index(end)
+open(doc, "w").write(text[:a] + table + text[b:])
 PY
+fi
+echo "bench: $out/table.md ($secs s)" >&2
