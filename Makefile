@@ -8,6 +8,7 @@
 #   make test         build everything and run every test (ctests/harness.sh)
 #   make install      copy build/ to $(DESTDIR)$(PREFIX) and $(DESTDIR)$(SYSCONFDIR)
 #   make uninstall    remove what install copied
+#   make deb          Debian packages replacing rdma-core's, into build/deb/
 #   make lint         cargo fmt --check and cargo clippy (not part of `test`)
 #   make clean        remove build/ and the cargo target directory's outputs
 
@@ -58,7 +59,7 @@ pcgen = sed -e 's|@PREFIX@|$(2)|g' -e 's|@LIBDIR@|$(3)|g' \
 	-e 's|@INCLUDEDIR@|$(4)|g' -e 's|@VERSION@|$(5)|g' $(1)
 
 .PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm build-tree ctests ctests-bin \
-	test check demo bench soak install uninstall lint clean
+	test check demo bench soak install uninstall deb lint clean
 
 all: build-tree
 
@@ -188,6 +189,30 @@ uninstall:
 	-rmdir '$(DESTDIR)$(LIBDIR)/libibverbs' 2>/dev/null
 	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
 	  echo ldconfig; ldconfig; fi
+
+# ---------------------------------------------------------------------------
+# Debian packages that replace rdma-core's (packaging/deb/build.sh; README.md,
+# "Debian packages"). The libraries are built for PREFIX=/usr and the
+# multiarch LIBDIR in a cargo target directory and build tree of their own,
+# so build/ keeps the configuration it was made with; `make install` into a
+# staging root, which build.sh splits into packages. The .debs go to build/deb/.
+DEB_ARCH       ?= $(shell dpkg-architecture -qDEB_HOST_ARCH 2>/dev/null)
+DEB_MULTIARCH  ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)
+DEB_VERSION    ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)-1
+DEB_MAINTAINER ?=
+DEB_OUT  := $(BUILD)/deb
+DEB_WORK := $(BUILD)/deb-work
+DEB_VARS := PREFIX=/usr LIBDIR=/usr/lib/$(DEB_MULTIARCH) INCLUDEDIR=/usr/include \
+	SYSCONFDIR=/etc BUILD='$(DEB_WORK)/tree' CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)/deb'
+
+deb:
+	@if [ -z '$(DEB_MULTIARCH)' ]; then \
+	  echo "make deb: dpkg-architecture not found (apt-get install dpkg-dev)" >&2; exit 1; fi
+	rm -rf '$(DEB_WORK)/root'
+	$(MAKE) --no-print-directory install $(DEB_VARS) DESTDIR='$(DEB_WORK)/root'
+	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' DEB_MULTIARCH='$(DEB_MULTIARCH)' \
+	  DEB_MAINTAINER='$(DEB_MAINTAINER)' \
+	  packaging/deb/build.sh '$(DEB_WORK)/root' '$(DEB_WORK)/pkgs' '$(DEB_OUT)'
 
 # ---------------------------------------------------------------------------
 lint:
