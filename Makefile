@@ -198,7 +198,11 @@ uninstall:
 # staging root, which build.sh splits into packages. The .debs go to build/deb/.
 DEB_ARCH       ?= $(shell dpkg-architecture -qDEB_HOST_ARCH 2>/dev/null)
 DEB_MULTIARCH  ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)
-DEB_VERSION    ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)-1
+# The crate version, then the commit (count and hash) so every build of a
+# newer commit upgrades the one before: 0.1.0+git103.9ff3ab2-1.
+DEB_VERSION    ?= $(shell v=$$(sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1); \
+	n=$$(git rev-list --count HEAD 2>/dev/null) && h=$$(git rev-parse --short=7 HEAD) && v=$$v+git$$n.$$h; \
+	echo "$$v-1")
 DEB_MAINTAINER ?=
 DEB_OUT  := $(BUILD)/deb
 DEB_WORK := $(BUILD)/deb-work
@@ -221,5 +225,5 @@ lint:
 	$(CARGO_ENV) $(CARGO) clippy --release -p rdmacm --all-targets -- -D warnings
 
 clean:
-	rm -rf '$(BUILD)'
+	rm -rf '$(BUILD)' '$(CARGO_TARGET_DIR)/deb'
 	-$(CARGO) clean --release -p ibverbs -p rsw -p rdmacm -p verbs-abi -p verbs-rt

@@ -87,7 +87,7 @@ done < <(find "$root" \( -type f -o -type l \) -print0)
 
 # --- package metadata ------------------------------------------------------
 packages=(libibverbs1-rs librdmacm1-rs ibverbs-provider-rsw libibverbs-rs-dev librdmacm-rs-dev)
-declare -A section priority_extra depends recommends provides conflicts replaces summary body
+declare -A section depends recommends provides conflicts replaces summary body
 long_common=" These packages replace rdma-core's libibverbs1, librdmacm1 and their
  -dev packages with implementations written in Rust that export the same
  ABI (rdma-core 44, as in Debian 12), so Debian's RDMA programs (ibverbs-utils,
@@ -253,7 +253,7 @@ shlibdeps() { # PKG -> the shlibs:Depends value
 		sed -n 's/^shlibs:Depends=//p'
 }
 
-join_deps() { local out= d; for d; do out+=${out:+, }$d; done; echo "$out"; }
+join_deps() { local out='' d; for d; do out+=${out:+, }$d; done; echo "$out"; }
 
 for pkg in "${packages[@]}"; do
 	dir=$work/$pkg

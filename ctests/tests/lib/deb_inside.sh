@@ -22,6 +22,7 @@ in_root() {
 		DEBIAN_FRONTEND=noninteractive "$@"
 }
 status() { # PKG -> dpkg's two-letter state ("ii", "rc", "un" when unknown)
+	# shellcheck disable=SC2016 # a dpkg-query format, not a shell expansion
 	in_root dpkg-query -W -f '${db:Status-Abbrev}' "$1" 2>/dev/null | cut -c1-2 || echo un
 }
 expect_state() { # STATE PKG...
