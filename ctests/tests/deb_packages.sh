@@ -10,7 +10,8 @@
 #   3. inside it (lib/deb_inside.sh, in new mount, PID and network
 #      namespaces with only a loopback interface): apt-get install of our
 #      .debs replaces rdma-core's, ibv_devices lists rsw_lo, ibv_rc_pingpong
-#      and rping run server + client, then apt-get install of rdma-core's
+#      and rping run server + client, a program built with our .pc files
+#      and headers runs, then apt-get install of rdma-core's
 #      packages switches back and no file of ours is left.
 # The host is never changed: everything happens in the unpacked root under
 # build/deb-test/, which is deleted afterwards. Needs root, mmdebstrap and

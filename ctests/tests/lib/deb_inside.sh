@@ -124,6 +124,47 @@ pair rping 7471 rping -s -a 127.0.0.1 -p 7471 -S 1024 -- \
 	rping -c -a 127.0.0.1 -p 7471 -S 1024 -C 100 -V
 ok "rping server and client over librdmacm1-rs (100 validated pings)"
 
+# The -dev packages: pkg-config finds our .pc files in the root, and a
+# program built with their flags (by the host's compiler, against the
+# root's headers and .so links) runs in the root.
+if command -v cc >/dev/null && command -v pkg-config >/dev/null; then
+	pcdir=$root/usr/lib/$ma/pkgconfig
+	flags=$(PKG_CONFIG_PATH='' PKG_CONFIG_LIBDIR=$pcdir PKG_CONFIG_SYSROOT_DIR=$root \
+		pkg-config --cflags --libs librdmacm libibverbs) || fail "pkg-config librdmacm libibverbs"
+	echo "-- pkg-config --cflags --libs librdmacm libibverbs: ${flags//$root/ROOT}"
+	cat >"$root/tmp/devtest.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+int main(void)
+{
+	int n = 0, found = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	for (int i = 0; list && i < n; i++)
+		found |= strcmp(ibv_get_device_name(list[i]), "rsw_lo") == 0;
+	ibv_free_device_list(list);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	if (!ch || !found)
+		return 1;
+	rdma_destroy_event_channel(ch);
+	printf("devtest: rsw_lo found, rdma_cm event channel made\n");
+	return 0;
+}
+C
+	# shellcheck disable=SC2086 # pkg-config's output is a list of words
+	cc -o "$root/tmp/devtest" "$root/tmp/devtest.c" $flags >"$root/tmp/devtest.log" 2>&1 ||
+		{ cat "$root/tmp/devtest.log"; fail "compiling against the -dev packages"; }
+	# Only the root's headers: none from the host's /usr/include/{infiniband,rdma}.
+	# shellcheck disable=SC2086
+	cc -M "$root/tmp/devtest.c" $flags 2>/dev/null | grep -qE '(^| )/usr/include/(infiniband|rdma)/' &&
+		fail "the compile used the host's RDMA headers"
+	in_root /tmp/devtest || fail "devtest (built against our -dev packages) failed"
+	ok "a program built with our .pc files and headers runs in the root"
+else
+	echo "no cc or pkg-config on the host: the -dev packages were not compiled against"
+fi
+
 # --- back to rdma-core --------------------------------------------------------
 echo "-- apt-get install ${theirs[*]}"
 in_root apt-get install -y -q "${theirs[@]}" >"$root/tmp/back.log" 2>&1 ||
