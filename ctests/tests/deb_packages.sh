@@ -5,12 +5,12 @@
 #   1. make deb; lintian on the .debs (any error fails the test);
 #   2. a minimal bookworm root made by mmdebstrap with rdma-core's
 #      libibverbs1, librdmacm1, their -dev packages, ibverbs-providers,
-#      ibverbs-utils and rdmacm-utils (cached in build/deb-test/ as a tar,
+#      ibverbs-utils, rdmacm-utils and perftest (cached in build/deb-test/ as a tar,
 #      apt's package cache kept so that nothing below needs the network);
 #   3. inside it (lib/deb_inside.sh, in new mount, PID and network
 #      namespaces with only a loopback interface): apt-get install of our
-#      .debs replaces rdma-core's, ibv_devices lists rsw_lo, ibv_rc_pingpong
-#      and rping run server + client, a program built with our .pc files
+#      .debs replaces rdma-core's, ibv_devices lists rsw_lo, ibv_rc_pingpong,
+#      rping and ib_write_bw run server + client, a program built with our .pc files
 #      and headers runs, then apt-get install of rdma-core's
 #      packages switches back and no file of ours is left.
 # The host is never changed: everything happens in the unpacked root under
@@ -81,7 +81,7 @@ fi
 
 # --- 2. the throwaway root ------------------------------------------------
 suite=bookworm
-include=ibverbs-utils,rdmacm-utils,ibverbs-providers,libibverbs1,librdmacm1,libibverbs-dev,librdmacm-dev
+include=ibverbs-utils,rdmacm-utils,perftest,ibverbs-providers,libibverbs1,librdmacm1,libibverbs-dev,librdmacm-dev
 # The host's own Debian 12 sources when it is Debian 12 (same mirror and
 # security updates), else the default mirror.
 mirror=http://deb.debian.org/debian

@@ -11,8 +11,9 @@ ma=x86_64-linux-gnu
 ours=(libibverbs1-rs librdmacm1-rs ibverbs-provider-rsw libibverbs-rs-dev librdmacm-rs-dev)
 theirs=(libibverbs1 librdmacm1 libibverbs-dev librdmacm-dev)
 # Installed before, and must stay installed (their dependencies on
-# libibverbs1/librdmacm1 are met by our versioned Provides).
-users=(ibverbs-utils rdmacm-utils ibverbs-providers)
+# libibverbs1/librdmacm1 are met by our versioned Provides). perftest also
+# depends on ibverbs-providers, whose libmlx5.so.1 and libefa.so.1 it links.
+users=(ibverbs-utils rdmacm-utils perftest ibverbs-providers)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok   $*"; }
@@ -123,6 +124,13 @@ ok "ibv_rc_pingpong server and client over rsw_lo"
 pair rping 7471 rping -s -a 127.0.0.1 -p 7471 -S 1024 -- \
 	rping -c -a 127.0.0.1 -p 7471 -S 1024 -C 100 -V
 ok "rping server and client over librdmacm1-rs (100 validated pings)"
+
+# perftest links libmlx5.so.1 and libefa.so.1 of ibverbs-providers, which
+# load over our libibverbs; the test itself runs on rsw_lo.
+pair ib_write_bw 18516 ib_write_bw -d rsw_lo -x 0 -F -p 18516 -n 500 -- \
+	ib_write_bw -d rsw_lo -x 0 -F -p 18516 -n 500 127.0.0.1
+grep -qE '^ *65536 +500 ' "$root/tmp/ib_write_bw.cli" || fail "ib_write_bw printed no result row"
+ok "ib_write_bw (perftest, linked with ibverbs-providers' libraries) over rsw_lo"
 
 # The -dev packages: pkg-config finds our .pc files in the root, and a
 # program built with their flags (by the host's compiler, against the
