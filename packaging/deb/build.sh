@@ -20,7 +20,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-(($# == 3)) || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+(($# == 3)) || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(realpath "$1") work=$2 out=$3
 
 die() { echo "build.sh: $*" >&2; exit 1; }
