@@ -9,6 +9,7 @@
 #   make test         build everything and run every test (ctests/harness.sh)
 #   make install      copy build/ to $(DESTDIR)$(PREFIX) and $(DESTDIR)$(SYSCONFDIR)
 #   make uninstall    remove what install copied
+#   make deb          Debian packages replacing rdma-core's, into build/deb/
 #   make lint         cargo fmt --check and cargo clippy (not part of `test`)
 #   make clean        remove build/ and the cargo target directory's outputs
 
@@ -59,7 +60,7 @@ pcgen = sed -e 's|@PREFIX@|$(2)|g' -e 's|@LIBDIR@|$(3)|g' \
 	-e 's|@INCLUDEDIR@|$(4)|g' -e 's|@VERSION@|$(5)|g' $(1)
 
 .PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm build-tree ctests ctests-bin \
-	test check demo bench soak install uninstall lint clean
+	test check demo bench soak install uninstall deb lint clean
 
 all: build-tree
 
@@ -202,11 +203,39 @@ uninstall:
 	  echo ldconfig; ldconfig; fi
 
 # ---------------------------------------------------------------------------
+# Debian packages that replace rdma-core's (packaging/deb/build.sh; README.md,
+# "Debian packages"). The libraries are built for PREFIX=/usr and the
+# multiarch LIBDIR in a cargo target directory and build tree of their own,
+# so build/ keeps the configuration it was made with; `make install` into a
+# staging root, which build.sh splits into packages. The .debs go to build/deb/.
+DEB_ARCH       ?= $(shell dpkg-architecture -qDEB_HOST_ARCH 2>/dev/null)
+DEB_MULTIARCH  ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)
+# The crate version, then the commit (count and hash) so every build of a
+# newer commit upgrades the one before: 0.1.0+git103.9ff3ab2-1.
+DEB_VERSION    ?= $(shell v=$$(sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1); \
+	n=$$(git rev-list --count HEAD 2>/dev/null) && h=$$(git rev-parse --short=7 HEAD) && v=$$v+git$$n.$$h; \
+	echo "$$v-1")
+DEB_MAINTAINER ?=
+DEB_OUT  := $(BUILD)/deb
+DEB_WORK := $(BUILD)/deb-work
+DEB_VARS := PREFIX=/usr LIBDIR=/usr/lib/$(DEB_MULTIARCH) INCLUDEDIR=/usr/include \
+	SYSCONFDIR=/etc BUILD='$(DEB_WORK)/tree' CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)/deb'
+
+deb:
+	@if [ -z '$(DEB_MULTIARCH)' ]; then \
+	  echo "make deb: dpkg-architecture not found (apt-get install dpkg-dev)" >&2; exit 1; fi
+	rm -rf '$(DEB_WORK)/root'
+	$(MAKE) --no-print-directory install $(DEB_VARS) DESTDIR='$(DEB_WORK)/root'
+	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' DEB_MULTIARCH='$(DEB_MULTIARCH)' \
+	  DEB_MAINTAINER='$(DEB_MAINTAINER)' \
+	  packaging/deb/build.sh '$(DEB_WORK)/root' '$(DEB_WORK)/pkgs' '$(DEB_OUT)'
+
+# ---------------------------------------------------------------------------
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO_ENV) $(CARGO) clippy --release -p verbs-abi -p verbs-rt -p ibverbs -p rsw --all-targets -- -D warnings
 	$(CARGO_ENV) $(CARGO) clippy --release -p rdmacm --all-targets -- -D warnings
 
 clean:
-	rm -rf '$(BUILD)'
+	rm -rf '$(BUILD)' '$(CARGO_TARGET_DIR)/deb'
 	-$(CARGO) clean --release -p ibverbs -p rsw -p rdmacm -p verbs-abi -p verbs-rt
