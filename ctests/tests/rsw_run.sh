@@ -171,6 +171,24 @@ if command -v ucx_info >/dev/null; then
     grep -qx ud_verbs "$work/ucx.tl" || { cat "$work/ucx"; fail "no ud_verbs on rsw_lo:1"; }
     echo "ok ucx_info -d under rsw-run: $(grep -c 'Memory domain: rsw_' "$work/ucx") rsw memory domains; rsw_lo:1 transports: $(tr '\n' ' ' < "$work/ucx.tl")"
     grep -E 'Memory domain: rsw|Transport:.*verbs|Device: rsw' "$work/ucx" | sed 's/^/    /'
+    # And UCX moves data over rsw_lo: ucx_perftest, two processes, RDMA
+    # writes over rc_verbs (UCX connects it through ud_verbs). UCX's UD
+    # drops every datagram whose GRH destination it cannot match: it takes
+    # the RoCE header type (IPv4 or IPv6) from the completion's sl field as
+    # mlx5 fills it, which rsw does not, so it reads an IPv4 GRH as IPv6.
+    # Until rsw reports it, the check is turned off (UCX's own switch).
+    if command -v ucx_perftest >/dev/null; then
+        port=$(free_port)
+        ucx_env=(env UCX_NET_DEVICES=rsw_lo:1 UCX_TLS=rc_verbs,ud_verbs UCX_UD_VERBS_ETH_DGID_CHECK=n)
+        timeout 60 "$run" "${ucx_env[@]}" ucx_perftest -p "$port" > "$work/perf.server" 2>&1 &
+        bg_pids="$bg_pids $!"
+        wait_listen "$port"
+        timeout 60 "$run" "${ucx_env[@]}" ucx_perftest -p "$port" -t ucp_put_bw -n 2000 -s 65536 127.0.0.1 \
+            > "$work/perf.client" 2>&1 || { cat "$work/perf.client" "$work/perf.server"; fail "ucx_perftest exit $?"; }
+        expect_in "$work/perf.client" '^Final:[[:space:]]+2000[[:space:]]'
+        echo "ok ucx_perftest ucp_put_bw over rc_verbs on rsw_lo:1 under rsw-run:"
+        grep -E 'Final:' "$work/perf.client" | sed 's/^/    /'
+    fi
 else
     echo "note: ucx_info not installed (ucx-utils); skipped"
 fi
