@@ -33,6 +33,7 @@
  * Exits non-zero if a file cannot be written or a device cannot be queried.
  */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
