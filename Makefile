@@ -8,6 +8,7 @@
 #   make soak         10^7 checksummed messages, thousands of QPs (not in test)
 #   make test         build everything and run every test (ctests/harness.sh)
 #   make install      copy build/ to $(DESTDIR)$(PREFIX) and $(DESTDIR)$(SYSCONFDIR)
+#                     (rsw-run and rsw-sysfs to $(BINDIR))
 #   make uninstall    remove what install copied
 #   make deb          Debian packages replacing rdma-core's, into build/deb/
 #   make lint         cargo fmt --check and cargo clippy (not part of `test`)
@@ -17,6 +18,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := all
 
 PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 SYSCONFDIR ?= /etc
@@ -59,10 +61,10 @@ pcdir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 pcgen = sed -e 's|@PREFIX@|$(2)|g' -e 's|@LIBDIR@|$(3)|g' \
 	-e 's|@INCLUDEDIR@|$(4)|g' -e 's|@VERSION@|$(5)|g' $(1)
 
-.PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm build-tree ctests ctests-bin \
+.PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm build-tree tools ctests ctests-bin \
 	test check demo bench soak install uninstall deb lint clean
 
-all: build-tree
+all: build-tree tools
 
 # Three separate invocations, in this order: librdmacm links against the
 # libibverbs.so the first one produced.
@@ -91,7 +93,7 @@ build-tree: cargo-rdmacm
 	put '$(BUILD)/tmp/libibverbs.pc' '$(BUILD)/lib/pkgconfig/libibverbs.pc' 0644; \
 	put '$(BUILD)/tmp/librdmacm.pc' '$(BUILD)/lib/pkgconfig/librdmacm.pc' 0644; \
 	{ echo "# Written by make: the configuration build/ was made with."; \
-	  echo "PREFIX='$(PREFIX)'"; echo "LIBDIR='$(LIBDIR)'"; \
+	  echo "PREFIX='$(PREFIX)'"; echo "BINDIR='$(BINDIR)'"; echo "LIBDIR='$(LIBDIR)'"; \
 	  echo "INCLUDEDIR='$(INCLUDEDIR)'"; echo "SYSCONFDIR='$(SYSCONFDIR)'"; \
 	  echo "CARGO_TARGET_DIR='$(CARGO_TARGET_DIR)'"; \
 	  echo "RSV_SYSCONFDIR='$(SYSCONFDIR)'"; \
@@ -129,6 +131,24 @@ $(BUILD)/ctests/%: ctests/src/%.c $(HEADERS)
 # What each program included last time (ctests/src/common/*, headers), so
 # changing any of it rebuilds the programs that use it.
 -include $(CTEST_BINS:=.d)
+
+# rsw-run (tools/rsw-run) and the program that writes the kernel's view of
+# our devices for it (tools/rsw-sysfs.c), in build/bin beside each other.
+# rsw-sysfs finds libibverbs.so.1 in ../lib when LD_LIBRARY_PATH does not say.
+tools: $(BUILD)/bin/rsw-run $(BUILD)/bin/rsw-sysfs
+
+$(BUILD)/bin/rsw-run: tools/rsw-run
+	@$(PUT); put '$<' '$@' 0755
+
+TOOLS_CFLAGS ?= -Wall -O2 -g
+
+$(BUILD)/bin/rsw-sysfs: tools/rsw-sysfs.c $(HEADERS) | build-tree
+	@mkdir -p $(@D)
+	$(CC) $(TOOLS_CFLAGS) -I include -MD -MF $@.d -o $@ $< -L $(BUILD)/lib -libverbs \
+	  -Wl,-rpath,'$$ORIGIN/../lib'
+	@if grep -E '/usr/include/(infiniband|rdma)/' $@.d >&2; then \
+	  echo "$<: the headers above come from the system, not from include/" >&2; \
+	  rm -f $@; exit 1; fi
 
 # ---------------------------------------------------------------------------
 # (The harness gets make's path through SUBMAKE: a recipe naming $(MAKE)
@@ -169,7 +189,7 @@ soak: ctests
 # install copies build/; it never changes how the libraries were built (the
 # cargo step above is a no-op when PREFIX/LIBDIR/SYSCONFDIR are unchanged).
 install: all
-	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(LIBDIR)/libibverbs' \
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(LIBDIR)/libibverbs' \
 	  '$(DESTDIR)$(LIBDIR)/pkgconfig' '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d' \
 	  '$(DESTDIR)$(INCLUDEDIR)'
 	install -m 0755 '$(BUILD)/lib/libibverbs.so.1' '$(DESTDIR)$(LIBDIR)/libibverbs.so.1'
@@ -180,6 +200,8 @@ install: all
 	  '$(DESTDIR)$(LIBDIR)/libibverbs/librsw-rdmav34.so'
 	install -m 0644 '$(BUILD)/etc/libibverbs.d/rsw.driver' \
 	  '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d/rsw.driver'
+	install -m 0755 '$(BUILD)/bin/rsw-run' '$(DESTDIR)$(BINDIR)/rsw-run'
+	install -m 0755 '$(BUILD)/bin/rsw-sysfs' '$(DESTDIR)$(BINDIR)/rsw-sysfs'
 	cd include && find . -type f | sort | while read -r f; do \
 	  install -D -m 0644 "$$f" '$(DESTDIR)$(INCLUDEDIR)'/"$${f#./}" || exit 1; done
 	$(call pcgen,pkgconfig/libibverbs.pc.in,$(PREFIX),$(call pcdir,$(LIBDIR)),$(call pcdir,$(INCLUDEDIR)),$(IBVERBS_PC_VERSION)) \
@@ -191,7 +213,8 @@ install: all
 	  echo ldconfig; ldconfig; fi
 
 uninstall:
-	rm -f '$(DESTDIR)$(LIBDIR)/libibverbs.so.1' '$(DESTDIR)$(LIBDIR)/libibverbs.so' \
+	rm -f '$(DESTDIR)$(BINDIR)/rsw-run' '$(DESTDIR)$(BINDIR)/rsw-sysfs' \
+	  '$(DESTDIR)$(LIBDIR)/libibverbs.so.1' '$(DESTDIR)$(LIBDIR)/libibverbs.so' \
 	  '$(DESTDIR)$(LIBDIR)/librdmacm.so.1' '$(DESTDIR)$(LIBDIR)/librdmacm.so' \
 	  '$(DESTDIR)$(LIBDIR)/libibverbs/librsw-rdmav34.so' \
 	  '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d/rsw.driver' \

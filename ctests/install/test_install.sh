@@ -17,11 +17,12 @@ MAKE=${MAKE:-make}
 CC=${CC:-cc}
 
 PREFIX=/usr/local
-LIBDIR= INCLUDEDIR= SYSCONFDIR=/etc
+BINDIR= LIBDIR= INCLUDEDIR= SYSCONFDIR=/etc
 if [[ -f $BUILD/config.env ]]; then
 	# shellcheck disable=SC1091
 	source "$BUILD/config.env"
 fi
+BINDIR=${BINDIR:-$PREFIX/bin}
 LIBDIR=${LIBDIR:-$PREFIX/lib}
 INCLUDEDIR=${INCLUDEDIR:-$PREFIX/include}
 
@@ -36,7 +37,7 @@ trap 'rm -rf "$tmp"' EXIT
 dest=$tmp/root
 mkdir -p "$dest" "$tmp/out"
 
-vars=(DESTDIR="$dest" PREFIX="$PREFIX" LIBDIR="$LIBDIR" INCLUDEDIR="$INCLUDEDIR" SYSCONFDIR="$SYSCONFDIR")
+vars=(DESTDIR="$dest" PREFIX="$PREFIX" BINDIR="$BINDIR" LIBDIR="$LIBDIR" INCLUDEDIR="$INCLUDEDIR" SYSCONFDIR="$SYSCONFDIR")
 echo "# make install ${vars[*]}"
 "$MAKE" --no-print-directory -C "$repo" install "${vars[@]}" >"$tmp/install.log" 2>&1 ||
 	{ cat "$tmp/install.log"; fail "make install"; }
@@ -66,6 +67,12 @@ driver=$etc/libibverbs.d/rsw.driver
 [[ -f $driver ]] || fail "driver file $driver missing"
 [[ $(cat "$driver") == "driver rsw" ]] || fail "$driver says '$(cat "$driver")', not 'driver rsw'"
 ok "driver file $SYSCONFDIR/libibverbs.d/rsw.driver"
+
+for t in rsw-run rsw-sysfs; do
+	[[ -x $dest$BINDIR/$t ]] || fail "$BINDIR/$t missing or not executable"
+	cmp -s "$dest$BINDIR/$t" "$BUILD/bin/$t" || fail "$BINDIR/$t differs from build/"
+done
+ok "rsw-run and rsw-sysfs in $BINDIR"
 
 nh=0
 while IFS= read -r -d '' h; do
@@ -145,6 +152,16 @@ out=$(run "$tmp/out/hello_rdmacm" 2>&1) || rc=$?
 echo "$out" | sed 's/^/# /'
 echo "$out" | grep -qx 'rdma_cm: ok' || fail "hello_rdmacm did not finish"
 ok "hello_rdmacm: event channel created and destroyed"
+
+# The installed rsw-sysfs writes the kernel's view of the installed
+# provider's devices (rsw-run itself needs namespaces: ctests/tests/rsw_run.sh).
+rc=0
+out=$(run "$dest$BINDIR/rsw-sysfs" "$tmp/view/class" "$tmp/view/dev" 2>&1) || rc=$?
+((rc == 0)) || { echo "$out"; fail "rsw-sysfs exited with status $rc"; }
+[[ $out == "$n" ]] || fail "rsw-sysfs wrote $out devices, hello saw $n"
+[[ $(cat "$tmp/view/class/infiniband/rsw_lo/ports/1/state") == "4: ACTIVE" ]] ||
+	fail "rsw-sysfs: rsw_lo port 1 is not ACTIVE"
+ok "rsw-sysfs: $out device(s) laid out as in sysfs"
 
 # --- uninstall leaves nothing but (empty) directories
 "$MAKE" --no-print-directory -C "$repo" uninstall "${vars[@]}" >"$tmp/uninstall.log" 2>&1 ||

@@ -230,7 +230,8 @@ pub(crate) fn make_ibv_device(pd: &ProviderDevice, index: c_int, sysfs_root: &st
     let name = c_str_of(&pd.name);
     set_c_str(&mut dev.name, &name);
     // Shaped like a kernel device's, so tools that print them look normal;
-    // nothing exists at these paths.
+    // nothing exists at these paths except under rsw-run (tools/rsw-run),
+    // whose tree uses the same names.
     set_c_str(&mut dev.dev_name, &format!("uverbs{index}"));
     set_c_str(
         &mut dev.dev_path,

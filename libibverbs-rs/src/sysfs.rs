@@ -4,7 +4,9 @@
 //! They behave as in rdma-core on real `/sys` paths. Our devices have no
 //! sysfs directory: the `dev_path`/`ibdev_path` we report do not exist, so
 //! reading files below them fails with -1/ENOENT, which is what callers
-//! such as ibv_devinfo already handle for optional attributes.
+//! such as ibv_devinfo already handle for optional attributes. Under
+//! `rsw-run` (tools/rsw-run) they exist, written from what this library
+//! reports, and read like a kernel device's.
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use std::ffi::{CString, OsStr};
