@@ -307,6 +307,23 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "paths=$paths"
 } > "$work/machine"
 python3 "$repo/bench/table.py" "$work/machine" "$results" > "$out/table.md" || exit 1
+# What objects cost (bench/footprint.c): resident memory and descriptors
+# per connected RC QP and per 4 KiB MR, on each loopback path.
+if cc -O2 -I "$repo/include" -o "$work/footprint" "$repo/bench/footprint.c" \
+    -L "$work/build/lib" -libverbs; then
+    {
+        echo
+        echo "| footprint (1000 objects) | path | resident memory per object | descriptors per object |"
+        echo "|---|---|---|---|"
+        for path in lo lo-tcp; do
+            t=auto; [ $path = lo-tcp ] && t=tcp
+            RSW_TRANSPORT=$t timeout 120 "$work/footprint" rsw_lo 1000 1000 |
+                awk -v p=$path '{ printf "| %s | %s | %.1f KiB | %s |\n", ($1 == "qp" ? "connected RC QP" : "MR, 4 KiB"), p, $2 / 1024, $3 }'
+        done
+    } >> "$out/table.md"
+else
+    echo "bench: cannot compile bench/footprint.c" >&2
+fi
 cp "$results" "$out/results.tsv"
 cat "$out/table.md"
 # BENCH_DOC=docs/benchmarks.md: put the table between its markers there.

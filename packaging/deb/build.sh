@@ -5,6 +5,7 @@
 #   libibverbs1-rs        libibverbs.so.1          replaces libibverbs1
 #   librdmacm1-rs         librdmacm.so.1           replaces librdmacm1
 #   ibverbs-provider-rsw  the rsw provider and /etc/libibverbs.d/rsw.driver
+#   rsw-tools             rsw-run (the kernel's view of the rsw devices)
 #   libibverbs-rs-dev     <infiniband/*.h>, libibverbs.so, libibverbs.pc
 #   librdmacm-rs-dev      <rdma/*.h>, <infiniband/ib.h>, librdmacm.so, librdmacm.pc
 #
@@ -76,6 +77,7 @@ done < <(find "$root/usr/include/infiniband" -type f -print0 | sort -z)
 take libibverbs1-rs "$libdir/libibverbs.so.1"
 take librdmacm1-rs "$libdir/librdmacm.so.1"
 take ibverbs-provider-rsw "$libdir/libibverbs/librsw-rdmav34.so" etc/libibverbs.d/rsw.driver
+take rsw-tools usr/bin/rsw-run usr/bin/rsw-sysfs
 take libibverbs-rs-dev "$libdir/libibverbs.so" "$libdir/pkgconfig/libibverbs.pc" "${verbs_headers[@]}"
 take librdmacm-rs-dev "$libdir/librdmacm.so" "$libdir/pkgconfig/librdmacm.pc" "${rdmacm_headers[@]}"
 
@@ -86,8 +88,8 @@ while IFS= read -r -d '' f; do
 done < <(find "$root" \( -type f -o -type l \) -print0)
 
 # --- package metadata ------------------------------------------------------
-packages=(libibverbs1-rs librdmacm1-rs ibverbs-provider-rsw libibverbs-rs-dev librdmacm-rs-dev)
-declare -A section depends recommends provides conflicts replaces summary body
+packages=(libibverbs1-rs librdmacm1-rs ibverbs-provider-rsw rsw-tools libibverbs-rs-dev librdmacm-rs-dev)
+declare -A section depends recommends provides conflicts replaces summary body multiarch
 long_common=" These packages replace rdma-core's libibverbs1, librdmacm1 and their
  -dev packages with implementations written in Rust that export the same
  ABI (rdma-core 44, as in Debian 12), so Debian's RDMA programs (ibverbs-utils,
@@ -128,6 +130,19 @@ body[ibverbs-provider-rsw]=" The rsw provider gives every network interface with
  kernel module: RC and UC queue pairs travel over TCP, UD queue pairs
  (multicast included) over UDP. It installs its driver file in
  /etc/libibverbs.d and is loaded by libibverbs1-rs only.
+ .
+$long_common"
+
+section[rsw-tools]=net
+depends[rsw-tools]="ibverbs-provider-rsw (= $version)"
+multiarch[rsw-tools]=foreign
+summary[rsw-tools]="kernel view of the rsw RDMA devices for tools that read sysfs"
+body[rsw-tools]=" rsw-run runs a command in a private mount namespace where
+ /sys/class/infiniband, /sys/class/infiniband_verbs and /dev/infiniband show
+ the rsw devices as the kernel lays out its own (ports, state, GIDs and their
+ types, the network device), for programs such as UCX, ibstat and NCCL that
+ look there instead of asking libibverbs. The host's /sys and /dev are never
+ changed.
  .
 $long_common"
 
@@ -281,7 +296,7 @@ for pkg in "${packages[@]}"; do
 		[[ -n ${provides[$pkg]:-} ]] && echo "Provides: ${provides[$pkg]}"
 		echo "Section: ${section[$pkg]}"
 		echo "Priority: optional"
-		echo "Multi-Arch: same"
+		echo "Multi-Arch: ${multiarch[$pkg]:-same}"
 		echo "Description: ${summary[$pkg]}"
 		printf '%s\n' "${body[$pkg]}"
 	} >"$dir/DEBIAN/control"

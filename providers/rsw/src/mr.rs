@@ -7,8 +7,8 @@
 //! can never free the entry — or let the application free the memory —
 //! under an access in flight.
 //!
-//! Keys come from a bijection of a counter, so they are unique for 2^32
-//! registrations (a stale key never names a newer MR) yet not sequential.
+//! Keys come from a bijection of a counter (see `new_key`), so a stale key
+//! never names a newer MR.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -30,7 +30,7 @@ use verbs_rt::Handles;
 /// The MRs handed out and not deregistered.
 pub static MRS: Handles<Ctx> = Handles::new();
 
-/// Keys are already scrambled; hashing them again is wasted work on the
+/// Keys are hashed with one multiply: SipHash would be wasted work on the
 /// data path.
 #[derive(Default)]
 pub struct KeyHasher(u64);
@@ -45,7 +45,9 @@ impl Hasher for KeyHasher {
         }
     }
     fn write_u32(&mut self, v: u32) {
-        self.0 = v as u64;
+        // One multiply spreads the key over all 64 bits: the table uses
+        // the low ones for the bucket and the top 7 as a tag.
+        self.0 = (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
@@ -236,11 +238,15 @@ pub fn table() -> RwLockReadGuard<'static, MrTable> {
     TABLE.get().read()
 }
 
-/// A new MR key: scrambled, never a window's (top bit clear), not in use.
+/// A new MR key: never a window's (top bit clear), not in use, unique for
+/// 2^31 registrations (a stale key never names a newer MR). The low 20
+/// bits count up: they are the key's slot in the table the same-host path
+/// publishes (`transport::local`), so live keys fill few pages of it; the
+/// 11 bits above carry the count's high part under a per-process mask.
 fn new_key(t: &MrTable) -> u32 {
     loop {
         let c = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let k = (c.wrapping_mul(0x9e37_79b1).rotate_left(13) ^ *SEED) & !WINDOW_KEY;
+        let k = ((((c >> 20) ^ *SEED) & 0x7ff) << 20) | (c & 0xf_ffff);
         if k != 0 && !t.map.contains_key(&k) {
             return k;
         }

@@ -49,9 +49,7 @@ fn child(mut to_parent: std::fs::File, mut from_parent: std::fs::File) {
     let mut mine: Vec<u32> = qps.iter().map(|&q| qpn(q)).collect();
     mine.push(target.rkey());
     write_u32s(&mut to_parent, &mine);
-    to_parent
-        .write_all(&target.addr().to_ne_bytes())
-        .unwrap();
+    to_parent.write_all(&target.addr().to_ne_bytes()).unwrap();
     let peers = read_u32s(&mut from_parent, QPS);
     for (i, &q) in qps.iter().enumerate() {
         to_rtr(q, peers[i], &o);
@@ -62,7 +60,10 @@ fn child(mut to_parent: std::fs::File, mut from_parent: std::fs::File) {
     let mut seen = vec![false; QPS];
     for _ in 0..QPS {
         let w = wait_wc(cq);
-        assert_eq!((w.status, w.opcode, w.byte_len), (IBV_WC_SUCCESS, IBV_WC_RECV, 8));
+        assert_eq!(
+            (w.status, w.opcode, w.byte_len),
+            (IBV_WC_SUCCESS, IBV_WC_RECV, 8)
+        );
         let i = w.wr_id as usize;
         assert!(!seen[i], "receive {i} completed twice");
         seen[i] = true;
