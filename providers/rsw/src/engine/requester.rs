@@ -600,10 +600,50 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
             return Direct::No;
         }
     }
+    // A small SEND whose receive's first SGE holds it travels inside the
+    // completion: no syscall here, the peer copies it when it polls.
+    let mut inline = None;
+    if w.op != Op::WriteImm
+        && len > 0
+        && len as usize <= mailbox::INLINE_MAX
+        && o.sges[0].length as u64 >= len
+    {
+        let mut i = mailbox::Inline {
+            sge: o.sges[0],
+            len: len as usize,
+            data: [0; mailbox::INLINE_MAX],
+        };
+        let gathered = with_local_iovs(qp, g, seq, false, |v| {
+            let mut at = 0;
+            for piece in v {
+                // SAFETY: registered memory of ours checked under the key
+                // table's lock (held by `with_local_iovs`), copied into our
+                // buffer with room for all of it (len <= INLINE_MAX); a
+                // fault (memory unmapped since) is caught.
+                let r = unsafe {
+                    crate::guard::copy(
+                        i.data.as_mut_ptr().add(at),
+                        piece.iov_base as *const u8,
+                        piece.iov_len,
+                    )
+                };
+                if r.is_err() {
+                    return false;
+                }
+                at += piece.iov_len;
+            }
+            at == len as usize
+        });
+        if gathered != Some(true) {
+            return Direct::No;
+        }
+        inline = Some(i);
+    }
     if !mbox.commit(&o) {
         return Direct::No;
     }
     let moved = len == 0
+        || inline.is_some()
         || with_local_iovs(qp, g, seq, false, |v| {
             // SAFETY: as in `direct`; the remote iovecs are the peer's,
             // checked by its kernel.
@@ -616,6 +656,9 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
     }
     if w.solicited {
         flags |= mailbox::FLAG_SOLICITED;
+    }
+    if inline.is_some() {
+        flags |= mailbox::FLAG_INLINE;
     }
     let d = mailbox::Delivered {
         wr_id: o.wr_id,
@@ -636,7 +679,7 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
     };
     // A peer in RTR learns from its first request that the connection is
     // established (IBV_EVENT_COMM_EST), polling or not: ring it.
-    let ring = mbox.deliver(&d) || rtr;
+    let ring = mbox.deliver(&d, inline.as_ref()) || rtr;
     if moved {
         Direct::Done { ring }
     } else {

@@ -38,7 +38,13 @@ const CLOSED: u64 = 1 << 63;
 const HDR: usize = 64;
 const RECV_HDR: usize = 16;
 const SGE: usize = size_of::<ibv_sge>();
-const CQE: usize = 32;
+/// A completion slot: the completion (32 bytes), then for a small SEND
+/// its receive's first SGE (16) and its payload ([`INLINE_MAX`]).
+const CQE: usize = 32 + 16 + INLINE_MAX;
+/// SENDs up to this size travel inside the completion: the sender makes
+/// no syscall, the receiver copies the bytes into its receive when it
+/// moves the completion to its CQ.
+pub const INLINE_MAX: usize = 80;
 const PAGE: u64 = 4096;
 /// How long a freed region rests before another QP gets it.
 const QUARANTINE_NS: u64 = 2_000_000_000;
@@ -88,9 +94,20 @@ pub struct Delivered {
 
 pub const FLAG_IMM: u32 = 1;
 pub const FLAG_SOLICITED: u32 = 2;
+/// The payload is in the slot (`Inline`), for the receive's first SGE.
+pub const FLAG_INLINE: u32 = 4;
+
+/// A small SEND's payload and where it goes (the receive's first SGE, as
+/// posted: the owner checks it against its own key table).
+#[derive(Clone, Copy)]
+pub struct Inline {
+    pub sge: ibv_sge,
+    pub len: usize,
+    pub data: [u8; INLINE_MAX],
+}
 
 impl Delivered {
-    fn write(&self, p: *mut u8) {
+    fn write(&self, p: *mut u8, inline: Option<&Inline>) {
         let w = [
             self.wr_id as u32,
             (self.wr_id >> 32) as u32,
@@ -106,6 +123,30 @@ impl Delivered {
             // 4-aligned.
             unsafe { std::ptr::write_volatile((p as *mut u32).add(i), *v) };
         }
+        if let Some(i) = inline {
+            let n = i.len.min(INLINE_MAX);
+            // SAFETY: the slot has 16 bytes for the SGE and INLINE_MAX for
+            // the payload after the completion; 8-aligned.
+            unsafe {
+                std::ptr::write_volatile(p.add(32) as *mut ibv_sge, i.sge);
+                std::ptr::copy_nonoverlapping(i.data.as_ptr(), p.add(48), n);
+            }
+        }
+    }
+
+    /// The inline payload of a slot whose completion has [`FLAG_INLINE`].
+    fn read_inline(p: *const u8, len: usize) -> Inline {
+        let mut i = Inline {
+            sge: NO_SGE,
+            len: len.min(INLINE_MAX),
+            data: [0; INLINE_MAX],
+        };
+        // SAFETY: as in `write`; a peer-written length is clamped above.
+        unsafe {
+            i.sge = std::ptr::read_volatile(p.add(32) as *const ibv_sge);
+            std::ptr::copy_nonoverlapping(p.add(48), i.data.as_mut_ptr(), i.len);
+        }
+        i
     }
 
     fn read(p: *const u8) -> Delivered {
@@ -325,16 +366,20 @@ impl Mailbox {
         }
     }
 
-    /// The oldest completion a peer left, taken off the ring.
-    pub fn pop_completion(&self) -> Option<Delivered> {
+    /// The oldest completion a peer left, taken off the ring, with its
+    /// inline payload if it carries one.
+    pub fn pop_completion(&self) -> Option<(Delivered, Option<Inline>)> {
         let h = self.hdr();
         let head = h.cq_head.load(Ordering::Relaxed);
         if head == h.cq_tail.load(Ordering::Acquire) {
             return None;
         }
-        let d = Delivered::read(cqe_slot(self.base, self.cap, self.max_sge, head));
+        let p = cqe_slot(self.base, self.cap, self.max_sge, head);
+        let d = Delivered::read(p);
+        let inline =
+            (d.flags & FLAG_INLINE != 0).then(|| Delivered::read_inline(p, d.byte_len as usize));
         h.cq_head.store(head + 1, Ordering::SeqCst);
-        Some(d)
+        Some((d, inline))
     }
 
     pub fn has_completions(&self) -> bool {
@@ -500,11 +545,12 @@ impl PeerBox {
             .is_ok()
     }
 
-    /// Leaves a completion; true when the owner asked for the doorbell.
-    pub fn deliver(&self, d: &Delivered) -> bool {
+    /// Leaves a completion (with a small SEND's payload); true when the
+    /// owner asked for the doorbell.
+    pub fn deliver(&self, d: &Delivered, inline: Option<&Inline>) -> bool {
         let h = self.hdr();
         let t = h.cq_tail.load(Ordering::Relaxed);
-        d.write(cqe_slot(self.base, self.cap, self.max_sge, t));
+        d.write(cqe_slot(self.base, self.cap, self.max_sge, t), inline);
         h.cq_tail.store(t + 1, Ordering::SeqCst);
         h.want_kick.load(Ordering::SeqCst) != 0
     }
@@ -539,10 +585,31 @@ mod tests {
             byte_len: 8,
             ..Delivered::default()
         };
-        assert!(p.deliver(&d), "owner asked for the doorbell");
+        assert!(p.deliver(&d, None), "owner asked for the doorbell");
         assert!(m.has_completions());
-        assert_eq!(m.pop_completion(), Some(d));
-        assert_eq!(m.pop_completion(), None);
+        let (got, inline) = m.pop_completion().unwrap();
+        assert_eq!(got, d);
+        assert!(inline.is_none());
+        assert!(m.pop_completion().is_none());
+        // A small SEND carries its bytes and its receive's SGE.
+        let mut i = Inline {
+            sge: sge(0x4000, 16, 9),
+            len: 5,
+            data: [0; INLINE_MAX],
+        };
+        i.data[..5].copy_from_slice(b"hello");
+        let d = Delivered {
+            wr_id: 12,
+            byte_len: 5,
+            flags: FLAG_INLINE,
+            ..Delivered::default()
+        };
+        p.deliver(&d, Some(&i));
+        let (got, inline) = m.pop_completion().unwrap();
+        assert_eq!(got, d);
+        let inline = inline.expect("inline payload");
+        assert_eq!((inline.sge, inline.len), (sge(0x4000, 16, 9), 5));
+        assert_eq!(&inline.data[..5], b"hello");
         // The owner and the peer race for one receive: one gets it.
         m.push(12, &[sge(0x2000, 4, 7), sge(0x3000, 4, 7)]);
         let o = p.peek().ok().unwrap();

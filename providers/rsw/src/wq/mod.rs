@@ -243,6 +243,23 @@ unsafe impl Send for Qp {}
 // SAFETY: as above.
 unsafe impl Sync for Qp {}
 
+/// Copies a small SEND's payload into the receive buffer its SGE names
+/// (an lkey of `pd`, locally writable); false if the SGE does not check or
+/// the memory is gone.
+fn place_inline(i: &mailbox::Inline, pd: u32) -> bool {
+    let t = crate::mr::table();
+    match t.local(i.sge.lkey, i.sge.addr, i.len as u64, pd, true) {
+        Ok(p) if i.len > 0 => {
+            // SAFETY: p is i.len bytes of registered, locally writable
+            // memory checked under the key table's lock (held); a fault
+            // (memory unmapped since) is caught.
+            unsafe { crate::guard::copy(p, i.data.as_ptr(), i.len) }.is_ok()
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    }
+}
+
 /// RNR timer encoding (InfiniBand spec, min_rnr_timer 0..=31) in
 /// microseconds.
 const RNR_TIMER_US: [u64; 32] = [
@@ -295,8 +312,16 @@ impl Qp {
         let Some(m) = self.mbox.as_ref() else { return };
         let mut failed = false;
         let mut any = false;
-        while let Some(d) = m.pop_completion() {
+        while let Some((mut d, inline)) = m.pop_completion() {
             any = true;
+            if let Some(i) = inline {
+                // A small SEND: its bytes go into the receive's buffer now,
+                // checked against our own key table.
+                if !place_inline(&i, self.pd_id) {
+                    d.status = IBV_WC_LOC_PROT_ERR;
+                    d.byte_len = 0;
+                }
+            }
             let imm = d.flags & mailbox::FLAG_IMM != 0;
             if let Some(cq) = &self.recv_cq {
                 cq.push(Cqe {
