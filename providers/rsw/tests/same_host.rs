@@ -221,7 +221,13 @@ fn rereg_to_a_new_address_moves_the_target() {
     assert!(old.snapshot().iter().all(|&b| b == 0));
 }
 
-fn send_to_b(p: &Pair, op: ibv_wr_opcode, sg: &mut [ibv_sge], wr_id: u64, imm: u32) -> ibv_send_wr {
+fn send_to_b(
+    _p: &Pair,
+    op: ibv_wr_opcode,
+    sg: &mut [ibv_sge],
+    wr_id: u64,
+    imm: u32,
+) -> ibv_send_wr {
     let mut w = send_wr(wr_id, op, sg, IBV_SEND_SIGNALED);
     w.set_imm_data(imm.to_be());
     w
@@ -307,7 +313,7 @@ fn small_sends_in_order() {
     }
     let dst = p.buf(4096);
     let sizes = [1usize, 2, 7, 63, 64, 79, 80, 81, 100, 0, 80];
-    for (k, &n) in sizes.iter().enumerate() {
+    for k in 0..sizes.len() {
         let off = 256 * k;
         // Odd rounds: a first SGE too short for the message.
         let r = if k % 2 == 1 {

@@ -556,15 +556,12 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
     let len = w.len as u64;
     let mut remote = [iov(std::ptr::null(), 0); MAX_IOV];
     let mut n = 0;
-    if w.op == Op::WriteImm {
-        if len > 0 {
-            let Some(at) = peer.check(qpn, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE)
-            else {
-                return Direct::No;
-            };
-            remote[0] = iov(at as *const u8, len as usize);
-            n = 1;
-        }
+    if w.op == Op::WriteImm && len > 0 {
+        let Some(at) = peer.check(qpn, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE) else {
+            return Direct::No;
+        };
+        remote[0] = iov(at as *const u8, len as usize);
+        n = 1;
     }
     // No receive posted (RNR) or no room for its completion: wait (see
     // `OutConn::rnr_since`).

@@ -477,7 +477,7 @@ impl PeerBox {
     /// The mailbox at `off` in a peer's file mapped at `map`, if its
     /// header describes a region inside the file.
     pub(crate) fn at(map: &Mapping, off: u64) -> Option<PeerBox> {
-        if off % PAGE != 0 || off >= FILE_LEN as u64 {
+        if !off.is_multiple_of(PAGE) || off >= FILE_LEN as u64 {
             return None;
         }
         // SAFETY: off is inside the mapping, page-aligned.
@@ -574,7 +574,7 @@ mod tests {
         m.push(11, &[sge(0x1000, 8, 7)]);
         assert_eq!(p.peek().err(), Some(true), "closed: peers take nothing");
         m.set_open(true);
-        let o = p.peek().ok().expect("offered");
+        let Ok(o) = p.peek() else { panic!("offered") };
         assert_eq!((o.wr_id, o.nsge, o.sges[0]), (11, 1, sge(0x1000, 8, 7)));
         assert!(p.commit(&o));
         assert!(!p.commit(&o), "taken once");
@@ -612,7 +612,7 @@ mod tests {
         assert_eq!(&inline.data[..5], b"hello");
         // The owner and the peer race for one receive: one gets it.
         m.push(12, &[sge(0x2000, 4, 7), sge(0x3000, 4, 7)]);
-        let o = p.peek().ok().unwrap();
+        let Ok(o) = p.peek() else { panic!("offered") };
         let mut got = None;
         assert!(m.take(|id, s| got = Some((id, s.len()))));
         assert_eq!(got, Some((12, 2)));
