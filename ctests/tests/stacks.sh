@@ -75,7 +75,7 @@ wait_listen_ns() {
 # --- UCX
 # ucx_pair NAME TLS TEST SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV ADDR
 ucx_pair() {
-    local name=$1 tls=$2 test=$3 sns=$4 sdev=$5 cns=$6 cdev=$7 addr=$8 port spid rc
+    local name=$1 tls=$2 test=$3 sns=$4 sdev=$5 cns=$6 cdev=$7 addr=$8 port spid rc src
     port=$(free_port)
     in_ns "$sns" timeout 30 "$run" env UCX_TLS="$tls" UCX_NET_DEVICES="$sdev:1" \
         ucx_perftest -p "$port" > "$work/$name.srv" 2>&1 &
@@ -85,8 +85,9 @@ ucx_pair() {
     in_ns "$cns" timeout 25 "$run" env UCX_TLS="$tls" UCX_NET_DEVICES="$cdev:1" \
         ucx_perftest -p "$port" -t "$test" -n 200 -w 20 "$addr" > "$work/$name.cli" 2>&1
     rc=$?
-    wait "$spid"
-    [ $rc = 0 ] && [ $? = 0 ] || { cat "$work/$name.cli" "$work/$name.srv"; fail "$name: ucx_perftest exit $rc"; }
+    wait "$spid"; src=$?
+    [ $rc = 0 ] && [ $src = 0 ] ||
+        { cat "$work/$name.cli" "$work/$name.srv"; fail "$name: ucx_perftest exit $rc (server $src)"; }
     expect_in "$work/$name.cli" '^Final:[[:space:]]+200[[:space:]]'
     echo "ok ucx $name: $(grep -E '^Final:' "$work/$name.cli" | tr -s ' ')"
 }
