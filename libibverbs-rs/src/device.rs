@@ -210,7 +210,7 @@ where
         verbs_abi::trace::verb(
             core::any::type_name::<F>(),
             "int",
-            &[("obj", verbs_abi::trace::Val::from(obj))],
+            &[("handle", verbs_abi::trace::Val::from(obj))],
             &r,
         );
     }

@@ -265,6 +265,7 @@ pub fn record(kind: &str, name: &str, obj: usize, fields: &[(&str, Val<'_>)]) {
     if sink.json {
         let _ = write!(line, "{{\"t_ns\":{t},\"tid\":{tid},\"kind\":\"{kind}\",\"name\":\"{name}\",\"obj\":\"{obj:#x}\"");
         for (k, v) in fields {
+            let k = k.trim_start_matches('_');
             let _ = write!(line, ",\"{k}\":");
             push_val(&mut line, v, true);
         }
@@ -272,6 +273,7 @@ pub fn record(kind: &str, name: &str, obj: usize, fields: &[(&str, Val<'_>)]) {
     } else {
         let _ = write!(line, "{t} tid={tid} {kind} {name} obj={obj:#x}");
         for (k, v) in fields {
+            let k = k.trim_start_matches('_');
             let _ = write!(line, " {k}=");
             push_val(&mut line, v, false);
         }
@@ -308,6 +310,9 @@ impl<T> TraceRet for *mut T {
 #[cold]
 #[inline(never)]
 pub fn verb<T: TraceRet>(path: &'static str, conv: &str, args: &[(&str, Val<'_>)], r: &Result<T, c_int>) {
+    // Read first: a provider's constructor reports a failure as NULL with
+    // errno set, which the body passes on as Ok(NULL).
+    let errno_now = crate::errno::errno();
     let name = fn_name(path);
     let obj = match args.first() {
         Some((_, Val::Hex(p))) => *p as usize,
@@ -315,7 +320,14 @@ pub fn verb<T: TraceRet>(path: &'static str, conv: &str, args: &[(&str, Val<'_>)
     };
     let mut f: Vec<(&str, Val<'_>)> = args.to_vec();
     match r {
-        Ok(v) => f.push(("ret", v.ret())),
+        Ok(v) => {
+            let ret = v.ret();
+            f.push(("ret", ret));
+            if conv == "ptr" && matches!(ret, Val::Hex(0)) {
+                f.push(("errno", Val::I(errno_now as i64)));
+                f.push(("err", Val::Str(errno_name(errno_now))));
+            }
+        }
         Err(e) => {
             f.push((
                 "ret",
