@@ -2,7 +2,8 @@
  * A small RC exchange for the verbs tracer (ctests/tests/verbs_trace.sh
  * runs it with and without RDMA_TRACE and checks the trace): a failing
  * ibv_reg_mr (EINVAL), a SEND, an RDMA WRITE with a wrong rkey (a
- * REM_ACCESS_ERR completion), the destroy verbs, and an address resolution
+ * REM_ACCESS_ERR completion), a SEND through ibv_wr_* polled with
+ * ibv_start_poll, the destroy verbs, and an address resolution
  * through librdmacm (one CM event). It prints, as one JSON object, the
  * values the trace must carry.
  */
@@ -54,6 +55,41 @@ int main(void)
 	CHECK_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
 	CHECK_EQ(wc.wr_id, 0xbad);
 
+	/* The extended calls: a SEND built with ibv_wr_*, completions read
+	 * with ibv_start_poll from an ibv_cq_ex. */
+	struct ibv_cq_init_attr_ex ca = { .cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_cq_ex *cx = ibv_create_cq_ex(e.ctx, &ca);
+	CHECK(cx != NULL);
+	struct vt_qp_opts o;
+	vt_default_opts(&o);
+	o.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	struct ibv_qp *xa = vt_create_qp(e.pd, ibv_cq_ex_to_cq(cx), ibv_cq_ex_to_cq(cx), &o, NULL);
+	struct ibv_qp *xb = vt_create_qp(e.pd, ibv_cq_ex_to_cq(cx), ibv_cq_ex_to_cq(cx), &o, NULL);
+	vt_qp_connect(xa, xb->qp_num, &e.gid, &o);
+	vt_qp_connect(xb, xa->qp_num, &e.gid, &o);
+	vt_post_recv(xb, 0xc0c, r.p, 2048, r.mr->lkey);
+	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(xa);
+	CHECK(qx != NULL);
+	ibv_wr_start(qx);
+	qx->wr_id = 0xd0d;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, s.mr->lkey, (uintptr_t)s.p, 300);
+	CHECK(ibv_wr_complete(qx) == 0);
+	struct ibv_poll_cq_attr pa = { 0 };
+	uint64_t deadline = vt_now_ms() + 10000;
+	for (int got = 0; got < 2;) {
+		int rc = ibv_start_poll(cx, &pa);
+		if (rc == ENOENT) {
+			CHECK(vt_now_ms() < deadline);
+			continue;
+		}
+		CHECK(rc == 0);
+		CHECK_EQ(cx->status, IBV_WC_SUCCESS);
+		got++;
+		ibv_end_poll(cx);
+	}
+
 	/* One CM event: resolving 127.0.0.1. */
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	CHECK(ch != NULL);
@@ -73,11 +109,14 @@ int main(void)
 
 	printf("{\"pd\":\"%p\",\"qp_a\":\"%p\",\"qp_b\":\"%p\",\"qpn_a\":%u,\"qpn_b\":%u,"
 	       "\"cq_a\":\"%p\",\"cq_b\":\"%p\",\"s_lkey\":\"0x%x\",\"r_lkey\":\"0x%x\","
-	       "\"bad_rkey\":\"0x%x\",\"r_addr\":\"%p\",\"cm_id\":\"%p\"}\n",
+	       "\"bad_rkey\":\"0x%x\",\"r_addr\":\"%p\",\"cm_id\":\"%p\",\"qp_x\":\"%p\",\"cq_x\":\"%p\"}\n",
 	       (void *)e.pd, (void *)p.a, (void *)p.b, p.a->qp_num, p.b->qp_num,
 	       (void *)p.cq_a, (void *)p.cq_b, s.mr->lkey, r.mr->lkey, bad_rkey,
-	       (void *)r.p, (void *)id);
+	       (void *)r.p, (void *)id, (void *)xa, (void *)cx);
 
+	CHECK(ibv_destroy_qp(xa) == 0);
+	CHECK(ibv_destroy_qp(xb) == 0);
+	CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cx)) == 0);
 	CHECK(ibv_destroy_qp(p.a) == 0);
 	CHECK(ibv_destroy_qp(p.b) == 0);
 	CHECK(ibv_dereg_mr(s.mr) == 0);

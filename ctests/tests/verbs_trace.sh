@@ -1,7 +1,8 @@
 #!/bin/bash
 # The verbs tracer (RDMA_TRACE): build/ctests/trace_rc runs a small RC
 # exchange (a failing ibv_reg_mr, a SEND, an RDMA WRITE with a wrong rkey,
-# one CM event, the destroy verbs) and prints the handles, keys and QP
+# a SEND through ibv_wr_* polled with ibv_start_poll, one CM event, the
+# destroy verbs) and prints the handles, keys and QP
 # numbers it used; the trace must carry them. Checked: with RDMA_TRACE unset
 # (or empty) no file appears; the JSON-lines trace has the verb calls with
 # arguments, results and errno, every WR (opcode, wr_id, SGE lkey/length,
@@ -88,6 +89,14 @@ i_wc_e, wce = find(lambda r: r["kind"] == "wc" and n(r["wr_id"]) == 0xbad, "erro
 if wce:
     check(wce["status"] == "REM_ACCESS_ERR" and wce["status_code"] == 10 and wce["opcode"] == "RDMA_WRITE"
           and n(wce["obj"]) == n(exp["cq_a"]), f"error wc: {wce}")
+i_wx, wx = find(lambda r: r["kind"] == "wr" and r["name"] == "wr_complete", "ibv_wr_complete WR")
+if wx:
+    check(n(wx["obj"]) == n(exp["qp_x"]) and n(wx["wr_id"]) == 0xd0d and wx["opcode"] == "SEND"
+          and wx["sg_list"][0]["length"] == 300 and wx["sg_list"][0]["lkey"] == exp["s_lkey"], f"wr_complete WR: {wx}")
+xs = [r for r in recs if r["kind"] == "wc" and r["name"] == "cq_ex_poll"]
+check(sorted(n(r["wr_id"]) for r in xs) == [0xc0c, 0xd0d] and all(r["status"] == "SUCCESS" and n(r["obj"]) == n(exp["cq_x"]) for r in xs),
+      f"cq_ex completions: {xs}")
+check({r["opcode"]: r["byte_len"] for r in xs} == {"SEND": 300, "RECV": 300}, f"cq_ex opcodes/lengths: {xs}")
 i_cm, cm = find(lambda r: r["kind"] == "cm", "CM event")
 if cm:
     check(cm["event"] == "RDMA_CM_EVENT_ADDR_RESOLVED" and cm["status"] == 0 and n(cm["id"]) == n(exp["cm_id"]), f"cm: {cm}")
@@ -95,7 +104,7 @@ find(lambda r: r["name"] == "rdma_resolve_addr" and r["ret"] == 0 and r["timeout
 i_dq, _ = find(lambda r: r["name"] == "ibv_destroy_qp" and n(r["handle"]) == n(exp["qp_a"]) and r["ret"] == 0, "ibv_destroy_qp(qp_a)")
 find(lambda r: r["name"] == "ibv_dealloc_pd" and r["ret"] == 0, "ibv_dealloc_pd")
 find(lambda r: r["name"] == "ibv_close_device" and r["ret"] == 0, "ibv_close_device")
-order = [i_qp_a, i_qp_b, i_badmr, i_recv, i_send, i_wc_s, i_wc_r, i_wr, i_wc_e, i_cm, i_dq]
+order = [i_qp_a, i_qp_b, i_badmr, i_recv, i_send, i_wc_s, i_wc_r, i_wr, i_wc_e, i_wx, i_cm, i_dq]
 if None not in order:
     check(order == sorted(order), f"records out of order: {order}")
 
@@ -103,8 +112,8 @@ flt = load("filtered.json")
 body = [r for r in flt if r["kind"] != "header"]
 check(all(r["kind"] == "wc" or r["name"] == "ibv_modify_qp" for r in body), "filter let through: " +
       str({(r["kind"], r["name"]) for r in body if not (r["kind"] == "wc" or r["name"] == "ibv_modify_qp")}))
-check(sum(r["kind"] == "wc" for r in body) == 3, "filter: the 3 completions")
-check(sum(r["name"] == "ibv_modify_qp" for r in body) == 6, "filter: the 6 ibv_modify_qp")
+check(sum(r["kind"] == "wc" for r in body) == 5, "filter: the 5 completions")
+check(sum(r["name"] == "ibv_modify_qp" for r in body) == 12, "filter: the 12 ibv_modify_qp")
 
 text = open(f"{w}/text.log").read().splitlines()
 check(any(" verb ibv_create_qp " in l for l in text), "text: ibv_create_qp")
