@@ -282,16 +282,20 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    entry!(int, (context, port_num, gid_index, entry, flags, entry_size), {
-        if entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
-            return Err(libc::EINVAL);
+    entry!(
+        int,
+        (context, port_num, gid_index, entry, flags, entry_size),
+        {
+            if entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: forwarded contract.
+            let e = unsafe { gid_entry(context, port_num, gid_index, flags) }?;
+            // SAFETY: the caller's buffer holds entry_size >= sizeof bytes.
+            unsafe { write_sized(entry.cast(), &e, entry_size) };
+            Ok(())
         }
-        // SAFETY: forwarded contract.
-        let e = unsafe { gid_entry(context, port_num, gid_index, flags) }?;
-        // SAFETY: the caller's buffer holds entry_size >= sizeof bytes.
-        unsafe { write_sized(entry.cast(), &e, entry_size) };
-        Ok(())
-    })
+    )
 }
 
 /// Writes `value` into a caller buffer of `size` bytes (at least the
@@ -490,13 +494,19 @@ unsafe fn trace_async_event(context: *mut ibv_context, event: *mut ibv_async_eve
             "event",
             "ibv_get_async_event",
             context as usize,
-            &[("ret", Val::I(rc as i64)), ("errno", Val::I(e as i64)), ("err", Val::Str(errno_name(e)))],
+            &[
+                ("ret", Val::I(rc as i64)),
+                ("errno", Val::I(e as i64)),
+                ("err", Val::Str(errno_name(e))),
+            ],
         );
         return;
     }
     // SAFETY: filled by the provider.
     let (kind, element) = unsafe { ((*event).event_type, (*event).element.cq as usize) };
-    let name = crate::strings::event_type_name(kind as c_int).to_str().unwrap_or("");
+    let name = crate::strings::event_type_name(kind as c_int)
+        .to_str()
+        .unwrap_or("");
     record(
         "event",
         "ibv_get_async_event",

@@ -117,7 +117,9 @@ fn lib_name() -> String {
     // SAFETY: dladdr only reads the loader's tables; info is written by it.
     unsafe {
         let mut info: libc::Dl_info = core::mem::zeroed();
-        if libc::dladdr(lib_name as *const libc::c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+        if libc::dladdr(lib_name as *const libc::c_void, &mut info) != 0
+            && !info.dli_fname.is_null()
+        {
             let s = core::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy();
             return s.rsplit('/').next().unwrap_or("").replace('"', "");
         }
@@ -126,14 +128,20 @@ fn lib_name() -> String {
 }
 
 fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is writable.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn wall_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is writable.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -170,7 +178,10 @@ impl Sink {
             f == name
                 || f == kind
                 || (!okind.is_empty() && f == okind)
-                || (obj != 0 && f.strip_prefix("0x").and_then(|h| usize::from_str_radix(h, 16).ok()) == Some(obj))
+                || (obj != 0
+                    && f.strip_prefix("0x")
+                        .and_then(|h| usize::from_str_radix(h, 16).ok())
+                        == Some(obj))
         })
     }
 }
@@ -183,7 +194,9 @@ fn object_kind(kind: &str, name: &str) -> &'static str {
     if kind == "wr" || kind == "wc" {
         return "";
     }
-    for k in ["srq", "qp", "cq", "mr", "mw", "pd", "ah", "xrcd", "wq", "dm", "flow"] {
+    for k in [
+        "srq", "qp", "cq", "mr", "mw", "pd", "ah", "xrcd", "wq", "dm", "flow",
+    ] {
         if name.ends_with(&format!("_{k}")) || name.contains(&format!("_{k}_")) {
             return k;
         }
@@ -240,7 +253,11 @@ fn push_val(line: &mut String, v: &Val<'_>, json: bool) {
                     line.push(if json { ',' } else { ' ' });
                 }
                 let _ = if json {
-                    write!(line, "{{\"addr\":\"{:#x}\",\"length\":{},\"lkey\":\"{:#x}\"}}", s.addr, s.length, s.lkey)
+                    write!(
+                        line,
+                        "{{\"addr\":\"{:#x}\",\"length\":{},\"lkey\":\"{:#x}\"}}",
+                        s.addr, s.length, s.lkey
+                    )
                 } else {
                     write!(line, "{:#x}/{}/{:#x}", s.addr, s.length, s.lkey)
                 };
@@ -309,7 +326,12 @@ impl<T> TraceRet for *mut T {
 /// result (`conv` is the macro's convention) and errno on failure.
 #[cold]
 #[inline(never)]
-pub fn verb<T: TraceRet>(path: &'static str, conv: &str, args: &[(&str, Val<'_>)], r: &Result<T, c_int>) {
+pub fn verb<T: TraceRet>(
+    path: &'static str,
+    conv: &str,
+    args: &[(&str, Val<'_>)],
+    r: &Result<T, c_int>,
+) {
     // Read first: a provider's constructor reports a failure as NULL with
     // errno set, which the body passes on as Ok(NULL).
     let errno_now = crate::errno::errno();
@@ -384,13 +406,20 @@ mod tests {
     #[test]
     fn names_and_kinds() {
         fn __f() {}
-        assert_eq!(fn_name(core::any::type_name_of_val(&__f)), "names_and_kinds");
+        assert_eq!(
+            fn_name(core::any::type_name_of_val(&__f)),
+            "names_and_kinds"
+        );
         assert_eq!(object_kind("verb", "ibv_create_qp"), "qp");
         assert_eq!(object_kind("verb", "ibv_reg_mr_iova2"), "mr");
         assert_eq!(object_kind("verb", "ibv_modify_srq"), "srq");
         assert_eq!(object_kind("verb", "rdma_connect"), "cm");
         assert_eq!(object_kind("wr", "post_send"), "");
-        let s = Sink { fd: -1, json: true, filter: vec!["qp".into(), "wc".into(), "0x10".into()] };
+        let s = Sink {
+            fd: -1,
+            json: true,
+            filter: vec!["qp".into(), "wc".into(), "0x10".into()],
+        };
         assert!(s.keeps("verb", "ibv_modify_qp", 0));
         assert!(s.keeps("wc", "poll_cq", 0));
         assert!(!s.keeps("wr", "post_send", 0));

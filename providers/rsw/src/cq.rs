@@ -528,7 +528,9 @@ pub(crate) unsafe extern "C" fn poll_cq(
     drop(r);
     if verbs_abi::trace::on() && n > 0 {
         // SAFETY: the n completions just written.
-        crate::trace::wcs(cq as usize, unsafe { core::slice::from_raw_parts(wc, n as usize) });
+        crate::trace::wcs(cq as usize, unsafe {
+            core::slice::from_raw_parts(wc, n as usize)
+        });
     }
     n
 }

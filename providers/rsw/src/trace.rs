@@ -49,11 +49,29 @@ pub(crate) fn wc_opcode_name(op: ibv_wc_opcode) -> &'static str {
 
 pub(crate) fn wc_status_name(s: ibv_wc_status) -> &'static str {
     const N: [&str; 24] = [
-        "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
-        "WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR",
-        "REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR",
-        "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR",
-        "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR", "TM_ERR",
+        "SUCCESS",
+        "LOC_LEN_ERR",
+        "LOC_QP_OP_ERR",
+        "LOC_EEC_OP_ERR",
+        "LOC_PROT_ERR",
+        "WR_FLUSH_ERR",
+        "MW_BIND_ERR",
+        "BAD_RESP_ERR",
+        "LOC_ACCESS_ERR",
+        "REM_INV_REQ_ERR",
+        "REM_ACCESS_ERR",
+        "REM_OP_ERR",
+        "RETRY_EXC_ERR",
+        "RNR_RETRY_EXC_ERR",
+        "LOC_RDD_VIOL_ERR",
+        "REM_INV_RD_REQ_ERR",
+        "REM_ABORT_ERR",
+        "INV_EECN_ERR",
+        "INV_EEC_STATE_ERR",
+        "FATAL_ERR",
+        "RESP_TIMEOUT_ERR",
+        "GENERAL_ERR",
+        "TM_ERR",
         "TM_RNDV_INCOMPLETE",
     ];
     N.get(s as usize).copied().unwrap_or("?")
@@ -204,6 +222,17 @@ pub(crate) fn wcs(cq: usize, wc: &[ibv_wc]) {
     for w in wc {
         // SAFETY: both union members are u32.
         let imm = unsafe { w.imm.imm_data };
-        completion("poll_cq", cq, w.wr_id, w.status, w.opcode, w.byte_len, imm, w.qp_num, w.wc_flags, w.vendor_err);
+        completion(
+            "poll_cq",
+            cq,
+            w.wr_id,
+            w.status,
+            w.opcode,
+            w.byte_len,
+            imm,
+            w.qp_num,
+            w.wc_flags,
+            w.vendor_err,
+        );
     }
 }
