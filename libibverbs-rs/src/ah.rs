@@ -21,7 +21,7 @@ const NEXT_HDR_IB: u8 = 0x1b;
 /// `pd` is NULL or a PD; `attr` NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
-    entry!(ptr, {
+    entry!(ptr, (pd, attr), {
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     grh: *mut ibv_grh,
     ah_attr: *mut ibv_ah_attr,
 ) -> c_int {
-    entry!(minus_one, {
+    entry!(minus_one, (context, port_num, wc, grh, ah_attr), {
         if wc.is_null() || ah_attr.is_null() || grh.is_null() {
             return Err(libc::EINVAL);
         }

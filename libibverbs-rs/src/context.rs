@@ -59,7 +59,7 @@ unsafe fn install_lib_ops(ctx: *mut ibv_context) {
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
-    entry!(ptr, {
+    entry!(ptr, (device), {
         let dev = lookup(device).ok_or(libc::EINVAL)?;
         let open = dev.ops.open_device.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the device and handle are the pair the provider reported.
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 /// `context` is NULL or a context from `ibv_open_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
-    entry!(int, {
+    entry!(int, (context), {
         let ops = unregister_context(context).ok_or(libc::EINVAL)?;
         let rc = match ops.close_device {
             // SAFETY: an open context of this provider, now out of the open
@@ -253,7 +253,7 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
-    entry!(minus_one, {
+    entry!(minus_one, (context, port_num, index, gid), {
         if gid.is_null() {
             return Err(libc::EINVAL);
         }
@@ -282,16 +282,20 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    entry!(int, {
-        if entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
-            return Err(libc::EINVAL);
+    entry!(
+        int,
+        (context, port_num, gid_index, entry, flags, entry_size),
+        {
+            if entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: forwarded contract.
+            let e = unsafe { gid_entry(context, port_num, gid_index, flags) }?;
+            // SAFETY: the caller's buffer holds entry_size >= sizeof bytes.
+            unsafe { write_sized(entry.cast(), &e, entry_size) };
+            Ok(())
         }
-        // SAFETY: forwarded contract.
-        let e = unsafe { gid_entry(context, port_num, gid_index, flags) }?;
-        // SAFETY: the caller's buffer holds entry_size >= sizeof bytes.
-        unsafe { write_sized(entry.cast(), &e, entry_size) };
-        Ok(())
-    })
+    )
 }
 
 /// Writes `value` into a caller buffer of `size` bytes (at least the
@@ -375,7 +379,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     index: c_uint,
     type_: *mut c_uint,
 ) -> c_int {
-    entry!(minus_one, {
+    entry!(minus_one, (context, port_num, index, type_), {
         if type_.is_null() {
             return Err(libc::EINVAL);
         }
@@ -402,7 +406,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
     index: c_int,
     pkey: *mut __be16,
 ) -> c_int {
-    entry!(minus_one, {
+    entry!(minus_one, (context, port_num, index, pkey), {
         if pkey.is_null() {
             return Err(libc::EINVAL);
         }
@@ -463,11 +467,57 @@ pub unsafe extern "C" fn ibv_get_async_event(
     match context_ops(context) {
         Err(e) => minus_one_ret(Err(e)),
         Ok(ops) => match ops.get_async_event {
-            // SAFETY: the provider's own context; the event buffer is valid.
-            Some(get) => unsafe { get(context, event) },
+            Some(get) => {
+                // SAFETY: the provider's own context; the event buffer is valid.
+                let rc = unsafe { get(context, event) };
+                if verbs_abi::trace::on() {
+                    // SAFETY: the event buffer is valid (checked non-NULL).
+                    unsafe { trace_async_event(context, event, rc) };
+                }
+                rc
+            }
             None => minus_one_ret(Err(libc::EOPNOTSUPP)),
         },
     }
+}
+
+/// The tracer's line for an async event (or the failed wait).
+///
+/// # Safety
+/// `event` is valid.
+#[cold]
+unsafe fn trace_async_event(context: *mut ibv_context, event: *mut ibv_async_event, rc: c_int) {
+    use verbs_abi::trace::{errno_name, record, Val};
+    if rc != 0 {
+        let e = verbs_abi::errno::errno();
+        record(
+            "event",
+            "ibv_get_async_event",
+            context as usize,
+            &[
+                ("ret", Val::I(rc as i64)),
+                ("errno", Val::I(e as i64)),
+                ("err", Val::Str(errno_name(e))),
+            ],
+        );
+        return;
+    }
+    // SAFETY: filled by the provider.
+    let (kind, element) = unsafe { ((*event).event_type, (*event).element.cq as usize) };
+    let name = crate::strings::event_type_name(kind as c_int)
+        .to_str()
+        .unwrap_or("");
+    record(
+        "event",
+        "ibv_get_async_event",
+        context as usize,
+        &[
+            ("event_type", Val::from(kind)),
+            ("event", Val::Str(name)),
+            ("element", Val::Hex(element as u64)),
+            ("ret", Val::I(0)),
+        ],
+    );
 }
 
 /// # Safety

@@ -14,7 +14,7 @@ use crate::util::{entry, errno_result, minus_one_ret};
 pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
-    entry!(ptr, {
+    entry!(ptr, (context), {
         let ops = context_ops(context)?;
         let create = ops.create_comp_channel.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own context.
@@ -43,7 +43,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
-    entry!(ptr, {
+    entry!(ptr, (context, cqe, cq_context, channel, comp_vector), {
         let ops = context_ops(context)?;
         let create = ops.create_cq_ex.ok_or(libc::EOPNOTSUPP)?;
         let mut attr = ibv_cq_init_attr_ex::zeroed();
@@ -62,7 +62,7 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// `cq` is NULL or a CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    entry!(int, {
+    entry!(int, (cq, cqe), {
         // SAFETY: forwarded contract.
         let (ops, _) = unsafe { object_ops(cq) }?;
         let resize = ops.resize_cq.ok_or(libc::EOPNOTSUPP)?;

@@ -18,7 +18,7 @@ use verbs_abi::provider::{ObjectKind, ProviderDevice, ProviderOps, VerbsObject};
 use verbs_abi::*;
 
 use crate::driver::{providers, Provider};
-use crate::util::{entry, errno_result, ptr_ret, set_errno, warning};
+use crate::util::{errno_result, ptr_ret, set_errno, warning};
 
 /// Our device object. `ibv` must stay first: `ibv_device *` and
 /// `Device *` are the same address.
@@ -191,17 +191,30 @@ pub(crate) unsafe fn object_ops<T: VerbsObject>(
 ///
 /// # Safety
 /// As for [`object_context`].
-pub(crate) unsafe fn release<T: VerbsObject>(
-    obj: *mut T,
-    entry: fn(&ProviderOps) -> Option<unsafe extern "C" fn(*mut T) -> c_int>,
-) -> c_int {
-    entry!(int, {
+pub(crate) unsafe fn release<T: VerbsObject, F>(obj: *mut T, entry: F) -> c_int
+where
+    F: Fn(&ProviderOps) -> Option<unsafe extern "C" fn(*mut T) -> c_int>,
+{
+    // The closure is what lets `?` return early.
+    #[allow(clippy::redundant_closure_call)]
+    let r = (|| {
         // SAFETY: forwarded contract.
         let (ops, _) = unsafe { object_ops(obj) }?;
         let f = entry(ops).ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own object.
         errno_result(unsafe { f(obj) })
-    })
+    })();
+    if verbs_abi::trace::on() {
+        // F is the caller's closure: its type names the exported call
+        // (`ibverbs::mr::ibv_dereg_mr::{{closure}}`).
+        verbs_abi::trace::verb(
+            core::any::type_name::<F>(),
+            "int",
+            &[("handle", verbs_abi::trace::Val::from(obj))],
+            &r,
+        );
+    }
+    verbs_abi::errno::int_or_errno(r)
 }
 
 /// Copies `src` into a fixed C string field, truncating and terminating.

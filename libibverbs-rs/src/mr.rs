@@ -22,7 +22,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: c_uint,
 ) -> *mut ibv_mr {
-    entry!(ptr, {
+    entry!(ptr, (pd, addr, length, iova, access), {
         // SAFETY: forwarded contract.
         let (ops, ctx) = unsafe { object_ops(pd) }?;
         let reg = ops.reg_mr.ok_or(libc::EOPNOTSUPP)?;

@@ -11,7 +11,7 @@ use crate::util::{entry, ptr_ret};
 /// `context` is NULL or an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
-    entry!(ptr, {
+    entry!(ptr, (context), {
         let ops = context_ops(context)?;
         let alloc = ops.alloc_pd.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own context.

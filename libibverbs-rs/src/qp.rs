@@ -20,7 +20,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
-    entry!(ptr, {
+    entry!(ptr, (pd, qp_init_attr), {
         if qp_init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     attr_mask: c_int,
 ) -> c_int {
-    entry!(int, {
+    entry!(int, (qp, attr, attr_mask), {
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     attr_mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    entry!(int, {
+    entry!(int, (qp, attr, attr_mask, init_attr), {
         if attr.is_null() || init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -140,7 +140,7 @@ unsafe fn ece_vendor(qp: *mut ibv_qp) -> Result<u32, c_int> {
 /// `qp` is NULL or a QP; `ece` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int {
-    entry!(int, {
+    entry!(int, (qp, ece), {
         if ece.is_null() {
             return Err(libc::EINVAL);
         }
@@ -164,7 +164,7 @@ pub unsafe extern "C" fn ibv_query_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_
 /// `qp` is NULL or a QP; `ece` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_set_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int {
-    entry!(int, {
+    entry!(int, (qp, ece), {
         if ece.is_null() {
             return Err(libc::EINVAL);
         }

@@ -19,7 +19,7 @@ pub unsafe extern "C" fn ibv_create_srq(
     pd: *mut ibv_pd,
     srq_init_attr: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
-    entry!(ptr, {
+    entry!(ptr, (pd, srq_init_attr), {
         if srq_init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -51,7 +51,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
     srq_attr: *mut ibv_srq_attr,
     srq_attr_mask: c_int,
 ) -> c_int {
-    entry!(int, {
+    entry!(int, (srq, srq_attr, srq_attr_mask), {
         if srq_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
 /// `srq` is NULL or an SRQ; `srq_attr` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
-    entry!(int, {
+    entry!(int, (srq, srq_attr), {
         if srq_attr.is_null() {
             return Err(libc::EINVAL);
         }

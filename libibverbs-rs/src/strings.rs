@@ -34,7 +34,7 @@ fn port_state_name(state: c_int) -> &'static CStr {
     }
 }
 
-fn event_type_name(event: c_int) -> &'static CStr {
+pub(crate) fn event_type_name(event: c_int) -> &'static CStr {
     match event {
         0 => c"CQ error",
         1 => c"local work queue catastrophic error",

@@ -128,7 +128,7 @@ pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
     // SAFETY: forwarded caller guarantee.
     let a = unsafe { opt_addr(addr) };
-    entry!(minus_one, {
+    entry!(minus_one, (id, addr), {
         let a = a?.ok_or(libc::EINVAL)?;
         lookup(id)?.bind(a)
     })
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 ) -> c_int {
     // SAFETY: forwarded caller guarantee.
     let (src, dst) = unsafe { (opt_addr(src_addr), opt_addr(dst_addr)) };
-    entry!(minus_one, {
+    entry!(minus_one, (id, src_addr, dst_addr, _timeout_ms), {
         let dst = dst?.ok_or(libc::EINVAL)?;
         let src = src?;
         let i = lookup(id)?;
@@ -156,7 +156,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 
 #[no_mangle]
 pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    entry!(minus_one, {
+    entry!(minus_one, (id, _timeout_ms), {
         let i = lookup(id)?;
         i.resolve_route()?;
         sync_complete(&i)
@@ -177,7 +177,7 @@ pub unsafe extern "C" fn rdma_connect(
 ) -> c_int {
     // SAFETY: null or valid per the caller.
     let p = unsafe { conn_param.as_ref() };
-    entry!(minus_one, {
+    entry!(minus_one, (id, conn_param), {
         let i = lookup(id)?;
         i.connect(p)?;
         sync_complete(&i)
@@ -193,7 +193,7 @@ pub unsafe extern "C" fn rdma_accept(
 ) -> c_int {
     // SAFETY: null or valid per the caller.
     let p = unsafe { conn_param.as_ref() };
-    entry!(minus_one, {
+    entry!(minus_one, (id, conn_param), {
         let i = lookup(id)?;
         i.accept(p)?;
         sync_complete(&i)
@@ -245,7 +245,7 @@ pub unsafe extern "C" fn rdma_reject_ece(
 
 #[no_mangle]
 pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
-    entry!(minus_one, {
+    entry!(minus_one, (id), {
         let i = lookup(id)?;
         if i.disconnect()? {
             sync_complete(&i)?;
@@ -274,13 +274,44 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     if event.is_null() {
         return to_c(Err(libc::EINVAL));
     }
-    entry!(minus_one, {
+    entry!(minus_one, (channel, event), {
         let ch = Channel::lookup(channel)?;
         let p = id::deliver(ch.get()?);
         // SAFETY: checked non-null; the caller provides the slot.
         unsafe { *event = p };
+        if verbs_abi::trace::on() {
+            // SAFETY: an event just delivered, live until acked.
+            unsafe { trace_cm_event(channel, p) };
+        }
         Ok(())
     })
+}
+
+/// The tracer's line for a delivered CM event.
+///
+/// # Safety
+/// `p` is a live event.
+#[cold]
+unsafe fn trace_cm_event(channel: *mut rdma_event_channel, p: *mut rdma_cm_event) {
+    use verbs_abi::trace::{record, Val};
+    // SAFETY: forwarded contract.
+    let e = unsafe { &*p };
+    // SAFETY: rdma_event_str returns a static C string.
+    let name = unsafe { core::ffi::CStr::from_ptr(rdma_event_str(e.event)) };
+    record(
+        "cm",
+        "rdma_cm_event",
+        e.id as usize,
+        &[
+            ("event", Val::Str(name.to_str().unwrap_or(""))),
+            ("event_type", Val::from(e.event)),
+            ("status", Val::from(e.status)),
+            ("id", Val::from(e.id)),
+            ("listen_id", Val::from(e.listen_id)),
+            ("channel", Val::from(channel)),
+            ("event_ptr", Val::from(p)),
+        ],
+    );
 }
 
 #[no_mangle]
@@ -335,7 +366,7 @@ pub unsafe extern "C" fn rdma_set_option(
 
 #[no_mangle]
 pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
-    entry!(minus_one, {
+    entry!(minus_one, (id, channel), {
         let i = lookup(id)?;
         let ch = if channel.is_null() {
             None
@@ -738,7 +769,7 @@ pub extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut sockadd
 pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
     // SAFETY: null or valid per the caller.
     let e = unsafe { ece.as_ref() };
-    entry!(minus_one, {
+    entry!(minus_one, (id, ece), {
         let i = lookup(id)?;
         let e = e.ok_or(libc::EINVAL)?;
         let has_qp = i.with_c(|c, _| !c.qp.is_null());
@@ -753,7 +784,7 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
 /// `ece` must be null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    entry!(minus_one, {
+    entry!(minus_one, (id, ece), {
         let i = lookup(id)?;
         if ece.is_null() || i.with_c(|c, _| !c.qp.is_null()) {
             return Err(libc::EINVAL);

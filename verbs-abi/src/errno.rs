@@ -46,28 +46,34 @@ pub fn minus_one_or_errno(r: Result<(), c_int>) -> c_int {
 /// is a block returning a `Result` (so `?` works in it); the first word
 /// picks the C convention: `int` (0 or a positive errno, also stored in
 /// errno), `ptr` (the pointer, or NULL with errno set), `minus_one` (0, or
-/// -1 with errno). Nothing unwinds out of it: the libraries are built with
-/// `panic = "abort"`. The debug toolkit's tracer hooks in here.
+/// -1 with errno). An optional parenthesised list of the call's arguments
+/// (plain identifiers: pointers and integers) goes to the tracer
+/// ([`crate::trace`]), which also records the function's name, the result
+/// and errno; off, the tracer costs one predictable branch here. Nothing
+/// unwinds out of it: the libraries are built with `panic = "abort"`.
 #[macro_export]
 macro_rules! entry {
-    (int, $body:block) => {{
+    ($conv:ident, $body:block) => {
+        $crate::entry!($conv, (), $body)
+    };
+    ($conv:ident, ($($arg:ident),* $(,)?), $body:block) => {{
         // The closure is what lets `?` in the body return early.
         #[allow(clippy::redundant_closure_call)]
         let r = (|| $body)();
-        $crate::errno::int_or_errno(r)
+        if $crate::trace::on() {
+            fn __entry() {}
+            $crate::trace::verb(
+                ::core::any::type_name_of_val(&__entry),
+                stringify!($conv),
+                &[$((stringify!($arg), $crate::trace::Val::from($arg))),*],
+                &r,
+            );
+        }
+        $crate::entry!(@ret $conv, r)
     }};
-    (ptr, $body:block) => {{
-        // The closure is what lets `?` in the body return early.
-        #[allow(clippy::redundant_closure_call)]
-        let r = (|| $body)();
-        $crate::errno::ptr_or_errno(r)
-    }};
-    (minus_one, $body:block) => {{
-        // The closure is what lets `?` in the body return early.
-        #[allow(clippy::redundant_closure_call)]
-        let r = (|| $body)();
-        $crate::errno::minus_one_or_errno(r)
-    }};
+    (@ret int, $r:ident) => { $crate::errno::int_or_errno($r) };
+    (@ret ptr, $r:ident) => { $crate::errno::ptr_or_errno($r) };
+    (@ret minus_one, $r:ident) => { $crate::errno::minus_one_or_errno($r) };
 }
 
 /// The calling thread's `errno`.

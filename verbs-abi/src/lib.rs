@@ -9,6 +9,7 @@
 pub mod cma;
 pub mod errno;
 pub mod provider;
+pub mod trace;
 pub mod vctx;
 pub mod verbs;
 

@@ -525,6 +525,13 @@ pub(crate) unsafe extern "C" fn poll_cq(
         unsafe { wc.add(n as usize).write(e.to_wc()) };
         n += 1;
     }
+    drop(r);
+    if verbs_abi::trace::on() && n > 0 {
+        // SAFETY: the n completions just written.
+        crate::trace::wcs(cq as usize, unsafe {
+            core::slice::from_raw_parts(wc, n as usize)
+        });
+    }
     n
 }
 
@@ -572,7 +579,29 @@ fn advance(c: &Cq) -> c_int {
         (*ibv).status = e.status;
         (*ibv).wr_id = e.wr_id;
     }
+    if verbs_abi::trace::on() {
+        trace_cqe(c, &e);
+    }
     0
+}
+
+/// The tracer's line for a completion read through `ibv_start_poll` /
+/// `ibv_next_poll`.
+#[cold]
+#[inline(never)]
+fn trace_cqe(c: &Cq, e: &Cqe) {
+    crate::trace::completion(
+        "cq_ex_poll",
+        c as *const Cq as usize,
+        e.wr_id,
+        e.status,
+        e.opcode,
+        e.byte_len,
+        e.imm,
+        e.qp_num,
+        e.wc_flags,
+        e.vendor_err,
+    );
 }
 
 unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {

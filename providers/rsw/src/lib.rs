@@ -34,6 +34,7 @@ pub mod progress;
 pub mod qp;
 pub mod srq;
 pub mod td;
+mod trace;
 pub mod transport;
 mod util;
 pub mod wire;

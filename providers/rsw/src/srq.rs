@@ -325,6 +325,26 @@ pub(crate) unsafe extern "C" fn get_srq_num(srq: *mut ibv_srq, num: *mut u32) ->
 
 pub(crate) unsafe extern "C" fn post_srq_recv(
     srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    if verbs_abi::trace::on() {
+        // SAFETY: the caller's list.
+        unsafe { crate::trace::recv_wrs("post_srq_recv", srq as usize, wr) };
+        // SAFETY: forwarded contract.
+        let rc = unsafe { post_srq_recv_inner(srq, wr, bad_wr) };
+        crate::trace::post_result("post_srq_recv", srq as usize, rc, None);
+        return rc;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { post_srq_recv_inner(srq, wr, bad_wr) }
+}
+
+/// # Safety
+/// As for `post_srq_recv`.
+#[inline(always)]
+unsafe fn post_srq_recv_inner(
+    srq: *mut ibv_srq,
     mut wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {

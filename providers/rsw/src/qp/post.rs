@@ -288,6 +288,31 @@ unsafe fn post_locked(
 /// # Safety
 /// `wr` must be a valid list of `n` send WRs.
 pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
+    if verbs_abi::trace::on() {
+        // SAFETY: forwarded contract.
+        return unsafe { traced_post_send_batch(qp, wr, n) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { post_send_batch_inner(qp, wr, n) }
+}
+
+/// # Safety
+/// As [`post_send_batch`].
+#[cold]
+#[inline(never)]
+unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
+    let ibv = qp as *const Qp as *mut ibv_qp;
+    // SAFETY: the caller's list; a Qp starts with its ibv_qp.
+    unsafe { crate::trace::send_wrs("wr_complete", ibv, wr) };
+    // SAFETY: forwarded contract.
+    let rc = unsafe { post_send_batch_inner(qp, wr, n) };
+    crate::trace::post_result("wr_complete", ibv as usize, rc, None);
+    rc
+}
+
+/// # Safety
+/// As [`post_send_batch`].
+unsafe fn post_send_batch_inner(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
     let mut g = qp.inner.lock();
     if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
         return libc::EINVAL;
@@ -314,6 +339,10 @@ pub(crate) unsafe extern "C" fn post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
+    if verbs_abi::trace::on() {
+        // SAFETY: forwarded contract.
+        return unsafe { traced_post_send(qp, wr, bad_wr) };
+    }
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
     let mut g = q.inner.lock();
@@ -321,7 +350,57 @@ pub(crate) unsafe extern "C" fn post_send(
     unsafe { post_locked(q, &mut g, wr, bad_wr) }
 }
 
+/// `post_send` with its WRs and a failure traced.
+///
+/// # Safety
+/// As for `post_send`.
+#[cold]
+#[inline(never)]
+unsafe fn traced_post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    // SAFETY: the caller's list and QP.
+    unsafe { crate::trace::send_wrs("post_send", qp, wr) };
+    // SAFETY: qp came from create_qp_ex.
+    let q = unsafe { Qp::from_ibv(qp) };
+    let rc = {
+        let mut g = q.inner.lock();
+        // SAFETY: wr is the caller's list.
+        unsafe { post_locked(q, &mut g, wr, bad_wr) }
+    };
+    // SAFETY: on failure *bad_wr names an element of the caller's list.
+    let bad = (rc != 0 && !bad_wr.is_null())
+        .then(|| unsafe { *bad_wr })
+        .filter(|b| !b.is_null())
+        // SAFETY: as above.
+        .map(|b| unsafe { (*b).wr_id });
+    crate::trace::post_result("post_send", qp as usize, rc, bad);
+    rc
+}
+
 pub(crate) unsafe extern "C" fn post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    if verbs_abi::trace::on() {
+        // SAFETY: the caller's list.
+        unsafe { crate::trace::recv_wrs("post_recv", qp as usize, wr) };
+        // SAFETY: forwarded contract.
+        let rc = unsafe { post_recv_inner(qp, wr, bad_wr) };
+        crate::trace::post_result("post_recv", qp as usize, rc, None);
+        return rc;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { post_recv_inner(qp, wr, bad_wr) }
+}
+
+/// # Safety
+/// As for `post_recv`.
+#[inline(always)]
+unsafe fn post_recv_inner(
     qp: *mut ibv_qp,
     mut wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
