@@ -445,7 +445,12 @@ fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
     let remote_qpn = remote.qpn;
     let len = w.len as usize;
     if len == 0 {
-        return done;
+        // Touches no memory, but still needs a peer that receives.
+        return if peer.receives(remote_qpn) {
+            done
+        } else {
+            Direct::No
+        };
     }
     let Some(at) = peer.check(remote_qpn, w.rkey, w.remote_addr, len as u64, one_sided) else {
         return Direct::No;

@@ -480,6 +480,11 @@ impl Peer {
         self.receiving(qpn).map(|(pd, access, _)| (pd, access))
     }
 
+    /// Whether the peer's QP `qpn` accepts requests.
+    pub fn receives(&self, qpn: u32) -> bool {
+        self.receiving(qpn).is_some()
+    }
+
     /// Whether the peer's QP `qpn` is in RTR (see [`RECEIVING_RTR`]).
     pub fn in_rtr(&self, qpn: u32) -> bool {
         self.receiving(qpn)
