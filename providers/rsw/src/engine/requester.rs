@@ -496,9 +496,14 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
     let now = mono_ns();
     if out.rnr_since == 0 {
         out.rnr_since = now;
-        out.rnr_tick = now + RNR_DIRECT_NS;
-        if let Ok(e) = engine() {
-            e.add_timer(out.rnr_tick, qp.serial);
+        // A tick still pending from an earlier wait serves this one too:
+        // short waits come one after another when a receiver re-posts as
+        // it polls, and each would otherwise add a timer.
+        if out.rnr_tick <= now || out.rnr_tick > now + RNR_DIRECT_NS {
+            out.rnr_tick = now + RNR_DIRECT_NS;
+            if let Ok(e) = engine() {
+                e.add_timer(out.rnr_tick, qp.serial);
+            }
         }
         return Direct::Wait;
     }
