@@ -531,7 +531,7 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
             // Not a request: the peer is broken. InfiniBand calls this an
             // invalid request on the responder's work queue.
             qp.async_event(IBV_EVENT_QP_REQ_ERR);
-            qp.enter_error(g);
+            qp.enter_error(g, &"the peer sent a header that is not a request");
             Step::Closed
         }
     }
@@ -555,7 +555,10 @@ fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
         inc.nak(msn, Syndrome::RemAccess);
     }
     qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
-    qp.enter_error(g);
+    qp.enter_error(
+        g,
+        &format_args!("remote access error (message {msn}): the request's rkey/range/rights are not ours to grant; NAK sent"),
+    );
 }
 
 /// A request that is malformed for its operation (a misaligned atomic):
@@ -566,7 +569,7 @@ fn inv_request(qp: &Qp, g: &mut QpInner, msn: u32) {
         inc.nak(msn, Syndrome::RemInvReq);
     }
     qp.async_event(IBV_EVENT_QP_REQ_ERR);
-    qp.enter_error(g);
+    qp.enter_error(g, &format_args!("invalid request (message {msn}); NAK sent"));
 }
 
 fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
@@ -860,7 +863,13 @@ fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syn
             inc.nak(msn, syn);
         }
     }
-    qp.enter_error(g);
+    qp.enter_error(
+        g,
+        &format_args!(
+            "receive for message {msn} failed with {}; NAK {syn:?} sent",
+            crate::trace::wc_status_name(status)
+        ),
+    );
 }
 
 fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
@@ -1094,7 +1103,7 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
             Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
                 g.inc = None;
                 qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
-                qp.enter_error(g);
+                qp.enter_error(g, &"local protection: a READ's source memory is no longer mapped");
                 return true;
             }
             Err(_) => return false,
