@@ -3,7 +3,6 @@
 use core::ffi::c_int;
 use std::ffi::OsString;
 
-
 #[cfg(test)]
 pub(crate) use verbs_abi::errno::errno;
 pub(crate) use verbs_abi::errno::set_errno;

@@ -96,8 +96,11 @@ pub fn parse_level(v: &str) -> u8 {
     } else {
         (10, s)
     };
-    let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
-    let n = u64::from_str_radix(&digits[..end], radix).unwrap_or(if end == 0 { 0 } else { u64::MAX });
+    let end = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
+    let n =
+        u64::from_str_radix(&digits[..end], radix).unwrap_or(if end == 0 { 0 } else { u64::MAX });
     if neg || n == 0 {
         0
     } else {
@@ -124,7 +127,9 @@ fn lib_name() -> &'static str {
         if libc::dladdr(lib_name as *const libc::c_void, &mut info) != 0
             && !info.dli_fname.is_null()
         {
-            core::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned()
+            core::ffi::CStr::from_ptr(info.dli_fname)
+                .to_string_lossy()
+                .into_owned()
         } else {
             String::new()
         }

@@ -24,7 +24,11 @@ impl CmId {
             crate::cma::event_name(kind),
             status,
             verbs_abi::trace::errno_name(-status),
-            if status == -libc::ETIMEDOUT { ": timed out" } else { "" },
+            if status == -libc::ETIMEDOUT {
+                ": timed out"
+            } else {
+                ""
+            },
         );
         st.phase = Phase::Closed;
         st.timer_gen += 1;

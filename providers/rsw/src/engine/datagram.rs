@@ -339,7 +339,10 @@ fn fail_recv(qp: &Qp, g: &mut QpInner, status: ibv_wc_status) {
     qp.fail_claimed(g, status);
     qp.enter_error(
         g,
-        &format_args!("a datagram's receive failed with {}", crate::trace::wc_status_name(status)),
+        &format_args!(
+            "a datagram's receive failed with {}",
+            crate::trace::wc_status_name(status)
+        ),
     );
 }
 
