@@ -40,11 +40,12 @@ impl CmId {
 
     pub(super) fn rejected(self: &Arc<Self>, st: &mut IdState, reason: u16, pdata: &[u8]) {
         log::warn!(
-            "id {:p} (to {}) in {:?}: connection rejected, reason {} ({} bytes of private data)",
+            "id {:p} (to {}) in {:?}: connection rejected, reason {} ({}; {} bytes of private data)",
             self.raw,
             st.dst.map_or_else(|| "?".to_string(), |a| a.to_string()),
             st.phase,
             reason,
+            crate::wire::rej_reason_name(reason),
             pdata.len()
         );
         st.phase = Phase::Closed;

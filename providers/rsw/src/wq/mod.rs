@@ -495,7 +495,11 @@ impl Qp {
         if g.state == IBV_QPS_ERR {
             return;
         }
-        log::error!("qp {:#x}: state {} -> ERR: {why}", self.qpn, g.state);
+        log::error!(
+            "qp {:#x}: {} -> ERR: {why}",
+            self.qpn,
+            crate::trace::qp_state_name(g.state)
+        );
         self.enter_error_quietly(g);
     }
 
