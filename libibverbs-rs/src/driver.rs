@@ -311,6 +311,7 @@ fn load_one(name: &str, own_dirs: &[PathBuf], seen: &mut Vec<usize>) -> Option<P
             .to_string_lossy()
             .into_owned()
     };
+    log::debug!("driver '{name}': loaded provider '{display}'");
     Some(Provider { ops, name: display })
 }
 
