@@ -65,6 +65,11 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         // SAFETY: the device and handle are the pair the provider reported.
         let ctx = unsafe { open(device, dev.handle) };
         if ctx.is_null() {
+            let e = verbs_abi::errno::errno();
+            log::error!(
+                "ibv_open_device {device:p}: the provider failed to open it (errno {e}, {})",
+                verbs_abi::trace::errno_name(e)
+            );
             return Ok(null_mut());
         }
         // SAFETY: a non-NULL context from the provider is readable.

@@ -3,8 +3,6 @@
 use core::ffi::c_int;
 use std::ffi::OsString;
 
-use std::sync::LazyLock;
-
 #[cfg(test)]
 pub(crate) use verbs_abi::errno::errno;
 pub(crate) use verbs_abi::errno::set_errno;
@@ -25,19 +23,15 @@ pub(crate) fn trusted_env(name: &str) -> Option<OsString> {
     }
 }
 
-static SHOW_WARNINGS: LazyLock<bool> =
-    LazyLock::new(|| std::env::var_os("IBV_SHOW_WARNINGS").is_some());
-
-/// Prints a diagnostic to stderr when `IBV_SHOW_WARNINGS` is set; silent
-/// otherwise so a program's output is not polluted by configuration noise.
-pub(crate) fn emit_warning(args: std::fmt::Arguments<'_>) {
-    if *SHOW_WARNINGS {
-        eprintln!("libibverbs: Warning: {args}");
-    }
-}
-
+/// A warning of libibverbs (driver loading, configuration): logged at
+/// warning level (`VERBS_LOG_LEVEL` >= 2), and printed to stderr as
+/// `libibverbs: Warning: ...` under `IBV_SHOW_WARNINGS` whatever the level
+/// (`verbs_abi::logging`).
 macro_rules! warning {
-    ($($t:tt)*) => { $crate::util::emit_warning(format_args!($($t)*)) };
+    ($($t:tt)*) => {{
+        ::verbs_abi::logging::init();
+        ::log::warn!($($t)*)
+    }};
 }
 pub(crate) use warning;
 

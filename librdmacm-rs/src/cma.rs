@@ -324,6 +324,15 @@ pub extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn rdma_event_str(event: rdma_cm_event_type) -> *const c_char {
+    event_cstr(event).as_ptr()
+}
+
+/// An event's name, for the log.
+pub(crate) fn event_name(event: rdma_cm_event_type) -> &'static str {
+    event_cstr(event).to_str().unwrap_or("?")
+}
+
+fn event_cstr(event: rdma_cm_event_type) -> &'static core::ffi::CStr {
     let s: &'static core::ffi::CStr = match event {
         RDMA_CM_EVENT_ADDR_RESOLVED => c"RDMA_CM_EVENT_ADDR_RESOLVED",
         RDMA_CM_EVENT_ADDR_ERROR => c"RDMA_CM_EVENT_ADDR_ERROR",
@@ -343,7 +352,7 @@ pub extern "C" fn rdma_event_str(event: rdma_cm_event_type) -> *const c_char {
         RDMA_CM_EVENT_TIMEWAIT_EXIT => c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
         _ => c"UNKNOWN EVENT",
     };
-    s.as_ptr()
+    s
 }
 
 /// # Safety

@@ -39,6 +39,7 @@ pub struct Local {
 static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
 
 fn open_all() -> Vec<Device> {
+    verbs_abi::logging::init();
     let mut out = Vec::new();
     let mut n = 0;
     // SAFETY: `n` is a valid out-parameter. The list is deliberately never

@@ -21,15 +21,12 @@ pub fn check(ret: c_int) -> Res<c_int> {
     }
 }
 
-/// `RDMACM_RS_DEBUG=1` traces the CM's decisions on stderr.
-pub static DEBUG: std::sync::LazyLock<bool> =
-    std::sync::LazyLock::new(|| std::env::var_os("RDMACM_RS_DEBUG").is_some_and(|v| v != "0"));
-
+/// The CM's decisions, logged at debug level: shown with
+/// `VERBS_LOG_LEVEL=4`, or `RDMACM_RS_DEBUG=1` which raises librdmacm's
+/// level to debug (`verbs_abi::logging`).
 macro_rules! trace {
     ($($arg:tt)*) => {
-        if *$crate::error::DEBUG {
-            eprintln!("rdmacm[{}]: {}", std::process::id(), format_args!($($arg)*));
-        }
+        ::log::debug!($($arg)*)
     };
 }
 pub(crate) use trace;

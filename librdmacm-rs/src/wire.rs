@@ -42,6 +42,17 @@ pub const REJ_INVALID_SERVICE_ID: u16 = 8;
 pub const REJ_CONSUMER_DEFINED: u16 = 28;
 pub const REJ_VENDOR_OPTION_NOT_SUPPORTED: u16 = 35;
 
+/// A reject reason's meaning, for the log.
+pub fn rej_reason_name(reason: u16) -> &'static str {
+    match reason {
+        REJ_TIMEOUT => "timeout",
+        REJ_INVALID_SERVICE_ID => "invalid service ID: nobody listens on that port",
+        REJ_CONSUMER_DEFINED => "consumer defined: the peer called rdma_reject",
+        REJ_VENDOR_OPTION_NOT_SUPPORTED => "vendor option not supported",
+        _ => "other",
+    }
+}
+
 const KIND_REQ: u8 = 1;
 const KIND_MRA: u8 = 2;
 const KIND_REP: u8 = 3;

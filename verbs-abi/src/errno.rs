@@ -57,6 +57,7 @@ macro_rules! entry {
         $crate::entry!($conv, (), $body)
     };
     ($conv:ident, ($($arg:ident),* $(,)?), $body:block) => {{
+        $crate::logging::init();
         // The closure is what lets `?` in the body return early.
         #[allow(clippy::redundant_closure_call)]
         let r = (|| $body)();

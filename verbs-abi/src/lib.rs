@@ -8,6 +8,7 @@
 
 pub mod cma;
 pub mod errno;
+pub mod logging;
 pub mod provider;
 pub mod trace;
 pub mod vctx;

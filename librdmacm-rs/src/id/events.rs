@@ -16,12 +16,19 @@ impl CmId {
     /// A connection attempt or connection ended with `kind`; the QP goes to
     /// the error state when the application gets the event.
     pub(super) fn fail(self: &Arc<Self>, st: &mut IdState, kind: rdma_cm_event_type, status: i32) {
-        trace!(
-            "id {:p} in {:?} fails: event {} status {}",
+        log::warn!(
+            "id {:p} (to {}) in {:?} fails: {} status {} ({}){}",
             self.raw,
+            st.dst.map_or_else(|| "?".to_string(), |a| a.to_string()),
             st.phase,
-            kind,
-            status
+            crate::cma::event_name(kind),
+            status,
+            verbs_abi::trace::errno_name(-status),
+            if status == -libc::ETIMEDOUT {
+                ": timed out"
+            } else {
+                ""
+            },
         );
         st.phase = Phase::Closed;
         st.timer_gen += 1;
@@ -32,6 +39,15 @@ impl CmId {
     }
 
     pub(super) fn rejected(self: &Arc<Self>, st: &mut IdState, reason: u16, pdata: &[u8]) {
+        log::warn!(
+            "id {:p} (to {}) in {:?}: connection rejected, reason {} ({}; {} bytes of private data)",
+            self.raw,
+            st.dst.map_or_else(|| "?".to_string(), |a| a.to_string()),
+            st.phase,
+            reason,
+            crate::wire::rej_reason_name(reason),
+            pdata.len()
+        );
         st.phase = Phase::Closed;
         st.timer_gen += 1;
         let mut ev = self.event(RDMA_CM_EVENT_REJECTED, reason as i32);

@@ -55,7 +55,11 @@ fn create(pd: *mut ibv_pd, a: &ibv_ah_attr) -> Result<*mut ibv_ah, c_int> {
     if !PDS.contains(pd) {
         return Err(libc::EINVAL);
     }
-    AHS.room_for_one(crate::device::MAX_AH)?;
+    crate::util::limit(
+        "ah",
+        crate::device::MAX_AH,
+        AHS.room_for_one(crate::device::MAX_AH),
+    )?;
     // SAFETY: pd is a live PD of ours (checked above).
     let pd = unsafe { Pd::from_ibv(pd) };
     let dev = &pd.ctx.dev;

@@ -352,7 +352,11 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     if a.cqe == 0 || a.cqe > MAX_CQE || a.comp_vector != 0 {
         return fail(libc::EINVAL);
     }
-    if let Err(e) = CQS.room_for_one(crate::device::MAX_CQ) {
+    if let Err(e) = crate::util::limit(
+        "cq",
+        crate::device::MAX_CQ,
+        CQS.room_for_one(crate::device::MAX_CQ),
+    ) {
         return fail(e);
     }
     let known_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;

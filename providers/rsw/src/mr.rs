@@ -394,6 +394,9 @@ pub(crate) unsafe extern "C" fn reg_mr(
     access: c_uint,
 ) -> *mut ibv_mr {
     if let Err(e) = check_access(access) {
+        log::error!(
+            "reg_mr {addr:p}+{length:#x}: access flags {access:#x} refused (EINVAL): unknown flags, or remote write/atomic without local write"
+        );
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -411,14 +414,33 @@ pub(crate) unsafe extern "C" fn reg_mr(
             .and_then(|()| check_mapped(addr as usize, length, writes_into(access)))
     };
     if let Err(e) = checked {
+        if e == libc::EFAULT {
+            log::error!(
+                "reg_mr {addr:p}+{length:#x}: memory not mapped{} (EFAULT)",
+                if writes_into(access) {
+                    " writable"
+                } else {
+                    " readable"
+                }
+            );
+        } else {
+            log::error!(
+                "reg_mr {addr:p}+{length:#x}: bad range (EINVAL): empty, over 2^47 bytes or wrapping"
+            );
+        }
         set_errno(e);
         return std::ptr::null_mut();
     }
     if !PDS.contains(pd) {
+        log::error!("reg_mr {addr:p}+{length:#x}: pd {pd:p} is not a PD of ours (EINVAL)");
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     }
-    if let Err(e) = MRS.room_for_one(crate::device::MAX_MR) {
+    if let Err(e) = crate::util::limit(
+        "mr",
+        crate::device::MAX_MR,
+        MRS.room_for_one(crate::device::MAX_MR),
+    ) {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -527,6 +549,14 @@ pub(crate) unsafe extern "C" fn rereg_mr(
         if let Err(err) = check_range(addr, length)
             .and_then(|()| check_mapped(addr as usize, length, writes_into(new_access)))
         {
+            log::error!(
+                "rereg_mr mr {mr:p} to {addr:p}+{length:#x}: {}",
+                if err == libc::EFAULT {
+                    "memory not mapped (EFAULT)"
+                } else {
+                    "bad range (EINVAL)"
+                }
+            );
             return err;
         }
     }

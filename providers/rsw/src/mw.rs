@@ -58,7 +58,11 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: ibv_mw_type) 
     if mw_type != IBV_MW_TYPE_1 && mw_type != IBV_MW_TYPE_2 {
         return fail(libc::EINVAL);
     }
-    if let Err(e) = MWS.room_for_one(crate::device::MAX_MW) {
+    if let Err(e) = crate::util::limit(
+        "mw",
+        crate::device::MAX_MW,
+        MWS.room_for_one(crate::device::MAX_MW),
+    ) {
         return fail(e);
     }
     // SAFETY: pd is a live PD of ours (checked above).

@@ -44,7 +44,11 @@ impl Pd {
 }
 
 pub(crate) unsafe extern "C" fn alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
-    if let Err(e) = PDS.room_for_one(crate::device::MAX_PD) {
+    if let Err(e) = crate::util::limit(
+        "pd",
+        crate::device::MAX_PD,
+        PDS.room_for_one(crate::device::MAX_PD),
+    ) {
         set_errno(e);
         return std::ptr::null_mut();
     }

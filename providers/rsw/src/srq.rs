@@ -163,7 +163,11 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     if !PDS.contains(a.pd) {
         return Err(libc::EINVAL);
     }
-    SRQS.room_for_one(crate::device::MAX_SRQ)?;
+    crate::util::limit(
+        "srq",
+        crate::device::MAX_SRQ,
+        SRQS.room_for_one(crate::device::MAX_SRQ),
+    )?;
     let at = a.attr;
     if at.max_wr == 0 || at.max_wr > MAX_SRQ_WR || at.max_sge > MAX_SGE {
         return Err(libc::EINVAL);

@@ -47,6 +47,20 @@ pub(crate) fn wc_opcode_name(op: ibv_wc_opcode) -> &'static str {
     }
 }
 
+/// A QP state's name, for the log.
+pub(crate) fn qp_state_name(s: ibv_qp_state) -> &'static str {
+    match s {
+        IBV_QPS_RESET => "RESET",
+        IBV_QPS_INIT => "INIT",
+        IBV_QPS_RTR => "RTR",
+        IBV_QPS_RTS => "RTS",
+        IBV_QPS_SQD => "SQD",
+        IBV_QPS_SQE => "SQE",
+        IBV_QPS_ERR => "ERR",
+        _ => "UNKNOWN",
+    }
+}
+
 pub(crate) fn wc_status_name(s: ibv_wc_status) -> &'static str {
     const N: [&str; 24] = [
         "SUCCESS",

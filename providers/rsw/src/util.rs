@@ -123,3 +123,12 @@ pub fn copy_cstr(dst: &mut [libc::c_char], src: &str) {
         dst[n] = 0;
     }
 }
+
+/// A device limit check (`HandleTable::room_for_one`'s result): logs the
+/// limit that was hit (warning level) and passes the result on.
+pub fn limit(what: &str, max: u32, r: Result<(), i32>) -> Result<(), i32> {
+    if r.is_err() {
+        log::warn!("{what}: device limit of {max} reached (ENOMEM)");
+    }
+    r
+}

@@ -337,7 +337,13 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
 fn fail_recv(qp: &Qp, g: &mut QpInner, status: ibv_wc_status) {
     // A UD QP has no destination QPN: the completion's src_qp stays 0.
     qp.fail_claimed(g, status);
-    qp.enter_error(g);
+    qp.enter_error(
+        g,
+        &format_args!(
+            "a datagram's receive failed with {}",
+            crate::trace::wc_status_name(status)
+        ),
+    );
 }
 
 fn write_grh(g: &QpInner, grh: &[u8; GRH_LEN]) -> Result<(), ()> {

@@ -217,6 +217,11 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
             g.ack_idle = 0;
             g.out = None;
             g.peer_gone = true;
+            log::error!(
+                "qp {:#x}: transport retry count exceeded ({} periods without progress)",
+                qp.qpn,
+                g.attr.retry_cnt.min(7) + 1
+            );
             qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
             return;
         }
@@ -316,6 +321,11 @@ fn fail(qp: &Qp, g: &mut QpInner, why: Broken) {
     g.peer_gone = true;
     if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) {
         return;
+    }
+    if why == Broken::Lost {
+        log::info!("qp {:#x}: connection to the peer lost", qp.qpn);
+    } else {
+        log::error!("qp {:#x}: connection to the peer ended: {why:?}", qp.qpn);
     }
     match why {
         Broken::Lost if g.sq.has_work() => lost_with_work(qp, g),
@@ -1029,7 +1039,14 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
             g.sq.retire_oldest();
             qp.complete_send(g, &w, status);
             if status != IBV_WC_SUCCESS {
-                qp.enter_error(g);
+                qp.enter_error(
+                    g,
+                    &format_args!(
+                        "work request {:#x} failed with {}",
+                        w.wr_id,
+                        crate::trace::wc_status_name(status)
+                    ),
+                );
             } else {
                 qp.after_send_completions(g);
             }
@@ -1052,7 +1069,7 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
                         out.direct = Some(p);
                         out.announce = true;
                     }
-                    Err(why) => local::fell_back(&why),
+                    Err(why) => local::fell_back(qp.qpn, &why),
                 }
             }
         }
@@ -1065,6 +1082,13 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
                 Some(Syndrome::RnrRetryExc) => IBV_WC_RNR_RETRY_EXC_ERR,
                 Some(Syndrome::RemOp) | None => IBV_WC_REM_OP_ERR,
             };
+            log::error!(
+                "qp {:#x}: NAK from the responder for message {}, syndrome {:?} ({})",
+                qp.qpn,
+                h.msn,
+                Syndrome::from_u8(h.syndrome),
+                h.syndrome
+            );
             qp.fail_head(g, status);
         }
         _ => return Err(Broken::BadResponse),
@@ -1134,7 +1158,14 @@ fn finish_read(qp: &Qp, g: &mut QpInner) {
     g.sq.retire_oldest();
     qp.complete_send(g, &w, rd.status);
     if rd.status != IBV_WC_SUCCESS {
-        qp.enter_error(g);
+        qp.enter_error(
+            g,
+            &format_args!(
+                "READ {:#x} failed with {}",
+                w.wr_id,
+                crate::trace::wc_status_name(rd.status)
+            ),
+        );
     } else {
         qp.after_send_completions(g);
     }

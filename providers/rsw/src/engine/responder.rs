@@ -76,8 +76,14 @@ fn max_pending_total() -> usize {
     (crate::util::nofile_limit() / 4).clamp(4, 4096) as usize
 }
 
-fn refuse() {
+/// Counts a refused incoming connection and logs it (warning level) with
+/// the QP it asked for, the peer's address and the reason.
+fn refuse(qpn: u32, peer: &[u8; 16], why: &dyn core::fmt::Display) {
     REFUSED.fetch_add(1, Ordering::Relaxed);
+    log::warn!(
+        "qp {qpn:#x}: refused a connection from {}: {why}",
+        std::net::Ipv6Addr::from(*peer)
+    );
 }
 
 // ---- accepting ---------------------------------------------------------------
@@ -133,7 +139,16 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
             || g.qp_type == IBV_QPT_XRC_SEND
             || !endpoints_ok(qp, g, &ends)
         {
-            refuse();
+            let why = if g.state == IBV_QPS_ERR {
+                "the QP is in ERR"
+            } else if g.inc_bound {
+                "the QP already has its peer's connection"
+            } else if g.qp_type == IBV_QPT_XRC_SEND {
+                "an XRC send QP takes no connections"
+            } else {
+                "the addresses are not the ones given at RTR (or not this device's)"
+            };
+            refuse(qp.qpn, &ends.peer, &why);
             continue;
         }
         // Each QP may always hold one connection, the one its peer is
@@ -143,7 +158,14 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
         // one, the process-wide cap applies.
         let owed = !g.inc_bound && g.inc.is_none() && g.pending.iter().all(Option::is_none);
         if !owed && pending_connections() >= max_pending_total() {
-            refuse();
+            refuse(
+                qp.qpn,
+                &ends.peer,
+                &format_args!(
+                    "limit of {} unidentified connections reached",
+                    max_pending_total()
+                ),
+            );
             continue;
         }
         let slot = match g.pending.iter().position(Option::is_none) {
@@ -163,7 +185,11 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                     p.as_ref()
                         .is_some_and(|p| p.hello.is_none() && now - p.accepted > SILENT_NS)
                 });
-                refuse();
+                refuse(
+                    qp.qpn,
+                    &ends.peer,
+                    &"the QP's queue of unidentified connections is full",
+                );
                 match stale {
                     Some(s) => {
                         g.pending[s] = None;
@@ -226,9 +252,17 @@ pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
         }
         match Hello::decode(&p.buf) {
             Ok(h) if h.dst_qpn == qp.qpn => p.hello = Some(h),
-            _ => {
+            h => {
+                let peer = p.ends.peer;
                 g.pending[slot] = None;
-                refuse();
+                match h {
+                    Ok(h) => refuse(
+                        qp.qpn,
+                        &peer,
+                        &format_args!("its hello names QP {:#x}", h.dst_qpn),
+                    ),
+                    Err(_) => refuse(qp.qpn, &peer, &"its hello is malformed"),
+                }
                 return;
             }
         }
@@ -271,7 +305,19 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 || !endpoints_ok(qp, g, &p.ends)
                 || g.inc_bound
             {
-                refuse();
+                let why = if hello.src_qpn != remote.qpn {
+                    format!(
+                        "forged peer: it claims QP {:#x}, RTR named {:#x}",
+                        hello.src_qpn, remote.qpn
+                    )
+                } else if !gid_ok {
+                    "forged peer: its GID is not the one given at RTR".to_string()
+                } else if g.inc_bound {
+                    "the QP already has its peer's connection".to_string()
+                } else {
+                    "forged peer: its address is not the one given at RTR".to_string()
+                };
+                refuse(qp.qpn, &p.ends.peer, &why);
                 return;
             }
             g.inc_bound = true;
@@ -464,8 +510,9 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     for p in g.pending.iter_mut() {
         if p.as_ref().is_some_and(|c| c.deadline <= now) {
+            let peer = p.as_ref().map_or([0; 16], |c| c.ends.peer);
             *p = None;
-            refuse();
+            refuse(qp.qpn, &peer, &"it sent no hello in time");
         }
     }
     if g.accept_resume.is_some_and(|d| d <= now) {
@@ -531,7 +578,7 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
             // Not a request: the peer is broken. InfiniBand calls this an
             // invalid request on the responder's work queue.
             qp.async_event(IBV_EVENT_QP_REQ_ERR);
-            qp.enter_error(g);
+            qp.enter_error(g, &"the peer sent a header that is not a request");
             Step::Closed
         }
     }
@@ -555,7 +602,10 @@ fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
         inc.nak(msn, Syndrome::RemAccess);
     }
     qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
-    qp.enter_error(g);
+    qp.enter_error(
+        g,
+        &format_args!("remote access error (message {msn}): the request's rkey/range/rights are not ours to grant; NAK sent"),
+    );
 }
 
 /// A request that is malformed for its operation (a misaligned atomic):
@@ -566,7 +616,10 @@ fn inv_request(qp: &Qp, g: &mut QpInner, msn: u32) {
         inc.nak(msn, Syndrome::RemInvReq);
     }
     qp.async_event(IBV_EVENT_QP_REQ_ERR);
-    qp.enter_error(g);
+    qp.enter_error(
+        g,
+        &format_args!("invalid request (message {msn}); NAK sent"),
+    );
 }
 
 fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
@@ -860,7 +913,13 @@ fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syn
             inc.nak(msn, syn);
         }
     }
-    qp.enter_error(g);
+    qp.enter_error(
+        g,
+        &format_args!(
+            "receive for message {msn} failed with {}; NAK {syn:?} sent",
+            crate::trace::wc_status_name(status)
+        ),
+    );
 }
 
 fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
@@ -1094,7 +1153,10 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
             Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
                 g.inc = None;
                 qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
-                qp.enter_error(g);
+                qp.enter_error(
+                    g,
+                    &"local protection: a READ's source memory is no longer mapped",
+                );
                 return true;
             }
             Err(_) => return false,

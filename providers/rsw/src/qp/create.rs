@@ -123,6 +123,14 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         || c.max_recv_sge > MAX_SGE
         || c.max_inline_data > MAX_INLINE
     {
+        log::error!(
+            "create_qp: capabilities over the device's limits (EINVAL): send_wr {} recv_wr {} (max {MAX_QP_WR}), send_sge {} recv_sge {} (max {MAX_SGE}), inline {} (max {MAX_INLINE})",
+            c.max_send_wr,
+            c.max_recv_wr,
+            c.max_send_sge,
+            c.max_recv_sge,
+            c.max_inline_data
+        );
         return Err(libc::EINVAL);
     }
     // A QP on an SRQ has no receive queue of its own.
@@ -227,6 +235,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         libc::EPOLLIN as u32,
     ) {
         eng.unregister_qp(serial);
+        log::error!("create_qp: cannot watch the QP's socket: {e}");
         return Err(e.raw_os_error().unwrap_or(libc::ENOMEM));
     }
     if let Some(pd) = pd {

@@ -282,7 +282,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
     store(&mut g, a, mask);
     match new {
         IBV_QPS_RESET => qp.reset(&mut g),
-        IBV_QPS_ERR => qp.enter_error(&mut g),
+        IBV_QPS_ERR => qp.enter_error_quietly(&mut g),
         IBV_QPS_INIT => qp.set_state(&mut g, IBV_QPS_INIT),
         IBV_QPS_RTR => {
             qp.set_state(&mut g, IBV_QPS_RTR);

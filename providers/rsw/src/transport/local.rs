@@ -224,12 +224,13 @@ pub fn enabled() -> bool {
     mode() != Mode::Tcp
 }
 
-/// Says once why a same-host connection stays on TCP when the path was
-/// asked for.
-pub fn fell_back(why: &str) {
-    static SAID: std::sync::Once = std::sync::Once::new();
+/// Logs why a same-host connection of QP `qpn` stays on TCP: a warning
+/// when the path was asked for (`RSW_TRANSPORT=local`), else at info level.
+pub fn fell_back(qpn: u32, why: &str) {
     if mode() == Mode::Required {
-        SAID.call_once(|| eprintln!("rsw: same-host path unavailable, using TCP: {why}"));
+        log::warn!("qp {qpn:#x}: same-host path unavailable, using TCP: {why}");
+    } else {
+        log::info!("qp {qpn:#x}: same-host path unavailable, using TCP: {why}");
     }
 }
 

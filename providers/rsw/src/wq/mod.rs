@@ -354,7 +354,7 @@ impl Qp {
         }
         if failed {
             self.async_event(IBV_EVENT_QP_FATAL);
-            self.enter_error(g);
+            self.enter_error(g, &"a same-host delivery into this QP failed");
         }
     }
 
@@ -490,7 +490,21 @@ impl Qp {
     /// Moves to the error state: flushes both queues and takes the
     /// connections down (the incoming one after its queued responses, e.g.
     /// a NAK explaining the error, are sent).
-    pub fn enter_error(&self, g: &mut QpInner) {
+    /// `why` goes to the log at error level.
+    pub fn enter_error(&self, g: &mut QpInner, why: &dyn core::fmt::Display) {
+        if g.state == IBV_QPS_ERR {
+            return;
+        }
+        log::error!(
+            "qp {:#x}: {} -> ERR: {why}",
+            self.qpn,
+            crate::trace::qp_state_name(g.state)
+        );
+        self.enter_error_quietly(g);
+    }
+
+    /// `enter_error` without the log: `ibv_modify_qp` to ERR.
+    pub fn enter_error_quietly(&self, g: &mut QpInner) {
         if g.state == IBV_QPS_ERR {
             return;
         }
@@ -538,8 +552,20 @@ impl Qp {
             let w = *g.sq.wqe(seq);
             self.complete_send(g, &w, status);
             g.sq.retire_oldest();
+            self.enter_error(
+                g,
+                &format_args!(
+                    "work request {:#x} failed with {}",
+                    w.wr_id,
+                    crate::trace::wc_status_name(status)
+                ),
+            );
+        } else {
+            self.enter_error(
+                g,
+                &format_args!("failed with {}", crate::trace::wc_status_name(status)),
+            );
         }
-        self.enter_error(g);
     }
 
     /// After completions: report a locally failed WQE that reached the head,
@@ -608,7 +634,7 @@ impl Qp {
             self.fail_head(g, IBV_WC_RETRY_EXC_ERR);
         } else {
             self.async_event(IBV_EVENT_QP_FATAL);
-            self.enter_error(g);
+            self.enter_error(g, &"the peer vanished (its host stopped answering)");
         }
     }
 
@@ -622,7 +648,7 @@ impl Qp {
         let overran = |c: &Option<Arc<Cq>>| c.as_ref().is_some_and(|c| c.overran());
         if overran(&self.send_cq) || overran(&self.recv_cq) {
             self.async_event(IBV_EVENT_QP_FATAL);
-            self.enter_error(g);
+            self.enter_error(g, &"CQ overrun");
         }
     }
 }
