@@ -117,6 +117,7 @@ pub(crate) unsafe extern "C" fn alloc_dm(
     let len = a.length;
     if IN_USE.fetch_add(len, Ordering::AcqRel) + len > MAX_DM_SIZE as usize {
         IN_USE.fetch_sub(len, Ordering::AcqRel);
+        log::warn!("alloc_dm {len:#x} bytes: beyond max_dm_size {MAX_DM_SIZE:#x} in use (ENOMEM)");
         return fail(libc::ENOMEM);
     }
     let Ok(layout) = Layout::from_size_align(len, 4096) else {

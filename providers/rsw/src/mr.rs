@@ -517,6 +517,26 @@ pub(crate) unsafe extern "C" fn rereg_mr(
     length: usize,
     access: c_int,
 ) -> c_int {
+    // SAFETY: forwarded contract.
+    let r = unsafe { rereg(mr, flags, pd, addr, length, access) };
+    if r != 0 {
+        log::error!("rereg_mr {mr:p}: flags {flags:#x} access {access:#x} refused (errno {r})");
+    }
+    r
+}
+
+/// `ibv_rereg_mr`'s work.
+///
+/// # Safety
+/// As the verb: `mr` is validated, `pd` checked against our PDs.
+unsafe fn rereg(
+    mr: *mut ibv_mr,
+    flags: c_int,
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
     let flags = flags as u32;
     if flags & !IBV_REREG_MR_FLAGS_SUPPORTED != 0 || flags == 0 {
         return libc::EINVAL;

@@ -72,6 +72,19 @@ fn refusals_and_failed_registrations_are_logged() {
         // SAFETY: the MR just registered.
         unsafe { OPS.dereg_mr.unwrap()(mr) };
     }
+    // A refused modify: the QP, the attributes and the errno.
+    let mut a = ibv_qp_attr::zeroed();
+    a.qp_state = IBV_QPS_SQD; // RTR -> SQD is no transition
+    assert_eq!(modify(q, &mut a, IBV_QP_STATE), libc::EINVAL);
+    let want = format!(
+        "error: qp::modify: modify_qp qp {:#x}: attributes {:#x} toward state {} refused (errno 22)",
+        qpn(q),
+        IBV_QP_STATE,
+        IBV_QPS_SQD
+    );
+    assert!(read().contains(&want), "no {want:?} in:
+{}", read());
+
     // Level 2: nothing below warnings.
     assert!(
         !read().contains(": info: ") && !read().contains(": debug: "),

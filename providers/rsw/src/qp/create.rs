@@ -263,7 +263,16 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
     // SAFETY: attr points to the caller's init attributes.
-    ptr_or_errno(create(context, unsafe { &mut *attr }))
+    let a = unsafe { &mut *attr };
+    let r = create(context, a);
+    if let Err(e) = r {
+        log::error!(
+            "create_qp: type {} with comp_mask {:#x} refused (errno {e})",
+            a.qp_type,
+            a.comp_mask
+        );
+    }
+    ptr_or_errno(r)
 }
 
 pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {

@@ -83,7 +83,11 @@ pub(crate) unsafe extern "C" fn attach_mcast(
     _lid: u16,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { run(qp, gid, attach) }
+    let r = unsafe { run(qp, gid, attach) };
+    if r != 0 {
+        log::error!("attach_mcast qp {qp:p}: refused (errno {r})");
+    }
+    r
 }
 
 pub(crate) unsafe extern "C" fn detach_mcast(

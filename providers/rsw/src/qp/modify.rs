@@ -373,7 +373,15 @@ pub(crate) unsafe extern "C" fn modify_qp(
     let a = unsafe { &*attr };
     match modify(&q, a, mask as u32) {
         Ok(()) => 0,
-        Err(e) => e,
+        Err(e) => {
+            log::error!(
+                "modify_qp qp {:#x}: attributes {:#x} toward state {} refused (errno {e})",
+                q.qpn,
+                mask,
+                a.qp_state
+            );
+            e
+        }
     }
 }
 

@@ -79,6 +79,10 @@ impl Group {
         let mut m = MEMBERS.get().lock();
         let n = m.get(&gid).copied().unwrap_or(0);
         if n == 0 && m.len() >= MAX_MCAST_GRP as usize || n >= MAX_MCAST_QP_ATTACH {
+            log::warn!(
+                "attach_mcast: {} groups, {n} attachments to this one: limit reached (ENOMEM)",
+                m.len()
+            );
             return Err(libc::ENOMEM);
         }
         m.insert(gid, n + 1);
