@@ -82,8 +82,12 @@ fn refusals_and_failed_registrations_are_logged() {
         IBV_QP_STATE,
         IBV_QPS_SQD
     );
-    assert!(read().contains(&want), "no {want:?} in:
-{}", read());
+    assert!(
+        read().contains(&want),
+        "no {want:?} in:
+{}",
+        read()
+    );
 
     // Level 2: nothing below warnings.
     assert!(

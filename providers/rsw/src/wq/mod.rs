@@ -342,13 +342,16 @@ impl Qp {
                 break;
             }
         }
+        // Nothing moved: an empty poll takes no lock here. (A doorbell
+        // request left standing only costs a peer one needless ring.)
+        if !any {
+            return;
+        }
         if let Some(cq) = &self.recv_cq {
             cq.if_unarmed(|| m.set_want_kick(false));
         }
-        if any {
-            self.wake_waiting_peer(g);
-        }
-        if any && g.state == IBV_QPS_RTR && !g.comm_est_sent {
+        self.wake_waiting_peer(g);
+        if g.state == IBV_QPS_RTR && !g.comm_est_sent {
             g.comm_est_sent = true;
             self.async_event(IBV_EVENT_COMM_EST);
         }
