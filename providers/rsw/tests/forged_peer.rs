@@ -673,6 +673,26 @@ fn silent_strangers_are_dropped() {
     v.assert_unharmed();
 }
 
+/// Strangers that connect and say nothing fill the QP's queue of
+/// unidentified connections; the real peer, arriving right behind them,
+/// still gets through: the oldest silent connection gives way.
+#[test]
+fn the_peer_gets_through_behind_silent_strangers() {
+    let _s = serial();
+    let p = Pair::new();
+    let v = Victim::new(&p.c);
+    let silent: Vec<TcpStream> = (0..20).map(|_| dial(v.qpn())).collect();
+    let mut s = v.dial();
+    send(&mut s, &req(Op::Send, 0, 3, 0, 0), b"xyz");
+    let w = wait_wc(v.cq);
+    assert_eq!((w.status, w.wr_id, w.byte_len), (IBV_WC_SUCCESS, 1, 3));
+    assert_eq!(&v.recv.snapshot()[..3], b"xyz");
+    let a = read_resp(&mut s);
+    assert_eq!((a.op, a.msn), (Op::Ack, 0));
+    drop(silent);
+    after(&p, 14);
+}
+
 #[test]
 fn flood_of_connections() {
     let _s = serial();

@@ -52,8 +52,6 @@ pub fn refused_connections() -> u64 {
 
 /// At most this many pending connections per QP. A real peer needs one.
 const MAX_PENDING_PER_QP: usize = 8;
-/// A pending connection silent this long may give way to a newer one.
-const SILENT_NS: u64 = 100_000_000;
 const SLOT_BITS: u32 = 3;
 /// Token ids are this many bits (see `progress::token`).
 const ID_BITS: u32 = 14;
@@ -175,27 +173,36 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                 g.pending.len() - 1
             }
             None => {
-                // Full. A connection that has said nothing for a while
-                // gives way (a real peer sends its hello with its first
-                // bytes), so silent strangers cannot lock the peer out;
-                // one that may still be the peer's keeps its place, and
-                // the newcomer is refused.
-                let now = mono_ns();
-                let stale = g.pending.iter().position(|p| {
-                    p.as_ref()
-                        .is_some_and(|p| p.hello.is_none() && now - p.accepted > SILENT_NS)
-                });
-                refuse(
-                    qp.qpn,
-                    &ends.peer,
-                    &"the QP's queue of unidentified connections is full",
-                );
+                // Full. The oldest connection that has not said who it is
+                // gives way: a real peer sends its hello with its first
+                // bytes, so it is read within moments and then keeps its
+                // place, while silent strangers can never lock it out.
+                let stale = g
+                    .pending
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
+                    .filter(|(_, p)| p.hello.is_none())
+                    .min_by_key(|(_, p)| p.accepted)
+                    .map(|(i, p)| (i, p.ends.peer));
                 match stale {
-                    Some(s) => {
+                    Some((s, peer)) => {
+                        refuse(
+                            qp.qpn,
+                            &peer,
+                            &"silent, it gave way to a newer connection (queue full)",
+                        );
                         g.pending[s] = None;
                         s
                     }
-                    None => continue,
+                    None => {
+                        refuse(
+                            qp.qpn,
+                            &ends.peer,
+                            &"the QP's queue of unidentified connections is full",
+                        );
+                        continue;
+                    }
                 }
             }
         };
