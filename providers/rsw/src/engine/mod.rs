@@ -115,8 +115,13 @@ impl Qp {
         self.drain_mailbox(&mut g);
         // Connections the same-host path replaced carry little; reading
         // them here would cost two syscalls a poll, so the progress thread
-        // serves them.
-        if g.inc.as_ref().is_some_and(|i| !i.peer_direct) {
+        // serves them. Not for a QP on a shared receive queue: its SENDs
+        // still travel the connection (an SRQ has no mailbox), and a
+        // program polling for them must not wait for the progress thread.
+        if g.inc
+            .as_ref()
+            .is_some_and(|i| !i.peer_direct || self.srq.is_some() || g.xrc_srq.is_some())
+        {
             responder::pump(self, &mut g);
         }
         let quiet = g.out.as_ref().is_some_and(|o| {
