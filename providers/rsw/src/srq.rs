@@ -23,6 +23,7 @@ use crate::cq::{Cq, CQS};
 use crate::device::{MAX_SGE, MAX_SRQ_WR};
 use crate::pd::{Pd, PDS};
 use crate::progress::engine;
+use crate::transport::mailbox::Mailbox;
 use crate::util::{ptr_or_errno, set_errno};
 use crate::wq::ring::{RecvQueue, RecvWqe};
 use crate::xrcd::{Domain, Xrcd};
@@ -61,7 +62,15 @@ pub struct XrcSrq {
 }
 
 pub struct SrqInner {
+    /// In a mailbox (`transport::mailbox`) for a basic SRQ, so same-host
+    /// peers take its receives themselves; private for XRC SRQs and after
+    /// a resize.
     pub rq: RecvQueue,
+    /// The mailboxes of QPs on this SRQ whose same-host peers may wait
+    /// for a receive: a post rings them.
+    boxes: Vec<(u64, Weak<Mailbox>)>,
+    /// The shared ring a resize closed (see `modify_srq`).
+    retired: Option<Arc<Mailbox>>,
     /// Armed limit (`srq_limit`); 0 when disarmed.
     limit: u32,
     /// Serials of QPs stalled on an empty SRQ, to kick when a receive is
@@ -84,6 +93,8 @@ pub struct Srq {
     pub users: AtomicU32,
     /// Its number (`ibv_get_srq_num`).
     pub num: u32,
+    /// Its receive ring is in a mailbox same-host peers take from.
+    pub sharing: std::sync::atomic::AtomicBool,
     pub xrc: Option<XrcSrq>,
 }
 
@@ -115,8 +126,14 @@ impl Srq {
             }
             return false;
         }
-        // The limit event fires once when the queue drops below it, then
-        // the limit is disarmed (IB spec, SRQ limit).
+        self.check_limit(g);
+        true
+    }
+
+    /// The limit event fires once when the queue drops below it, then the
+    /// limit is disarmed (IB spec, SRQ limit). Also after same-host peers
+    /// took receives (checked when their completions are moved).
+    fn check_limit(&self, mut g: parking_lot::MutexGuard<SrqInner>) {
         if g.limit != 0 && (g.rq.len() as u32) < g.limit {
             g.limit = 0;
             drop(g);
@@ -126,7 +143,26 @@ impl Srq {
                 Some(self.async_events.clone()),
             );
         }
-        true
+    }
+
+    /// See [`Srq::check_limit`]: after peers took receives.
+    pub fn taken_by_peers(&self) {
+        self.check_limit(self.inner.lock());
+    }
+
+    /// The PD and mailbox offset same-host peers take receives from, if
+    /// the queue is shared; `mbox` (a QP's) is rung on later posts when a
+    /// peer waits in it.
+    pub fn share(&self, serial: u64, mbox: Option<&Arc<Mailbox>>) -> Option<(u32, u64)> {
+        let mut g = self.inner.lock();
+        let off = g.rq.mailbox()?.offset();
+        if let Some(m) = mbox {
+            g.boxes.retain(|(_, w)| w.strong_count() > 0);
+            if !g.boxes.iter().any(|(s, _)| *s == serial) {
+                g.boxes.push((serial, Arc::downgrade(m)));
+            }
+        }
+        Some((self.pd_id, off))
     }
 }
 
@@ -185,7 +221,13 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         pd: a.pd,
         pd_id: pd.id,
         inner: Mutex::new(SrqInner {
-            rq: RecvQueue::new(at.max_wr as usize, max_sge as usize),
+            rq: if xrc.is_some() {
+                RecvQueue::new(at.max_wr as usize, max_sge as usize)
+            } else {
+                RecvQueue::shared(at.max_wr as usize, max_sge as usize)
+            },
+            boxes: Vec::new(),
+            retired: None,
             limit: 0,
             waiters: Vec::new(),
             destroyed: false,
@@ -194,7 +236,18 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         users: AtomicU32::new(0),
         num: srq_number(),
         xrc,
+        sharing: std::sync::atomic::AtomicBool::new(false),
     });
+    // An SRQ has no state of its own: its ring is open from the start
+    // (each QP's own mailbox says whether that QP receives).
+    let shared = srq
+        .inner
+        .lock()
+        .rq
+        .mailbox()
+        .inspect(|m| m.set_open(true))
+        .is_some();
+    srq.sharing.store(shared, Ordering::Relaxed);
     pd.users.fetch_add(1, Ordering::AcqRel);
     if let Some(x) = &srq.xrc {
         x.domain.users.fetch_add(1, Ordering::AcqRel);
@@ -256,7 +309,14 @@ pub(crate) unsafe extern "C" fn modify_srq(
         return libc::EINVAL;
     }
     if cap != g.rq.cap {
-        g.rq = g.rq.resized(cap);
+        let q = g.rq.resized(cap);
+        // Peers may still read the shared ring's offset from our QPs'
+        // entries: it stays, closed, for the SRQ's life.
+        if let Some(m) = g.rq.mailbox() {
+            g.retired = Some(m.clone());
+            s.sharing.store(false, Ordering::Relaxed);
+        }
+        g.rq = q;
     }
     if mask & IBV_SRQ_LIMIT != 0 {
         g.limit = a.srq_limit;
@@ -372,6 +432,25 @@ unsafe fn post_srq_recv_inner(
     if rc != 0 && !bad_wr.is_null() {
         // SAFETY: out-pointer supplied by the caller.
         unsafe { *bad_wr = wr };
+    }
+    // Same-host peers waiting in a QP's mailbox for one of our receives:
+    // that QP's progress rings them (`Qp::wake_waiting_peer`).
+    let mut ring = [0u64; 8];
+    let mut n = 0;
+    if g.rq.mailbox().is_some() && !g.rq.is_empty() {
+        for (serial, m) in &g.boxes {
+            if n < ring.len() && m.upgrade().is_some_and(|m| m.rnr_waiting()) {
+                ring[n] = *serial;
+                n += 1;
+            }
+        }
+    }
+    if n > 0 {
+        if let Ok(e) = engine() {
+            for serial in &ring[..n] {
+                e.kick(*serial);
+            }
+        }
     }
     if !g.waiters.is_empty() && !g.rq.is_empty() {
         let waiters = std::mem::take(&mut g.waiters);

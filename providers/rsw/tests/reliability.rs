@@ -368,3 +368,35 @@ fn cq_overrun_fails_its_qps() {
     }
     assert_eq!(qp_state(a), IBV_QPS_ERR);
 }
+
+/// A destination QP that exists but belongs to another connection (its
+/// number reused, say): it refuses our connection, as a QP drops packets
+/// from a stranger, and the request fails with RETRY_EXC_ERR, never a
+/// bare flush.
+#[test]
+fn destination_qp_of_another_pair_gives_retry_exceeded() {
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let cq = c.cq(16, std::ptr::null_mut());
+    let o = ConnOpts {
+        timeout: 8,
+        retry_cnt: 2,
+        ..ConnOpts::default()
+    };
+    // The other pair's QP: in RTR, its peer is QP 4321.
+    let other = c.qp(pd, cq, cq);
+    to_init(other, o.access);
+    to_rtr(other, 4321, &o);
+    let qp = c.qp(pd, cq, cq);
+    to_init(qp, o.access);
+    to_rtr(qp, qpn(other), &o);
+    to_rts(qp, &o);
+    let b = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    let mut sg = [b.sge(0, 32)];
+    let mut w = send_wr(5, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(qp, &mut w), 0);
+    let wc = wait_wc(cq);
+    assert_eq!((wc.wr_id, wc.status), (5, IBV_WC_RETRY_EXC_ERR));
+    assert_eq!(qp_state(qp), IBV_QPS_ERR);
+    assert_eq!(qp_state(other), IBV_QPS_RTR);
+}

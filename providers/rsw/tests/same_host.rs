@@ -456,3 +456,195 @@ fn ack_one(cq: *mut ibv_cq) {
     // SAFETY: the caller's CQ is live.
     unsafe { rsw::verbs_rs_provider_v1.ack_cq_events.unwrap()(cq, 1) };
 }
+
+// ---- a receiver on a shared receive queue ---------------------------------------
+
+fn create_srq(c: &Ctx, pd: *mut ibv_pd, max_wr: u32) -> *mut ibv_srq {
+    let mut a = ibv_srq_init_attr_ex {
+        srq_context: std::ptr::null_mut(),
+        attr: ibv_srq_attr {
+            max_wr,
+            max_sge: 2,
+            srq_limit: 0,
+        },
+        comp_mask: IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE,
+        srq_type: IBV_SRQT_BASIC,
+        pd,
+        xrcd: std::ptr::null_mut(),
+        cq: std::ptr::null_mut(),
+        tm_cap: ibv_tm_cap {
+            max_num_tags: 0,
+            max_ops: 0,
+        },
+    };
+    // SAFETY: ctx is open; a is valid.
+    let s = unsafe { c.vctx().create_srq_ex.unwrap()(c.ctx, &mut a) };
+    assert!(!s.is_null(), "create_srq_ex: errno {}", errno());
+    s
+}
+
+fn post_srq(s: *mut ibv_srq, wr_id: u64, sges: &mut [ibv_sge]) -> i32 {
+    let mut wr = ibv_recv_wr {
+        wr_id,
+        next: std::ptr::null_mut(),
+        sg_list: sges.as_mut_ptr(),
+        num_sge: sges.len() as i32,
+    };
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: s is live; wr is valid.
+    unsafe { (*(*s).context).ops.post_srq_recv.unwrap()(s, &mut wr, &mut bad) }
+}
+
+fn modify_srq(s: *mut ibv_srq, attr: ibv_srq_attr, mask: u32) -> i32 {
+    let mut a = attr;
+    // SAFETY: s is live; a is valid.
+    unsafe { rsw::verbs_rs_provider_v1.modify_srq.unwrap()(s, &mut a, mask as i32) }
+}
+
+/// A sender and a receiver on an SRQ (its own receive queue: none).
+struct SrqPair {
+    p: Pair,
+    srq: *mut ibv_srq,
+    b: *mut ibv_qp,
+}
+
+fn srq_pair(max_wr: u32) -> SrqPair {
+    let p = Pair::new();
+    let srq = create_srq(&p.c, p.pd, max_wr);
+    let mut ab = p.c.qp_attr(p.pd, p.cq_b, p.cq_b);
+    ab.srq = srq;
+    let b = p.c.create_qp(&mut ab);
+    // Re-pair: the sender talks to the SRQ QP from now on.
+    let a = p.c.create_qp(&mut p.c.qp_attr(p.pd, p.cq_a, p.cq_a));
+    connect(a, &ConnOpts::default(), b, &ConnOpts::default());
+    let mut p = p;
+    p.a = a;
+    SrqPair { p, srq, b }
+}
+
+fn send_from_a(p: &Pair, wr_id: u64, op: ibv_wr_opcode, sg: &mut [ibv_sge], imm: u32) {
+    let mut w = send_to_b(p, op, sg, wr_id, imm);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    let wc = wait_wc(p.cq_a);
+    assert_eq!((wc.wr_id, wc.status), (wr_id, IBV_WC_SUCCESS));
+}
+
+#[test]
+fn sends_take_the_srq_receives() {
+    let _s = serial();
+    let s = srq_pair(64);
+    let p = &s.p;
+    // The first exchange may travel TCP (the offer comes with it).
+    let dst0 = p.buf(8);
+    assert_eq!(post_srq(s.srq, 1, &mut [dst0.sge(0, 8)]), 0);
+    let src = {
+        let mut b = p.buf(512);
+        for (i, x) in b.bytes_mut().iter_mut().enumerate() {
+            *x = (i as u8).wrapping_mul(31) ^ 0x5a;
+        }
+        b
+    };
+    send_from_a(p, 100, IBV_WR_SEND, &mut [src.sge(0, 8)], 0);
+    let r = wait_wc(p.cq_b);
+    assert_eq!((r.wr_id, r.status, r.byte_len), (1, IBV_WC_SUCCESS, 8));
+
+    let before = local::direct_ops();
+    let dst = p.buf(1024);
+    assert_eq!(post_srq(s.srq, 10, &mut [dst.sge(0, 16)]), 0);
+    assert_eq!(
+        post_srq(s.srq, 11, &mut [dst.sge(100, 100), dst.sge(300, 300)]),
+        0
+    );
+    assert_eq!(post_srq(s.srq, 12, &mut [dst.sge(700, 64)]), 0);
+    // Small (inside the completion), over two SGEs, and with immediate.
+    send_from_a(p, 101, IBV_WR_SEND, &mut [src.sge(0, 16)], 0);
+    send_from_a(p, 102, IBV_WR_SEND, &mut [src.sge(16, 250)], 0);
+    send_from_a(
+        p,
+        103,
+        IBV_WR_SEND_WITH_IMM,
+        &mut [src.sge(0, 40)],
+        0x1234_5678,
+    );
+    let want = [(10, 16, 0), (11, 250, 0), (12, 40, IBV_WC_WITH_IMM)];
+    for (id, len, flags) in want {
+        let r = wait_wc(p.cq_b);
+        assert_eq!(
+            (r.wr_id, r.status, r.opcode, r.byte_len, r.qp_num, r.src_qp),
+            (id, IBV_WC_SUCCESS, IBV_WC_RECV, len, qpn(s.b), qpn(p.a))
+        );
+        assert_eq!(r.wc_flags & IBV_WC_WITH_IMM, flags);
+    }
+    let got = dst.snapshot();
+    let sb = src.snapshot();
+    assert_eq!(&got[..16], &sb[..16]);
+    assert_eq!(&got[100..200], &sb[16..116]);
+    assert_eq!(&got[300..450], &sb[116..266]);
+    assert_eq!(&got[700..740], &sb[..40]);
+    let n = local::direct_ops() - before;
+    assert_eq!(n, if on() { 3 } else { 0 });
+}
+
+/// Receives same-host peers take count for the SRQ limit: the event fires
+/// when the receiver moves their completions.
+#[test]
+fn peers_taking_srq_receives_arm_the_limit() {
+    let _s = serial();
+    let s = srq_pair(64);
+    let p = &s.p;
+    let src = p.buf(64);
+    let dst = p.buf(64 * 8);
+    for i in 0..6u64 {
+        assert_eq!(post_srq(s.srq, i, &mut [dst.sge(64 * i as usize, 64)]), 0);
+    }
+    let limit = ibv_srq_attr {
+        max_wr: 0,
+        max_sge: 0,
+        srq_limit: 4,
+    };
+    assert_eq!(modify_srq(s.srq, limit, IBV_SRQ_LIMIT), 0);
+    for i in 0..3u64 {
+        send_from_a(p, 100 + i, IBV_WR_SEND, &mut [src.sge(0, 8)], 0);
+        let r = wait_wc(p.cq_b);
+        assert_eq!((r.wr_id, r.status), (i, IBV_WC_SUCCESS));
+    }
+    let mut ev = get_async(p.c.ctx).expect("SRQ_LIMIT_REACHED");
+    assert_eq!(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+    // SAFETY: SRQ events carry the SRQ.
+    assert_eq!(unsafe { ev.element.srq }, s.srq);
+    ack_async(&mut ev);
+}
+
+/// After a resize the SRQ's ring is private: what was posted moves with
+/// it and SENDs travel the connection, in order.
+#[test]
+fn resized_srq_keeps_its_receives() {
+    let _s = serial();
+    let s = srq_pair(16);
+    let p = &s.p;
+    let mut src = p.buf(64);
+    src.bytes_mut().fill(0x42);
+    let dst = p.buf(64 * 4);
+    for i in 0..4u64 {
+        assert_eq!(post_srq(s.srq, i, &mut [dst.sge(64 * i as usize, 64)]), 0);
+    }
+    send_from_a(p, 100, IBV_WR_SEND, &mut [src.sge(0, 8)], 0);
+    assert_eq!(wait_wc(p.cq_b).wr_id, 0);
+    let grow = ibv_srq_attr {
+        max_wr: 64,
+        max_sge: 0,
+        srq_limit: 0,
+    };
+    assert_eq!(modify_srq(s.srq, grow, IBV_SRQ_MAX_WR), 0);
+    let before = local::direct_ops();
+    for i in 1..4u64 {
+        send_from_a(p, 100 + i, IBV_WR_SEND, &mut [src.sge(0, 8 + i as u32)], 0);
+        let r = wait_wc(p.cq_b);
+        assert_eq!(
+            (r.wr_id, r.status, r.byte_len),
+            (i, IBV_WC_SUCCESS, 8 + i as u32)
+        );
+    }
+    assert_eq!(local::direct_ops(), before);
+    assert!(dst.snapshot()[64..64 + 9].iter().all(|&b| b == 0x42));
+}

@@ -79,6 +79,8 @@ impl Target for Qp {
         }
         self.check_cq_overrun(&mut g);
         self.drain_mailbox(&mut g);
+        // A receive was posted to our SRQ while a same-host peer waited.
+        self.wake_waiting_peer(&mut g);
         if g.dgram.is_some() {
             datagram::pump(self, &mut g);
             datagram::receive_all(self, &mut g);
@@ -115,12 +117,18 @@ impl Qp {
         self.drain_mailbox(&mut g);
         // Connections the same-host path replaced carry little; reading
         // them here would cost two syscalls a poll, so the progress thread
-        // serves them. Not for a QP on a shared receive queue: its SENDs
-        // still travel the connection (an SRQ has no mailbox), and a
-        // program polling for them must not wait for the progress thread.
+        // serves them. Not for a QP on an SRQ that does not share its
+        // ring (XRC, or resized): its SENDs still travel the connection,
+        // and a program polling for them must not wait for the progress
+        // thread.
+        let srq_private = g.xrc_srq.is_some()
+            || self
+                .srq
+                .as_ref()
+                .is_some_and(|s| !s.sharing.load(std::sync::atomic::Ordering::Relaxed));
         if g.inc
             .as_ref()
-            .is_some_and(|i| !i.peer_direct || self.srq.is_some() || g.xrc_srq.is_some())
+            .is_some_and(|i| !i.peer_direct || srq_private)
         {
             responder::pump(self, &mut g);
         }

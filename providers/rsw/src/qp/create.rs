@@ -16,6 +16,7 @@ use crate::engine::responder;
 use crate::pd::{Pd, PDS};
 use crate::progress::{engine, Kind};
 use crate::srq::SRQS;
+use crate::transport::mailbox::Mailbox;
 use crate::transport::Listener;
 use crate::util::{ptr_or_errno, set_errno};
 use crate::wq::{Builder, Dgram, Qp, QpInner};
@@ -201,6 +202,16 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         (None, None) => return Err(libc::EINVAL),
     };
     let inner = QpInner::new(a.qp_type, a.sq_sig_all != 0, &cap, listener, dgram);
+    // On a basic SRQ, an RC or UC QP still has a mailbox: same-host peers
+    // take the SRQ's receives and leave the completions here (a ring
+    // sized from the SRQ's, bounded: a full one only makes peers wait).
+    let srq_box = match &srq {
+        Some(s) if s.xrc.is_none() && matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC) => {
+            let cap = s.inner.lock().rq.cap.clamp(16, 1024);
+            Mailbox::new(cap, 0).map(Arc::new)
+        }
+        _ => None,
+    };
     let qp = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
         serial,
@@ -213,7 +224,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         xrcd,
         srq,
         opened_from: None,
-        mbox: inner.rq.mailbox().cloned(),
+        mbox: inner.rq.mailbox().cloned().or(srq_box),
         inner: Mutex::new(inner),
         async_events: Arc::new(EventCounter::default()),
         close_incoming: responder::close_after_flush,

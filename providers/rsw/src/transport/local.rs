@@ -46,7 +46,7 @@ const TOMBSTONE: u32 = 0x8000_0000;
 /// How many times a reader retries a slot being written.
 const READ_TRIES: usize = 64;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RSWLOCL1");
+const MAGIC: u64 = u64::from_le_bytes(*b"RSWLOCL2");
 const HEADER_LEN: usize = 4096;
 
 #[repr(C)]
@@ -76,7 +76,14 @@ struct QpSlot {
     /// Its `min_rnr_timer`: how long a same-host SEND waits per RNR
     /// retry, as its responder would make it wait.
     rnr_timer: AtomicU32,
-    _pad: AtomicU32,
+    /// The PD of its shared receive queue, if it has one (receive
+    /// buffers are checked against it).
+    srq_pd: AtomicU32,
+    /// Its shared receive queue's mailbox, whose receive ring SENDs take
+    /// from (offset plus one, 0 for none: then its own mailbox's ring).
+    /// Set before the QP first opens; an SRQ that stops sharing closes its
+    /// ring instead.
+    srq_box: AtomicU64,
 }
 
 #[repr(C)]
@@ -294,12 +301,24 @@ pub const RECEIVING: u32 = 1;
 /// same-host requester rings it (it may not be polling).
 pub const RECEIVING_RTR: u32 = 2;
 
-pub fn publish_qp(qpn: u32, pd: u32, access: u32, open: u32, mbox: Option<u64>, rnr_timer: u8) {
+/// Where a QP's SENDs land, for [`publish_qp`]: its mailbox (offset), and
+/// for a QP on a shared receive queue, the SRQ's PD and mailbox.
+#[derive(Clone, Copy, Default)]
+pub struct Boxes {
+    pub own: Option<u64>,
+    pub srq: Option<(u32, u64)>,
+}
+
+pub fn publish_qp(qpn: u32, pd: u32, access: u32, open: u32, boxes: Boxes, rnr_timer: u8) {
     let Some(o) = ours() else { return };
     let Some(s) = o.map.qp(qpn) else { return };
     s.rnr_timer.store(rnr_timer as u32, Ordering::Relaxed);
+    s.srq_pd
+        .store(boxes.srq.map_or(0, |(pd, _)| pd), Ordering::Relaxed);
+    s.srq_box
+        .store(boxes.srq.map_or(0, |(_, off)| off + 1), Ordering::Release);
     s.mbox
-        .store(mbox.map_or(0, |off| off + 1), Ordering::Release);
+        .store(boxes.own.map_or(0, |off| off + 1), Ordering::Release);
     if s.pd.load(Ordering::Relaxed) == pd
         && s.access.load(Ordering::Relaxed) == access
         && s.open.load(Ordering::Relaxed) == open
@@ -508,18 +527,23 @@ impl Peer {
 
     /// The PD of the peer's QP `qpn` (if it receives), whether it is in
     /// RTR, and its mailbox.
-    pub fn mailbox(&self, qpn: u32) -> Option<(u32, bool, super::mailbox::PeerBox)> {
+    pub fn mailbox(&self, qpn: u32) -> Option<(u32, bool, super::mailbox::Target)> {
         let (pd, _, open) = self.receiving(qpn)?;
-        let off = self
-            .map
-            .qp(qpn)?
-            .mbox
-            .load(Ordering::Acquire)
-            .checked_sub(1)?;
+        let slot = self.map.qp(qpn)?;
+        let off = slot.mbox.load(Ordering::Acquire).checked_sub(1)?;
+        let file = self.mbox.as_ref()?;
+        let own = super::mailbox::PeerBox::at(file, off)?;
+        let (pd, srq) = match slot.srq_box.load(Ordering::Acquire).checked_sub(1) {
+            None => (pd, None),
+            Some(off) => (
+                slot.srq_pd.load(Ordering::Relaxed),
+                Some(super::mailbox::PeerBox::at(file, off)?),
+            ),
+        };
         Some((
             pd,
             open == RECEIVING_RTR,
-            super::mailbox::PeerBox::at(self.mbox.as_ref()?, off)?,
+            super::mailbox::Target { own, srq },
         ))
     }
 
@@ -658,7 +682,14 @@ mod tests {
             return; // RSW_TRANSPORT=tcp
         };
         let p = Peer::open(pid, fd, token).expect("own table opens");
-        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, RECEIVING, None, 0);
+        publish_qp(
+            4242,
+            7,
+            IBV_ACCESS_REMOTE_WRITE,
+            RECEIVING,
+            Boxes::default(),
+            0,
+        );
         let e = KeyEntry {
             pd: 7,
             access: IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE,
@@ -682,15 +713,29 @@ mod tests {
         );
         assert_eq!(p.check(4243, 0x1234, 0x1000, 1, w), None, "closed QP");
         assert_eq!(p.check(4242, 0x1235, 0x1000, 1, w), None, "unknown key");
-        publish_qp(4242, 8, IBV_ACCESS_REMOTE_WRITE, RECEIVING, None, 0);
+        publish_qp(
+            4242,
+            8,
+            IBV_ACCESS_REMOTE_WRITE,
+            RECEIVING,
+            Boxes::default(),
+            0,
+        );
         assert_eq!(p.check(4242, 0x1234, 0x1000, 1, w), None, "other PD");
-        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, 0, None, 0);
+        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, 0, Boxes::default(), 0);
         assert_eq!(
             p.check(4242, 0x1234, 0x1000, 1, w),
             None,
             "QP not accepting"
         );
-        publish_qp(4242, 7, IBV_ACCESS_REMOTE_WRITE, RECEIVING, None, 0);
+        publish_qp(
+            4242,
+            7,
+            IBV_ACCESS_REMOTE_WRITE,
+            RECEIVING,
+            Boxes::default(),
+            0,
+        );
         // A key colliding in the same slot lands after it; withdrawing the
         // first leaves the second reachable.
         let k2 = 0x1234 + KEY_SLOTS as u32;
@@ -709,7 +754,7 @@ mod tests {
         assert_eq!(p.check(4242, 0x1234, 0x1000, 1, w), Some(0x7000_0000));
         withdraw_key(0x1234);
         withdraw_key(k2);
-        publish_qp(4242, 0, 0, 0, None, 0);
+        publish_qp(4242, 0, 0, 0, Boxes::default(), 0);
         assert!(Peer::open(pid, fd, token ^ 1).is_err(), "wrong token");
     }
 }

@@ -318,6 +318,11 @@ impl Mailbox {
         h.rnr_waiting.load(Ordering::SeqCst) != 0 && h.rnr_waiting.swap(0, Ordering::SeqCst) != 0
     }
 
+    /// Whether a peer waits (see `take_rnr_waiting`), without forgetting it.
+    pub fn rnr_waiting(&self) -> bool {
+        self.hdr().rnr_waiting.load(Ordering::SeqCst) != 0
+    }
+
     /// Takes the oldest receive: `f` gets its wr_id and scatter list;
     /// false when none is posted.
     pub fn take(&self, f: impl FnOnce(u64, &[ibv_sge])) -> bool {
@@ -504,19 +509,36 @@ impl PeerBox {
     /// does not), one is posted and its completion will have room
     /// (`Err(false)`: not now).
     pub fn peek(&self) -> Result<Offered, bool> {
+        self.ready()?;
+        self.peek_recv()
+    }
+
+    /// Whether the QP receives (`Err(true)`: it does not) and its
+    /// completion ring has room (`Err(false)`: not now).
+    fn ready(&self) -> Result<(), bool> {
         let h = self.hdr();
-        let head = h.rq_head.load(Ordering::Acquire);
-        if head & CLOSED != 0 {
+        if h.rq_head.load(Ordering::Acquire) & CLOSED != 0 {
             return Err(true);
-        }
-        if head == h.rq_tail.load(Ordering::Acquire) {
-            return Err(false);
         }
         let cq_used = h
             .cq_tail
             .load(Ordering::Relaxed)
             .wrapping_sub(h.cq_head.load(Ordering::Acquire));
         if cq_used >= (CQ_PER_RQ * self.cap) as u64 {
+            return Err(false);
+        }
+        Ok(())
+    }
+
+    /// The oldest receive of this mailbox's ring (`Err(true)`: the ring
+    /// is closed; `Err(false)`: empty).
+    fn peek_recv(&self) -> Result<Offered, bool> {
+        let h = self.hdr();
+        let head = h.rq_head.load(Ordering::Acquire);
+        if head & CLOSED != 0 {
+            return Err(true);
+        }
+        if head == h.rq_tail.load(Ordering::Acquire) {
             return Err(false);
         }
         let mut o = Offered {
@@ -553,6 +575,41 @@ impl PeerBox {
         d.write(cqe_slot(self.base, self.cap, self.max_sge, t), inline);
         h.cq_tail.store(t + 1, Ordering::SeqCst);
         h.want_kick.load(Ordering::SeqCst) != 0
+    }
+}
+
+/// Where a SEND to a peer QP lands: the receive ring it takes from (the
+/// QP's own, or its shared receive queue's) and the QP's completion ring.
+pub struct Target {
+    pub own: PeerBox,
+    pub srq: Option<PeerBox>,
+}
+
+impl Target {
+    /// As [`PeerBox::peek`]: the QP's state and completion room come from
+    /// its own mailbox, the receive from the SRQ's when it has one (an
+    /// SRQ that stopped sharing its ring closed it: `Err(true)`).
+    pub fn peek(&self) -> Result<Offered, bool> {
+        match &self.srq {
+            None => self.own.peek(),
+            Some(s) => {
+                self.own.ready()?;
+                s.peek_recv()
+            }
+        }
+    }
+
+    /// As [`PeerBox::commit`], on the ring `peek` offered from.
+    pub fn commit(&self, o: &Offered) -> bool {
+        self.srq.as_ref().unwrap_or(&self.own).commit(o)
+    }
+
+    pub fn deliver(&self, d: &Delivered, inline: Option<&Inline>) -> bool {
+        self.own.deliver(d, inline)
+    }
+
+    pub fn set_rnr_waiting(&self) {
+        self.own.set_rnr_waiting()
     }
 }
 

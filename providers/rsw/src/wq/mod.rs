@@ -312,12 +312,14 @@ impl Qp {
         let Some(m) = self.mbox.as_ref() else { return };
         let mut failed = false;
         let mut any = false;
+        // Receives are checked against the PD of the queue they came from.
+        let rpd = self.srq.as_ref().map_or(self.pd_id, |s| s.pd_id);
         while let Some((mut d, inline)) = m.pop_completion() {
             any = true;
             if let Some(i) = inline {
                 // A small SEND: its bytes go into the receive's buffer now,
                 // checked against our own key table.
-                if !place_inline(&i, self.pd_id) {
+                if !place_inline(&i, rpd) {
                     d.status = IBV_WC_LOC_PROT_ERR;
                     d.byte_len = 0;
                 }
@@ -349,6 +351,9 @@ impl Qp {
         }
         if let Some(cq) = &self.recv_cq {
             cq.if_unarmed(|| m.set_want_kick(false));
+        }
+        if let Some(s) = &self.srq {
+            s.taken_by_peers();
         }
         self.wake_waiting_peer(g);
         if g.state == IBV_QPS_RTR && !g.comm_est_sent {
@@ -383,16 +388,29 @@ impl Qp {
             IBV_QPS_RTS | IBV_QPS_SQD => RECEIVING,
             _ => 0,
         };
-        let mbox = g.rq.mailbox().filter(|_| !g.destroyed);
-        if let Some(m) = g.rq.mailbox() {
+        if let Some(m) = &self.mbox {
             m.set_open(open != 0);
         }
+        // A QP on an SRQ: peers take the SRQ's receives and leave the
+        // completions in our mailbox; none of it unless the SRQ shares.
+        let srq = self
+            .srq
+            .as_ref()
+            .map(|s| s.share(self.serial, self.mbox.as_ref()));
+        let boxes = crate::transport::local::Boxes {
+            own: self
+                .mbox
+                .as_ref()
+                .filter(|_| !g.destroyed && srq.is_none_or(|s| s.is_some()))
+                .map(|m| m.offset()),
+            srq: srq.flatten(),
+        };
         crate::transport::local::publish_qp(
             self.qpn,
             self.pd_id,
             g.attr.qp_access_flags,
             open,
-            mbox.map(|m| m.offset()),
+            boxes,
             g.attr.min_rnr_timer,
         );
     }

@@ -439,11 +439,17 @@ impl RecvQueue {
         true
     }
 
-    /// The same receives in a ring of `cap` slots (`cap` >= `len`).
-    pub fn resized(&self, cap: usize) -> RecvQueue {
-        // Only SRQs resize, and their queues are private.
-        debug_assert!(self.shared.is_none());
+    /// The same receives in a private ring of `cap` slots (`cap` >=
+    /// `len`). A mailbox's ring is closed first, so same-host peers stop
+    /// taking from it (they send over the connection from then on) and
+    /// the receives left in it move here.
+    pub fn resized(&mut self, cap: usize) -> RecvQueue {
         let mut q = RecvQueue::new(cap, self.max_sge);
+        if let Some(m) = &self.shared {
+            m.set_open(false);
+            while m.take(|wr_id, sges| q.push(wr_id, sges)) {}
+            return q;
+        }
         for seq in self.head..self.tail {
             let s = self.slot(seq);
             let b = s * self.max_sge;
