@@ -90,6 +90,20 @@ int main(void)
 		ibv_end_poll(cx);
 	}
 
+	/* Verbs the header inlines (they reach the provider through the
+	 * context's tables): arming a CQ, a memory window, device memory. */
+	CHECK(ibv_req_notify_cq(p.cq_b, 0) == 0);
+	struct ibv_mw *mw = ibv_alloc_mw(e.pd, IBV_MW_TYPE_2);
+	CHECK(mw != NULL);
+	CHECK(ibv_dealloc_mw(mw) == 0);
+	struct ibv_alloc_dm_attr da = { .length = 256 };
+	struct ibv_dm *dm = ibv_alloc_dm(e.ctx, &da);
+	CHECK(dm != NULL);
+	CHECK(ibv_memcpy_to_dm(dm, 0, s.p, 64) == 0);
+	CHECK(ibv_free_dm(dm) == 0);
+	struct ibv_port_attr pattr;
+	CHECK(ibv_query_port(e.ctx, 1, &pattr) == 0);
+
 	/* One CM event: resolving 127.0.0.1. */
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	CHECK(ch != NULL);
@@ -109,10 +123,12 @@ int main(void)
 
 	printf("{\"pd\":\"%p\",\"qp_a\":\"%p\",\"qp_b\":\"%p\",\"qpn_a\":%u,\"qpn_b\":%u,"
 	       "\"cq_a\":\"%p\",\"cq_b\":\"%p\",\"s_lkey\":\"0x%x\",\"r_lkey\":\"0x%x\","
-	       "\"bad_rkey\":\"0x%x\",\"r_addr\":\"%p\",\"cm_id\":\"%p\",\"qp_x\":\"%p\",\"cq_x\":\"%p\"}\n",
+	       "\"bad_rkey\":\"0x%x\",\"r_addr\":\"%p\",\"cm_id\":\"%p\",\"qp_x\":\"%p\",\"cq_x\":\"%p\","
+	       "\"mw\":\"%p\",\"dm\":\"%p\",\"ctx\":\"%p\"}\n",
 	       (void *)e.pd, (void *)p.a, (void *)p.b, p.a->qp_num, p.b->qp_num,
 	       (void *)p.cq_a, (void *)p.cq_b, s.mr->lkey, r.mr->lkey, bad_rkey,
-	       (void *)r.p, (void *)id, (void *)xa, (void *)cx);
+	       (void *)r.p, (void *)id, (void *)xa, (void *)cx,
+	       (void *)mw, (void *)dm, (void *)e.ctx);
 
 	CHECK(ibv_destroy_qp(xa) == 0);
 	CHECK(ibv_destroy_qp(xb) == 0);

@@ -247,18 +247,20 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     grh: *mut ibv_grh,
     port_num: u8,
 ) -> *mut ibv_ah {
-    // SAFETY: forwarded contract.
-    let ctx = match unsafe { object_ops(pd) } {
-        Ok((_, ctx)) => ctx,
-        Err(e) => return ptr_ret(Err(e)),
-    };
-    let mut attr = ibv_ah_attr::zeroed();
-    // SAFETY: forwarded contract; attr is writable.
-    if unsafe { ibv_init_ah_from_wc(ctx, port_num, wc, grh, &mut attr) } != 0 {
-        return core::ptr::null_mut();
-    }
-    // SAFETY: as above.
-    unsafe { ibv_create_ah(pd, &mut attr) }
+    verbs_abi::traced!(ptr, (pd, wc, grh, port_num), {
+        // SAFETY: forwarded contract.
+        let ctx = match unsafe { object_ops(pd) } {
+            Ok((_, ctx)) => ctx,
+            Err(e) => return ptr_ret(Err(e)),
+        };
+        let mut attr = ibv_ah_attr::zeroed();
+        // SAFETY: forwarded contract; attr is writable.
+        if unsafe { ibv_init_ah_from_wc(ctx, port_num, wc, grh, &mut attr) } != 0 {
+            return core::ptr::null_mut();
+        }
+        // SAFETY: as above.
+        unsafe { ibv_create_ah(pd, &mut attr) }
+    })
 }
 
 /// Resolving a RoCE GID to a MAC/VLAN asks the kernel's neighbour table for

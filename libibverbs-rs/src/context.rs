@@ -84,6 +84,8 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         }
         // SAFETY: checked extended context.
         unsafe { install_lib_ops(ctx) };
+        // SAFETY: as above.
+        unsafe { crate::trace_ops::install(ctx) };
         register_context(ctx, dev.ops);
         Ok(ctx)
     })
@@ -139,14 +141,16 @@ pub unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
     device_attr: *mut ibv_device_attr,
 ) -> c_int {
-    if device_attr.is_null() {
-        return int_ret(Err(libc::EINVAL));
-    }
-    // SAFETY: forwarded contract.
-    int_ret(unsafe { query_device_full(context) }.map(|a| {
-        // SAFETY: non-NULL caller buffer of the legacy size.
-        unsafe { device_attr.write(a.orig_attr) }
-    }))
+    verbs_abi::traced!(int, (context, device_attr), {
+        if device_attr.is_null() {
+            return int_ret(Err(libc::EINVAL));
+        }
+        // SAFETY: forwarded contract.
+        int_ret(unsafe { query_device_full(context) }.map(|a| {
+            // SAFETY: non-NULL caller buffer of the legacy size.
+            unsafe { device_attr.write(a.orig_attr) }
+        }))
+    })
 }
 
 /// Port attributes into our own full-size buffer.
@@ -224,8 +228,10 @@ pub unsafe extern "C" fn ibv_query_port(
     port_num: u8,
     port_attr: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { query_port_sized(context, port_num, port_attr, COMPAT_PORT_ATTR_SIZE) }
+    verbs_abi::traced!(int, (context, port_num, port_attr), {
+        // SAFETY: forwarded contract.
+        unsafe { query_port_sized(context, port_num, port_attr, COMPAT_PORT_ATTR_SIZE) }
+    })
 }
 
 /// One GID table entry through the provider.
@@ -330,46 +336,48 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    let r = (|| -> Result<usize, c_int> {
-        if entry_size < size_of::<ibv_gid_entry>() || (entries.is_null() && max_entries != 0) {
-            return Err(libc::EINVAL);
-        }
-        let ops = context_ops(context)?;
-        // SAFETY: context_ops found the context open; ops is its provider.
-        let ports = unsafe { query_device_full(context) }?
-            .orig_attr
-            .phys_port_cnt;
-        let mut count = 0usize;
-        for port in 1..=ports {
-            // SAFETY: as above.
-            let len = unsafe { query_port_full(ops, context, port) }?.gid_tbl_len;
-            for index in 0..u32::try_from(len).unwrap_or(0) {
+    verbs_abi::traced!(value, (context, entries, max_entries, flags, entry_size), {
+        let r = (|| -> Result<usize, c_int> {
+            if entry_size < size_of::<ibv_gid_entry>() || (entries.is_null() && max_entries != 0) {
+                return Err(libc::EINVAL);
+            }
+            let ops = context_ops(context)?;
+            // SAFETY: context_ops found the context open; ops is its provider.
+            let ports = unsafe { query_device_full(context) }?
+                .orig_attr
+                .phys_port_cnt;
+            let mut count = 0usize;
+            for port in 1..=ports {
                 // SAFETY: as above.
-                let e = match unsafe { gid_entry(context, port.into(), index, flags) } {
-                    Ok(e) => e,
-                    Err(libc::ENODATA) => continue,
-                    Err(e) => return Err(e),
-                };
-                if count == max_entries {
-                    return Err(libc::EINVAL);
+                let len = unsafe { query_port_full(ops, context, port) }?.gid_tbl_len;
+                for index in 0..u32::try_from(len).unwrap_or(0) {
+                    // SAFETY: as above.
+                    let e = match unsafe { gid_entry(context, port.into(), index, flags) } {
+                        Ok(e) => e,
+                        Err(libc::ENODATA) => continue,
+                        Err(e) => return Err(e),
+                    };
+                    if count == max_entries {
+                        return Err(libc::EINVAL);
+                    }
+                    // SAFETY: count < max_entries, so the slot is inside the
+                    // caller's array.
+                    unsafe {
+                        write_sized(entries.cast::<u8>().add(count * entry_size), &e, entry_size)
+                    };
+                    count += 1;
                 }
-                // SAFETY: count < max_entries, so the slot is inside the
-                // caller's array.
-                unsafe {
-                    write_sized(entries.cast::<u8>().add(count * entry_size), &e, entry_size)
-                };
-                count += 1;
+            }
+            Ok(count)
+        })();
+        match r {
+            Ok(n) => isize::try_from(n).unwrap_or(isize::MAX),
+            Err(e) => {
+                set_errno(e);
+                -(e as isize)
             }
         }
-        Ok(count)
-    })();
-    match r {
-        Ok(n) => isize::try_from(n).unwrap_or(isize::MAX),
-        Err(e) => {
-            set_errno(e);
-            -(e as isize)
-        }
-    }
+    })
 }
 
 /// rdma-core's private GID-type query (ibv_devinfo uses it): -1 with errno
@@ -436,24 +444,26 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
     port_num: u8,
     pkey: __be16,
 ) -> c_int {
-    let r = (|| -> Result<c_int, c_int> {
-        let ops = context_ops(context)?;
-        let q = ops.query_pkey.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: context_ops found the context open; ops is its provider.
-        let len = unsafe { query_port_full(ops, context, port_num) }?.pkey_tbl_len;
-        for i in 0..c_int::from(len) {
-            let mut v: u16 = 0;
-            // SAFETY: v is writable.
-            errno_result(unsafe { q(context, port_num, i, &mut v) })?;
-            if v == pkey {
-                return Ok(i);
+    verbs_abi::traced!(value, (context, port_num), {
+        let r = (|| -> Result<c_int, c_int> {
+            let ops = context_ops(context)?;
+            let q = ops.query_pkey.ok_or(libc::EOPNOTSUPP)?;
+            // SAFETY: context_ops found the context open; ops is its provider.
+            let len = unsafe { query_port_full(ops, context, port_num) }?.pkey_tbl_len;
+            for i in 0..c_int::from(len) {
+                let mut v: u16 = 0;
+                // SAFETY: v is writable.
+                errno_result(unsafe { q(context, port_num, i, &mut v) })?;
+                if v == pkey {
+                    return Ok(i);
+                }
             }
-        }
-        Err(libc::ENOENT)
-    })();
-    r.unwrap_or_else(|e| {
-        set_errno(e);
-        -1
+            Err(libc::ENOENT)
+        })();
+        r.unwrap_or_else(|e| {
+            set_errno(e);
+            -1
+        })
     })
 }
 
@@ -529,25 +539,28 @@ unsafe fn trace_async_event(context: *mut ibv_context, event: *mut ibv_async_eve
 /// `event` is NULL or was filled by `ibv_get_async_event`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    if event.is_null() {
-        return;
-    }
-    // SAFETY: non-NULL event from ibv_get_async_event.
-    let (kind, element) = unsafe { ((*event).event_type, (*event).element.cq.cast::<c_void>()) };
-    let Some(kind) = async_event_object(kind) else {
-        return;
-    };
-    // SAFETY: for these event types the element is a CQ, QP, SRQ or WQ,
-    // which the provider validates before anything reads it.
-    let Ok(ctx) = (unsafe { object_context_of(element, kind) }) else {
-        return;
-    };
-    if let Ok(ops) = context_ops(ctx) {
-        if let Some(ack) = ops.ack_async_event {
-            // SAFETY: the event came from this provider.
-            unsafe { ack(event) };
+    verbs_abi::traced!(void, (event), {
+        if event.is_null() {
+            return;
         }
-    }
+        // SAFETY: non-NULL event from ibv_get_async_event.
+        let (kind, element) =
+            unsafe { ((*event).event_type, (*event).element.cq.cast::<c_void>()) };
+        let Some(kind) = async_event_object(kind) else {
+            return;
+        };
+        // SAFETY: for these event types the element is a CQ, QP, SRQ or WQ,
+        // which the provider validates before anything reads it.
+        let Ok(ctx) = (unsafe { object_context_of(element, kind) }) else {
+            return;
+        };
+        if let Ok(ops) = context_ops(ctx) {
+            if let Some(ack) = ops.ack_async_event {
+                // SAFETY: the event came from this provider.
+                unsafe { ack(event) };
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -92,40 +92,44 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut ibv_cq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
-    if cq.is_null() || cq_context.is_null() {
-        return minus_one_ret(Err(libc::EINVAL));
-    }
-    // SAFETY: forwarded contract.
-    match unsafe { object_ops(channel) } {
-        Err(e) => minus_one_ret(Err(e)),
-        Ok((ops, _)) => match ops.get_cq_event {
-            // SAFETY: the provider's own channel; outputs checked non-NULL.
-            Some(get) => unsafe { get(channel, cq, cq_context) },
-            None => minus_one_ret(Err(libc::EOPNOTSUPP)),
-        },
-    }
+    verbs_abi::traced!(minus_one, (channel, cq, cq_context), {
+        if cq.is_null() || cq_context.is_null() {
+            return minus_one_ret(Err(libc::EINVAL));
+        }
+        // SAFETY: forwarded contract.
+        match unsafe { object_ops(channel) } {
+            Err(e) => minus_one_ret(Err(e)),
+            Ok((ops, _)) => match ops.get_cq_event {
+                // SAFETY: the provider's own channel; outputs checked non-NULL.
+                Some(get) => unsafe { get(channel, cq, cq_context) },
+                None => minus_one_ret(Err(libc::EOPNOTSUPP)),
+            },
+        }
+    })
 }
 
 /// # Safety
 /// `cq` is NULL or a CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
-    // SAFETY: forwarded contract.
-    let Ok((ops, _)) = (unsafe { object_ops(cq) }) else {
-        return;
-    };
-    match ops.ack_cq_events {
-        // SAFETY: the provider's own CQ.
-        Some(ack) => unsafe { ack(cq, nevents) },
-        // The generic bookkeeping destroy_cq waits on, when the provider
-        // leaves it to us.
-        // SAFETY: cq is a live CQ whose mutex and cond were initialised by
-        // its creator.
-        None => unsafe {
-            libc::pthread_mutex_lock(core::ptr::addr_of_mut!((*cq).mutex));
-            (*cq).comp_events_completed = (*cq).comp_events_completed.wrapping_add(nevents);
-            libc::pthread_cond_signal(core::ptr::addr_of_mut!((*cq).cond));
-            libc::pthread_mutex_unlock(core::ptr::addr_of_mut!((*cq).mutex));
-        },
-    }
+    verbs_abi::traced!(void, (cq, nevents), {
+        // SAFETY: forwarded contract.
+        let Ok((ops, _)) = (unsafe { object_ops(cq) }) else {
+            return;
+        };
+        match ops.ack_cq_events {
+            // SAFETY: the provider's own CQ.
+            Some(ack) => unsafe { ack(cq, nevents) },
+            // The generic bookkeeping destroy_cq waits on, when the provider
+            // leaves it to us.
+            // SAFETY: cq is a live CQ whose mutex and cond were initialised by
+            // its creator.
+            None => unsafe {
+                libc::pthread_mutex_lock(core::ptr::addr_of_mut!((*cq).mutex));
+                (*cq).comp_events_completed = (*cq).comp_events_completed.wrapping_add(nevents);
+                libc::pthread_cond_signal(core::ptr::addr_of_mut!((*cq).cond));
+                libc::pthread_mutex_unlock(core::ptr::addr_of_mut!((*cq).mutex));
+            },
+        }
+    })
 }

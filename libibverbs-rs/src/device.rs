@@ -355,66 +355,74 @@ fn refresh() -> Vec<*mut ibv_device> {
 /// `num_devices` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
-    if !num_devices.is_null() {
-        // SAFETY: checked non-NULL; the caller provides an int.
-        unsafe { *num_devices = 0 };
-    }
-    let devs = refresh();
-    // SAFETY: plain allocation; released by ibv_free_device_list with free().
-    let list = unsafe { libc::calloc(devs.len() + 1, size_of::<*mut ibv_device>()) }
-        as *mut *mut ibv_device;
-    if list.is_null() {
-        set_errno(libc::ENOMEM);
-        return null_mut();
-    }
-    // SAFETY: the array has devs.len() + 1 slots; calloc zeroed the last.
-    unsafe { core::ptr::copy_nonoverlapping(devs.as_ptr(), list, devs.len()) };
-    if !num_devices.is_null() {
-        // SAFETY: as above.
-        unsafe { *num_devices = c_int::try_from(devs.len()).unwrap_or(c_int::MAX) };
-    }
-    list
+    verbs_abi::traced!(ptr, (num_devices), {
+        if !num_devices.is_null() {
+            // SAFETY: checked non-NULL; the caller provides an int.
+            unsafe { *num_devices = 0 };
+        }
+        let devs = refresh();
+        // SAFETY: plain allocation; released by ibv_free_device_list with free().
+        let list = unsafe { libc::calloc(devs.len() + 1, size_of::<*mut ibv_device>()) }
+            as *mut *mut ibv_device;
+        if list.is_null() {
+            set_errno(libc::ENOMEM);
+            return null_mut();
+        }
+        // SAFETY: the array has devs.len() + 1 slots; calloc zeroed the last.
+        unsafe { core::ptr::copy_nonoverlapping(devs.as_ptr(), list, devs.len()) };
+        if !num_devices.is_null() {
+            // SAFETY: as above.
+            unsafe { *num_devices = c_int::try_from(devs.len()).unwrap_or(c_int::MAX) };
+        }
+        list
+    })
 }
 
 /// # Safety
 /// `list` is NULL or came from `ibv_get_device_list`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    // The devices themselves live on; only the array is ours to free.
-    // SAFETY: the array was allocated with calloc; free(NULL) is a no-op.
-    unsafe { libc::free(list.cast()) };
+    verbs_abi::traced!(void, (list), {
+        // The devices themselves live on; only the array is ours to free.
+        // SAFETY: the array was allocated with calloc; free(NULL) is a no-op.
+        unsafe { libc::free(list.cast()) };
+    })
 }
 
 /// # Safety
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
-    if lookup(device).is_none() {
-        set_errno(libc::EINVAL);
-        return core::ptr::null();
-    }
-    // SAFETY: one of our devices, which live for the whole process.
-    unsafe { (*device).name.as_ptr() }
+    verbs_abi::traced!(ptr, (device), {
+        if lookup(device).is_none() {
+            set_errno(libc::EINVAL);
+            return core::ptr::null();
+        }
+        // SAFETY: one of our devices, which live for the whole process.
+        unsafe { (*device).name.as_ptr() }
+    })
 }
 
 /// # Safety
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
-    match lookup(device) {
-        Some(d) => d.guid,
-        None => {
-            set_errno(libc::EINVAL);
-            0
+    verbs_abi::traced!(value, (device), {
+        match lookup(device) {
+            Some(d) => d.guid,
+            None => {
+                set_errno(libc::EINVAL);
+                0
+            }
         }
-    }
+    })
 }
 
 /// # Safety
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
-    lookup(device).map_or(-1, |d| d.index)
+    verbs_abi::traced!(value, (device), { lookup(device).map_or(-1, |d| d.index) })
 }
 
 /// Importing needs the uverbs command fd of a kernel device; ours have none,
@@ -424,16 +432,18 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 /// None: only fstat is applied to `cmd_fd`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
-    // SAFETY: fstat on any integer is safe; st is plain data.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    // SAFETY: st is a valid out buffer.
-    let ok = unsafe { libc::fstat(cmd_fd, &mut st) } == 0;
-    let err = if !ok || st.st_mode & libc::S_IFMT != libc::S_IFCHR {
-        libc::EINVAL
-    } else {
-        libc::ENODEV
-    };
-    ptr_ret(Err(err))
+    verbs_abi::traced!(ptr, (cmd_fd), {
+        // SAFETY: fstat on any integer is safe; st is plain data.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: st is a valid out buffer.
+        let ok = unsafe { libc::fstat(cmd_fd, &mut st) } == 0;
+        let err = if !ok || st.st_mode & libc::S_IFMT != libc::S_IFCHR {
+            libc::EINVAL
+        } else {
+            libc::ENODEV
+        };
+        ptr_ret(Err(err))
+    })
 }
 
 /// Registers a device of a test provider, as discovery would.

@@ -25,20 +25,20 @@ pub(crate) fn init_from_env() {
 
 #[no_mangle]
 pub extern "C" fn ibv_fork_init() -> c_int {
-    0
+    verbs_abi::traced!(int, (), { 0 })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_is_fork_initialized() -> ibv_fork_status {
-    IBV_FORK_UNNEEDED
+    verbs_abi::traced!(value, (), { IBV_FORK_UNNEEDED })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
-    0
+    verbs_abi::traced!(int, (), { 0 })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
-    0
+    verbs_abi::traced!(int, (), { 0 })
 }

@@ -25,5 +25,6 @@ mod qp;
 mod srq;
 mod strings;
 mod sysfs;
+mod trace_ops;
 mod unsupported;
 mod util;

@@ -36,14 +36,18 @@ unsafe fn membership(
 /// `qp` is NULL or a QP; `gid` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { membership(qp, gid, lid, |ops| ops.attach_mcast) }
+    verbs_abi::traced!(int, (qp, gid, lid), {
+        // SAFETY: forwarded contract.
+        unsafe { membership(qp, gid, lid, |ops| ops.attach_mcast) }
+    })
 }
 
 /// # Safety
 /// `qp` is NULL or a QP; `gid` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { membership(qp, gid, lid, |ops| ops.detach_mcast) }
+    verbs_abi::traced!(int, (qp, gid, lid), {
+        // SAFETY: forwarded contract.
+        unsafe { membership(qp, gid, lid, |ops| ops.detach_mcast) }
+    })
 }

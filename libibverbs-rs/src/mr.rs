@@ -54,8 +54,10 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut ibv_mr {
-    // SAFETY: forwarded contract; the access bits are reinterpreted as C does.
-    unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as c_uint) }
+    verbs_abi::traced!(ptr, (pd, addr, length, access), {
+        // SAFETY: forwarded contract; the access bits are reinterpreted as C does.
+        unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as c_uint) }
+    })
 }
 
 /// # Safety
@@ -68,8 +70,10 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
-    // SAFETY: forwarded contract.
-    unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
+    verbs_abi::traced!(ptr, (pd, addr, length, iova, access), {
+        // SAFETY: forwarded contract.
+        unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
+    })
 }
 
 /// # Safety
@@ -83,8 +87,10 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     _fd: c_int,
     _access: c_int,
 ) -> *mut ibv_mr {
-    // SAFETY: forwarded contract.
-    ptr_ret(unsafe { object_ops(pd) }.and(Err(libc::EOPNOTSUPP)))
+    verbs_abi::traced!(ptr, (pd), {
+        // SAFETY: forwarded contract.
+        ptr_ret(unsafe { object_ops(pd) }.and(Err(libc::EOPNOTSUPP)))
+    })
 }
 
 /// Returns 0 or one of the negative `IBV_REREG_MR_ERR_*` codes with errno
@@ -102,47 +108,49 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     length: usize,
     access: c_int,
 ) -> c_int {
-    let input_error = |e| {
-        set_errno(e);
-        IBV_REREG_MR_ERR_INPUT
-    };
-    // SAFETY: forwarded contract.
-    let ops = match unsafe { object_ops(mr) } {
-        Ok((ops, _)) => ops,
-        Err(e) => return input_error(e),
-    };
-    let flags_u = flags as c_uint;
-    if flags_u & !IBV_REREG_MR_FLAGS_SUPPORTED != 0
-        || (flags_u & IBV_REREG_MR_CHANGE_TRANSLATION != 0 && (addr.is_null() || length == 0))
-        || (access != 0 && flags_u & IBV_REREG_MR_CHANGE_ACCESS == 0)
-        || (flags_u & IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null())
-    {
-        return input_error(libc::EINVAL);
-    }
-    let Some(rereg) = ops.rereg_mr else {
-        set_errno(libc::EOPNOTSUPP);
-        return IBV_REREG_MR_ERR_CMD;
-    };
-    // SAFETY: the provider's own MR; arguments validated above.
-    match unsafe { rereg(mr, flags, pd, addr, length, access) } {
-        0 => {
-            // SAFETY: mr is live (the provider just changed it).
-            unsafe {
-                if flags_u & IBV_REREG_MR_CHANGE_PD != 0 {
-                    (*mr).pd = pd;
-                }
-                if flags_u & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
-                    (*mr).addr = addr;
-                    (*mr).length = length;
-                }
-            }
-            0
-        }
-        e => {
+    verbs_abi::traced!(value, (mr, flags, pd, addr, length, access), {
+        let input_error = |e| {
             set_errno(e);
-            IBV_REREG_MR_ERR_CMD
+            IBV_REREG_MR_ERR_INPUT
+        };
+        // SAFETY: forwarded contract.
+        let ops = match unsafe { object_ops(mr) } {
+            Ok((ops, _)) => ops,
+            Err(e) => return input_error(e),
+        };
+        let flags_u = flags as c_uint;
+        if flags_u & !IBV_REREG_MR_FLAGS_SUPPORTED != 0
+            || (flags_u & IBV_REREG_MR_CHANGE_TRANSLATION != 0 && (addr.is_null() || length == 0))
+            || (access != 0 && flags_u & IBV_REREG_MR_CHANGE_ACCESS == 0)
+            || (flags_u & IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null())
+        {
+            return input_error(libc::EINVAL);
         }
-    }
+        let Some(rereg) = ops.rereg_mr else {
+            set_errno(libc::EOPNOTSUPP);
+            return IBV_REREG_MR_ERR_CMD;
+        };
+        // SAFETY: the provider's own MR; arguments validated above.
+        match unsafe { rereg(mr, flags, pd, addr, length, access) } {
+            0 => {
+                // SAFETY: mr is live (the provider just changed it).
+                unsafe {
+                    if flags_u & IBV_REREG_MR_CHANGE_PD != 0 {
+                        (*mr).pd = pd;
+                    }
+                    if flags_u & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
+                        (*mr).addr = addr;
+                        (*mr).length = length;
+                    }
+                }
+                0
+            }
+            e => {
+                set_errno(e);
+                IBV_REREG_MR_ERR_CMD
+            }
+        }
+    })
 }
 
 /// # Safety
@@ -159,8 +167,10 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
 /// `pd` is NULL or a PD.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, _mr_handle: u32) -> *mut ibv_mr {
-    // SAFETY: forwarded contract.
-    ptr_ret(unsafe { object_ops(pd) }.and(Err(libc::EOPNOTSUPP)))
+    verbs_abi::traced!(ptr, (pd), {
+        // SAFETY: forwarded contract.
+        ptr_ret(unsafe { object_ops(pd) }.and(Err(libc::EOPNOTSUPP)))
+    })
 }
 
 /// Nothing can have been imported.
@@ -168,4 +178,6 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, _mr_handle: u32) -> *mut
 /// # Safety
 /// Not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_unimport_mr(_mr: *mut ibv_mr) {}
+pub unsafe extern "C" fn ibv_unimport_mr(_mr: *mut ibv_mr) {
+    verbs_abi::traced!(void, (), {})
+}

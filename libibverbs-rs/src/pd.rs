@@ -39,7 +39,9 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
 /// `context` is NULL or an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, _pd_handle: u32) -> *mut ibv_pd {
-    ptr_ret(context_ops(context).and(Err(libc::EOPNOTSUPP)))
+    verbs_abi::traced!(ptr, (context), {
+        ptr_ret(context_ops(context).and(Err(libc::EOPNOTSUPP)))
+    })
 }
 
 /// Nothing can have been imported (see `ibv_import_pd`), so there is
@@ -48,4 +50,6 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, _pd_handle: u3
 /// # Safety
 /// Not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_unimport_pd(_pd: *mut ibv_pd) {}
+pub unsafe extern "C" fn ibv_unimport_pd(_pd: *mut ibv_pd) {
+    verbs_abi::traced!(void, (), {})
+}

@@ -114,10 +114,12 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 /// `qp` is NULL or a QP.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
-    if qp.is_null() {
-        set_errno(libc::EINVAL);
-    }
-    qp.cast()
+    verbs_abi::traced!(ptr, (qp), {
+        if qp.is_null() {
+            set_errno(libc::EINVAL);
+        }
+        qp.cast()
+    })
 }
 
 /// The device's vendor id, for ECE.
@@ -192,5 +194,5 @@ pub unsafe extern "C" fn ibv_query_qp_data_in_order(
     _op: c_uint,
     _flags: u32,
 ) -> c_int {
-    0
+    verbs_abi::traced!(value, (), { 0 })
 }

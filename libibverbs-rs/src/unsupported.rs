@@ -105,7 +105,9 @@ unsupported! {
 /// # Safety
 /// Not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_unimport_dm(_dm: *mut ibv_dm) {}
+pub unsafe extern "C" fn ibv_unimport_dm(_dm: *mut ibv_dm) {
+    verbs_abi::traced!(void, (), {})
+}
 
 /// # Safety
 /// Not dereferenced.
@@ -120,11 +122,13 @@ pub unsafe extern "C" fn ibv_query_port_speed(
     _port_num: u32,
     port_speed: *mut u64,
 ) -> c_int {
-    if port_speed.is_null() {
-        return int_ret(Err(libc::EINVAL));
-    }
-    // SAFETY: forwarded contract.
-    int_ret(Err(unsafe { on_context(context) }))
+    verbs_abi::traced!(value, (context, port_speed), {
+        if port_speed.is_null() {
+            return int_ret(Err(libc::EINVAL));
+        }
+        // SAFETY: forwarded contract.
+        int_ret(Err(unsafe { on_context(context) }))
+    })
 }
 
 /// The out handle is cleared so a caller that reads it after the failure
@@ -155,13 +159,15 @@ pub unsafe extern "C" fn _ibv_query_comp_cntr_caps(
     caps: Opaque,
     caps_size: usize,
 ) -> c_int {
-    if !caps.is_null() {
-        // SAFETY: the caller's buffer of caps_size bytes; zeroed as the C
-        // call does before asking the provider.
-        unsafe { core::ptr::write_bytes(caps.cast::<u8>(), 0, caps_size) };
-    }
-    // SAFETY: forwarded contract.
-    int_ret(Err(unsafe { on_context(context) }))
+    verbs_abi::traced!(value, (context, caps_size), {
+        if !caps.is_null() {
+            // SAFETY: the caller's buffer of caps_size bytes; zeroed as the C
+            // call does before asking the provider.
+            unsafe { core::ptr::write_bytes(caps.cast::<u8>(), 0, caps_size) };
+        }
+        // SAFETY: forwarded contract.
+        int_ret(Err(unsafe { on_context(context) }))
+    })
 }
 
 /// # Safety
@@ -172,11 +178,13 @@ pub unsafe extern "C" fn ibv_qp_attach_comp_cntr(
     comp_cntr: Opaque,
     _attr: Opaque,
 ) -> c_int {
-    if comp_cntr.is_null() {
-        return int_ret(Err(libc::EINVAL));
-    }
-    // SAFETY: forwarded contract.
-    int_ret(Err(unsafe { on_object(qp) }))
+    verbs_abi::traced!(value, (qp), {
+        if comp_cntr.is_null() {
+            return int_ret(Err(libc::EINVAL));
+        }
+        // SAFETY: forwarded contract.
+        int_ret(Err(unsafe { on_object(qp) }))
+    })
 }
 
 #[cfg(test)]

@@ -77,6 +77,33 @@ macro_rules! entry {
     (@ret minus_one, $r:ident) => { $crate::errno::minus_one_or_errno($r) };
 }
 
+/// Traces an exported call whose body already returns its C result
+/// (`$conv`: `int`, `ptr`, `minus_one`, `value` or `void`, as in
+/// [`crate::trace::CRet`]), with its arguments; off, one predictable
+/// branch. For calls that predate `entry!` or pass a provider's result
+/// through unchanged.
+#[macro_export]
+macro_rules! traced {
+    ($conv:ident, ($($arg:ident),* $(,)?), $body:expr) => {{
+        $crate::logging::init();
+        let r = $body;
+        if $crate::trace::on() {
+            fn __entry() {}
+            $crate::trace::verb_c(
+                ::core::any::type_name_of_val(&__entry),
+                &[$((stringify!($arg), $crate::trace::Val::from($arg))),*],
+                $crate::traced!(@ret $conv, r),
+            );
+        }
+        r
+    }};
+    (@ret int, $r:ident) => { $crate::trace::CRet::Int($r) };
+    (@ret ptr, $r:ident) => { $crate::trace::CRet::Ptr($r as usize) };
+    (@ret minus_one, $r:ident) => { $crate::trace::CRet::MinusOne($r) };
+    (@ret value, $r:ident) => { $crate::trace::CRet::Value($r as i64) };
+    (@ret void, $r:ident) => {{ let () = $r; $crate::trace::CRet::Void }};
+}
+
 /// The calling thread's `errno`.
 pub fn errno() -> c_int {
     // SAFETY: as in set_errno.

@@ -366,6 +366,59 @@ pub fn verb<T: TraceRet>(
     record("verb", name, obj, &f);
 }
 
+/// A C result as an exported call or a provider entry returns it, for
+/// [`verb_c`].
+#[derive(Clone, Copy, Debug)]
+pub enum CRet {
+    /// 0, or a positive errno.
+    Int(c_int),
+    /// An object, or NULL with errno set.
+    Ptr(usize),
+    /// 0 (or another non-negative value), or -1 with errno set.
+    MinusOne(c_int),
+    /// A value that is not an error indication (a count, a flag).
+    Value(i64),
+    Void,
+}
+
+/// Records a call whose body returns its C result directly (see
+/// `traced!`): arguments, result, and errno when the result says failure.
+#[cold]
+#[inline(never)]
+pub fn verb_c(path: &'static str, args: &[(&str, Val<'_>)], r: CRet) {
+    let errno_now = crate::errno::errno();
+    let name = fn_name(path);
+    let obj = match args.first() {
+        Some((_, Val::Hex(p))) => *p as usize,
+        _ => 0,
+    };
+    let mut f: Vec<(&str, Val<'_>)> = args.to_vec();
+    let failed = match r {
+        CRet::Int(e) => {
+            f.push(("ret", Val::I(e as i64)));
+            (e != 0).then_some(e)
+        }
+        CRet::Ptr(p) => {
+            f.push(("ret", Val::Hex(p as u64)));
+            (p == 0).then_some(errno_now)
+        }
+        CRet::MinusOne(v) => {
+            f.push(("ret", Val::I(v as i64)));
+            (v == -1).then_some(errno_now)
+        }
+        CRet::Value(v) => {
+            f.push(("ret", Val::I(v)));
+            None
+        }
+        CRet::Void => None,
+    };
+    if let Some(e) = failed {
+        f.push(("errno", Val::I(e as i64)));
+        f.push(("err", Val::Str(errno_name(e))));
+    }
+    record("verb", name, obj, &f);
+}
+
 /// The symbolic name of the common errno values.
 pub fn errno_name(e: c_int) -> &'static str {
     match e {
