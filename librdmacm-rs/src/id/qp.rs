@@ -7,6 +7,9 @@ impl CmId {
 
     /// The attributes `rdma_init_qp_attr` reports for moving a QP to `state`.
     pub(super) fn qp_attr(&self, st: &mut IdState, state: ibv_qp_state) -> Res<(ibv_qp_attr, u32)> {
+        if self.datagram(st) {
+            return Self::ud_qp_attr(st, state);
+        }
         let loc = st.local.ok_or(libc::EINVAL)?;
         let mut a = ibv_qp_attr::zeroed();
         a.qp_state = state;
@@ -79,7 +82,7 @@ impl CmId {
 
     pub fn init_qp_attr(&self, state: ibv_qp_state) -> Res<(ibv_qp_attr, u32)> {
         let mut st = self.st.lock();
-        if state != IBV_QPS_INIT && st.phase == Phase::ReqSent {
+        if state != IBV_QPS_INIT && st.phase == Phase::ReqSent && !self.datagram(&mut st) {
             // Not yet: the active side learns its peer from the REP.
             return Err(libc::EINVAL);
         }
@@ -103,6 +106,8 @@ impl CmId {
         if !c.qp.is_null() || c.verbs.is_null() {
             return Err(libc::EINVAL);
         }
+        self.check_qp_type(&mut st, attr.qp_type)?;
+        let c = self.cs(&mut st);
         let verbs = c.verbs;
         if attr.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || attr.pd.is_null() {
             attr.comp_mask |= IBV_QP_INIT_ATTR_PD;
@@ -145,10 +150,14 @@ impl CmId {
             destroy_cqs(self.cs(&mut st));
             return Err(if e == 0 { libc::ENOMEM } else { e });
         }
-        // Ready for ibv_post_recv right away, as librdmacm promises.
-        let init = self
-            .qp_attr(&mut st, IBV_QPS_INIT)
-            .and_then(|(mut a, mask)| modify(qp, &mut a, mask));
+        // Ready for ibv_post_recv right away, as librdmacm promises (and a
+        // UD QP for sending too).
+        let init = if self.datagram(&mut st) {
+            Self::ud_qp_to_rts(&st, qp)
+        } else {
+            self.qp_attr(&mut st, IBV_QPS_INIT)
+                .and_then(|(mut a, mask)| modify(qp, &mut a, mask))
+        };
         if let Err(e) = init {
             // SAFETY: the QP was just created and is not shared yet.
             unsafe { ffi::ibv_destroy_qp(qp) };
