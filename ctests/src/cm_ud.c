@@ -666,13 +666,18 @@ struct sync_server {
 };
 
 /* rdma_create_ep / rdma_get_request / rdma_accept on a datagram listener
- * (synchronous ids): the accept returns at once. */
+ * (synchronous ids): the accept returns at once; then rdma_verbs.h's
+ * helpers on the CQs the CM made: rdma_reg_msgs, rdma_post_recv,
+ * rdma_post_ud_send, rdma_get_send_comp, rdma_get_recv_comp. */
 static void *sync_server_thread(void *p)
 {
 	struct sync_server *s = p;
 	struct rdma_addrinfo hints, *res;
 	struct ibv_qp_init_attr a;
 	struct rdma_cm_id *lid, *id;
+	static uint8_t buf[GRH + 300];
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
 	char port[16];
 
 	memset(&hints, 0, sizeof(hints));
@@ -695,8 +700,19 @@ static void *sync_server_thread(void *p)
 	s->qpn = id->qp->qp_num;
 	CHECK_EQ(id->event->event, RDMA_CM_EVENT_CONNECT_REQUEST);
 	CHECK_EQ(id->event->param.ud.private_data_len, SIDR_REQ_PDATA);
+	/* rdma_verbs.h's helpers on the CQs rdma_create_ep made. */
+	mr = rdma_reg_msgs(id, buf, sizeof(buf));
+	CHECK(mr);
+	CHECK_OK(rdma_post_recv(id, buf, buf, sizeof(buf), mr));
 	CHECK_OK(rdma_accept(id, NULL));
 	CHECK(id->event == NULL);	/* released: no event follows */
+	CHECK_EQ(rdma_get_recv_comp(id, &wc), 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK(wc.wr_id == (uintptr_t)buf);
+	CHECK_EQ(wc.byte_len, GRH + 300);
+	CHECK(wc.wc_flags & IBV_WC_GRH);
+	CHECK(filled(buf + GRH, 300, 77));
+	rdma_dereg_mr(mr);
 	rdma_destroy_ep(id);
 	rdma_destroy_ep(lid);
 	s->rc = 0;
@@ -711,6 +727,10 @@ static void case_sync_endpoints(void)
 	struct rdma_cm_id *id;
 	struct sockaddr_in sin = addr4("127.0.0.1", 0);
 	socklen_t len = sizeof(sin);
+	static uint8_t msg[300];
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
 	pthread_t t;
 	char port[16], c;
 	int fd;
@@ -741,10 +761,22 @@ static void case_sync_endpoints(void)
 	CHECK_OK(rdma_connect(id, NULL));
 	CHECK(id->event != NULL);
 	CHECK_EQ(id->event->event, RDMA_CM_EVENT_ESTABLISHED);
+	CHECK_EQ(id->event->param.ud.qkey, RDMA_UDP_QKEY);
+	ah = ibv_create_ah(id->pd, &id->event->param.ud.ah_attr);
+	CHECK(ah);
+	mr = rdma_reg_msgs(id, msg, sizeof(msg));
+	CHECK(mr);
+	fill(msg, sizeof(msg), 77);
+	CHECK_OK(rdma_post_ud_send(id, msg, msg, sizeof(msg), mr, IBV_SEND_SIGNALED, ah,
+				   id->event->param.ud.qp_num));
+	CHECK_EQ(rdma_get_send_comp(id, &wc), 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK(wc.wr_id == (uintptr_t)msg);
 	CHECK_OK(pthread_join(t, NULL));
 	CHECK_EQ(s.rc, 0);
 	CHECK_EQ(id->event->param.ud.qp_num, s.qpn);
-	CHECK_EQ(id->event->param.ud.qkey, RDMA_UDP_QKEY);
+	ibv_destroy_ah(ah);
+	rdma_dereg_mr(mr);
 	rdma_destroy_ep(id);
 }
 

@@ -59,7 +59,11 @@ impl CmId {
         } else {
             // A unicast address names no group: what attaching a QP to it
             // would answer.
-            log::warn!("id {:p}: {} is not a multicast address", self.raw, addr.ip());
+            log::warn!(
+                "id {:p}: {} is not a multicast address",
+                self.raw,
+                addr.ip()
+            );
             self.event(RDMA_CM_EVENT_MULTICAST_ERROR, -libc::EINVAL)
         };
         let mut ev = ev;
@@ -101,7 +105,10 @@ impl CmId {
         match unsafe { ffi::ibv_attach_mcast(qp, &gid, 0) } {
             0 => m.attached = true,
             e => {
-                log::warn!("id {:p}: attaching the QP to a group failed: errno {e}", id.raw);
+                log::warn!(
+                    "id {:p}: attaching the QP to a group failed: errno {e}",
+                    id.raw
+                );
                 ev.ev.event = RDMA_CM_EVENT_MULTICAST_ERROR;
                 ev.ev.status = -e;
             }

@@ -30,8 +30,8 @@ use crate::error::{errno, trace, Res};
 use crate::ffi;
 use crate::sock;
 use crate::wire::{
-    ConnInfo, Msg, SidrReq, MAX_FRAME, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID, REJ_PDATA, REJ_TIMEOUT,
-    REP_PDATA, REQ_PDATA,
+    ConnInfo, Msg, SidrReq, MAX_FRAME, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID, REJ_PDATA,
+    REJ_TIMEOUT, REP_PDATA, REQ_PDATA,
 };
 
 mod api;

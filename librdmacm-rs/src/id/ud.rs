@@ -109,8 +109,7 @@ impl CmId {
         let cm_started = st.cm_started;
         let ps = st.ps;
         let c = self.cs(st);
-        if ps == RDMA_PS_IB && !cm_started && matches!(want, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD)
-        {
+        if ps == RDMA_PS_IB && !cm_started && matches!(want, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD) {
             c.qp_type = want;
         }
         if (c.qp_type == IBV_QPT_UD) != (want == IBV_QPT_UD) {
@@ -188,7 +187,12 @@ impl CmId {
         let dgid = unsafe { self.cs(st).route.addr.addr.ibaddr.dgid.raw() };
         let mut ev = self.event(RDMA_CM_EVENT_ESTABLISHED, 0);
         ev.set_pdata(&rep.pdata, SIDR_REP_PDATA);
-        set_ud(&mut ev, Self::ah_attr_to(st, dgid, st.tos), rep.qpn, rep.qkey);
+        set_ud(
+            &mut ev,
+            Self::ah_attr_to(st, dgid, st.tos),
+            rep.qpn,
+            rep.qkey,
+        );
         self.queue(st, ev);
         self.close_sock(st);
     }
