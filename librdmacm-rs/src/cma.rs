@@ -587,9 +587,13 @@ pub unsafe extern "C" fn rdma_create_srq(
     ex.srq_context = a.srq_context;
     ex.attr = a.attr;
     ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-    ex.srq_type = IBV_SRQT_BASIC;
     ex.pd = pd;
-    let r = lookup(id).and_then(|i| i.create_srq(&mut ex));
+    let r = lookup(id).and_then(|i| {
+        // An XRC receive id's SRQ is an XRC SRQ, as in rdma-core.
+        let xrc = i.with_c(|c, _| c.qp_type == IBV_QPT_XRC_RECV);
+        ex.srq_type = if xrc { IBV_SRQT_XRC } else { IBV_SRQT_BASIC };
+        i.create_srq(&mut ex)
+    });
     a.srq_context = ex.srq_context;
     a.attr = ex.attr;
     to_c(r)

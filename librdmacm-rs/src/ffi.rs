@@ -118,6 +118,25 @@ pub unsafe fn create_srq_ex(
     core::ptr::null_mut()
 }
 
+/// `ibv_open_xrcd` as the header's inline function does it.
+///
+/// # Safety
+/// `ctx` must be live and `attr` valid.
+pub unsafe fn open_xrcd(ctx: *mut ibv_context, attr: *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd {
+    // SAFETY: the caller guarantees both pointers.
+    unsafe {
+        if let Some(v) = verbs_context_of(ctx) {
+            if verbs_context_has(v, offset_of!(verbs_context, open_xrcd)) {
+                if let Some(f) = (*v).open_xrcd {
+                    return f(ctx, attr);
+                }
+            }
+        }
+    }
+    crate::error::set_errno(libc::EOPNOTSUPP);
+    core::ptr::null_mut()
+}
+
 #[cfg(test)]
 pub use stubs::*;
 

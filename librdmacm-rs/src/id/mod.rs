@@ -43,6 +43,7 @@ mod qp;
 mod resolve;
 mod retrieve;
 mod ud;
+mod xrc;
 
 /// The QP ack timeout when the application sets none (IB encoding:
 /// 4.096 us * 2^14, about 67 ms).

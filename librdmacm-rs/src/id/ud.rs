@@ -103,13 +103,17 @@ impl CmId {
     }
 
     /// `RDMA_PS_IB` ids take the QP type of their first QP (made before any
-    /// connection work), so one port space carries both kinds; other port
-    /// spaces insist on their own.
+    /// connection work), so one port space carries every kind; a datagram
+    /// id takes only UD QPs, a connected one no UD QP.
     pub(super) fn check_qp_type(&self, st: &mut IdState, want: ibv_qp_type) -> Res<()> {
         let cm_started = st.cm_started;
         let ps = st.ps;
         let c = self.cs(st);
-        if ps == RDMA_PS_IB && !cm_started && matches!(want, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD) {
+        let any = matches!(
+            want,
+            IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD | IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV
+        );
+        if ps == RDMA_PS_IB && !cm_started && any {
             c.qp_type = want;
         }
         if (c.qp_type == IBV_QPT_UD) != (want == IBV_QPT_UD) {
