@@ -8,7 +8,8 @@
 # take the request (status 1), UD QPs in RTS with RDMA_UDP_QKEY, the
 # RDMA_PS_IB and RDMA_PS_IPOIB port spaces, synchronous endpoints, and
 # multicast: JOIN events, send-only members receiving nothing, leave
-# stopping delivery, and the errors of join and leave. Each case runs in a
+# stopping delivery, and the errors of join and leave; the same over ::1
+# with an IPv6 group. Each case runs in a
 # process of its own with an alarm; this script bounds the whole run too.
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
