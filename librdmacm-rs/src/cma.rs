@@ -794,8 +794,6 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
 ) -> c_int {
     // SAFETY: null or valid per the caller.
     let attr = unsafe { mc_join_attr.as_ref() };
-    // SAFETY: the attribute's address is null or readable per the caller.
-    let a = attr.map(|at| unsafe { opt_addr(at.addr) });
     entry!(minus_one, (id, mc_join_attr, context), {
         let at = attr.ok_or(libc::EINVAL)?;
         // rdma-core's checks, in its order.
@@ -810,7 +808,10 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
         {
             return Err(libc::EINVAL);
         }
-        join(id, a.ok_or(libc::EINVAL)??, at.join_flags, context)
+        // SAFETY: with the address flagged valid, it is null or readable
+        // per the caller.
+        let a = unsafe { opt_addr(at.addr) }?;
+        join(id, a, at.join_flags, context)
     })
 }
 
