@@ -976,6 +976,21 @@ static void case_mcast_errors(void)
 	CHECK_OK(rdma_ack_cm_event(ev));
 	CHECK_OK(rdma_leave_multicast(id, (struct sockaddr *)&uni));
 
+	/* An IPv4 group written IPv4-mapped is the same group. */
+	{
+		struct sockaddr_in6 m6;
+		union ibv_gid mg = gid4("239.77.1.9");
+
+		memset(&m6, 0, sizeof(m6));
+		m6.sin6_family = AF_INET6;
+		CHECK(inet_pton(AF_INET6, "::ffff:239.77.1.9", &m6.sin6_addr) == 1);
+		CHECK_OK(rdma_join_multicast(id, (struct sockaddr *)&m6, NULL));
+		ev = expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN);
+		CHECK(!memcmp(ev->param.ud.ah_attr.grh.dgid.raw, mg.raw, 16));
+		CHECK_OK(rdma_ack_cm_event(ev));
+		CHECK_OK(rdma_leave_multicast(id, (struct sockaddr *)&m6));
+	}
+
 	/* Joined without a QP: the event comes, nothing is attached later. */
 	CHECK_OK(rdma_join_multicast(id, (struct sockaddr *)&g, &ctx));
 	ev = expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN);

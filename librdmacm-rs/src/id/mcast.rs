@@ -25,6 +25,14 @@ pub(super) struct Membership {
     attached: bool,
 }
 
+/// Whether `ip` is a multicast group (an IPv4 one may come IPv4-mapped).
+fn is_group(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_multicast(),
+        IpAddr::V6(a) => a.is_multicast() || a.to_ipv4_mapped().is_some_and(|v4| v4.is_multicast()),
+    }
+}
+
 impl CmId {
     /// `rdma_join_multicast_ex` after the argument checks.
     pub fn join_multicast(
@@ -51,7 +59,7 @@ impl CmId {
             reported: false,
             attached: false,
         });
-        let ev = if addr.ip().is_multicast() {
+        let ev = if is_group(addr.ip()) {
             let mut ev = self.event(RDMA_CM_EVENT_MULTICAST_JOIN, 0);
             ud::set_ud(&mut ev, Self::ah_attr_to(&st, mgid, 0), MCAST_QPN, ud::QKEY);
             ev.post = Post::McastJoin;
