@@ -9,7 +9,8 @@
 # First on loopback (inside a namespace of its own: udaddy's port is fixed
 # at 7174), then across a bridge between three network namespaces (a
 # fourth holds the bridge): udaddy between two of them, mckey with a
-# sender in one and receivers in the other two. Every program runs under
+# sender in one and receivers in the other two, over IPv4 and IPv6 (an
+# IPv6 group's MGID is its address). Every program runs under
 # timeout; its exit status and its success lines are checked.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -55,11 +56,12 @@ check_ok() {
     done
 }
 
-# udaddy NS_SERVER NS_CLIENT SERVER_ADDR LABEL [OPTIONS...]
+# udaddy NS_SERVER NS_CLIENT SERVER_ADDR LABEL "SERVER_OPTIONS" [OPTIONS...]
 run_udaddy() {
-    local sns=$1 cns=$2 addr=$3 label=$4
-    shift 4
-    in_ns "$sns" 60 udaddy "$@" >"$work/uds.$label" 2>&1 &
+    local sns=$1 cns=$2 addr=$3 label=$4 sopts=$5
+    shift 5
+    # shellcheck disable=SC2086
+    in_ns "$sns" 60 udaddy $sopts "$@" >"$work/uds.$label" 2>&1 &
     local srv=$!
     bg_pids="$bg_pids $srv"
     wait_listen 7174 "$sns"
@@ -76,9 +78,10 @@ run_udaddy() {
 
 # mckey GROUP LABEL SENDER_NS "SENDER_OPTS" RECEIVER_NS "RECEIVER_OPTS" ...
 run_mckey() {
-    local group=$1 label=$2 sns=$3 sopts=$4
+    local group=$1 label=$2 sns=$3 sopts=$4 dgid=::ffff:$1
     shift 4
     local i=0 pids="" st
+    case $group in *:*) dgid=$group ;; esac
     while [ $# -ge 2 ]; do
         # shellcheck disable=SC2086
         in_ns "$1" 60 mckey -m "$group" $2 >"$work/mcr.$label.$i" 2>&1 &
@@ -88,13 +91,13 @@ run_mckey() {
         shift 2
     done
     for r in $(seq 0 $((i - 1))); do
-        wait_line "$work/mcr.$label.$r" "joined dgid: ::ffff:$group"
+        wait_line "$work/mcr.$label.$r" "joined dgid: $dgid"
     done
     # shellcheck disable=SC2086
     in_ns "$sns" 60 mckey -m "$group" -s $sopts >"$work/mcs.$label" 2>&1
     st=$?
     check_ok "mckey sender ($label)" $st "$work/mcs.$label" \
-        "joined dgid: ::ffff:$group" 'initiating data transfers' 'data transfers complete'
+        "joined dgid: $dgid" 'initiating data transfers' 'data transfers complete'
     i=0
     for p in $pids; do
         wait "$p"
@@ -107,9 +110,9 @@ run_mckey() {
 }
 
 # --- loopback (rsw_lo in a namespace of its own)
-run_udaddy $lo_ns $lo_ns 127.0.0.1 loopback
-run_udaddy $lo_ns $lo_ns 127.0.0.1 loopback-3x20x1024 -c 3 -C 20 -S 1024
-run_udaddy $lo_ns $lo_ns 127.0.0.1 loopback-ipoib -P ipoib
+run_udaddy $lo_ns $lo_ns 127.0.0.1 loopback ""
+run_udaddy $lo_ns $lo_ns 127.0.0.1 loopback-3x20x1024 "" -c 3 -C 20 -S 1024
+run_udaddy $lo_ns $lo_ns 127.0.0.1 loopback-ipoib "" -P ipoib
 run_mckey 239.1.2.3 loopback $lo_ns "-b 127.0.0.1" \
     $lo_ns "-b 127.0.0.1" $lo_ns "-b 127.0.0.1 -c 2"
 run_mckey 239.1.2.4 loopback-sendonly $lo_ns "-b 127.0.0.1 -o" \
@@ -130,6 +133,7 @@ for ns in $hosts; do
     ip -n $hub link set "cmp$i$$" master br0
     ip -n $hub link set "cmp$i$$" up
     ip -n "$ns" addr add "192.0.2.$i/24" dev "cmh$i$$"
+    ip -n "$ns" addr add "fd79::$i/64" dev "cmh$i$$" nodad
     ip -n "$ns" link set lo up
     ip -n "$ns" link set "cmh$i$$" up
     # Where multicast goes without a bound address (mckey without -b
@@ -140,10 +144,13 @@ done
 set -- $hosts
 A=$1 B=$2 C=$3
 
-run_udaddy "$A" "$B" 192.0.2.1 hosts
-run_udaddy "$A" "$C" 192.0.2.1 hosts-3x20x1024 -c 3 -C 20 -S 1024
+run_udaddy "$A" "$B" 192.0.2.1 hosts ""
+run_udaddy "$A" "$C" 192.0.2.1 hosts-3x20x1024 "" -c 3 -C 20 -S 1024
 run_mckey 239.1.2.3 hosts "$A" "-b 192.0.2.1" \
     "$B" "" "$C" "-b 192.0.2.3 -c 2"
 run_mckey 239.1.2.6 hosts-sendonly "$C" "-o" \
     "$A" "" "$B" "-b 192.0.2.2"
+run_udaddy "$A" "$B" fd79::1 hosts-ipv6 "-b fd79::1"
+run_mckey ff0e::79:1 hosts-ipv6 "$A" "-b fd79::1" \
+    "$B" "-b fd79::2" "$C" "-b fd79::3"
 echo "ok: all datagram programs passed"
