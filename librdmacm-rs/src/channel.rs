@@ -40,6 +40,9 @@ pub enum Post {
     QpToErr,
     /// A connect request left the listener's backlog.
     ConnectRequest,
+    /// A multicast join: attach the id's QP to the group, as rdma-core
+    /// does when the application takes the event.
+    McastJoin,
 }
 
 /// Longest private data any event carries (the REP's).

@@ -86,9 +86,7 @@ fn create_id(
 ) -> Res<Arc<CmId>> {
     device::all()?;
     match ps {
-        RDMA_PS_TCP => {}
-        // Datagram port spaces need UD QPs, which the CM does not drive yet.
-        RDMA_PS_UDP | RDMA_PS_IPOIB | RDMA_PS_IB => return Err(libc::EOPNOTSUPP),
+        RDMA_PS_TCP | RDMA_PS_UDP | RDMA_PS_IPOIB | RDMA_PS_IB => {}
         _ => return Err(libc::EINVAL),
     }
     let (chan, sync) = if channel.is_null() {
@@ -196,6 +194,11 @@ pub unsafe extern "C" fn rdma_accept(
     entry!(minus_one, (id, conn_param), {
         let i = lookup(id)?;
         i.accept(p)?;
+        if i.is_datagram() {
+            // A datagram accept completes at once: no event follows.
+            i.release_held_event();
+            return Ok(());
+        }
         sync_complete(&i)
     })
 }
@@ -584,9 +587,13 @@ pub unsafe extern "C" fn rdma_create_srq(
     ex.srq_context = a.srq_context;
     ex.attr = a.attr;
     ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-    ex.srq_type = IBV_SRQT_BASIC;
     ex.pd = pd;
-    let r = lookup(id).and_then(|i| i.create_srq(&mut ex));
+    let r = lookup(id).and_then(|i| {
+        // An XRC receive id's SRQ is an XRC SRQ, as in rdma-core.
+        let xrc = i.with_c(|c, _| c.qp_type == IBV_QPT_XRC_RECV);
+        ex.srq_type = if xrc { IBV_SRQT_XRC } else { IBV_SRQT_BASIC };
+        i.create_srq(&mut ex)
+    });
     a.srq_context = ex.srq_context;
     a.attr = ex.attr;
     to_c(r)
@@ -607,6 +614,11 @@ unsafe fn create_ep(
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> Res<Arc<CmId>> {
     let i = create_id(null_mut(), null_mut(), res.ai_port_space as rdma_port_space)?;
+    if res.ai_qp_type != 0 {
+        // As rdma-core: the id's QP type is the address's (RDMA_PS_IB
+        // carries both connections and datagrams).
+        i.with_c(|c, _| c.qp_type = res.ai_qp_type as ibv_qp_type);
+    }
     // SAFETY: the address pointers of a valid rdma_addrinfo are null or
     // addresses of their family.
     let (src, dst) = unsafe { (opt_addr(res.ai_src_addr), opt_addr(res.ai_dst_addr)) };
@@ -745,27 +757,74 @@ pub unsafe extern "C" fn rdma_get_request(
 
 // -- Multicast, ECE and the newer calls ----------------------------------------
 
+/// # Safety
+/// `addr` must be null or a readable socket address.
 #[no_mangle]
-pub extern "C" fn rdma_join_multicast(
-    _id: *mut rdma_cm_id,
-    _addr: *mut sockaddr,
-    _context: *mut c_void,
+pub unsafe extern "C" fn rdma_join_multicast(
+    id: *mut rdma_cm_id,
+    addr: *mut sockaddr,
+    context: *mut c_void,
 ) -> c_int {
-    to_c(Err(libc::EOPNOTSUPP))
+    // SAFETY: forwarded caller guarantee.
+    let a = unsafe { opt_addr(addr) };
+    entry!(minus_one, (id, addr, context), {
+        join(id, a?, RDMA_MC_JOIN_FLAG_FULLMEMBER, context)
+    })
 }
 
-#[no_mangle]
-pub extern "C" fn rdma_join_multicast_ex(
-    _id: *mut rdma_cm_id,
-    _mc_join_attr: *mut rdma_cm_join_mc_attr_ex,
-    _context: *mut c_void,
-) -> c_int {
-    to_c(Err(libc::EOPNOTSUPP))
+fn join(
+    id: *mut rdma_cm_id,
+    addr: Option<SocketAddr>,
+    flags: rdma_cm_mc_join_flags,
+    context: *mut c_void,
+) -> Res<()> {
+    let addr = addr.ok_or(libc::EINVAL)?;
+    let i = lookup(id)?;
+    i.join_multicast(addr, flags, context)?;
+    sync_complete(&i)
 }
 
+/// # Safety
+/// `mc_join_attr` must be null or valid, its address null or readable.
 #[no_mangle]
-pub extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut sockaddr) -> c_int {
-    to_c(Err(libc::EOPNOTSUPP))
+pub unsafe extern "C" fn rdma_join_multicast_ex(
+    id: *mut rdma_cm_id,
+    mc_join_attr: *mut rdma_cm_join_mc_attr_ex,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: null or valid per the caller.
+    let attr = unsafe { mc_join_attr.as_ref() };
+    entry!(minus_one, (id, mc_join_attr, context), {
+        let at = attr.ok_or(libc::EINVAL)?;
+        // rdma-core's checks, in its order.
+        if at.comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if at.comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS == 0 {
+            return Err(libc::EINVAL);
+        }
+        if at.comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS == 0
+            || at.join_flags >= RDMA_MC_JOIN_FLAG_RESERVED
+        {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: with the address flagged valid, it is null or readable
+        // per the caller.
+        let a = unsafe { opt_addr(at.addr) }?;
+        join(id, a, at.join_flags, context)
+    })
+}
+
+/// # Safety
+/// `addr` must be null or a readable socket address.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
+    // SAFETY: forwarded caller guarantee.
+    let a = unsafe { opt_addr(addr) };
+    entry!(minus_one, (id, addr), {
+        let a = a?.ok_or(libc::EINVAL)?;
+        lookup(id)?.leave_multicast(a)
+    })
 }
 
 /// ECE (enhanced connection establishment) options are never negotiated:

@@ -20,6 +20,7 @@ pub struct Device {
     pub max_initiator_depth: u8,
     pub max_responder_resources: u8,
     default_pd: Mutex<usize>,
+    xrcd: Mutex<usize>,
 }
 
 // SAFETY: the context pointer is only handed to libibverbs, whose calls are
@@ -67,6 +68,7 @@ fn open_all() -> Vec<Device> {
             max_initiator_depth: attr.max_qp_init_rd_atom.clamp(0, 255) as u8,
             max_responder_resources: attr.max_qp_rd_atom.clamp(0, 255) as u8,
             default_pd: Mutex::new(0),
+            xrcd: Mutex::new(0),
         });
     }
     out
@@ -126,6 +128,29 @@ impl Device {
             *pd = p as usize;
         }
         Ok(*pd as *mut ibv_pd)
+    }
+}
+
+impl Device {
+    /// The XRC domain for XRC QPs and SRQs of ids that name none: an
+    /// anonymous one per device, opened on first use and kept, as
+    /// rdma-core does.
+    pub fn xrcd(&self) -> Res<*mut ibv_xrcd> {
+        let mut x = self.xrcd.lock();
+        if *x == 0 {
+            let mut attr = ibv_xrcd_init_attr {
+                comp_mask: IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+                fd: -1,
+                oflags: libc::O_CREAT,
+            };
+            // SAFETY: the context is open; `attr` is valid.
+            let p = unsafe { ffi::open_xrcd(self.ctx, &mut attr) };
+            if p.is_null() {
+                return Err(crate::error::errno());
+            }
+            *x = p as usize;
+        }
+        Ok(*x as *mut ibv_xrcd)
     }
 }
 

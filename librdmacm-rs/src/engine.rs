@@ -18,7 +18,9 @@ use verbs_rt::ForkFresh;
 
 use crate::error::Res;
 use crate::sock;
-use crate::wire::{ConnInfo, Msg, MAX_FRAME, REJ_INVALID_SERVICE_ID};
+use crate::wire::{
+    ConnInfo, Msg, SidrRep, SidrReq, MAX_FRAME, REJ_INVALID_SERVICE_ID, SIDR_UNSUPPORTED,
+};
 
 /// How long a freshly accepted connection may take to send its REQ.
 const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -35,6 +37,9 @@ pub trait CmTarget: Send + Sync {
     /// A listening id: a complete REQ arrived on a connection it accepted
     /// (`token` names that connection in the set; `rest` is what followed).
     fn on_request(self: Arc<Self>, fd: OwnedFd, token: u64, info: ConnInfo, rest: Vec<u8>);
+    /// A listening id: a complete SIDR_REQ arrived (a datagram id asks for
+    /// the listener's UD QP).
+    fn on_sidr_request(self: Arc<Self>, fd: OwnedFd, token: u64, req: SidrReq);
     /// Activity on the connection an id registered under `token`.
     fn on_io(self: Arc<Self>, token: u64, events: u32);
     /// A timer the id armed ran out; `cookie` is what it armed it with.
@@ -227,7 +232,7 @@ impl Engine {
     }
 
     /// The first message of an accepted connection must be a complete,
-    /// valid REQ; anything else (a stranger on the port, a peer that gave
+    /// valid REQ or SIDR_REQ; anything else (a stranger on the port, a peer that gave
     /// up) closes the connection without an answer.
     fn on_accepted(&self, token: u64, acc: &Arc<Mutex<Accepted>>) {
         let mut a = acc.lock();
@@ -243,6 +248,15 @@ impl Engine {
                     None => self.refuse(token, fd, REJ_INVALID_SERVICE_ID),
                 }
             }
+            Ok(Some((Msg::SidrReq(req), _))) => {
+                // Nothing follows a SIDR_REQ but the requester's close.
+                let listener = a.listener.upgrade();
+                drop(a);
+                match listener {
+                    Some(l) => l.on_sidr_request(fd, token, req),
+                    None => self.refuse_sidr(token, fd, SIDR_UNSUPPORTED),
+                }
+            }
             Ok(None) if !eof => a.fd = Some(fd),
             _ => self.deregister(fd.as_raw_fd(), token),
         }
@@ -256,6 +270,17 @@ impl Engine {
             reason,
             pdata: Vec::new(),
         }
+        .to_bytes();
+        let _ = sock::write(&fd, &msg);
+        self.deregister(fd.as_raw_fd(), token);
+    }
+
+    /// The same for a SIDR_REQ: a SIDR_REP with the given status.
+    pub fn refuse_sidr(&self, token: u64, fd: OwnedFd, status: u8) {
+        let msg = Msg::SidrRep(SidrRep {
+            status,
+            ..SidrRep::default()
+        })
         .to_bytes();
         let _ = sock::write(&fd, &msg);
         self.deregister(fd.as_raw_fd(), token);

@@ -37,6 +37,8 @@ extern "C" {
     pub fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int;
     pub fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq;
     pub fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int;
+    pub fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;
+    pub fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;
 }
 
 /// `ibv_query_port` as the header's inline wrapper does it.
@@ -116,6 +118,25 @@ pub unsafe fn create_srq_ex(
     core::ptr::null_mut()
 }
 
+/// `ibv_open_xrcd` as the header's inline function does it.
+///
+/// # Safety
+/// `ctx` must be live and `attr` valid.
+pub unsafe fn open_xrcd(ctx: *mut ibv_context, attr: *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd {
+    // SAFETY: the caller guarantees both pointers.
+    unsafe {
+        if let Some(v) = verbs_context_of(ctx) {
+            if verbs_context_has(v, offset_of!(verbs_context, open_xrcd)) {
+                if let Some(f) = (*v).open_xrcd {
+                    return f(ctx, attr);
+                }
+            }
+        }
+    }
+    crate::error::set_errno(libc::EOPNOTSUPP);
+    core::ptr::null_mut()
+}
+
 #[cfg(test)]
 pub use stubs::*;
 
@@ -181,6 +202,12 @@ mod stubs {
         null_mut()
     }
     pub unsafe fn ibv_destroy_srq(_: *mut ibv_srq) -> c_int {
+        libc::ENOSYS
+    }
+    pub unsafe fn ibv_attach_mcast(_: *mut ibv_qp, _: *const ibv_gid, _: u16) -> c_int {
+        libc::ENOSYS
+    }
+    pub unsafe fn ibv_detach_mcast(_: *mut ibv_qp, _: *const ibv_gid, _: u16) -> c_int {
         libc::ENOSYS
     }
 }

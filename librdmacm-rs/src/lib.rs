@@ -6,8 +6,10 @@
 //! socket on the id's address and port, and each RDMA connection carries
 //! its CM messages (REQ/REP/RTU/REJ/DREQ/DREP, see [`wire`]) over its own
 //! TCP connection, kept open for the life of the RDMA connection so a dead
-//! peer is noticed. Devices, QPs and CQs come from our libibverbs through
-//! its exported C API only.
+//! peer is noticed. Datagram ids ask a listener for its UD QP the same way
+//! (SIDR_REQ/SIDR_REP), the connection closing after the answer; multicast
+//! groups are IP multicast groups joined through libibverbs. Devices, QPs
+//! and CQs come from our libibverbs through its exported C API only.
 //!
 //! Layout: `cma` (the `rdma_*` entry points), `id` (the id state machine),
 //! `channel` (event channels and events), `engine` (the CM thread),

@@ -13,6 +13,12 @@
 //!   port space u16 | private data length u8 | private data
 //! REJ body: reason u16 | private data length u8 | private data
 //! MRA, RTU, DREQ, DREP: empty body
+//! SIDR_REQ body (27 bytes + private data):
+//!   qpn u32 | qkey u32 | gid [16] | port space u16 | private data length u8 |
+//!   private data
+//! SIDR_REP body (26 bytes + private data):
+//!   status u8 | qpn u32 | qkey u32 | gid [16] | private data length u8 |
+//!   private data
 //! ```
 //!
 //! The message kinds mirror the InfiniBand CM: REQ (connect), MRA (the
@@ -22,6 +28,19 @@
 //! little-endian. Private data limits are those of the IB CM as seen
 //! through rdma_cm's TCP port space: 56 bytes with a REQ, 196 with a REP,
 //! 148 with a REJ.
+//!
+//! Datagram ids (UD QPs: `RDMA_PS_UDP`, `RDMA_PS_IPOIB`, UD ids of
+//! `RDMA_PS_IB`) use the IB CM's service ID resolution instead: the active
+//! side opens a TCP connection to the listener as for a connection and
+//! sends SIDR_REQ (its QP number, Q_Key and GID, and up to 180 bytes of
+//! private data: the SIDR REQ's 216 less rdma_cm's 36-byte header). The
+//! passive library answers MRA when the request reaches its application,
+//! then SIDR_REP once the application accepts (status 0, with its QP
+//! number and Q_Key) or rejects (status 2); a listener that cannot take
+//! the request (none on the port, other port space or QP type) answers
+//! status 1 at once. SIDR_REP carries up to 136 bytes of private data.
+//! After the SIDR_REP the active side closes the connection: a datagram
+//! "connection" holds nothing open.
 
 pub const MAGIC: [u8; 4] = *b"RSCM";
 pub const VERSION: u8 = 1;
@@ -35,6 +54,13 @@ pub const MAX_FRAME: usize = HEADER_LEN + MAX_BODY;
 pub const REQ_PDATA: usize = 56;
 pub const REP_PDATA: usize = 196;
 pub const REJ_PDATA: usize = 148;
+pub const SIDR_REQ_PDATA: usize = 180;
+pub const SIDR_REP_PDATA: usize = 136;
+
+/// SIDR_REP statuses (the IB spec's `ib_cm_sidr_status` values).
+pub const SIDR_SUCCESS: u8 = 0;
+pub const SIDR_UNSUPPORTED: u8 = 1;
+pub const SIDR_REJECT: u8 = 2;
 
 /// IB CM reject reasons we produce (the values are the IB spec's).
 pub const REJ_TIMEOUT: u16 = 1;
@@ -60,8 +86,32 @@ const KIND_RTU: u8 = 4;
 const KIND_REJ: u8 = 5;
 const KIND_DREQ: u8 = 6;
 const KIND_DREP: u8 = 7;
+const KIND_SIDR_REQ: u8 = 8;
+const KIND_SIDR_REP: u8 = 9;
 
 const CONN_FIXED: usize = 35;
+const SIDR_REQ_FIXED: usize = 27;
+const SIDR_REP_FIXED: usize = 26;
+
+/// A service ID resolution request: who asks, from which UD QP.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SidrReq {
+    pub qpn: u32,
+    pub qkey: u32,
+    pub gid: [u8; 16],
+    pub port_space: u16,
+    pub pdata: Vec<u8>,
+}
+
+/// The answer: a status and, on success, the UD QP to send to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SidrRep {
+    pub status: u8,
+    pub qpn: u32,
+    pub qkey: u32,
+    pub gid: [u8; 16],
+    pub pdata: Vec<u8>,
+}
 
 /// The connection parameters a REQ or REP carries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -91,6 +141,8 @@ pub enum Msg {
     Rej { reason: u16, pdata: Vec<u8> },
     Dreq,
     Drep,
+    SidrReq(SidrReq),
+    SidrRep(SidrRep),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -156,6 +208,49 @@ fn get_conn(b: &[u8], max_pdata: usize) -> Result<ConnInfo, WireError> {
     })
 }
 
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+/// The private data that ends a SIDR body of `fixed` bytes, whose last
+/// fixed byte is its length.
+fn sidr_pdata(b: &[u8], fixed: usize, max: usize) -> Result<Vec<u8>, WireError> {
+    if b.len() < fixed {
+        return Err(WireError::Length);
+    }
+    let n = b[fixed - 1] as usize;
+    if n > max || b.len() != fixed + n {
+        return Err(WireError::Length);
+    }
+    Ok(b[fixed..].to_vec())
+}
+
+fn get_sidr_req(b: &[u8]) -> Result<SidrReq, WireError> {
+    let pdata = sidr_pdata(b, SIDR_REQ_FIXED, SIDR_REQ_PDATA)?;
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&b[8..24]);
+    Ok(SidrReq {
+        qpn: u32_at(b, 0),
+        qkey: u32_at(b, 4),
+        gid,
+        port_space: u16::from_le_bytes([b[24], b[25]]),
+        pdata,
+    })
+}
+
+fn get_sidr_rep(b: &[u8]) -> Result<SidrRep, WireError> {
+    let pdata = sidr_pdata(b, SIDR_REP_FIXED, SIDR_REP_PDATA)?;
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&b[9..25]);
+    Ok(SidrRep {
+        status: b[0],
+        qpn: u32_at(b, 1),
+        qkey: u32_at(b, 5),
+        gid,
+        pdata,
+    })
+}
+
 impl Msg {
     /// Appends the encoded message to `out`. Private data must already be
     /// within its limit (the API checks it and fails with EINVAL).
@@ -175,6 +270,24 @@ impl Msg {
                 out.extend_from_slice(&reason.to_le_bytes());
                 out.push(pdata.len() as u8);
                 out.extend_from_slice(pdata);
+            }
+            Msg::SidrReq(r) => {
+                header(KIND_SIDR_REQ, SIDR_REQ_FIXED + r.pdata.len(), out);
+                out.extend_from_slice(&r.qpn.to_le_bytes());
+                out.extend_from_slice(&r.qkey.to_le_bytes());
+                out.extend_from_slice(&r.gid);
+                out.extend_from_slice(&r.port_space.to_le_bytes());
+                out.push(r.pdata.len() as u8);
+                out.extend_from_slice(&r.pdata);
+            }
+            Msg::SidrRep(r) => {
+                header(KIND_SIDR_REP, SIDR_REP_FIXED + r.pdata.len(), out);
+                out.push(r.status);
+                out.extend_from_slice(&r.qpn.to_le_bytes());
+                out.extend_from_slice(&r.qkey.to_le_bytes());
+                out.extend_from_slice(&r.gid);
+                out.push(r.pdata.len() as u8);
+                out.extend_from_slice(&r.pdata);
             }
             Msg::Mra => header(KIND_MRA, 0, out),
             Msg::Rtu => header(KIND_RTU, 0, out),
@@ -233,6 +346,8 @@ impl Msg {
             KIND_RTU => empty(Msg::Rtu)?,
             KIND_DREQ => empty(Msg::Dreq)?,
             KIND_DREP => empty(Msg::Drep)?,
+            KIND_SIDR_REQ => Msg::SidrReq(get_sidr_req(body)?),
+            KIND_SIDR_REP => Msg::SidrRep(get_sidr_rep(body)?),
             _ => return Err(WireError::Kind),
         };
         Ok(Some((msg, HEADER_LEN + len)))
@@ -261,6 +376,26 @@ mod tests {
         }
     }
 
+    fn sidr_req(pdata: usize) -> SidrReq {
+        SidrReq {
+            qpn: 0x00ab_cdef,
+            qkey: 0x0123_4567,
+            gid: [9; 16],
+            port_space: 0x111,
+            pdata: (0..pdata as u8).rev().collect(),
+        }
+    }
+
+    fn sidr_rep(pdata: usize) -> SidrRep {
+        SidrRep {
+            status: SIDR_SUCCESS,
+            qpn: 0x0012_3456,
+            qkey: 0x0123_4567,
+            gid: [5; 16],
+            pdata: (0..pdata as u8).collect(),
+        }
+    }
+
     #[test]
     fn every_kind_round_trips() {
         let msgs = vec![
@@ -279,6 +414,13 @@ mod tests {
             Msg::Rtu,
             Msg::Dreq,
             Msg::Drep,
+            Msg::SidrReq(sidr_req(0)),
+            Msg::SidrReq(sidr_req(SIDR_REQ_PDATA)),
+            Msg::SidrRep(sidr_rep(SIDR_REP_PDATA)),
+            Msg::SidrRep(SidrRep {
+                status: SIDR_REJECT,
+                ..sidr_rep(3)
+            }),
         ];
         let mut stream = Vec::new();
         for m in &msgs {
@@ -323,6 +465,8 @@ mod tests {
             }
             .to_bytes(),
             Msg::Drep.to_bytes(),
+            Msg::SidrReq(sidr_req(30)).to_bytes(),
+            Msg::SidrRep(sidr_rep(SIDR_REP_PDATA)).to_bytes(),
         ];
         for i in 0..50_000 {
             let mut b = if i % 4 == 3 {
@@ -331,7 +475,7 @@ mod tests {
                 if n >= 6 && rnd() % 2 == 0 {
                     v[..4].copy_from_slice(&MAGIC);
                     v[4] = VERSION;
-                    v[5] = (rnd() % 9) as u8;
+                    v[5] = (rnd() % 11) as u8;
                 }
                 v
             } else {
@@ -374,6 +518,19 @@ mod tests {
         c.pdata = vec![0; REQ_PDATA + 1];
         let b = Msg::Req(c).to_bytes();
         assert_eq!(Msg::decode(&b), Err(WireError::Length));
+        // SIDR messages past their private data limits.
+        let mut r = sidr_req(0);
+        r.pdata = vec![0; SIDR_REQ_PDATA + 1];
+        assert_eq!(
+            Msg::decode(&Msg::SidrReq(r).to_bytes()),
+            Err(WireError::Length)
+        );
+        let mut r = sidr_rep(0);
+        r.pdata = vec![0; SIDR_REP_PDATA + 1];
+        assert_eq!(
+            Msg::decode(&Msg::SidrRep(r).to_bytes()),
+            Err(WireError::Length)
+        );
         // Length byte disagreeing with the body length.
         let mut b = Msg::Rej {
             reason: 1,

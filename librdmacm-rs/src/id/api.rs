@@ -164,6 +164,9 @@ impl CmId {
         if st.phase != Phase::RouteResolved {
             return Err(libc::EINVAL);
         }
+        if self.datagram(&mut st) {
+            return self.sidr_connect(&mut st, p);
+        }
         self.valid_param(&mut st, p)?;
         let pdata = Self::pdata_of(p, REQ_PDATA)?;
         let dev = device::get(st.local.ok_or(libc::EINVAL)?.dev);
@@ -294,6 +297,9 @@ impl CmId {
 
     pub fn accept(self: &Arc<Self>, p: Option<&rdma_conn_param>) -> Res<()> {
         let mut st = self.st.lock();
+        if self.datagram(&mut st) {
+            return self.sidr_accept(&mut st, p);
+        }
         if st.phase != Phase::ReqReceived {
             return Err(libc::EINVAL);
         }
@@ -352,6 +358,9 @@ impl CmId {
 
     pub fn reject(self: &Arc<Self>, pdata: &[u8], reason: u16) -> Res<()> {
         let mut st = self.st.lock();
+        if self.datagram(&mut st) {
+            return self.sidr_reject(&mut st, pdata);
+        }
         if pdata.len() > REJ_PDATA {
             return Err(libc::EINVAL);
         }
@@ -384,20 +393,32 @@ impl CmId {
 
     /// The REJ for a handshake we abandon, with the IB CM's reasons: the
     /// passive side's consumer declined, the active side's stopped waiting.
-    pub(super) fn give_up(st: &IdState) -> Msg {
-        Msg::Rej {
+    /// A datagram request is rejected by its passive side only.
+    pub(super) fn give_up(&self, st: &mut IdState) -> Option<Msg> {
+        if self.datagram(st) {
+            return st.passive.then(|| {
+                Msg::SidrRep(crate::wire::SidrRep {
+                    status: crate::wire::SIDR_REJECT,
+                    ..Default::default()
+                })
+            });
+        }
+        Some(Msg::Rej {
             reason: if st.passive {
                 REJ_CONSUMER_DEFINED
             } else {
                 REJ_TIMEOUT
             },
             pdata: Vec::new(),
-        }
+        })
     }
 
     /// Returns whether a synchronous caller should now wait for an event.
     pub fn disconnect(self: &Arc<Self>) -> Res<bool> {
         let mut st = self.st.lock();
+        if self.datagram(&mut st) {
+            return self.sidr_disconnect(&mut st);
+        }
         let qp = self.qp(&mut st);
         match st.phase {
             Phase::Established | Phase::RepReceived | Phase::RepSent => {
@@ -422,8 +443,9 @@ impl CmId {
                     // it must never leave, so the connection goes with it.
                     self.close_sock(&mut st);
                 } else {
-                    let m = Self::give_up(&st);
-                    self.send(&mut st, &m);
+                    if let Some(m) = self.give_up(&mut st) {
+                        self.send(&mut st, &m);
+                    }
                     self.hang_up(&mut st);
                 }
                 st.phase = Phase::Closed;
@@ -558,8 +580,9 @@ impl CmId {
             if matches!(st.phase, Phase::ReqReceived | Phase::ReqSent) {
                 // The peer learns at once instead of waiting for a timeout,
                 // as the IB CM rejects on behalf of a destroyed id.
-                let m = Self::give_up(&st);
-                self.send(&mut st, &m);
+                if let Some(m) = self.give_up(&mut st) {
+                    self.send(&mut st, &m);
+                }
             }
             self.close_sock(&mut st);
             st.timer_gen += 1;

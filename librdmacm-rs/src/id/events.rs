@@ -33,12 +33,18 @@ impl CmId {
         st.phase = Phase::Closed;
         st.timer_gen += 1;
         let mut ev = self.event(kind, status);
-        ev.post = Post::QpToErr;
+        // A UD QP has no connection to lose: it keeps working.
+        if !self.datagram(st) {
+            ev.post = Post::QpToErr;
+        }
         self.queue(st, ev);
         self.close_sock(st);
     }
 
     pub(super) fn rejected(self: &Arc<Self>, st: &mut IdState, reason: u16, pdata: &[u8]) {
+        if self.datagram(st) {
+            return self.sidr_failed(st, Self::sidr_status_of(reason), pdata);
+        }
         log::warn!(
             "id {:p} (to {}) in {:?}: connection rejected, reason {} ({}; {} bytes of private data)",
             self.raw,

@@ -143,6 +143,9 @@ impl CmId {
 
     pub(super) fn on_eof(self: &Arc<Self>, st: &mut IdState) {
         trace!("id {:p} in {:?}: connection closed", self.raw, st.phase);
+        if self.datagram(st) {
+            return self.sidr_eof(st);
+        }
         match st.phase {
             Phase::ReqSent | Phase::ReqReceived | Phase::RepSent => {
                 self.fail(st, RDMA_CM_EVENT_CONNECT_ERROR, -libc::ECONNRESET)
@@ -168,6 +171,9 @@ impl CmId {
     pub(super) fn handle(self: &Arc<Self>, st: &mut IdState, msg: Msg) {
         use Phase::*;
         trace!("id {:p} in {:?} got {:?}", self.raw, st.phase, msg);
+        if self.datagram(st) {
+            return self.sidr_handle(st, msg);
+        }
         match (st.phase, msg) {
             (ReqSent, Msg::Mra) if !st.mra_seen => {
                 st.mra_seen = true;

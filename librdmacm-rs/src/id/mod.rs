@@ -30,17 +30,20 @@ use crate::error::{errno, trace, Res};
 use crate::ffi;
 use crate::sock;
 use crate::wire::{
-    ConnInfo, Msg, MAX_FRAME, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID, REJ_PDATA, REJ_TIMEOUT,
-    REP_PDATA, REQ_PDATA,
+    ConnInfo, Msg, SidrReq, MAX_FRAME, REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID, REJ_PDATA,
+    REJ_TIMEOUT, REP_PDATA, REQ_PDATA,
 };
 
 mod api;
 mod events;
 mod io;
+mod mcast;
 mod passive;
 mod qp;
 mod resolve;
 mod retrieve;
+mod ud;
+mod xrc;
 
 /// The QP ack timeout when the application sets none (IB encoding:
 /// 4.096 us * 2^14, about 67 ms).
@@ -114,6 +117,10 @@ impl CmTarget for CmId {
 
     fn on_request(self: Arc<Self>, fd: OwnedFd, token: u64, info: ConnInfo, rest: Vec<u8>) {
         CmId::on_request(&self, fd, token, info, rest)
+    }
+
+    fn on_sidr_request(self: Arc<Self>, fd: OwnedFd, token: u64, req: SidrReq) {
+        CmId::on_sidr_request(&self, fd, token, req)
     }
 
     fn on_io(self: Arc<Self>, token: u64, events: u32) {
@@ -201,6 +208,7 @@ pub struct IdState {
     destroyed: bool,
     /// `rdma_create_ep` on a passive id: QP attributes for new connections.
     pub qp_init_attr: Option<ibv_qp_init_attr>,
+    ud: ud::UdState,
 }
 
 struct Counts {
@@ -256,7 +264,7 @@ impl CmId {
         c.channel = chan.c_ptr();
         c.context = context;
         c.ps = ps;
-        c.qp_type = IBV_QPT_RC;
+        c.qp_type = ud::initial_qp_type(ps);
         let raw = Box::into_raw(Box::new(IdBox { c }));
         let id = Arc::new(CmId {
             raw,
@@ -295,6 +303,7 @@ impl CmId {
                 peer: None,
                 destroyed: false,
                 qp_init_attr: None,
+                ud: ud::UdState::default(),
             }),
             counts: Mutex::new(Counts {
                 reported: 0,

@@ -82,7 +82,38 @@ impl CmId {
         fd: &OwnedFd,
         info: &ConnInfo,
     ) -> Result<Arc<CmId>, u16> {
-        if ls.destroyed || ls.phase != Phase::Listening || u32::from(info.port_space) != ls.ps {
+        let new = Self::admit_new(listener, ls, fd, info.port_space, false, info.gid)?;
+        let mut ns = new.st.lock();
+        // As seen from here: the peer's initiator depth is what we must
+        // answer, its responder resources what we may use.
+        ns.rr = info.initiator_depth;
+        ns.idepth = info.responder_resources;
+        ns.retry_count = info.retry_count.min(7);
+        ns.rnr_retry = info.rnr_retry_count.min(7);
+        ns.path_mtu = info.path_mtu.min(Self::port_mtu(&ns)).max(1);
+        ns.peer = Some(info.clone());
+        drop(ns);
+        Ok(new)
+    }
+
+    /// The part of `admit` that connection and datagram requests share: a
+    /// request of port space `ps` (a datagram one if `datagram`) from the
+    /// peer with GID `gid` on `fd`, checked against the listener.
+    pub(super) fn admit_new(
+        listener: &Arc<CmId>,
+        ls: &IdState,
+        fd: &OwnedFd,
+        ps: u16,
+        datagram: bool,
+        gid: [u8; 16],
+    ) -> Result<Arc<CmId>, u16> {
+        // SAFETY: the listener's C struct is live while we hold its lock.
+        let (context, qp_type) = unsafe { ((*listener.c()).context, (*listener.c()).qp_type) };
+        if ls.destroyed
+            || ls.phase != Phase::Listening
+            || u32::from(ps) != ls.ps
+            || (qp_type == IBV_QPT_UD) != datagram
+        {
             return Err(REJ_INVALID_SERVICE_ID);
         }
         if listener.pending_reqs.load(Ordering::Relaxed) >= ls.backlog {
@@ -97,8 +128,6 @@ impl CmId {
         } else {
             ls.chan.clone()
         };
-        // SAFETY: the listener's C struct is live while we hold its lock.
-        let context = unsafe { (*listener.c()).context };
         let new = CmId::new(ls.ps, chan, ls.sync, context);
         let mut ns = new.st.lock();
         if new.set_device(&mut ns, loc).is_err() {
@@ -106,21 +135,14 @@ impl CmId {
             new.forget();
             return Err(REJ_CONSUMER_DEFINED);
         }
+        new.cs(&mut ns).qp_type = qp_type;
         ns.passive = true;
         ns.cm_started = true;
         ns.phase = Phase::ReqReceived;
-        new.set_addrs(&mut ns, local, peer, info.gid);
+        new.set_addrs(&mut ns, local, peer, gid);
         new.set_path(&mut ns);
-        // As seen from here: the peer's initiator depth is what we must
-        // answer, its responder resources what we may use.
-        ns.rr = info.initiator_depth;
-        ns.idepth = info.responder_resources;
-        ns.retry_count = info.retry_count.min(7);
-        ns.rnr_retry = info.rnr_retry_count.min(7);
-        ns.path_mtu = info.path_mtu.min(Self::port_mtu(&ns)).max(1);
         ns.tos = ls.tos;
         ns.ack_timeout = ls.ack_timeout;
-        ns.peer = Some(info.clone());
         drop(ns);
         Ok(new)
     }

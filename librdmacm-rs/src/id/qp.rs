@@ -7,6 +7,10 @@ impl CmId {
 
     /// The attributes `rdma_init_qp_attr` reports for moving a QP to `state`.
     pub(super) fn qp_attr(&self, st: &mut IdState, state: ibv_qp_state) -> Res<(ibv_qp_attr, u32)> {
+        if self.datagram(st) {
+            return Self::ud_qp_attr(st, state);
+        }
+        let qp_type = self.cs(st).qp_type;
         let loc = st.local.ok_or(libc::EINVAL)?;
         let mut a = ibv_qp_attr::zeroed();
         a.qp_state = state;
@@ -43,16 +47,14 @@ impl CmId {
                 a.ah_attr.grh.hop_limit = HOP_LIMIT;
                 a.ah_attr.grh.traffic_class = st.tos;
                 a.ah_attr.port_num = loc.port;
-                Ok((
-                    a,
-                    IBV_QP_STATE
-                        | IBV_QP_AV
-                        | IBV_QP_PATH_MTU
-                        | IBV_QP_DEST_QPN
-                        | IBV_QP_RQ_PSN
-                        | IBV_QP_MAX_DEST_RD_ATOMIC
-                        | IBV_QP_MIN_RNR_TIMER,
-                ))
+                let mask = IBV_QP_STATE
+                    | IBV_QP_AV
+                    | IBV_QP_PATH_MTU
+                    | IBV_QP_DEST_QPN
+                    | IBV_QP_RQ_PSN
+                    | IBV_QP_MAX_DEST_RD_ATOMIC
+                    | IBV_QP_MIN_RNR_TIMER;
+                Ok((a, xrc::qp_mask(qp_type, state, mask)))
             }
             IBV_QPS_RTS => {
                 if st.peer.is_none() {
@@ -63,15 +65,13 @@ impl CmId {
                 a.retry_cnt = st.retry_count;
                 a.rnr_retry = st.rnr_retry;
                 a.max_rd_atomic = st.idepth;
-                Ok((
-                    a,
-                    IBV_QP_STATE
-                        | IBV_QP_TIMEOUT
-                        | IBV_QP_RETRY_CNT
-                        | IBV_QP_RNR_RETRY
-                        | IBV_QP_SQ_PSN
-                        | IBV_QP_MAX_QP_RD_ATOMIC,
-                ))
+                let mask = IBV_QP_STATE
+                    | IBV_QP_TIMEOUT
+                    | IBV_QP_RETRY_CNT
+                    | IBV_QP_RNR_RETRY
+                    | IBV_QP_SQ_PSN
+                    | IBV_QP_MAX_QP_RD_ATOMIC;
+                Ok((a, xrc::qp_mask(qp_type, state, mask)))
             }
             _ => Err(libc::EINVAL),
         }
@@ -79,7 +79,7 @@ impl CmId {
 
     pub fn init_qp_attr(&self, state: ibv_qp_state) -> Res<(ibv_qp_attr, u32)> {
         let mut st = self.st.lock();
-        if state != IBV_QPS_INIT && st.phase == Phase::ReqSent {
+        if state != IBV_QPS_INIT && st.phase == Phase::ReqSent && !self.datagram(&mut st) {
             // Not yet: the active side learns its peer from the REP.
             return Err(libc::EINVAL);
         }
@@ -103,6 +103,9 @@ impl CmId {
         if !c.qp.is_null() || c.verbs.is_null() {
             return Err(libc::EINVAL);
         }
+        self.check_qp_type(&mut st, attr.qp_type)?;
+        Self::xrc_qp_init(&st, attr)?;
+        let c = self.cs(&mut st);
         let verbs = c.verbs;
         if attr.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || attr.pd.is_null() {
             attr.comp_mask |= IBV_QP_INIT_ATTR_PD;
@@ -145,10 +148,14 @@ impl CmId {
             destroy_cqs(self.cs(&mut st));
             return Err(if e == 0 { libc::ENOMEM } else { e });
         }
-        // Ready for ibv_post_recv right away, as librdmacm promises.
-        let init = self
-            .qp_attr(&mut st, IBV_QPS_INIT)
-            .and_then(|(mut a, mask)| modify(qp, &mut a, mask));
+        // Ready for ibv_post_recv right away, as librdmacm promises (and a
+        // UD QP for sending too).
+        let init = if self.datagram(&mut st) {
+            Self::ud_qp_to_rts(&st, qp)
+        } else {
+            self.qp_attr(&mut st, IBV_QPS_INIT)
+                .and_then(|(mut a, mask)| modify(qp, &mut a, mask))
+        };
         if let Err(e) = init {
             // SAFETY: the QP was just created and is not shared yet.
             unsafe { ffi::ibv_destroy_qp(qp) };
@@ -156,8 +163,12 @@ impl CmId {
             return Err(e);
         }
         let c = self.cs(&mut st);
-        // SAFETY: `qp` is live.
-        c.pd = unsafe { (*qp).pd };
+        // SAFETY: `qp` is live. (An XRC receive QP belongs to a domain, not
+        // a PD: the id keeps its own for the SRQs and MRs still to come.)
+        let qp_pd = unsafe { (*qp).pd };
+        if !qp_pd.is_null() {
+            c.pd = qp_pd;
+        }
         c.qp = qp;
         Ok(())
     }
@@ -170,7 +181,11 @@ impl CmId {
             unsafe { ffi::ibv_destroy_qp(c.qp) };
             c.qp = core::ptr::null_mut();
         }
-        destroy_cqs(c);
+        // An XRC SRQ still completes into the receive CQ (rdma-core keeps
+        // it too): it goes with the SRQ.
+        if c.qp_type != IBV_QPT_XRC_RECV || c.srq.is_null() {
+            destroy_cqs(c);
+        }
     }
 
     /// `rdma_create_srq_ex`.
@@ -188,8 +203,9 @@ impl CmId {
             attr.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
         }
         if attr.srq_type == IBV_SRQT_XRC {
-            return Err(libc::EOPNOTSUPP);
+            self.xrc_srq_init(&mut st, attr)?;
         }
+        let c = self.cs(&mut st);
         // SAFETY: `verbs` is open and `attr` valid.
         let srq = unsafe { ffi::create_srq_ex(c.verbs, attr) };
         if srq.is_null() {

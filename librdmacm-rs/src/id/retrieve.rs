@@ -9,6 +9,7 @@ impl CmId {
     pub fn on_retrieve(ev: &mut EventBox) {
         match ev.post {
             Post::None => {}
+            Post::McastJoin => CmId::on_join_retrieved(ev),
             Post::ConnectRequest => {
                 let Some(listener) = cm_id(&ev.owner) else {
                     return;
