@@ -515,6 +515,75 @@ static void ud_multicast_in_process(void)
 	CHECK_RET(ibv_attach_mcast(p.a, &grp, 0), EINVAL);
 }
 
+/* IBV_QP_CREATE_BLOCK_SELF_MCAST_LB: a member that sends to its own group
+ * does not get its datagram back; the other members do, and without the
+ * flag the sender does too. The flag is UD's only. */
+static void ud_multicast_block_self(void)
+{
+	struct udenv u;
+	struct udq a, b, c;
+
+	udenv_open(&u);
+	udq_open(&u, &b, QKEY);
+	udq_open(&u, &c, QKEY);
+	a.cq = CHECK_PTR(ibv_create_cq(u.e.ctx, 64, NULL, NULL, 0));
+	struct ibv_qp_init_attr_ex ia;
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = a.cq;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ia.qp_type = IBV_QPT_RC;
+	ia.pd = u.e.pd;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	ia.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+	errno = 0;
+	CHECK(ibv_create_qp_ex(u.e.ctx, &ia) == NULL);
+	CHECK_EQ(errno, EOPNOTSUPP);
+	ia.qp_type = IBV_QPT_UD;
+	ia.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+	CHECK(ibv_create_qp_ex(u.e.ctx, &ia) == NULL);
+	ia.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+	a.qp = CHECK_PTR(ibv_create_qp_ex(u.e.ctx, &ia));
+	ud_to_rts(a.qp, QKEY);
+	vt_buf_reg(&u.e, &a.r, 8 * SLOT, IBV_ACCESS_LOCAL_WRITE);
+
+	union ibv_gid grp = group_gid(3);
+	CHECK_OK(ibv_attach_mcast(a.qp, &grp, 0));
+	CHECK_OK(ibv_attach_mcast(b.qp, &grp, 0));
+	CHECK_OK(ibv_attach_mcast(c.qp, &grp, 0));
+	struct ibv_ah *mah = make_ah(&u.e, &grp, 1);
+	post_ud_recv(&a, 10, 0, SLOT);
+	post_ud_recv(&b, 20, 0, SLOT);
+	post_ud_recv(&c, 30, 0, SLOT);
+	post_ud_recv(&c, 31, 1, SLOT);
+	/* a (blocking) sends: b and c receive, a does not. */
+	ud_send(&u, a.qp, mah, 0xffffff, QKEY, 1, 1, 100, 0);
+	expect_send_ok(a.cq, 1);
+	expect_ud_recv(&u, &b, 20, 0, 1, 100, a.qp->qp_num);
+	expect_ud_recv(&u, &c, 30, 0, 1, 100, a.qp->qp_num);
+	/* b (not blocking) sends: a and c receive it, and so does b. */
+	post_ud_recv(&b, 21, 1, SLOT);
+	ud_send(&u, b.qp, mah, 0xffffff, QKEY, 2, 2, 60, 0);
+	struct ibv_wc wc[2];
+	vt_poll(b.cq, wc, 2);
+	int got_self = 0, got_send = 0;
+	for (int i = 0; i < 2; i++) {
+		if (wc[i].opcode == IBV_WC_SEND) {
+			CHECK_EQ(wc[i].wr_id, 2);
+			got_send = 1;
+		} else {
+			CHECK_WC(&wc[i], IBV_WC_SUCCESS, IBV_WC_RECV);
+			CHECK_EQ(wc[i].wr_id, 21);
+			CHECK_EQ(wc[i].src_qp, b.qp->qp_num);
+			got_self = 1;
+		}
+	}
+	CHECK(got_self && got_send);
+	expect_ud_recv(&u, &c, 31, 1, 2, 60, b.qp->qp_num);
+	/* a's receive took b's datagram, not its own earlier one. */
+	expect_ud_recv(&u, &a, 10, 0, 2, 60, b.qp->qp_num);
+}
+
 /* A member in another process receives what this one sends. */
 static void ud_multicast_other_process(void)
 {
@@ -570,6 +639,6 @@ static const struct vt_case cases[] = {
 	VT_CASE(ud_receive_too_small),	VT_CASE(ud_rules_and_ah_errors),
 	VT_CASE(ud_lid_only_ah),	VT_CASE(ud_new_post_api),
 	VT_CASE(ud_on_srq),		VT_CASE(ud_multicast_in_process),
-	VT_CASE(ud_multicast_other_process),
+	VT_CASE(ud_multicast_other_process), VT_CASE(ud_multicast_block_self),
 };
 VT_MAIN(cases)

@@ -119,6 +119,9 @@ run_mckey 239.1.2.4 loopback-sendonly $lo_ns "-b 127.0.0.1 -o" \
     $lo_ns "-b 127.0.0.1"
 run_mckey 239.1.2.5 loopback-ipoib $lo_ns "-b 127.0.0.1 -p 0x2" \
     $lo_ns "-b 127.0.0.1 -p 0x2"
+# -l: the sender's QP blocks its own multicast loopback; others still get it.
+run_mckey 239.1.2.7 loopback-nolb $lo_ns "-b 127.0.0.1 -l" \
+    $lo_ns "-b 127.0.0.1"
 
 # --- three hosts on a bridge
 ip netns add $hub || fail "netns"

@@ -72,3 +72,13 @@ mod tests {
         assert!(!is_multicast(&g));
     }
 }
+
+/// Whether `g` is an address of this host (in this network namespace):
+/// one a socket can bind. A syscall: for rare paths only.
+pub fn is_local(g: &[u8; 16]) -> bool {
+    let ip: std::net::IpAddr = match gid_as_ipv4(g) {
+        Some(v4) => std::net::Ipv4Addr::from(v4).into(),
+        None => std::net::Ipv6Addr::from(*g).into(),
+    };
+    ip.is_loopback() || std::net::UdpSocket::bind((ip, 0)).is_ok()
+}

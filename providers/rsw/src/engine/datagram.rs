@@ -296,6 +296,13 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     if !for_us || h.qkey != g.attr.qkey {
         return Rx::Next;
     }
+    // Our own multicast datagram, looped back, on a QP that asked not to
+    // see it (QPNs are this host's UDP ports: the number and a local
+    // source say it is ours).
+    if group.is_some() && g.block_self_mcast && h.src_qpn == qp.qpn && crate::gid::is_local(&d.src)
+    {
+        return Rx::Next;
+    }
     let payload = d.len - DGRAM_HDR_LEN;
     if d.truncated || (payload + GRH_LEN) as u64 > room {
         fail_recv(qp, g, IBV_WC_LOC_LEN_ERR);

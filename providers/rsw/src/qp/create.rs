@@ -63,7 +63,15 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     {
         return Err(libc::EOPNOTSUPP);
     }
-    if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0 {
+    let create_flags = if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 {
+        a.create_flags
+    } else {
+        0
+    };
+    // Blocking multicast loopback is a UD matter; no other flag is ours.
+    if create_flags & !IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0
+        || (create_flags != 0 && a.qp_type != IBV_QPT_UD)
+    {
         return Err(libc::EOPNOTSUPP);
     }
     let send_ops = if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
@@ -201,7 +209,8 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         (None, Some(d)) => (d.fd(), Kind::Datagram),
         (None, None) => return Err(libc::EINVAL),
     };
-    let inner = QpInner::new(a.qp_type, a.sq_sig_all != 0, &cap, listener, dgram);
+    let mut inner = QpInner::new(a.qp_type, a.sq_sig_all != 0, &cap, listener, dgram);
+    inner.block_self_mcast = create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0;
     // On a basic SRQ, an RC or UC QP still has a mailbox: same-host peers
     // take the SRQ's receives and leave the completions here (a ring
     // sized from the SRQ's, bounded: a full one only makes peers wait).

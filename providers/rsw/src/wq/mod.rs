@@ -61,6 +61,9 @@ pub struct QpInner {
     pub mcast: Vec<Group>,
     /// Counts multicast attachments, for their ids.
     pub mcast_seq: usize,
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: the QP does not receive the
+    /// multicast datagrams it sent itself.
+    pub block_self_mcast: bool,
     pub out: Option<OutConn>,
     pub inc: Option<InConn>,
     pub pending: Vec<Option<PendingConn>>,
@@ -131,6 +134,7 @@ impl QpInner {
             dgram,
             mcast: Vec::new(),
             mcast_seq: 0,
+            block_self_mcast: false,
             out: None,
             inc: None,
             pending: Vec::new(),
