@@ -40,6 +40,16 @@ pub fn is_multicast(g: &[u8; 16]) -> bool {
     }
 }
 
+/// Whether `g` is an address of this host (in this network namespace):
+/// one a socket can bind. A syscall: for rare paths only.
+pub fn is_local(g: &[u8; 16]) -> bool {
+    let ip: std::net::IpAddr = match gid_as_ipv4(g) {
+        Some(v4) => std::net::Ipv4Addr::from(v4).into(),
+        None => std::net::Ipv6Addr::from(*g).into(),
+    };
+    ip.is_loopback() || std::net::UdpSocket::bind((ip, 0)).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,14 +81,4 @@ mod tests {
         g[0] = 0xfe;
         assert!(!is_multicast(&g));
     }
-}
-
-/// Whether `g` is an address of this host (in this network namespace):
-/// one a socket can bind. A syscall: for rare paths only.
-pub fn is_local(g: &[u8; 16]) -> bool {
-    let ip: std::net::IpAddr = match gid_as_ipv4(g) {
-        Some(v4) => std::net::Ipv4Addr::from(v4).into(),
-        None => std::net::Ipv6Addr::from(*g).into(),
-    };
-    ip.is_loopback() || std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
