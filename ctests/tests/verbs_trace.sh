@@ -120,6 +120,12 @@ find(lambda r: r["name"] == "ibv_memcpy_to_dm" and n(r["dm"]) == n(exp["dm"]) an
 find(lambda r: r["name"] == "ibv_free_dm" and n(r["dm"]) == n(exp["dm"]) and r["ret"] == 0, "ibv_free_dm")
 find(lambda r: r["name"] == "ibv_query_port" and r["port_num"] == 1 and r["ret"] == 0, "ibv_query_port")
 check(sum(r["name"] == "ibv_destroy_qp" for r in verbs) == 4, "each ibv_destroy_qp traced once")
+# librdmacm's calls around the CM event.
+find(lambda r: r["name"] == "rdma_create_event_channel" and n(r["ret"]) != 0, "rdma_create_event_channel")
+find(lambda r: r["name"] == "rdma_create_id" and r["ps"] == 0x106 and r["ret"] == 0, "rdma_create_id(RDMA_PS_TCP)")
+find(lambda r: r["name"] == "rdma_ack_cm_event" and r["ret"] == 0, "rdma_ack_cm_event")
+find(lambda r: r["name"] == "rdma_destroy_id" and n(r["id"]) == n(exp["cm_id"]) and r["ret"] == 0, "rdma_destroy_id")
+find(lambda r: r["name"] == "rdma_destroy_event_channel", "rdma_destroy_event_channel")
 
 flt = load("filtered.json")
 body = [r for r in flt if r["kind"] != "header"]

@@ -109,104 +109,109 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     hints: *const rdma_addrinfo,
     res: *mut *mut rdma_addrinfo,
 ) -> c_int {
-    if (node.is_null() && service.is_null() && hints.is_null()) || res.is_null() {
-        return to_c(Err(libc::EINVAL));
-    }
-    if let Err(e) = device::all() {
-        return to_c(Err(e));
-    }
-    let empty = rdma_addrinfo::zeroed();
-    // SAFETY: null or valid per the caller.
-    let h = unsafe { hints.as_ref() }.unwrap_or(&empty);
-    // SAFETY: calloc of one zeroed result, owned by the caller afterwards.
-    let rai =
-        unsafe { libc::calloc(1, core::mem::size_of::<rdma_addrinfo>()) } as *mut rdma_addrinfo;
-    if rai.is_null() {
-        return to_c(Err(libc::ENOMEM));
-    }
-    // SAFETY: freshly allocated and zeroed.
-    let r = unsafe { &mut *rai };
-    let result: Result<(), c_int> = (|| {
-        if !node.is_null() || !service.is_null() {
-            let mut ai: *mut libc::addrinfo = null_mut();
-            let aih = hints_to_ai(h);
-            let hp = if hints.is_null() {
-                core::ptr::null()
-            } else {
-                &aih as *const libc::addrinfo
-            };
-            // SAFETY: valid strings and hints; `ai` receives the list.
-            let rc = unsafe { libc::getaddrinfo(node, service, hp, &mut ai) };
-            if rc != 0 {
-                return Err(rc);
-            }
-            // SAFETY: getaddrinfo returned a non-empty list.
-            let conv = unsafe { from_ai(r, h, &*ai) };
-            // SAFETY: the list came from getaddrinfo.
-            unsafe { libc::freeaddrinfo(ai) };
-            conv.map_err(|e| {
-                set_errno(e);
-                -1
-            })?;
-        } else {
-            r.ai_flags = h.ai_flags;
-            r.ai_family = h.ai_family;
-            r.ai_qp_type = h.ai_qp_type;
-            r.ai_port_space = h.ai_port_space;
-            if h.ai_dst_len != 0 && !h.ai_dst_addr.is_null() {
-                // SAFETY: the hint's address is readable for its length.
-                r.ai_dst_addr = unsafe { copy_addr(h.ai_dst_addr, h.ai_dst_len) }.map_err(|e| {
+    verbs_abi::traced!(minus_one, (node, service, hints, res), {
+        if (node.is_null() && service.is_null() && hints.is_null()) || res.is_null() {
+            return to_c(Err(libc::EINVAL));
+        }
+        if let Err(e) = device::all() {
+            return to_c(Err(e));
+        }
+        let empty = rdma_addrinfo::zeroed();
+        // SAFETY: null or valid per the caller.
+        let h = unsafe { hints.as_ref() }.unwrap_or(&empty);
+        // SAFETY: calloc of one zeroed result, owned by the caller afterwards.
+        let rai =
+            unsafe { libc::calloc(1, core::mem::size_of::<rdma_addrinfo>()) } as *mut rdma_addrinfo;
+        if rai.is_null() {
+            return to_c(Err(libc::ENOMEM));
+        }
+        // SAFETY: freshly allocated and zeroed.
+        let r = unsafe { &mut *rai };
+        let result: Result<(), c_int> = (|| {
+            if !node.is_null() || !service.is_null() {
+                let mut ai: *mut libc::addrinfo = null_mut();
+                let aih = hints_to_ai(h);
+                let hp = if hints.is_null() {
+                    core::ptr::null()
+                } else {
+                    &aih as *const libc::addrinfo
+                };
+                // SAFETY: valid strings and hints; `ai` receives the list.
+                let rc = unsafe { libc::getaddrinfo(node, service, hp, &mut ai) };
+                if rc != 0 {
+                    return Err(rc);
+                }
+                // SAFETY: getaddrinfo returned a non-empty list.
+                let conv = unsafe { from_ai(r, h, &*ai) };
+                // SAFETY: the list came from getaddrinfo.
+                unsafe { libc::freeaddrinfo(ai) };
+                conv.map_err(|e| {
                     set_errno(e);
                     -1
                 })?;
-                r.ai_dst_len = h.ai_dst_len;
+            } else {
+                r.ai_flags = h.ai_flags;
+                r.ai_family = h.ai_family;
+                r.ai_qp_type = h.ai_qp_type;
+                r.ai_port_space = h.ai_port_space;
+                if h.ai_dst_len != 0 && !h.ai_dst_addr.is_null() {
+                    // SAFETY: the hint's address is readable for its length.
+                    r.ai_dst_addr =
+                        unsafe { copy_addr(h.ai_dst_addr, h.ai_dst_len) }.map_err(|e| {
+                            set_errno(e);
+                            -1
+                        })?;
+                    r.ai_dst_len = h.ai_dst_len;
+                }
+            }
+            if r.ai_src_len == 0 && h.ai_src_len != 0 && !h.ai_src_addr.is_null() {
+                // SAFETY: as above for the source hint.
+                r.ai_src_addr = unsafe { copy_addr(h.ai_src_addr, h.ai_src_len) }.map_err(|e| {
+                    set_errno(e);
+                    -1
+                })?;
+                r.ai_src_len = h.ai_src_len;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                // SAFETY: checked non-null.
+                unsafe { *res = rai };
+                0
+            }
+            Err(rc) => {
+                // SAFETY: `rai` is ours and partially filled with malloc'd parts.
+                unsafe { rdma_freeaddrinfo(rai) };
+                rc
             }
         }
-        if r.ai_src_len == 0 && h.ai_src_len != 0 && !h.ai_src_addr.is_null() {
-            // SAFETY: as above for the source hint.
-            r.ai_src_addr = unsafe { copy_addr(h.ai_src_addr, h.ai_src_len) }.map_err(|e| {
-                set_errno(e);
-                -1
-            })?;
-            r.ai_src_len = h.ai_src_len;
-        }
-        Ok(())
-    })();
-    match result {
-        Ok(()) => {
-            // SAFETY: checked non-null.
-            unsafe { *res = rai };
-            0
-        }
-        Err(rc) => {
-            // SAFETY: `rai` is ours and partially filled with malloc'd parts.
-            unsafe { rdma_freeaddrinfo(rai) };
-            rc
-        }
-    }
+    })
 }
 
 /// # Safety
 /// `res` must come from `rdma_getaddrinfo` (or be null).
 #[no_mangle]
 pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut rdma_addrinfo) {
-    let mut p = res;
-    while !p.is_null() {
-        // SAFETY: every node and its members were malloc'd by us.
-        unsafe {
-            let next = (*p).ai_next;
-            for m in [
-                (*p).ai_connect,
-                (*p).ai_route,
-                (*p).ai_src_canonname as *mut c_void,
-                (*p).ai_dst_canonname as *mut c_void,
-                (*p).ai_src_addr as *mut c_void,
-                (*p).ai_dst_addr as *mut c_void,
-            ] {
-                libc::free(m);
+    verbs_abi::traced!(void, (res), {
+        let mut p = res;
+        while !p.is_null() {
+            // SAFETY: every node and its members were malloc'd by us.
+            unsafe {
+                let next = (*p).ai_next;
+                for m in [
+                    (*p).ai_connect,
+                    (*p).ai_route,
+                    (*p).ai_src_canonname as *mut c_void,
+                    (*p).ai_dst_canonname as *mut c_void,
+                    (*p).ai_src_addr as *mut c_void,
+                    (*p).ai_dst_addr as *mut c_void,
+                ] {
+                    libc::free(m);
+                }
+                libc::free(p as *mut c_void);
+                p = next;
             }
-            libc::free(p as *mut c_void);
-            p = next;
         }
-    }
+    })
 }

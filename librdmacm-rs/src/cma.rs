@@ -62,21 +62,25 @@ fn sync_complete(id: &Arc<CmId>) -> Res<()> {
 
 #[no_mangle]
 pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
-    let r = device::all().and_then(|_| Channel::create());
-    match r {
-        Ok(ch) => ch.c_ptr(),
-        Err(e) => {
-            set_errno(e);
-            null_mut()
+    verbs_abi::traced!(ptr, (), {
+        let r = device::all().and_then(|_| Channel::create());
+        match r {
+            Ok(ch) => ch.c_ptr(),
+            Err(e) => {
+                set_errno(e);
+                null_mut()
+            }
         }
-    }
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
-    if let Ok(ch) = Channel::lookup(channel) {
-        ch.destroy();
-    }
+    verbs_abi::traced!(void, (channel), {
+        if let Ok(ch) = Channel::lookup(channel) {
+            ch.destroy();
+        }
+    })
 }
 
 fn create_id(
@@ -106,18 +110,20 @@ pub unsafe extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: rdma_port_space,
 ) -> c_int {
-    if id.is_null() {
-        return to_c(Err(libc::EINVAL));
-    }
-    to_c(create_id(channel, context, ps).map(|new| {
-        // SAFETY: checked non-null; the caller provides the slot.
-        unsafe { *id = new.c() }
-    }))
+    verbs_abi::traced!(minus_one, (channel, id, context, ps), {
+        if id.is_null() {
+            return to_c(Err(libc::EINVAL));
+        }
+        to_c(create_id(channel, context, ps).map(|new| {
+            // SAFETY: checked non-null; the caller provides the slot.
+            unsafe { *id = new.c() }
+        }))
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
-    to_c(lookup(id).map(|i| i.destroy()))
+    verbs_abi::traced!(minus_one, (id), { to_c(lookup(id).map(|i| i.destroy())) })
 }
 
 /// # Safety
@@ -163,7 +169,9 @@ pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) ->
 
 #[no_mangle]
 pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
-    to_c(lookup(id).and_then(|i| i.listen(backlog)))
+    verbs_abi::traced!(minus_one, (id, backlog), {
+        to_c(lookup(id).and_then(|i| i.listen(backlog)))
+    })
 }
 
 /// # Safety
@@ -223,8 +231,10 @@ pub unsafe extern "C" fn rdma_reject(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
-    // SAFETY: forwarded caller guarantee.
-    unsafe { reject_with(id, private_data, private_data_len, REJ_CONSUMER_DEFINED) }
+    verbs_abi::traced!(minus_one, (id, private_data, private_data_len), {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { reject_with(id, private_data, private_data_len, REJ_CONSUMER_DEFINED) }
+    })
 }
 
 /// # Safety
@@ -235,15 +245,17 @@ pub unsafe extern "C" fn rdma_reject_ece(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
-    // SAFETY: forwarded caller guarantee.
-    unsafe {
-        reject_with(
-            id,
-            private_data,
-            private_data_len,
-            REJ_VENDOR_OPTION_NOT_SUPPORTED,
-        )
-    }
+    verbs_abi::traced!(minus_one, (id, private_data, private_data_len), {
+        // SAFETY: forwarded caller guarantee.
+        unsafe {
+            reject_with(
+                id,
+                private_data,
+                private_data_len,
+                REJ_VENDOR_OPTION_NOT_SUPPORTED,
+            )
+        }
+    })
 }
 
 #[no_mangle]
@@ -259,12 +271,16 @@ pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
-    to_c(lookup(id).and_then(|i| i.establish()))
+    verbs_abi::traced!(minus_one, (id), {
+        to_c(lookup(id).and_then(|i| i.establish()))
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_notify(id: *mut rdma_cm_id, event: ibv_event_type) -> c_int {
-    to_c(lookup(id).and_then(|i| i.notify(event)))
+    verbs_abi::traced!(minus_one, (id), {
+        to_c(lookup(id).and_then(|i| i.notify(event)))
+    })
 }
 
 /// # Safety
@@ -319,10 +335,12 @@ unsafe fn trace_cm_event(channel: *mut rdma_event_channel, p: *mut rdma_cm_event
 
 #[no_mangle]
 pub extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
-    if event.is_null() || !id::ack(event) {
-        return to_c(Err(libc::EINVAL));
-    }
-    0
+    verbs_abi::traced!(minus_one, (event), {
+        if event.is_null() || !id::ack(event) {
+            return to_c(Err(libc::EINVAL));
+        }
+        0
+    })
 }
 
 #[no_mangle]
@@ -368,12 +386,14 @@ pub unsafe extern "C" fn rdma_set_option(
     optval: *mut c_void,
     optlen: usize,
 ) -> c_int {
-    if optval.is_null() {
-        return to_c(Err(libc::EINVAL));
-    }
-    // SAFETY: readable for `optlen` bytes per the caller.
-    let val = unsafe { core::slice::from_raw_parts(optval as *const u8, optlen) };
-    to_c(lookup(id).and_then(|i| i.set_option(level, optname, val)))
+    verbs_abi::traced!(minus_one, (id, level, optname, optval, optlen), {
+        if optval.is_null() {
+            return to_c(Err(libc::EINVAL));
+        }
+        // SAFETY: readable for `optlen` bytes per the caller.
+        let val = unsafe { core::slice::from_raw_parts(optval as *const u8, optlen) };
+        to_c(lookup(id).and_then(|i| i.set_option(level, optname, val)))
+    })
 }
 
 #[no_mangle]
@@ -404,64 +424,73 @@ fn port_of(sa: &libc::sockaddr_storage) -> u16 {
 /// Returns the port in network byte order, as rdma-core does.
 #[no_mangle]
 pub extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
-    lookup(id)
-        // SAFETY: union members are plain data.
-        .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.src.src_storage })))
-        .unwrap_or(0)
+    verbs_abi::traced!(value, (id), {
+        lookup(id)
+            // SAFETY: union members are plain data.
+            .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.src.src_storage })))
+            .unwrap_or(0)
+    })
 }
 
 /// Returns the port in network byte order, as rdma-core does.
 #[no_mangle]
 pub extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
-    lookup(id)
-        // SAFETY: union members are plain data.
-        .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.dst.dst_storage })))
-        .unwrap_or(0)
+    verbs_abi::traced!(value, (id), {
+        lookup(id)
+            // SAFETY: union members are plain data.
+            .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.dst.dst_storage })))
+            .unwrap_or(0)
+    })
 }
 
 /// # Safety
 /// `num_devices` must be null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
-    let set_num = |n: c_int| {
-        if !num_devices.is_null() {
-            // SAFETY: non-null and writable per the caller.
-            unsafe { *num_devices = n };
-        }
-    };
-    let devs = match device::all() {
-        Ok(d) => d,
-        Err(e) => {
+    verbs_abi::traced!(ptr, (num_devices), {
+        let set_num = |n: c_int| {
+            if !num_devices.is_null() {
+                // SAFETY: non-null and writable per the caller.
+                unsafe { *num_devices = n };
+            }
+        };
+        let devs = match device::all() {
+            Ok(d) => d,
+            Err(e) => {
+                set_num(0);
+                set_errno(e);
+                return null_mut();
+            }
+        };
+        // SAFETY: malloc'd so that rdma_free_devices (and any C code) can free it.
+        let list =
+            unsafe { libc::malloc((devs.len() + 1) * core::mem::size_of::<*mut ibv_context>()) }
+                as *mut *mut ibv_context;
+        if list.is_null() {
             set_num(0);
-            set_errno(e);
+            set_errno(libc::ENOMEM);
             return null_mut();
         }
-    };
-    // SAFETY: malloc'd so that rdma_free_devices (and any C code) can free it.
-    let list = unsafe { libc::malloc((devs.len() + 1) * core::mem::size_of::<*mut ibv_context>()) }
-        as *mut *mut ibv_context;
-    if list.is_null() {
-        set_num(0);
-        set_errno(libc::ENOMEM);
-        return null_mut();
-    }
-    for (i, d) in devs.iter().enumerate() {
-        // SAFETY: `list` has room for devs.len() + 1 pointers.
-        unsafe { *list.add(i) = d.ctx };
-    }
-    // SAFETY: as above.
-    unsafe { *list.add(devs.len()) = null_mut() };
-    set_num(devs.len() as c_int);
-    list
+        for (i, d) in devs.iter().enumerate() {
+            // SAFETY: `list` has room for devs.len() + 1 pointers.
+            unsafe { *list.add(i) = d.ctx };
+        }
+        // SAFETY: as above.
+        unsafe { *list.add(devs.len()) = null_mut() };
+        set_num(devs.len() as c_int);
+        list
+    })
 }
 
 /// # Safety
 /// `list` must come from `rdma_get_devices` (or be null).
 #[no_mangle]
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
-    // SAFETY: allocated with malloc in rdma_get_devices; the contexts stay
-    // open for the life of the process.
-    unsafe { libc::free(list.cast()) };
+    verbs_abi::traced!(void, (list), {
+        // SAFETY: allocated with malloc in rdma_get_devices; the contexts stay
+        // open for the life of the process.
+        unsafe { libc::free(list.cast()) };
+    })
 }
 
 fn attr_to_ex(a: &ibv_qp_init_attr, pd: *mut ibv_pd) -> ibv_qp_init_attr_ex {
@@ -503,11 +532,13 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
-        return to_c(Err(libc::EINVAL));
-    };
-    to_c(lookup(id).and_then(|i| create_qp(&i, pd, a)))
+    verbs_abi::traced!(minus_one, (id, pd, qp_init_attr), {
+        // SAFETY: null or valid per the caller.
+        let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
+            return to_c(Err(libc::EINVAL));
+        };
+        to_c(lookup(id).and_then(|i| create_qp(&i, pd, a)))
+    })
 }
 
 /// # Safety
@@ -517,18 +548,22 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut rdma_cm_id,
     qp_init_attr: *mut ibv_qp_init_attr_ex,
 ) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
-        return to_c(Err(libc::EINVAL));
-    };
-    to_c(lookup(id).and_then(|i| i.create_qp(a)))
+    verbs_abi::traced!(minus_one, (id, qp_init_attr), {
+        // SAFETY: null or valid per the caller.
+        let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
+            return to_c(Err(libc::EINVAL));
+        };
+        to_c(lookup(id).and_then(|i| i.create_qp(a)))
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
-    if let Ok(i) = lookup(id) {
-        i.destroy_qp();
-    }
+    verbs_abi::traced!(void, (id), {
+        if let Ok(i) = lookup(id) {
+            i.destroy_qp();
+        }
+    })
 }
 
 /// # Safety
@@ -539,22 +574,24 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr: *mut ibv_qp_attr,
     qp_attr_mask: *mut c_int,
 ) -> c_int {
-    if qp_attr.is_null() || qp_attr_mask.is_null() {
-        return to_c(Err(libc::EINVAL));
-    }
-    // SAFETY: checked non-null; valid per the caller.
-    let state = unsafe { (*qp_attr).qp_state };
-    to_c(
-        lookup(id)
-            .and_then(|i| i.init_qp_attr(state))
-            .map(|(a, m)| {
-                // SAFETY: as above.
-                unsafe {
-                    *qp_attr = a;
-                    *qp_attr_mask = m as c_int;
-                }
-            }),
-    )
+    verbs_abi::traced!(minus_one, (id, qp_attr, qp_attr_mask), {
+        if qp_attr.is_null() || qp_attr_mask.is_null() {
+            return to_c(Err(libc::EINVAL));
+        }
+        // SAFETY: checked non-null; valid per the caller.
+        let state = unsafe { (*qp_attr).qp_state };
+        to_c(
+            lookup(id)
+                .and_then(|i| i.init_qp_attr(state))
+                .map(|(a, m)| {
+                    // SAFETY: as above.
+                    unsafe {
+                        *qp_attr = a;
+                        *qp_attr_mask = m as c_int;
+                    }
+                }),
+        )
+    })
 }
 
 /// # Safety
@@ -564,11 +601,13 @@ pub unsafe extern "C" fn rdma_create_srq_ex(
     id: *mut rdma_cm_id,
     attr: *mut ibv_srq_init_attr_ex,
 ) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let Some(a) = (unsafe { attr.as_mut() }) else {
-        return to_c(Err(libc::EINVAL));
-    };
-    to_c(lookup(id).and_then(|i| i.create_srq(a)))
+    verbs_abi::traced!(minus_one, (id, attr), {
+        // SAFETY: null or valid per the caller.
+        let Some(a) = (unsafe { attr.as_mut() }) else {
+            return to_c(Err(libc::EINVAL));
+        };
+        to_c(lookup(id).and_then(|i| i.create_srq(a)))
+    })
 }
 
 /// # Safety
@@ -579,31 +618,35 @@ pub unsafe extern "C" fn rdma_create_srq(
     pd: *mut ibv_pd,
     attr: *mut ibv_srq_init_attr,
 ) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let Some(a) = (unsafe { attr.as_mut() }) else {
-        return to_c(Err(libc::EINVAL));
-    };
-    let mut ex = ibv_srq_init_attr_ex::zeroed();
-    ex.srq_context = a.srq_context;
-    ex.attr = a.attr;
-    ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-    ex.pd = pd;
-    let r = lookup(id).and_then(|i| {
-        // An XRC receive id's SRQ is an XRC SRQ, as in rdma-core.
-        let xrc = i.with_c(|c, _| c.qp_type == IBV_QPT_XRC_RECV);
-        ex.srq_type = if xrc { IBV_SRQT_XRC } else { IBV_SRQT_BASIC };
-        i.create_srq(&mut ex)
-    });
-    a.srq_context = ex.srq_context;
-    a.attr = ex.attr;
-    to_c(r)
+    verbs_abi::traced!(minus_one, (id, pd, attr), {
+        // SAFETY: null or valid per the caller.
+        let Some(a) = (unsafe { attr.as_mut() }) else {
+            return to_c(Err(libc::EINVAL));
+        };
+        let mut ex = ibv_srq_init_attr_ex::zeroed();
+        ex.srq_context = a.srq_context;
+        ex.attr = a.attr;
+        ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+        ex.pd = pd;
+        let r = lookup(id).and_then(|i| {
+            // An XRC receive id's SRQ is an XRC SRQ, as in rdma-core.
+            let xrc = i.with_c(|c, _| c.qp_type == IBV_QPT_XRC_RECV);
+            ex.srq_type = if xrc { IBV_SRQT_XRC } else { IBV_SRQT_BASIC };
+            i.create_srq(&mut ex)
+        });
+        a.srq_context = ex.srq_context;
+        a.attr = ex.attr;
+        to_c(r)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
-    if let Ok(i) = lookup(id) {
-        i.destroy_srq();
-    }
+    verbs_abi::traced!(void, (id), {
+        if let Ok(i) = lookup(id) {
+            i.destroy_srq();
+        }
+    })
 }
 
 /// # Safety
@@ -667,18 +710,20 @@ pub unsafe extern "C" fn rdma_create_ep(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let Some(res) = (unsafe { res.as_ref() }) else {
-        return to_c(Err(libc::EINVAL));
-    };
-    if id.is_null() {
-        return to_c(Err(libc::EINVAL));
-    }
-    // SAFETY: forwarded caller guarantees.
-    to_c(unsafe { create_ep(res, pd, qp_init_attr) }.map(|i| {
-        // SAFETY: checked non-null.
-        unsafe { *id = i.c() }
-    }))
+    verbs_abi::traced!(minus_one, (id, res, pd, qp_init_attr), {
+        // SAFETY: null or valid per the caller.
+        let Some(res) = (unsafe { res.as_ref() }) else {
+            return to_c(Err(libc::EINVAL));
+        };
+        if id.is_null() {
+            return to_c(Err(libc::EINVAL));
+        }
+        // SAFETY: forwarded caller guarantees.
+        to_c(unsafe { create_ep(res, pd, qp_init_attr) }.map(|i| {
+            // SAFETY: checked non-null.
+            unsafe { *id = i.c() }
+        }))
+    })
 }
 
 fn destroy_ep(i: &Arc<CmId>) {
@@ -689,9 +734,11 @@ fn destroy_ep(i: &Arc<CmId>) {
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
-    if let Ok(i) = lookup(id) {
-        destroy_ep(&i);
-    }
+    verbs_abi::traced!(void, (id), {
+        if let Ok(i) = lookup(id) {
+            destroy_ep(&i);
+        }
+    })
 }
 
 fn get_request(listen: &Arc<CmId>) -> Res<*mut rdma_cm_id> {
@@ -746,13 +793,15 @@ pub unsafe extern "C" fn rdma_get_request(
     listen: *mut rdma_cm_id,
     id: *mut *mut rdma_cm_id,
 ) -> c_int {
-    if id.is_null() {
-        return to_c(Err(libc::EINVAL));
-    }
-    to_c(lookup(listen).and_then(|l| get_request(&l)).map(|n| {
-        // SAFETY: checked non-null.
-        unsafe { *id = n }
-    }))
+    verbs_abi::traced!(minus_one, (listen, id), {
+        if id.is_null() {
+            return to_c(Err(libc::EINVAL));
+        }
+        to_c(lookup(listen).and_then(|l| get_request(&l)).map(|n| {
+            // SAFETY: checked non-null.
+            unsafe { *id = n }
+        }))
+    })
 }
 
 // -- Multicast, ECE and the newer calls ----------------------------------------
@@ -876,7 +925,7 @@ pub extern "C" fn rdma_resolve_addrinfo(
     _service: *const c_char,
     _hints: *const rdma_addrinfo,
 ) -> c_int {
-    to_c(Err(libc::EOPNOTSUPP))
+    verbs_abi::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }
 
 #[no_mangle]
@@ -884,7 +933,7 @@ pub extern "C" fn rdma_query_addrinfo(
     _id: *mut rdma_cm_id,
     _info: *mut *mut rdma_addrinfo,
 ) -> c_int {
-    to_c(Err(libc::EOPNOTSUPP))
+    verbs_abi::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }
 
 #[no_mangle]
@@ -894,5 +943,5 @@ pub extern "C" fn rdma_write_cm_event(
     _status: c_int,
     _arg: u64,
 ) -> c_int {
-    to_c(Err(libc::EOPNOTSUPP))
+    verbs_abi::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }
