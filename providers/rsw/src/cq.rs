@@ -90,6 +90,10 @@ struct Ring {
     /// How the CQ was armed when it last fired.
     fired: u8,
     error: bool,
+    /// Injected overrun (`faults`): the completion number that overruns
+    /// the CQ, 0 for none; and how many were added.
+    overrun_at: u64,
+    pushed: u64,
 }
 
 impl Ring {
@@ -101,6 +105,8 @@ impl Ring {
             arm: ARM_NONE,
             fired: ARM_NONE,
             error: false,
+            overrun_at: crate::faults::cq_overrun_at(),
+            pushed: 0,
         }
     }
 
@@ -204,7 +210,11 @@ impl Cq {
             return;
         }
         let cap = r.buf.len();
-        if r.len == cap {
+        let injected = r.overrun_at != 0 && {
+            r.pushed += 1;
+            r.pushed == r.overrun_at
+        };
+        if r.len == cap || injected {
             if self.ignore_overrun {
                 return;
             }
