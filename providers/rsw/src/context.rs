@@ -498,6 +498,16 @@ pub(crate) unsafe fn open_device(
     // A run meant to meet faults must not quietly meet none.
     if let Err(e) = crate::faults::config() {
         log::error!("RSW_FAULTS: {e}; refusing to open {}", dev.name);
+        // Said on stderr too, once, whatever the log level: the variable
+        // was set on purpose and nothing will work until it is fixed.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "rsw: RSW_FAULTS: {e}; no rsw device will open"
+            );
+        });
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     }

@@ -19,12 +19,37 @@
 //! cq:overrun[:after=N]
 //! ACTION: delay=T | rnr | rnr=N | fail=STATUS | kill
 //! ```
+//!
+//! A rule counts the QP's requests (`after`) and passes over those its
+//! fault cannot happen to on hardware: RNR only strikes a request that
+//! consumes a receive, a remote access error only one naming remote memory.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use parking_lot::RwLock;
 use verbs_abi::*;
+
+/// What a request is, for the faults that only some requests can meet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Req {
+    /// It consumes a receive at the responder (SEND, WRITE_WITH_IMM): the
+    /// only kind a responder answers RNR.
+    pub takes_recv: bool,
+    /// It names remote memory by rkey (RDMA WRITE, READ, atomics): the
+    /// only kind a responder refuses with a remote access error.
+    pub uses_rkey: bool,
+}
+
+impl Req {
+    fn meets(self, a: Action) -> bool {
+        match a {
+            Action::Rnr(_) | Action::Fail(IBV_WC_RNR_RETRY_EXC_ERR) => self.takes_recv,
+            Action::Fail(IBV_WC_REM_ACCESS_ERR) => self.uses_rkey,
+            _ => true,
+        }
+    }
+}
 
 /// What happens to one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,12 +398,16 @@ impl QpFaults {
         }))
     }
 
-    /// What happens to the next request (call once per request).
-    pub fn next(&mut self) -> Option<Action> {
+    /// What happens to the next request (call once per request). A rule
+    /// passes over requests its fault cannot happen to (see [`Req`]).
+    pub fn next(&mut self, req: Req) -> Option<Action> {
         let k = self.requests;
         self.requests += 1;
         for (r, struck) in self.rules.iter_mut() {
             if k < r.after || *struck >= r.count {
+                continue;
+            }
+            if !req.meets(r.action) {
                 continue;
             }
             if let Some(p) = r.p {
@@ -394,11 +423,11 @@ impl QpFaults {
 
     /// The decision for send-queue entry `seq`, made once however often
     /// its transmission is attempted.
-    pub fn decide(&mut self, seq: u64) -> Option<Action> {
+    pub fn decide(&mut self, seq: u64, req: Req) -> Option<Action> {
         match self.decided {
             Some((s, a)) if s == seq => a,
             _ => {
-                let a = self.next();
+                let a = self.next(req);
                 self.decided = Some((seq, a));
                 a
             }
@@ -494,12 +523,12 @@ mod tests {
     fn after_and_count() {
         let c = parse("qp=5:fail=REM_OP_ERR:after=2:count=2").unwrap();
         let mut f = QpFaults::new(&c, 5).unwrap();
-        let got: Vec<_> = (0..6).map(|_| f.next()).collect();
+        let got: Vec<_> = (0..6).map(|_| f.next(Req::default())).collect();
         let fail = Some(Action::Fail(IBV_WC_REM_OP_ERR));
         assert_eq!(got, vec![None, None, fail, fail, None, None]);
         // Another QP is untouched.
         let mut g = QpFaults::new(&c, 6).unwrap();
-        assert!((0..6).all(|_| g.next().is_none()));
+        assert!((0..6).all(|_| g.next(Req::default()).is_none()));
     }
 
     #[test]
@@ -507,7 +536,11 @@ mod tests {
         let c = parse("seed=42;qp=*:rnr:p=0.3").unwrap();
         let run = |c: &Config, qpn| {
             let mut f = QpFaults::new(c, qpn).unwrap();
-            (0..1000).map(|_| f.next().is_some()).collect::<Vec<_>>()
+            let r = Req {
+                takes_recv: true,
+                uses_rkey: true,
+            };
+            (0..1000).map(|_| f.next(r).is_some()).collect::<Vec<_>>()
         };
         let a = run(&c, 100);
         assert_eq!(a, run(&c, 100));
@@ -522,10 +555,29 @@ mod tests {
     fn a_decision_is_made_once_per_request() {
         let c = parse("qp=*:delay=1ms:count=1").unwrap();
         let mut f = QpFaults::new(&c, 1).unwrap();
-        assert_eq!(f.decide(0), Some(Action::Delay(1_000_000)));
-        assert_eq!(f.decide(0), Some(Action::Delay(1_000_000)));
-        assert_eq!(f.decide(1), None);
+        assert_eq!(f.decide(0, Req::default()), Some(Action::Delay(1_000_000)));
+        assert_eq!(f.decide(0, Req::default()), Some(Action::Delay(1_000_000)));
+        assert_eq!(f.decide(1, Req::default()), None);
         assert_eq!(f.requests, 2);
+    }
+
+    #[test]
+    fn faults_strike_only_requests_they_can_happen_to() {
+        let c = parse("qp=*:rnr:count=1;qp=*:fail=REM_ACCESS_ERR:count=1").unwrap();
+        let mut f = QpFaults::new(&c, 1).unwrap();
+        let send = Req {
+            takes_recv: true,
+            uses_rkey: false,
+        };
+        let write = Req {
+            takes_recv: false,
+            uses_rkey: true,
+        };
+        assert_eq!(f.next(Req::default()), None);
+        assert_eq!(f.next(write), Some(Action::Fail(IBV_WC_REM_ACCESS_ERR)));
+        assert_eq!(f.next(write), None);
+        assert_eq!(f.next(send), Some(Action::Rnr(1)));
+        assert_eq!(f.next(send), None);
     }
 
     #[test]

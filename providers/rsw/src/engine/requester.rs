@@ -740,11 +740,19 @@ fn inject(qp: &Qp, g: &mut QpInner, seq: u64) -> Gate {
         }
         return Gate::Hold;
     }
+    let op = g.sq.wqe(seq).op;
+    let req = crate::faults::Req {
+        takes_recv: matches!(op, Op::Send | Op::SendImm | Op::SendInv | Op::WriteImm),
+        uses_rkey: matches!(
+            op,
+            Op::Write | Op::WriteImm | Op::ReadReq | Op::CmpSwap | Op::FetchAdd | Op::AtomicWrite
+        ),
+    };
     let Some(f) = g.faults.as_mut() else {
         return Gate::Go(Fault::None, 0);
     };
     let fresh = f.decided.is_none_or(|(s, _)| s != seq);
-    let action = f.decide(seq);
+    let action = f.decide(seq, req);
     if fresh && action.is_some() {
         Counters::bump(&g.stats.faults_injected);
         log::info!("qp {:#x}: injecting {action:?}", qp.qpn);
