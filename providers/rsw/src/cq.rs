@@ -136,6 +136,14 @@ pub trait Producer: Send + Sync {
     fn armed(&self) {}
 }
 
+fn kick_all(qps: &[Weak<dyn Producer>]) {
+    for w in qps {
+        if let Some(q) = w.upgrade() {
+            q.kick();
+        }
+    }
+}
+
 #[repr(C)]
 pub struct Cq {
     /// Shared with the application, which reads the poll cursor fields and
@@ -228,11 +236,11 @@ impl Cq {
             );
             // Every QP on this CQ has lost completions: have each move
             // itself to ERR (the caller may hold one QP's lock, so none is
-            // changed from here).
-            for w in self.qps.lock().iter() {
-                if let Some(q) = w.upgrade() {
-                    q.kick();
-                }
+            // changed from here). A poller driving the QPs holds the list
+            // (this may be its own thread, inside `drive`): it kicks them
+            // when it is done.
+            if let Some(qps) = self.qps.try_lock() {
+                kick_all(&qps);
             }
             return;
         }
@@ -297,10 +305,16 @@ impl Cq {
     /// the progress thread that has to produce its completions; this way it
     /// makes the progress itself. QPs busy elsewhere are skipped.
     fn drive(&self) {
-        for w in self.qps.lock().iter() {
+        let qps = self.qps.lock();
+        for w in qps.iter() {
             if let Some(q) = w.upgrade() {
                 q.drive();
             }
+        }
+        // An overrun met while driving could not kick the QPs (`push`
+        // found this lock held): kick them now.
+        if self.overran() {
+            kick_all(&qps);
         }
     }
 

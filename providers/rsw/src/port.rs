@@ -182,6 +182,8 @@ pub fn schedule_faults(rules: &[crate::faults::PortRule], apply: fn(Option<&str>
     for e in clock.events.lock().0.iter() {
         eng.add_timer(e.0, FAULT_SERIAL);
     }
+    // What happens at time 0 is so before the opening device is used.
+    clock.on_timer(now);
     *c = Some(clock);
 }
 

@@ -485,3 +485,52 @@ fn counters_count_exactly() {
     assert_eq!(device_counter(&s, "rsw_lo", "sent_pkts"), dev_sent + 5);
     destroy_qp(p.b);
 }
+
+/// An overrun found by the polling thread itself (its poll drives the
+/// responder, whose first receive completion overruns the CQ): the poll
+/// reports the error, CQ_ERR and QP_FATAL come, nothing deadlocks.
+#[test]
+fn cq_overrun_met_while_polling() {
+    let _l = lock();
+    let p = pair(Default::default(), Default::default(), |_, _| {
+        "cq:overrun".into()
+    });
+    let src = p.buf(64);
+    let dst = p.buf(64);
+    assert_eq!(post_recv(p.b, 70, &mut [dst.sge(0, 64)]), 0);
+    // Busy polling, as ibv_rc_pingpong does, so the poll's own progress
+    // meets the SEND; on another thread, so a deadlock fails the test
+    // instead of hanging it.
+    let cq = p.cq_b as usize;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let poller = std::thread::spawn(move || {
+        let deadline = Instant::now() + WAIT;
+        let mut wc = [ibv_wc::zeroed()];
+        let mut n = 0;
+        while Instant::now() < deadline {
+            n = poll(cq as *mut ibv_cq, &mut wc);
+            if n != 0 {
+                break;
+            }
+        }
+        let _ = tx.send(n);
+    });
+    // Unsignaled: a's CQ stays out of it.
+    let mut sg = [src.sge(0, 8)];
+    let mut wr = send_wr(1, IBV_WR_SEND, &mut sg, 0);
+    assert_eq!(post_send(p.a, &mut wr), 0);
+    assert_eq!(rx.recv_timeout(WAIT * 2), Ok(-1), "the poll hung or did not fail");
+    poller.join().unwrap();
+    let mut ev = get_async(p.c.ctx).expect("CQ_ERR");
+    assert_eq!(ev.event_type, IBV_EVENT_CQ_ERR);
+    // SAFETY: a CQ event names the CQ.
+    assert_eq!(unsafe { ev.element.cq }, p.cq_b);
+    ack_async(&mut ev);
+    let mut ev = get_async(p.c.ctx).expect("QP_FATAL");
+    assert_eq!(ev.event_type, IBV_EVENT_QP_FATAL);
+    // SAFETY: a QP event names the QP.
+    assert_eq!(unsafe { ev.element.qp }, p.b);
+    ack_async(&mut ev);
+    assert!(wait_until(|| qp_state(p.b) == IBV_QPS_ERR));
+    teardown(p);
+}

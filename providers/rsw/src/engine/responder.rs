@@ -1021,12 +1021,17 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
 /// The receive a request lands in cannot take it: the receive completes
 /// with `status`, the requester is told `syn`, and the QP fails.
 fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syndrome) {
-    qp.fail_claimed(g, status);
     if g.reliable() {
         if let Some(inc) = g.inc.as_mut() {
             inc.nak(msn, syn);
         }
+        // The NAK goes out before the receive completes: an application
+        // that exits on seeing that completion would take it along.
+        if !flush(qp, g) {
+            g.inc = None;
+        }
     }
+    qp.fail_claimed(g, status);
     qp.enter_error(
         g,
         &format_args!(
