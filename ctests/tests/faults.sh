@@ -105,6 +105,25 @@ grep -q '^rsw: RSW_FAULTS: in `qp=\*:fail=NOPE`: unknown status `NOPE`' "$TMP/ba
     fail "no clear error for a bad spec"
 echo "ok bad spec: refused with a clear error"
 
+# Connection manager faults (librdmacm): each step fails with the event
+# and status rdma-core delivers.
+for c in 'cm:addr=timeout|RDMA_CM_EVENT_ADDR_ERROR (status -110), wanted RDMA_CM_EVENT_ADDR_RESOLVED' \
+    'cm:route=unreachable|RDMA_CM_EVENT_ROUTE_ERROR (status -113), wanted RDMA_CM_EVENT_ROUTE_RESOLVED' \
+    'cm:connect=reject|RDMA_CM_EVENT_REJECTED (status 28), wanted RDMA_CM_EVENT_ESTABLISHED' \
+    'cm:connect=noservice|RDMA_CM_EVENT_REJECTED (status 8), wanted RDMA_CM_EVENT_ESTABLISHED' \
+    'cm:connect=timeout|RDMA_CM_EVENT_UNREACHABLE (status -110), wanted RDMA_CM_EVENT_ESTABLISHED' \
+    'cm:connect=error|RDMA_CM_EVENT_CONNECT_ERROR (status -104), wanted RDMA_CM_EVENT_ESTABLISHED'; do
+    sum_case "${c%%|*}" "sum_client: got ${c#*|}"
+done
+# The second connect is the one rejected; the first sum goes through.
+sum_case 'cm:connect=reject:after=1' '1 + 2 = 3' 'sum_server: 1 + 2 = 3'
+RSW_FAULTS='cm:connect=maybe' timeout 10 "$CTESTS_BIN/sum_client" 127.0.0.1 1 2 1 \
+    >"$TMP/badcm.out" 2>&1 && fail "sum_client ran with a bad cm: rule"
+grep -Fxq 'sum_client: rdma_resolve_addr failed: Invalid argument' "$TMP/badcm.out" &&
+    grep -q '^librdmacm: RSW_FAULTS: in `cm:connect=maybe`: unknown CM fault' "$TMP/badcm.out" ||
+    fail "no clear error for a bad cm: rule"
+echo "ok bad cm: rule: refused with a clear error"
+
 # rping: the server's RDMA READ of the client's buffer is refused; the
 # client's connection is cut under its second request.
 rping_case() {
@@ -129,6 +148,11 @@ rping_case() {
     echo "ok rping [$side: $spec]: $want"
 }
 rping_case server 'qp=*:fail=REM_ACCESS_ERR' 'cq completion failed status 10'
+port=$(free_port)
+RSW_FAULTS='cm:connect=reject' timeout -k 5 30 rping -c -a 127.0.0.1 -p "$port" -C 1 \
+    >"$TMP/rcm.out" 2>&1 && fail "rping connected through an injected reject"
+expect "$TMP/rcm.out" "cma event RDMA_CM_EVENT_REJECTED, error 28"
+echo "ok rping [client: cm:connect=reject]: cma event RDMA_CM_EVENT_REJECTED, error 28"
 rping_case client 'conn:kill:after=1' 'cq completion failed status 12'
 
 # A port taken down and brought back: the events and the port state.

@@ -24,6 +24,7 @@ mod cma;
 mod device;
 mod engine;
 mod error;
+mod faults;
 mod ffi;
 mod id;
 mod rsocket;

@@ -17,6 +17,7 @@
 //! conn:kill[:OPTIONS]                          same as qp=*:kill
 //! port[=DEVICE]:down@T,up@T,...                T: 500ms, 2s, 100us
 //! cq:overrun[:after=N]
+//! cm:...                                       librdmacm's (its `faults`)
 //! ACTION: delay=T | rnr | rnr=N | fail=STATUS | kill
 //! ```
 //!
@@ -261,8 +262,10 @@ fn rule(c: &mut Config, r: &str) -> Result<(), String> {
             }
         }
         c.cq_overrun_after = Some(after);
+    } else if head == "cm" {
+        // librdmacm's (connection manager faults): it checks them.
     } else {
-        return Err(format!("unknown rule `{head}` (seed=, qp=, conn:, port:, cq:)"));
+        return Err(format!("unknown rule `{head}` (seed=, qp=, conn:, port:, cq:, cm:)"));
     }
     Ok(())
 }
@@ -495,6 +498,8 @@ mod tests {
         assert_eq!(c.cq_overrun_after, Some(3));
         assert_eq!(c.qp[1].action, Action::Fail(IBV_WC_RETRY_EXC_ERR));
         assert_eq!(parse("  ;; \n").unwrap(), Config::default());
+        // librdmacm's rules are left to it.
+        assert_eq!(parse("cm:connect=reject").unwrap(), Config::default());
     }
 
     #[test]
