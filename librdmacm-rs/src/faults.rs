@@ -63,7 +63,10 @@ fn rule(r: &str) -> Result<Rule, String> {
         .ok_or_else(|| format!("`{what}`: expected addr=, route= or connect="))?;
     use Outcome::*;
     let (step, outcome) = match (step, how) {
-        ("addr", "timeout") => (Step::Addr, Event(RDMA_CM_EVENT_ADDR_ERROR, -libc::ETIMEDOUT)),
+        ("addr", "timeout") => (
+            Step::Addr,
+            Event(RDMA_CM_EVENT_ADDR_ERROR, -libc::ETIMEDOUT),
+        ),
         ("addr", "unreachable") => (
             Step::Addr,
             Event(RDMA_CM_EVENT_ADDR_ERROR, -libc::EHOSTUNREACH),
@@ -182,7 +185,8 @@ mod tests {
 
     #[test]
     fn takes_only_cm_rules() {
-        let r = parse("seed=1;qp=*:rnr\ncm:connect=reject:after=1:count=2 # c\ncm:addr=timeout").unwrap();
+        let r = parse("seed=1;qp=*:rnr\ncm:connect=reject:after=1:count=2 # c\ncm:addr=timeout")
+            .unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].step, Step::Connect);
         assert_eq!(r[0].outcome, Outcome::Rejected(28));
@@ -212,7 +216,10 @@ mod tests {
         let mut rules =
             parse("cm:connect=timeout:after=1:count=1;cm:connect=error:after=1").unwrap();
         let timeout = Some(Outcome::Event(RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT));
-        let error = Some(Outcome::Event(RDMA_CM_EVENT_CONNECT_ERROR, -libc::ECONNRESET));
+        let error = Some(Outcome::Event(
+            RDMA_CM_EVENT_CONNECT_ERROR,
+            -libc::ECONNRESET,
+        ));
         assert_eq!(take(&mut rules, Step::Connect), None);
         assert_eq!(take(&mut rules, Step::Addr), None);
         assert_eq!(take(&mut rules, Step::Connect), timeout);

@@ -182,7 +182,8 @@ pub fn link_changed(ifindex: u32, up: bool) {
 }
 
 /// Devices an injected fault took down (None: all of them).
-static FAULT_DOWN: ForkFresh<Mutex<Vec<Option<String>>>> = ForkFresh::new(|| Mutex::new(Vec::new()));
+static FAULT_DOWN: ForkFresh<Mutex<Vec<Option<String>>>> =
+    ForkFresh::new(|| Mutex::new(Vec::new()));
 
 fn fault_down(dev: &str) -> bool {
     FAULT_DOWN

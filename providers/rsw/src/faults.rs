@@ -265,7 +265,9 @@ fn rule(c: &mut Config, r: &str) -> Result<(), String> {
     } else if head == "cm" {
         // librdmacm's (connection manager faults): it checks them.
     } else {
-        return Err(format!("unknown rule `{head}` (seed=, qp=, conn:, port:, cq:, cm:)"));
+        return Err(format!(
+            "unknown rule `{head}` (seed=, qp=, conn:, port:, cq:, cm:)"
+        ));
     }
     Ok(())
 }
@@ -384,12 +386,11 @@ impl QpFaults {
     }
 
     pub fn new(c: &Config, qpn: u32) -> Option<Box<QpFaults>> {
-        let rules: Vec<_> = c
-            .qp
-            .iter()
-            .filter(|r| r.qpn.is_none_or(|q| q == qpn))
-            .map(|r| (r.clone(), 0))
-            .collect();
+        let rules: Vec<_> =
+            c.qp.iter()
+                .filter(|r| r.qpn.is_none_or(|q| q == qpn))
+                .map(|r| (r.clone(), 0))
+                .collect();
         // The same QP number under the same seed draws the same numbers.
         let mut mix = Rng::new(c.seed ^ (qpn as u64).rotate_left(32));
         Some(Box::new(QpFaults {

@@ -151,10 +151,13 @@ impl Target for LinkWatch {
 /// The engine serial of the injected port events' clock.
 const FAULT_SERIAL: u64 = SERIAL + 1;
 
+/// An injected port event: monotonic deadline, device (None: every
+/// one), port up.
+type PortEvent = (u64, Option<String>, bool);
+
 struct FaultClock {
-    /// (monotonic deadline, device or every one, up), in time order, and
-    /// how many have happened.
-    events: Mutex<(Vec<(u64, Option<String>, bool)>, usize)>,
+    /// The events in time order, and how many have happened.
+    events: Mutex<(Vec<PortEvent>, usize)>,
     apply: fn(Option<&str>, bool),
 }
 
@@ -169,9 +172,13 @@ pub fn schedule_faults(rules: &[crate::faults::PortRule], apply: fn(Option<&str>
     }
     let Ok(eng) = engine() else { return };
     let now = crate::util::mono_ns();
-    let mut events: Vec<(u64, Option<String>, bool)> = rules
+    let mut events: Vec<PortEvent> = rules
         .iter()
-        .flat_map(|r| r.events.iter().map(|&(t, up)| (now + t, r.device.clone(), up)))
+        .flat_map(|r| {
+            r.events
+                .iter()
+                .map(|&(t, up)| (now + t, r.device.clone(), up))
+        })
         .collect();
     events.sort_by_key(|e| e.0);
     let clock = Arc::new(FaultClock {

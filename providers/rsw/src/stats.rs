@@ -229,7 +229,14 @@ fn listen(name: &str) -> io::Result<OwnedFd> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let (sa, len) = abstract_addr(name);
     // SAFETY: sa is a valid sockaddr_un of length len.
-    if unsafe { libc::bind(fd.as_raw_fd(), &sa as *const _ as *const libc::sockaddr, len) } < 0 {
+    if unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sa as *const _ as *const libc::sockaddr,
+            len,
+        )
+    } < 0
+    {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: our bound socket.

@@ -112,7 +112,10 @@ fn remote_access_error_after_two() {
             (4, IBV_WC_WR_FLUSH_ERR)
         ]
     );
-    assert_eq!(&dst.snapshot()[..24], &[1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        &dst.snapshot()[..24],
+        &[1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    );
     assert_eq!(next_event(p.c.ctx), IBV_EVENT_QP_ACCESS_ERR);
     assert_eq!(qp_state(p.a), IBV_QPS_ERR);
     assert!(wait_until(|| qp_state(p.b) == IBV_QPS_ERR));
@@ -331,7 +334,11 @@ fn delayed_delivery() {
         statuses(&wait_wcs(p.cq_a, 2)),
         vec![(1, IBV_WC_SUCCESS), (2, IBV_WC_SUCCESS)]
     );
-    assert!(t.elapsed() >= Duration::from_millis(60), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(60),
+        "{:?}",
+        t.elapsed()
+    );
     assert_eq!((dst.snapshot()[0], dst.snapshot()[8]), (1, 2));
     teardown(p);
 }
@@ -462,8 +469,12 @@ fn counters_count_exactly() {
         rkey: dst.rkey(),
     };
     assert_eq!(post_send(p.a, &mut wr), 0);
-    assert!(wait_wcs(p.cq_a, 5).iter().all(|w| w.status == IBV_WC_SUCCESS));
-    assert!(wait_wcs(p.cq_b, 3).iter().all(|w| w.status == IBV_WC_SUCCESS));
+    assert!(wait_wcs(p.cq_a, 5)
+        .iter()
+        .all(|w| w.status == IBV_WC_SUCCESS));
+    assert!(wait_wcs(p.cq_b, 3)
+        .iter()
+        .all(|w| w.status == IBV_WC_SUCCESS));
     let s = stat_lines();
     let (a, b) = (qpn(p.a), qpn(p.b));
     assert_eq!(qp_counter(&s, a, "sent_pkts"), 5);
@@ -519,7 +530,11 @@ fn cq_overrun_met_while_polling() {
     let mut sg = [src.sge(0, 8)];
     let mut wr = send_wr(1, IBV_WR_SEND, &mut sg, 0);
     assert_eq!(post_send(p.a, &mut wr), 0);
-    assert_eq!(rx.recv_timeout(WAIT * 2), Ok(-1), "the poll hung or did not fail");
+    assert_eq!(
+        rx.recv_timeout(WAIT * 2),
+        Ok(-1),
+        "the poll hung or did not fail"
+    );
     poller.join().unwrap();
     let mut ev = get_async(p.c.ctx).expect("CQ_ERR");
     assert_eq!(ev.event_type, IBV_EVENT_CQ_ERR);

@@ -13,8 +13,10 @@ use verbs_abi::*;
 
 fn port_state(ctx: *mut ibv_context) -> ibv_port_state {
     let mut a = ibv_port_attr::zeroed();
-    // SAFETY: ctx is open; a is ours.
-    assert_eq!(unsafe { OPS.query_port.unwrap()(ctx, 1, &mut a, std::mem::size_of::<ibv_port_attr>()) }, 0);
+    let size = std::mem::size_of::<ibv_port_attr>();
+    // SAFETY: ctx is open; a is ours and `size` bytes long.
+    let rc = unsafe { OPS.query_port.unwrap()(ctx, 1, &mut a, size) };
+    assert_eq!(rc, 0);
     a.state
 }
 

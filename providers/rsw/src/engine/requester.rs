@@ -10,12 +10,12 @@ use std::io::ErrorKind;
 
 use verbs_abi::*;
 
+use crate::faults::Action;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
+use crate::stats::Counters;
 use crate::transport::{local, mailbox, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
-use crate::faults::Action;
-use crate::stats::Counters;
 use crate::wire::{
     msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED,
     HDR_LEN,

@@ -30,9 +30,9 @@ use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
+use crate::stats::Counters;
 use crate::transport::{canon_gid, local, Endpoints, MAX_IOV};
 use crate::util::{iov, mono_ns};
-use crate::stats::Counters;
 use crate::wire::{
     Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
 };
@@ -503,10 +503,7 @@ fn settle(qp: &Qp, g: &mut QpInner) {
         return;
     }
     let mut want = 0u32;
-    if !inc.closing
-        && !inc.backlogged()
-        && !matches!(inc.rx, Rx::Stalled(_) | Rx::Held { .. })
-    {
+    if !inc.closing && !inc.backlogged() && !matches!(inc.rx, Rx::Stalled(_) | Rx::Held { .. }) {
         want |= libc::EPOLLIN as u32;
     }
     if !inc.resp.is_empty() {
@@ -671,7 +668,11 @@ fn inv_request(qp: &Qp, g: &mut QpInner, msn: u32) {
 /// (`faults`): this responder takes the path it would take if the fault
 /// were real.
 fn injected(qp: &Qp, g: &mut QpInner, h: Header) {
-    let clean = Header { fault: 0, syndrome: 0, ..h };
+    let clean = Header {
+        fault: 0,
+        syndrome: 0,
+        ..h
+    };
     match Fault::from_u8(h.fault) {
         Fault::Nak => match Syndrome::from_u8(h.syndrome) {
             Some(Syndrome::RemAccess) => access_error(qp, g, h.msn),
