@@ -210,13 +210,21 @@ echo "ok rsw-stat: 5 rping iterations counted exactly"
 timeout -k 5 30 rping -c -a 127.0.0.1 -p "$port" -S 100 -C 0 >"$TMP/c2.out" 2>&1 &
 cpid=$!
 pids+=("$cpid")
+# The live QP's counts grow while the client runs.
+live_sent() {
+    "$STAT" "$spid" >"$TMP/stat2.out" || return 1
+    grep -Eq '^qp 0x[0-9a-f]+ device rsw_lo type RC state RTS$' "$TMP/stat2.out" || return 1
+    sed -n '/^qp /,$p' "$TMP/stat2.out" | awk '$1 == "sent_pkts" { print $2; exit }'
+}
 end=$((SECONDS + 10))
-until "$STAT" "$spid" >"$TMP/stat2.out" && grep -Eq '^qp 0x[0-9a-f]+ device rsw_lo type RC state RTS$' "$TMP/stat2.out"; do
-    ((SECONDS < end)) || fail "no live RC QP in rsw-stat"
+until n=$(live_sent) && ((n > 0)); do
+    ((SECONDS < end)) || fail "no live RC QP sending in rsw-stat"
     sleep 0.05   # polling a condition with a bound
 done
-n=$(sed -n '/^qp /,$p' "$TMP/stat2.out" | awk '$1 == "sent_pkts" { print $2; exit }')
-((n > 0)) || fail "the live QP sent nothing"
+until m=$(live_sent) && ((m > n)); do
+    ((SECONDS < end)) || fail "the live QP's sent_pkts stays at $n"
+    sleep 0.05   # polling a condition with a bound
+done
 kill -- "-$cpid" "$cpid" 2>/dev/null
 "$STAT" 1 >/dev/null 2>&1 && fail "rsw-stat answered for pid 1"
 "$STAT" nope >/dev/null 2>&1
