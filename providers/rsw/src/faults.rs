@@ -23,7 +23,8 @@
 //!
 //! A rule counts the QP's requests (`after`) and passes over those its
 //! fault cannot happen to on hardware: RNR only strikes a request that
-//! consumes a receive, a remote access error only one naming remote memory.
+//! consumes a receive, a remote access error only one naming remote memory,
+//! and on UC nothing a responder would have to answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -40,10 +41,19 @@ pub struct Req {
     /// It names remote memory by rkey (RDMA WRITE, READ, atomics): the
     /// only kind a responder refuses with a remote access error.
     pub uses_rkey: bool,
+    /// An unreliable (UC) QP's: no responder answers it, so only delays,
+    /// local errors and killed connections happen to it.
+    pub unreliable: bool,
 }
 
 impl Req {
     fn meets(self, a: Action) -> bool {
+        if self.unreliable {
+            return match a {
+                Action::Fail(st) => is_local(st),
+                _ => !matches!(a, Action::Rnr(_)),
+            };
+        }
         match a {
             Action::Rnr(_) | Action::Fail(IBV_WC_RNR_RETRY_EXC_ERR) => self.takes_recv,
             Action::Fail(IBV_WC_REM_ACCESS_ERR) => self.uses_rkey,
@@ -545,6 +555,7 @@ mod tests {
             let r = Req {
                 takes_recv: true,
                 uses_rkey: true,
+                unreliable: false,
             };
             (0..1000).map(|_| f.next(r).is_some()).collect::<Vec<_>>()
         };
@@ -573,12 +584,19 @@ mod tests {
         let mut f = QpFaults::new(&c, 1).unwrap();
         let send = Req {
             takes_recv: true,
-            uses_rkey: false,
+            ..Req::default()
         };
         let write = Req {
             takes_recv: false,
             uses_rkey: true,
+            unreliable: false,
         };
+        let uc_send = Req {
+            takes_recv: true,
+            uses_rkey: false,
+            unreliable: true,
+        };
+        assert_eq!(f.next(uc_send), None);
         assert_eq!(f.next(Req::default()), None);
         assert_eq!(f.next(write), Some(Action::Fail(IBV_WC_REM_ACCESS_ERR)));
         assert_eq!(f.next(write), None);

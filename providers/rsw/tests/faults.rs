@@ -549,3 +549,58 @@ fn cq_overrun_met_while_polling() {
     assert!(wait_until(|| qp_state(p.b) == IBV_QPS_ERR));
     teardown(p);
 }
+
+/// UC: nothing answers a UC request, so remote statuses and RNR pass it
+/// by (the WRITE lands); a local status still fails it.
+#[test]
+fn uc_meets_only_what_uc_can() {
+    let _l = lock();
+    rsw::faults::configure(None).unwrap();
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let cq_a = c.cq(16, null_mut());
+    let cq_b = c.cq(16, null_mut());
+    let mk = |cq| {
+        let mut at = c.qp_attr(pd, cq, cq);
+        at.qp_type = IBV_QPT_UC;
+        c.create_qp(&mut at)
+    };
+    let (a, b) = (mk(cq_a), mk(cq_b));
+    rsw::faults::configure(Some(&format!(
+        "qp={:#x}:fail=REM_ACCESS_ERR:count=1;qp={:#x}:rnr;qp={:#x}:fail=LOC_LEN_ERR:after=1",
+        qpn(a),
+        qpn(a),
+        qpn(a)
+    )))
+    .unwrap();
+    let o = ConnOpts::default();
+    for (q, peer) in [(a, b), (b, a)] {
+        to_init(q, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+        let (mut at, _) = rtr_attr(qpn(peer), &o);
+        let mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+        assert_eq!(modify(q, &mut at, mask), 0);
+    }
+    for q in [a, b] {
+        let mut at = ibv_qp_attr::zeroed();
+        at.qp_state = IBV_QPS_RTS;
+        assert_eq!(modify(q, &mut at, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    }
+    let p = Pair {
+        c,
+        pd,
+        cq_a,
+        cq_b,
+        a,
+        b,
+    };
+    let mut src = p.buf(64);
+    let dst = p.buf(64);
+    post_writes(&p, &mut src, &dst, 2);
+    assert_eq!(
+        statuses(&wait_wcs(p.cq_a, 2)),
+        vec![(1, IBV_WC_SUCCESS), (2, IBV_WC_LOC_LEN_ERR)]
+    );
+    assert!(wait_until(|| dst.snapshot()[0] == 1));
+    assert_eq!(qp_state(p.b), IBV_QPS_RTS);
+    teardown(p);
+}

@@ -747,6 +747,7 @@ fn inject(qp: &Qp, g: &mut QpInner, seq: u64) -> Gate {
             op,
             Op::Write | Op::WriteImm | Op::ReadReq | Op::CmpSwap | Op::FetchAdd | Op::AtomicWrite
         ),
+        unreliable: !g.reliable(),
     };
     let Some(f) = g.faults.as_mut() else {
         return Gate::Go(Fault::None, 0);
