@@ -98,6 +98,11 @@ sum_case 'port=rsw_lo:down@0s' \
 start=$(date +%s%N)
 sum_case 'seed=7;qp=*:delay=300ms' '1 + 2 = 3' 'sum_server: 1 + 2 = 3'
 (( ($(date +%s%N) - start) >= 300000000 )) || fail "a 300 ms delay took less"
+# The same rules from a file, with comments: an injected lost request.
+printf '%s\n' '# the first request is lost' 'seed=3' 'qp=*:fail=RETRY_EXC_ERR   # no answer comes' \
+    >"$TMP/faults.conf"
+RSW_FAULTS_FILE=$TMP/faults.conf sum_case '' \
+    'sum_client: wr 1 completed with transport retry counter exceeded'
 # A bad spec: said on stderr, and no device opens.
 RSW_FAULTS='qp=*:fail=NOPE' timeout 10 "$CTESTS_BIN/sum_client" 127.0.0.1 1 2 1 \
     >"$TMP/bad.out" 2>&1 && fail "sum_client ran with a bad RSW_FAULTS"
