@@ -604,3 +604,33 @@ fn uc_meets_only_what_uc_can() {
     assert_eq!(qp_state(p.b), IBV_QPS_RTS);
     teardown(p);
 }
+
+/// `fail=RNR_RETRY_EXC_ERR` against a requester that retries RNR forever
+/// (`rnr_retry` 7): it waits, as on hardware, and its RNR wait notices
+/// keep its short transport retry budget from running out.
+#[test]
+fn rnr_forever_waits() {
+    let _l = lock();
+    let oa = ConnOpts {
+        timeout: 14,
+        retry_cnt: 1,
+        ..Default::default()
+    };
+    let p = pair(oa, Default::default(), |a, _| {
+        format!("qp={a}:fail=RNR_RETRY_EXC_ERR")
+    });
+    let src = p.buf(64);
+    let dst = p.buf(64);
+    assert_eq!(post_recv(p.b, 70, &mut [dst.sge(0, 64)]), 0);
+    let mut sg = [src.sge(0, 8)];
+    let mut wr = send_wr(5, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(p.a, &mut wr), 0);
+    // Four transport retry budgets (about 135 ms each).
+    assert_no_wc(p.cq_a, Duration::from_millis(600));
+    assert_no_wc(p.cq_b, Duration::from_millis(1));
+    assert_eq!(qp_state(p.a), IBV_QPS_RTS);
+    let s = stat_lines();
+    assert_eq!(qp_counter(&s, qpn(p.a), "rcvd_rnr_err"), 1);
+    assert_eq!(qp_counter(&s, qpn(p.a), "local_ack_timeout_err"), 0);
+    teardown(p);
+}

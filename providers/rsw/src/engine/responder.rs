@@ -695,8 +695,17 @@ fn injected(qp: &Qp, g: &mut QpInner, h: Header) {
             let retries = h.rnr_retry() as u64;
             let period = rnr_timer_ns(g.attr.min_rnr_timer);
             let exceeded = retries < 7 && n > retries;
-            let wait = period * if exceeded { retries + 1 } else { n };
-            hold(qp, g, clean, mono_ns() + wait, exceeded);
+            let until = if exceeded {
+                mono_ns() + period * (retries + 1)
+            } else if n == 255 {
+                // RNR every time against a requester that retries forever:
+                // it waits forever, as on hardware (kept apart from a lost
+                // request's u64::MAX, which sends no RNR notices).
+                u64::MAX - 1
+            } else {
+                mono_ns() + period * n
+            };
+            hold(qp, g, clean, until, exceeded);
         }
         // Lost: nothing is read or answered any more.
         Fault::Drop => hold(qp, g, clean, u64::MAX, false),
@@ -718,7 +727,9 @@ fn hold(qp: &Qp, g: &mut QpInner, h: Header, until: u64, rnr_exceeded: bool) {
     inc.rnr_notice_at = mono_ns() + RNR_NOTICE_NS;
     if let Ok(e) = engine() {
         e.add_timer(inc.rnr_notice_at, qp.serial);
-        e.add_timer(until, qp.serial);
+        if until < u64::MAX - 1 {
+            e.add_timer(until, qp.serial);
+        }
     }
 }
 
