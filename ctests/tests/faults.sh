@@ -145,11 +145,13 @@ rping_case() {
     local crc=$?
     wait "$spid"
     local src=$?
-    local out=$TMP/rc.out good=$src
-    [ "$side" = server ] && { out=$TMP/rs.out; good=$crc; }
+    local out=$TMP/rc.out good=$src other=server other_out=$TMP/rs.out
+    [ "$side" = server ] && { out=$TMP/rs.out; good=$crc; other=client; other_out=$TMP/rc.out; }
     expect "$out" "$want"
     expect "$out" "rping $side failed: -1"
     ((good == 0)) || fail "[$side $spec] the other side failed too"
+    # The failing side disconnects: its peer gets RDMA_CM_EVENT_DISCONNECTED.
+    expect "$other_out" "$other DISCONNECT EVENT..."
     echo "ok rping [$side: $spec]: $want"
 }
 rping_case server 'qp=*:fail=REM_ACCESS_ERR' 'cq completion failed status 10'
