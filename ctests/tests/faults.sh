@@ -98,6 +98,26 @@ sum_case 'port=rsw_lo:down@0s' \
 start=$(date +%s%N)
 sum_case 'seed=7;qp=*:delay=300ms' '1 + 2 = 3' 'sum_server: 1 + 2 = 3'
 (( ($(date +%s%N) - start) >= 300000000 )) || fail "a 300 ms delay took less"
+# Deterministic: with a probability, the same seed strikes the same
+# requests every run (4 runs of a 50% fault on each of the 2 requests).
+outcomes=()
+for i in 1 2 3 4; do
+    port=$(free_port)
+    timeout -k 5 30 "$CTESTS_BIN/sum_server" "$port" >"$TMP/server.out" 2>&1 &
+    spid=$!
+    pids+=("$spid")
+    wait_listen "$port" || fail "sum_server did not listen on $port"
+    RSW_FAULTS='seed=11;qp=*:fail=REM_OP_ERR:p=0.5' timeout -k 5 30 \
+        "$CTESTS_BIN/sum_client" 127.0.0.1 1 2 "$port" >"$TMP/client.out" 2>&1
+    outcomes+=("$? $(tr '\n' ' ' <"$TMP/client.out")")
+    kill -- "-$spid" "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+done
+for o in "${outcomes[@]}"; do
+    [ "$o" = "${outcomes[0]}" ] || fail "runs differ: '${outcomes[0]}' vs '$o'"
+done
+echo "ok deterministic: 4 runs, each: ${outcomes[0]}"
+
 # The same rules from a file, with comments: an injected lost request.
 printf '%s\n' '# the first request is lost' 'seed=3' 'qp=*:fail=RETRY_EXC_ERR   # no answer comes' \
     >"$TMP/faults.conf"

@@ -7,7 +7,7 @@
 //! RNR wait, a retry timer running out, a CQ overflowing, a port event),
 //! so this module only says *what* and *when*. Decisions are deterministic:
 //! every QP draws from its own generator, seeded from the spec's seed and
-//! the QP's number, so a run repeats exactly.
+//! the QP's ordinal in the process, so a run repeats exactly.
 //!
 //! Grammar (rules separated by `;` or new lines; `#` starts a comment):
 //!
@@ -26,7 +26,7 @@
 //! consumes a receive, a remote access error only one naming remote memory,
 //! and on UC nothing a responder would have to answer.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use parking_lot::RwLock;
@@ -321,6 +321,8 @@ static CONFIG: LazyLock<RwLock<Loaded>> = LazyLock::new(|| {
 });
 /// Faults are configured (a cheap test for the rare paths that ask).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// QPs given fault state so far in this process (see [`QpFaults::for_qp`]).
+static ORDINAL: AtomicU64 = AtomicU64::new(0);
 
 /// The configuration, or why the spec is wrong (devices refuse to open
 /// then: a run meant to meet faults must not quietly meet none).
@@ -385,31 +387,34 @@ pub struct QpFaults {
 }
 
 impl QpFaults {
-    /// The state for QP `qpn` under the current configuration, if any
-    /// rule can touch it.
+    /// The state for QP `qpn` under the current configuration (None
+    /// without one), drawing from the generator of the QP's ordinal: the
+    /// how-manieth QP of the process to connect. Not its number, which is
+    /// a port the kernel picks anew each run: a program that connects its
+    /// QPs in the same order meets the same faults every run.
     pub fn for_qp(qpn: u32) -> Option<Box<QpFaults>> {
         if !active() {
             return None;
         }
         let c = config().ok().flatten()?;
-        QpFaults::new(&c, qpn)
+        let ordinal = ORDINAL.fetch_add(1, Ordering::Relaxed);
+        Some(QpFaults::new(&c, qpn, ordinal))
     }
 
-    pub fn new(c: &Config, qpn: u32) -> Option<Box<QpFaults>> {
+    pub fn new(c: &Config, qpn: u32, ordinal: u64) -> Box<QpFaults> {
         let rules: Vec<_> =
             c.qp.iter()
                 .filter(|r| r.qpn.is_none_or(|q| q == qpn))
                 .map(|r| (r.clone(), 0))
                 .collect();
-        // The same QP number under the same seed draws the same numbers.
-        let mut mix = Rng::new(c.seed ^ (qpn as u64).rotate_left(32));
-        Some(Box::new(QpFaults {
+        let mut mix = Rng::new(c.seed ^ ordinal.rotate_left(32));
+        Box::new(QpFaults {
             rules,
             rng: Rng::new(mix.next_u64()),
             requests: 0,
             hold_until: 0,
             decided: None,
-        }))
+        })
     }
 
     /// What happens to the next request (call once per request). A rule
@@ -538,20 +543,20 @@ mod tests {
     #[test]
     fn after_and_count() {
         let c = parse("qp=5:fail=REM_OP_ERR:after=2:count=2").unwrap();
-        let mut f = QpFaults::new(&c, 5).unwrap();
+        let mut f = QpFaults::new(&c, 5, 0);
         let got: Vec<_> = (0..6).map(|_| f.next(Req::default())).collect();
         let fail = Some(Action::Fail(IBV_WC_REM_OP_ERR));
         assert_eq!(got, vec![None, None, fail, fail, None, None]);
         // Another QP is untouched.
-        let mut g = QpFaults::new(&c, 6).unwrap();
+        let mut g = QpFaults::new(&c, 6, 0);
         assert!((0..6).all(|_| g.next(Req::default()).is_none()));
     }
 
     #[test]
-    fn deterministic_per_seed_and_qp() {
+    fn deterministic_per_seed_and_ordinal() {
         let c = parse("seed=42;qp=*:rnr:p=0.3").unwrap();
-        let run = |c: &Config, qpn| {
-            let mut f = QpFaults::new(c, qpn).unwrap();
+        let run = |c: &Config, qpn, ordinal| {
+            let mut f = QpFaults::new(c, qpn, ordinal);
             let r = Req {
                 takes_recv: true,
                 uses_rkey: true,
@@ -559,19 +564,21 @@ mod tests {
             };
             (0..1000).map(|_| f.next(r).is_some()).collect::<Vec<_>>()
         };
-        let a = run(&c, 100);
-        assert_eq!(a, run(&c, 100));
-        assert_ne!(a, run(&c, 101));
+        let a = run(&c, 100, 0);
+        // The QP number (a port, new each run) does not change the draws;
+        // the ordinal and the seed do.
+        assert_eq!(a, run(&c, 4321, 0));
+        assert_ne!(a, run(&c, 100, 1));
         let hits = a.iter().filter(|&&x| x).count();
         assert!((230..370).contains(&hits), "{hits} of 1000 at p=0.3");
         let c2 = parse("seed=43;qp=*:rnr:p=0.3").unwrap();
-        assert_ne!(a, run(&c2, 100));
+        assert_ne!(a, run(&c2, 100, 0));
     }
 
     #[test]
     fn a_decision_is_made_once_per_request() {
         let c = parse("qp=*:delay=1ms:count=1").unwrap();
-        let mut f = QpFaults::new(&c, 1).unwrap();
+        let mut f = QpFaults::new(&c, 1, 0);
         assert_eq!(f.decide(0, Req::default()), Some(Action::Delay(1_000_000)));
         assert_eq!(f.decide(0, Req::default()), Some(Action::Delay(1_000_000)));
         assert_eq!(f.decide(1, Req::default()), None);
@@ -581,7 +588,7 @@ mod tests {
     #[test]
     fn faults_strike_only_requests_they_can_happen_to() {
         let c = parse("qp=*:rnr:count=1;qp=*:fail=REM_ACCESS_ERR:count=1").unwrap();
-        let mut f = QpFaults::new(&c, 1).unwrap();
+        let mut f = QpFaults::new(&c, 1, 0);
         let send = Req {
             takes_recv: true,
             ..Req::default()
