@@ -8,7 +8,7 @@
 #   make soak         10^7 checksummed messages, thousands of QPs (not in test)
 #   make test         build everything and run every test (ctests/harness.sh)
 #   make install      copy build/ to $(DESTDIR)$(PREFIX) and $(DESTDIR)$(SYSCONFDIR)
-#                     (rsw-run and rsw-sysfs to $(BINDIR))
+#                     (rsw-run, rsw-sysfs and rsw-stat to $(BINDIR))
 #   make uninstall    remove what install copied
 #   make deb          Debian packages replacing rdma-core's, into build/deb/
 #   make lint         cargo fmt --check and cargo clippy (not part of `test`)
@@ -135,7 +135,7 @@ $(BUILD)/ctests/%: ctests/src/%.c $(HEADERS)
 # rsw-run (tools/rsw-run) and the program that writes the kernel's view of
 # our devices for it (tools/rsw-sysfs.c), in build/bin beside each other.
 # rsw-sysfs finds libibverbs.so.1 in ../lib when LD_LIBRARY_PATH does not say.
-tools: $(BUILD)/bin/rsw-run $(BUILD)/bin/rsw-sysfs
+tools: $(BUILD)/bin/rsw-run $(BUILD)/bin/rsw-sysfs $(BUILD)/bin/rsw-stat
 
 $(BUILD)/bin/rsw-run: tools/rsw-run
 	@$(PUT); put '$<' '$@' 0755
@@ -149,6 +149,11 @@ $(BUILD)/bin/rsw-sysfs: tools/rsw-sysfs.c $(HEADERS) | build-tree
 	@if grep -E '/usr/include/(infiniband|rdma)/' $@.d >&2; then \
 	  echo "$<: the headers above come from the system, not from include/" >&2; \
 	  rm -f $@; exit 1; fi
+
+# rsw-stat (tools/rsw-stat.c): prints a running process's rsw counters.
+$(BUILD)/bin/rsw-stat: tools/rsw-stat.c | build-tree
+	@mkdir -p $(@D)
+	$(CC) $(TOOLS_CFLAGS) -o $@ $<
 
 # ---------------------------------------------------------------------------
 # (The harness gets make's path through SUBMAKE: a recipe naming $(MAKE)
@@ -202,6 +207,7 @@ install: all
 	  '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d/rsw.driver'
 	install -m 0755 '$(BUILD)/bin/rsw-run' '$(DESTDIR)$(BINDIR)/rsw-run'
 	install -m 0755 '$(BUILD)/bin/rsw-sysfs' '$(DESTDIR)$(BINDIR)/rsw-sysfs'
+	install -m 0755 '$(BUILD)/bin/rsw-stat' '$(DESTDIR)$(BINDIR)/rsw-stat'
 	cd include && find . -type f | sort | while read -r f; do \
 	  install -D -m 0644 "$$f" '$(DESTDIR)$(INCLUDEDIR)'/"$${f#./}" || exit 1; done
 	$(call pcgen,pkgconfig/libibverbs.pc.in,$(PREFIX),$(call pcdir,$(LIBDIR)),$(call pcdir,$(INCLUDEDIR)),$(IBVERBS_PC_VERSION)) \
@@ -213,7 +219,7 @@ install: all
 	  echo ldconfig; ldconfig; fi
 
 uninstall:
-	rm -f '$(DESTDIR)$(BINDIR)/rsw-run' '$(DESTDIR)$(BINDIR)/rsw-sysfs' \
+	rm -f '$(DESTDIR)$(BINDIR)/rsw-run' '$(DESTDIR)$(BINDIR)/rsw-sysfs' '$(DESTDIR)$(BINDIR)/rsw-stat' \
 	  '$(DESTDIR)$(LIBDIR)/libibverbs.so.1' '$(DESTDIR)$(LIBDIR)/libibverbs.so' \
 	  '$(DESTDIR)$(LIBDIR)/librdmacm.so.1' '$(DESTDIR)$(LIBDIR)/librdmacm.so' \
 	  '$(DESTDIR)$(LIBDIR)/libibverbs/librsw-rdmav34.so' \

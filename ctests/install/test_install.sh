@@ -68,11 +68,11 @@ driver=$etc/libibverbs.d/rsw.driver
 [[ $(cat "$driver") == "driver rsw" ]] || fail "$driver says '$(cat "$driver")', not 'driver rsw'"
 ok "driver file $SYSCONFDIR/libibverbs.d/rsw.driver"
 
-for t in rsw-run rsw-sysfs; do
+for t in rsw-run rsw-sysfs rsw-stat; do
 	[[ -x $dest$BINDIR/$t ]] || fail "$BINDIR/$t missing or not executable"
 	cmp -s "$dest$BINDIR/$t" "$BUILD/bin/$t" || fail "$BINDIR/$t differs from build/"
 done
-ok "rsw-run and rsw-sysfs in $BINDIR"
+ok "rsw-run, rsw-sysfs and rsw-stat in $BINDIR"
 
 nh=0
 while IFS= read -r -d '' h; do

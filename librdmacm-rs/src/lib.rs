@@ -26,6 +26,7 @@ mod cma;
 mod device;
 mod engine;
 mod error;
+mod faults;
 mod ffi;
 mod id;
 mod rsocket;

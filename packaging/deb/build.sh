@@ -5,7 +5,8 @@
 #   libibverbs1-rs        libibverbs.so.1          replaces libibverbs1
 #   librdmacm1-rs         librdmacm.so.1           replaces librdmacm1
 #   ibverbs-provider-rsw  the rsw provider and /etc/libibverbs.d/rsw.driver
-#   rsw-tools             rsw-run (the kernel's view of the rsw devices)
+#   rsw-tools             rsw-run (the kernel's view of the rsw devices),
+#                         rsw-stat (a running process's rsw counters)
 #   libibverbs-rs-dev     <infiniband/*.h>, libibverbs.so, libibverbs.pc
 #   librdmacm-rs-dev      <rdma/*.h>, <infiniband/ib.h>, librdmacm.so, librdmacm.pc
 #
@@ -77,7 +78,7 @@ done < <(find "$root/usr/include/infiniband" -type f -print0 | sort -z)
 take libibverbs1-rs "$libdir/libibverbs.so.1"
 take librdmacm1-rs "$libdir/librdmacm.so.1"
 take ibverbs-provider-rsw "$libdir/libibverbs/librsw-rdmav34.so" etc/libibverbs.d/rsw.driver
-take rsw-tools usr/bin/rsw-run usr/bin/rsw-sysfs
+take rsw-tools usr/bin/rsw-run usr/bin/rsw-sysfs usr/bin/rsw-stat
 take libibverbs-rs-dev "$libdir/libibverbs.so" "$libdir/pkgconfig/libibverbs.pc" "${verbs_headers[@]}"
 take librdmacm-rs-dev "$libdir/librdmacm.so" "$libdir/pkgconfig/librdmacm.pc" "${rdmacm_headers[@]}"
 
@@ -142,7 +143,8 @@ body[rsw-tools]=" rsw-run runs a command in a private mount namespace where
  the rsw devices as the kernel lays out its own (ports, state, GIDs and their
  types, the network device), for programs such as UCX, ibstat and NCCL that
  look there instead of asking libibverbs. The host's /sys and /dev are never
- changed.
+ changed. rsw-stat prints the rsw counters (packets, bytes, RNR NAKs,
+ errors; per device and per QP) of running processes.
  .
 $long_common"
 

@@ -63,6 +63,11 @@ impl<V: Clone + 'static> Handles<V> {
         self.map.get().lock().values().find(|v| pred(v)).cloned()
     }
 
+    /// Every live entry (a copy: for reports that walk all objects).
+    pub fn values(&self) -> Vec<V> {
+        self.map.get().lock().values().cloned().collect()
+    }
+
     pub fn contains<T>(&self, p: *const T) -> bool {
         self.map.get().lock().contains_key(&(p as usize))
     }

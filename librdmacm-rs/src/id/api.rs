@@ -1,6 +1,7 @@
 //! What the `rdma_*` entry points call: the id's half of each verb.
 
 use super::*;
+use crate::faults;
 
 impl CmId {
     // -- the API ---------------------------------------------------------------
@@ -35,6 +36,12 @@ impl CmId {
         } else {
             Phase::Idle
         };
+        if let Some(faults::Outcome::Event(kind, status)) = faults::strike(faults::Step::Addr)? {
+            st.phase = fallback;
+            let ev = self.event(kind, status);
+            self.queue(&st, ev);
+            return Ok(());
+        }
         let bound_ip = st.src.map(|s| s.ip()).filter(|ip| !ip.is_unspecified());
         let src_ip = match bound_ip {
             Some(ip) => ip,
@@ -76,6 +83,11 @@ impl CmId {
         let mut st = self.st.lock();
         if st.phase != Phase::AddrResolved {
             return Err(libc::EINVAL);
+        }
+        if let Some(faults::Outcome::Event(kind, status)) = faults::strike(faults::Step::Route)? {
+            let ev = self.event(kind, status);
+            self.queue(&st, ev);
+            return Ok(());
         }
         self.set_path(&mut st);
         st.phase = Phase::RouteResolved;
@@ -215,6 +227,17 @@ impl CmId {
         if st.sock.is_none() {
             let fd = sock::tcp_socket(&dst)?;
             st.sock = Some(fd);
+        }
+        match faults::strike(faults::Step::Connect)? {
+            Some(faults::Outcome::Rejected(reason)) => {
+                self.rejected(&mut st, reason, &[]);
+                return Ok(());
+            }
+            Some(faults::Outcome::Event(kind, status)) => {
+                self.fail(&mut st, kind, status);
+                return Ok(());
+            }
+            None => {}
         }
         st.cm_started = true;
         st.passive = false;

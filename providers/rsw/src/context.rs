@@ -155,6 +155,8 @@ pub struct CtxShared {
     pub async_q: AsyncQueue,
     /// The port is ACTIVE: the interface is up with its link (`port.rs`).
     pub port_up: AtomicBool,
+    /// An injected port-down (`faults`) holds the QPs' requests back.
+    pub port_held: AtomicBool,
 }
 
 /// Every open context, for port events.
@@ -166,6 +168,8 @@ pub fn link_changed(ifindex: u32, up: bool) {
     let mut open = OPEN.get().lock();
     open.retain(|w| w.strong_count() > 0);
     for c in open.iter().filter_map(Weak::upgrade) {
+        // An injected port-down outlasts the link coming back.
+        let up = up && !(crate::faults::active() && fault_down(&c.dev.name));
         if c.dev.ifindex == ifindex && c.port_up.swap(up, Ordering::AcqRel) != up {
             let t = if up {
                 IBV_EVENT_PORT_ACTIVE
@@ -175,6 +179,85 @@ pub fn link_changed(ifindex: u32, up: bool) {
             c.async_q.push(1, t, None);
         }
     }
+}
+
+/// Devices an injected fault took down (None: all of them).
+static FAULT_DOWN: ForkFresh<Mutex<Vec<Option<String>>>> =
+    ForkFresh::new(|| Mutex::new(Vec::new()));
+
+fn fault_down(dev: &str) -> bool {
+    FAULT_DOWN
+        .get()
+        .lock()
+        .iter()
+        .any(|d| d.as_deref().is_none_or(|d| d == dev))
+}
+
+/// An injected port event (`faults`, `port:` rules) for `device` (None:
+/// every device): the port changes state with the event a NIC's port
+/// raises, and while it is down the QPs send nothing (their retry timers
+/// run, as on a real link loss).
+pub fn port_fault(device: Option<&str>, up: bool) {
+    {
+        let mut f = FAULT_DOWN.get().lock();
+        f.retain(|d| d.as_deref() != device);
+        if !up {
+            f.push(device.map(str::to_owned));
+        }
+    }
+    log::info!(
+        "injected: port 1 of {} {}",
+        device.unwrap_or("every device"),
+        if up { "up" } else { "down" }
+    );
+    let mut open = OPEN.get().lock();
+    open.retain(|w| w.strong_count() > 0);
+    for c in open.iter().filter_map(Weak::upgrade) {
+        if device.is_some_and(|d| d != c.dev.name) {
+            continue;
+        }
+        let down = fault_down(&c.dev.name);
+        c.port_held.store(down, Ordering::Release);
+        let up = !down && link_up(&c.dev.ifname);
+        if c.port_up.swap(up, Ordering::AcqRel) != up {
+            let t = if up {
+                IBV_EVENT_PORT_ACTIVE
+            } else {
+                IBV_EVENT_PORT_ERR
+            };
+            c.async_q.push(1, t, None);
+        }
+    }
+}
+
+/// The counters report `rsw-stat` reads (`stats`): every live QP's.
+fn stats_report() -> String {
+    let qps: Vec<crate::stats::QpReport> = crate::qp::QPS
+        .values()
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .filter(|q| q.opened_from.is_none())
+        .map(|q| {
+            let g = q.inner.lock();
+            crate::stats::QpReport {
+                device: q.ctx.dev.name.clone(),
+                qpn: q.qpn,
+                kind: match g.qp_type {
+                    IBV_QPT_RC => "RC",
+                    IBV_QPT_UC => "UC",
+                    IBV_QPT_UD => "UD",
+                    IBV_QPT_XRC_SEND => "XRC_SEND",
+                    IBV_QPT_XRC_RECV => "XRC_RECV",
+                    _ => "other",
+                },
+                state: crate::trace::qp_state_name(g.state),
+                counters: g.stats.snapshot(),
+            }
+        })
+        .collect();
+    let mut qps = qps;
+    qps.sort_by_key(|q| q.qpn);
+    crate::stats::render(std::process::id(), &qps)
 }
 
 /// Whether the interface named `ifname` is up with its link now.
@@ -413,6 +496,22 @@ pub(crate) unsafe fn open_device(
         set_errno(libc::ENODEV);
         return std::ptr::null_mut();
     };
+    // A run meant to meet faults must not quietly meet none.
+    if let Err(e) = crate::faults::config() {
+        log::error!("RSW_FAULTS: {e}; refusing to open {}", dev.name);
+        // Said on stderr too, once, whatever the log level: the variable
+        // was set on purpose and nothing will work until it is fixed.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "rsw: RSW_FAULTS: {e}; no rsw device will open"
+            );
+        });
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
     let async_q = match AsyncQueue::new() {
         Ok(q) => q,
         Err(e) => {
@@ -420,14 +519,20 @@ pub(crate) unsafe fn open_device(
             return std::ptr::null_mut();
         }
     };
-    let port_up = AtomicBool::new(link_up(&dev.ifname));
+    let held = crate::faults::active() && fault_down(&dev.name);
+    let port_up = AtomicBool::new(!held && link_up(&dev.ifname));
     let shared = Arc::new(CtxShared {
         dev,
         async_q,
         port_up,
+        port_held: AtomicBool::new(held),
     });
     OPEN.get().lock().push(Arc::downgrade(&shared));
     crate::port::watch(link_changed);
+    crate::stats::serve(stats_report);
+    if let Ok(Some(c)) = crate::faults::config() {
+        crate::port::schedule_faults(&c.port, port_fault);
+    }
     let mut vctx = verbs_context::zeroed();
     vctx.query_port = Some(query_port);
     vctx.query_device_ex = Some(query_device_ex);

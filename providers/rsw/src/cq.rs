@@ -90,6 +90,10 @@ struct Ring {
     /// How the CQ was armed when it last fired.
     fired: u8,
     error: bool,
+    /// Injected overrun (`faults`): the completion number that overruns
+    /// the CQ, 0 for none; and how many were added.
+    overrun_at: u64,
+    pushed: u64,
 }
 
 impl Ring {
@@ -101,6 +105,8 @@ impl Ring {
             arm: ARM_NONE,
             fired: ARM_NONE,
             error: false,
+            overrun_at: crate::faults::cq_overrun_at(),
+            pushed: 0,
         }
     }
 
@@ -128,6 +134,14 @@ pub trait Producer: Send + Sync {
     /// The CQ was armed: completions the producer holds elsewhere must
     /// now raise the event (same-host mailboxes).
     fn armed(&self) {}
+}
+
+fn kick_all(qps: &[Weak<dyn Producer>]) {
+    for w in qps {
+        if let Some(q) = w.upgrade() {
+            q.kick();
+        }
+    }
 }
 
 #[repr(C)]
@@ -204,7 +218,11 @@ impl Cq {
             return;
         }
         let cap = r.buf.len();
-        if r.len == cap {
+        let injected = r.overrun_at != 0 && {
+            r.pushed += 1;
+            r.pushed == r.overrun_at
+        };
+        if r.len == cap || injected {
             if self.ignore_overrun {
                 return;
             }
@@ -218,11 +236,11 @@ impl Cq {
             );
             // Every QP on this CQ has lost completions: have each move
             // itself to ERR (the caller may hold one QP's lock, so none is
-            // changed from here).
-            for w in self.qps.lock().iter() {
-                if let Some(q) = w.upgrade() {
-                    q.kick();
-                }
+            // changed from here). A poller driving the QPs holds the list
+            // (this may be its own thread, inside `drive`): it kicks them
+            // when it is done.
+            if let Some(qps) = self.qps.try_lock() {
+                kick_all(&qps);
             }
             return;
         }
@@ -287,10 +305,16 @@ impl Cq {
     /// the progress thread that has to produce its completions; this way it
     /// makes the progress itself. QPs busy elsewhere are skipped.
     fn drive(&self) {
-        for w in self.qps.lock().iter() {
+        let qps = self.qps.lock();
+        for w in qps.iter() {
             if let Some(q) = w.upgrade() {
                 q.drive();
             }
+        }
+        // An overrun met while driving could not kick the QPs (`push`
+        // found this lock held): kick them now.
+        if self.overran() {
+            kick_all(&qps);
         }
     }
 

@@ -14,7 +14,9 @@
 //! `responder`; `transport` (byte streams between QPs, TCP today);
 //! `progress` (the background thread); and at the bottom `wire` (message
 //! format), `gid`, `handles` (the handle table type), `guard` (fault-safe
-//! access to application memory) and `util`.
+//! access to application memory) and `util`; beside them `faults` (what
+//! `RSW_FAULTS` asks for, which the engines carry out) and `stats` (the
+//! counters and the socket `rsw-stat` reads).
 
 pub mod ah;
 pub mod channel;
@@ -23,6 +25,7 @@ pub mod cq;
 pub mod device;
 pub mod dm;
 pub mod engine;
+pub mod faults;
 pub mod gid;
 pub mod guard;
 pub mod handles;
@@ -33,6 +36,7 @@ pub mod port;
 pub mod progress;
 pub mod qp;
 pub mod srq;
+pub mod stats;
 pub mod td;
 mod trace;
 pub mod transport;

@@ -146,6 +146,79 @@ impl Target for LinkWatch {
     fn on_timer(&self, _now: u64) {}
 }
 
+// ---- injected port events (`faults`) -------------------------------------------
+
+/// The engine serial of the injected port events' clock.
+const FAULT_SERIAL: u64 = SERIAL + 1;
+
+/// An injected port event: monotonic deadline, device (None: every
+/// one), port up.
+type PortEvent = (u64, Option<String>, bool);
+
+struct FaultClock {
+    /// The events in time order, and how many have happened.
+    events: Mutex<(Vec<PortEvent>, usize)>,
+    apply: fn(Option<&str>, bool),
+}
+
+static CLOCK: ForkFresh<Mutex<Option<Arc<FaultClock>>>> = ForkFresh::new(|| Mutex::new(None));
+
+/// Schedules the `port:` rules' events, timed from now (the first device
+/// this process opens), once per process; `apply` is told each event.
+pub fn schedule_faults(rules: &[crate::faults::PortRule], apply: fn(Option<&str>, bool)) {
+    let mut c = CLOCK.get().lock();
+    if c.is_some() || rules.is_empty() {
+        return;
+    }
+    let Ok(eng) = engine() else { return };
+    let now = crate::util::mono_ns();
+    let mut events: Vec<PortEvent> = rules
+        .iter()
+        .flat_map(|r| {
+            r.events
+                .iter()
+                .map(|&(t, up)| (now + t, r.device.clone(), up))
+        })
+        .collect();
+    events.sort_by_key(|e| e.0);
+    let clock = Arc::new(FaultClock {
+        events: Mutex::new((events, 0)),
+        apply,
+    });
+    eng.register_qp(FAULT_SERIAL, &clock);
+    for e in clock.events.lock().0.iter() {
+        eng.add_timer(e.0, FAULT_SERIAL);
+    }
+    // What happens at time 0 is so before the opening device is used.
+    clock.on_timer(now);
+    *c = Some(clock);
+}
+
+impl Target for FaultClock {
+    fn on_event(&self, _kind: Kind, _events: u32) {}
+
+    fn on_kick(&self) {}
+
+    fn on_timer(&self, now: u64) {
+        let due: Vec<(Option<String>, bool)> = {
+            let mut g = self.events.lock();
+            let (events, done) = &mut *g;
+            let mut v = Vec::new();
+            while let Some((t, d, up)) = events.get(*done) {
+                if *t > now {
+                    break;
+                }
+                v.push((d.clone(), *up));
+                *done += 1;
+            }
+            v
+        };
+        for (d, up) in due {
+            (self.apply)(d.as_deref(), up);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 //! | 0   | 1    | opcode ([`Op`])                                   |
 //! | 1   | 1    | flags ([`FLAG_SOLICITED`], [`FLAG_IMM`], RNR retry)|
 //! | 2   | 1    | NAK syndrome ([`Syndrome`])                       |
-//! | 3   | 1    | reserved, 0                                       |
+//! | 3   | 1    | requests: an injected fault ([`Fault`]), else 0     |
 //! | 4   | 4    | message sequence number                           |
 //! | 8   | 4    | payload / requested length                        |
 //! | 12  | 4    | rkey                                              |
@@ -131,6 +131,34 @@ impl Op {
     }
 }
 
+/// A fault the requester's process injects (`faults`) for the responder
+/// to carry out on its real error path, so the requester meets exactly
+/// what a responder would do: byte 3 of a request, its argument in the
+/// syndrome byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Fault {
+    None = 0,
+    /// Refuse the request with the NAK whose syndrome is the argument.
+    Nak = 1,
+    /// Answer RNR this many times (255: every time), as if no receive
+    /// were posted.
+    Rnr = 2,
+    /// The request is lost: never answered, nor anything after it.
+    Drop = 3,
+}
+
+impl Fault {
+    pub fn from_u8(v: u8) -> Fault {
+        match v {
+            1 => Fault::Nak,
+            2 => Fault::Rnr,
+            3 => Fault::Drop,
+            _ => Fault::None,
+        }
+    }
+}
+
 /// Why a responder refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -164,6 +192,8 @@ pub struct Header {
     pub op: Op,
     pub flags: u8,
     pub syndrome: u8,
+    /// Requests: an injected fault (byte 3, see [`Fault`]).
+    pub fault: u8,
     pub msn: u32,
     pub length: u32,
     pub rkey: u32,
@@ -198,6 +228,7 @@ impl Header {
             op,
             flags: 0,
             syndrome: 0,
+            fault: 0,
             msn,
             length: 0,
             rkey: 0,
@@ -224,7 +255,7 @@ impl Header {
         out[0] = self.op as u8;
         out[1] = self.flags;
         out[2] = self.syndrome;
-        out[3] = 0;
+        out[3] = self.fault;
         out[4..8].copy_from_slice(&self.msn.to_le_bytes());
         out[8..12].copy_from_slice(&self.length.to_le_bytes());
         out[12..16].copy_from_slice(&self.rkey.to_le_bytes());
@@ -247,6 +278,7 @@ impl Header {
             op,
             flags: b[1],
             syndrome: b[2],
+            fault: b[3],
             msn: le32(&b[4..8]),
             length: le32(&b[8..12]),
             rkey: le32(&b[12..16]),

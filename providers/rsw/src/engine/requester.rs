@@ -10,12 +10,15 @@ use std::io::ErrorKind;
 
 use verbs_abi::*;
 
+use crate::faults::Action;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
+use crate::stats::Counters;
 use crate::transport::{local, mailbox, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
-    msn_before, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
+    msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED,
+    HDR_LEN,
 };
 use crate::wq::conn::{OutConn, ReadRx, RNR_DIRECT_NS};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
@@ -59,6 +62,9 @@ fn broken_by(e: &std::io::Error) -> Broken {
 pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
     g.out = None;
     g.peer_gone = false;
+    if g.faults.is_none() {
+        g.faults = crate::faults::QpFaults::for_qp(qp.qpn);
+    }
     let Some(remote) = g.remote else {
         return Ok(());
     };
@@ -192,7 +198,7 @@ fn arm_retry_timer(qp: &Qp, g: &mut QpInner) {
 
 /// The retry timer's tick (see above).
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
-    if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) {
+    if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) || g.faults.is_some() {
         pump(qp, g);
     }
     if g.ack_tick_at == 0 || g.ack_tick_at > now {
@@ -217,6 +223,7 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
             g.ack_idle = 0;
             g.out = None;
             g.peer_gone = true;
+            Counters::bump(&g.stats.local_ack_timeout_err);
             log::error!(
                 "qp {:#x}: transport retry count exceeded ({} periods without progress)",
                 qp.qpn,
@@ -704,6 +711,102 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
     }
 }
 
+// ---- injected faults ------------------------------------------------------------
+
+/// What an injected fault (`faults`) lets happen to the request about to go out.
+enum Gate {
+    /// Transmit it, carrying this mark for the responder.
+    Go(Fault, u8),
+    /// Not yet (delayed, or the port is down): a timer comes back.
+    Hold,
+    /// It was dealt with here (failed locally, or the connection killed).
+    Done,
+}
+
+/// How often a request held back by a downed port looks again.
+const PORT_RECHECK_NS: u64 = 1_000_000;
+
+/// Decides and applies the fault for send-queue entry `seq`. Each is the
+/// real thing: a local error completes the WQE as a failed local check
+/// does; a remote status is marked for the peer's responder, which takes
+/// its own error path (the NAK, the RNR waits, or silence for the retry
+/// timer to run out); a killed connection leaves the retry timer to fail
+/// the request, as a cut cable does.
+fn inject(qp: &Qp, g: &mut QpInner, seq: u64) -> Gate {
+    if qp.ctx.port_held.load(std::sync::atomic::Ordering::Relaxed) {
+        // A downed port sends nothing; the retry timer runs meanwhile.
+        if let Ok(e) = engine() {
+            e.add_timer(mono_ns() + PORT_RECHECK_NS, qp.serial);
+        }
+        return Gate::Hold;
+    }
+    let op = g.sq.wqe(seq).op;
+    let req = crate::faults::Req {
+        takes_recv: matches!(op, Op::Send | Op::SendImm | Op::SendInv | Op::WriteImm),
+        uses_rkey: matches!(
+            op,
+            Op::Write | Op::WriteImm | Op::ReadReq | Op::CmpSwap | Op::FetchAdd | Op::AtomicWrite
+        ),
+        unreliable: !g.reliable(),
+    };
+    let Some(f) = g.faults.as_mut() else {
+        return Gate::Go(Fault::None, 0);
+    };
+    let fresh = f.decided.is_none_or(|(s, _)| s != seq);
+    let action = f.decide(seq, req);
+    if fresh && action.is_some() {
+        Counters::bump(&g.stats.faults_injected);
+        log::info!("qp {:#x}: injecting {action:?}", qp.qpn);
+    }
+    match action {
+        None => Gate::Go(Fault::None, 0),
+        Some(Action::Delay(ns)) => {
+            let now = mono_ns();
+            if f.hold_until == 0 {
+                f.hold_until = now + ns;
+                if let Ok(e) = engine() {
+                    e.add_timer(f.hold_until, qp.serial);
+                }
+            }
+            if now < f.hold_until {
+                return Gate::Hold;
+            }
+            f.hold_until = 0;
+            f.decided = Some((seq, None));
+            Gate::Go(Fault::None, 0)
+        }
+        Some(Action::Rnr(n)) => Gate::Go(Fault::Rnr, n),
+        Some(Action::Fail(st)) if crate::faults::is_local(st) => {
+            g.sq.wqe_mut(seq).local_err = st;
+            g.sq.transmitted();
+            g.tx_blocked = true;
+            qp.after_send_completions(g);
+            Gate::Done
+        }
+        Some(Action::Fail(IBV_WC_RETRY_EXC_ERR)) => Gate::Go(Fault::Drop, 0),
+        Some(Action::Fail(IBV_WC_RNR_RETRY_EXC_ERR)) => Gate::Go(Fault::Rnr, 255),
+        Some(Action::Fail(st)) => {
+            let syn = match st {
+                IBV_WC_REM_ACCESS_ERR => Syndrome::RemAccess,
+                IBV_WC_REM_INV_REQ_ERR => Syndrome::RemInvReq,
+                _ => Syndrome::RemOp,
+            };
+            Gate::Go(Fault::Nak, syn as u8)
+        }
+        Some(Action::Kill) => {
+            // Gone into a dead link: in flight, never answered.
+            g.sq.transmitted();
+            g.out = None;
+            g.inc = None;
+            g.pending.clear();
+            g.peer_gone = true;
+            log::info!("qp {:#x}: connection killed (injected)", qp.qpn);
+            lost_with_work(qp, g);
+            Gate::Done
+        }
+    }
+}
+
 fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
     loop {
         let out = g.out.as_mut().ok_or(Broken::Lost)?;
@@ -740,6 +843,19 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 qp.after_send_completions(g);
                 continue;
             }
+            let mut mark = (Fault::None, 0);
+            if g.faults.is_some() {
+                match inject(qp, g, seq) {
+                    Gate::Go(f, arg) => mark = (f, arg),
+                    Gate::Hold => return Ok(()),
+                    Gate::Done => {
+                        if g.out.is_none() {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                }
+            }
             if !local_ok(qp, g, seq) {
                 g.sq.wqe_mut(seq).local_err = IBV_WC_LOC_PROT_ERR;
                 g.sq.transmitted();
@@ -764,6 +880,8 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                     local::count_direct();
                     g.sq.transmitted();
                     let w = *g.sq.wqe(seq);
+                    Counters::bump(&g.stats.sent_pkts);
+                    Counters::add(&g.stats.sent_bytes, w.len as u64);
                     g.sq.retire_oldest();
                     qp.complete_send(g, &w, IBV_WC_SUCCESS);
                     qp.after_send_completions(g);
@@ -808,11 +926,15 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 h.flags |= FLAG_SOLICITED;
             }
             h.set_rnr_retry(rnr_retry);
+            h.fault = mark.0 as u8;
+            h.syndrome = mark.1;
             let payload = if w.op.request_has_payload() {
                 w.len as usize
             } else {
                 0
             };
+            Counters::bump(&g.stats.sent_pkts);
+            Counters::add(&g.stats.sent_bytes, payload as u64);
             h.encode(&mut out.tx_hdr);
             out.tx_active = true;
             out.tx_seq = seq;
@@ -1056,6 +1178,10 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
             // reason to give up, however long it takes.
             ack(qp, g, h.msn, false)?;
             head_for(g, h.msn)?;
+            if g.rnr_counted != Some(h.msn) {
+                g.rnr_counted = Some(h.msn);
+                Counters::bump(&g.stats.rcvd_rnr_err);
+            }
             g.rnr_hold_until = mono_ns() + RNR_NOTICE_GRACE_NS;
             qp.after_send_completions(g);
         }
@@ -1082,6 +1208,12 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
                 Some(Syndrome::RnrRetryExc) => IBV_WC_RNR_RETRY_EXC_ERR,
                 Some(Syndrome::RemOp) | None => IBV_WC_REM_OP_ERR,
             };
+            Counters::bump(match status {
+                IBV_WC_REM_ACCESS_ERR => &g.stats.req_remote_access_errors,
+                IBV_WC_REM_INV_REQ_ERR => &g.stats.req_remote_invalid_request,
+                IBV_WC_RNR_RETRY_EXC_ERR => &g.stats.rnr_nak_retry_err,
+                _ => &g.stats.req_remote_operation_errors,
+            });
             log::error!(
                 "qp {:#x}: NAK from the responder for message {}, syndrome {:?} ({})",
                 qp.qpn,

@@ -30,10 +30,11 @@ use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
+use crate::stats::Counters;
 use crate::transport::{canon_gid, local, Endpoints, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
-    Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
+    Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
 };
 use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
@@ -436,6 +437,23 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
                     Step::More
                 }
             }
+            Rx::Held {
+                h,
+                until,
+                rnr_exceeded,
+            } => {
+                if mono_ns() < until {
+                    Step::Blocked
+                } else if rnr_exceeded {
+                    inc.nak(h.msn, Syndrome::RnrRetryExc);
+                    Step::More
+                } else {
+                    inc.rx = Rx::Header;
+                    inc.rnr_notice_at = 0;
+                    on_request(qp, g, h);
+                    Step::More
+                }
+            }
             Rx::Payload(..) => receive_payload(qp, g),
             Rx::Discard(left) => {
                 let r = super::requester::discard(&inc.conn, left as usize);
@@ -485,7 +503,7 @@ fn settle(qp: &Qp, g: &mut QpInner) {
         return;
     }
     let mut want = 0u32;
-    if !inc.closing && !inc.backlogged() && !matches!(inc.rx, Rx::Stalled(_)) {
+    if !inc.closing && !inc.backlogged() && !matches!(inc.rx, Rx::Stalled(_) | Rx::Held { .. }) {
         want |= libc::EPOLLIN as u32;
     }
     if !inc.resp.is_empty() {
@@ -534,6 +552,21 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         on_listener(qp, g);
     }
     let Some(inc) = g.inc.as_mut() else { return };
+    if let Rx::Held { h, until, .. } = inc.rx {
+        // An injected RNR keeps telling the requester it waits, as a
+        // stalled responder does; a lost request says nothing.
+        if until != u64::MAX && inc.rnr_notice_at != 0 && inc.rnr_notice_at <= now {
+            inc.push_resp(&Header::new(Op::RnrWait, h.msn), None);
+            inc.rnr_notice_at = now + RNR_NOTICE_NS;
+            if let Ok(e) = engine() {
+                e.add_timer(inc.rnr_notice_at, qp.serial);
+            }
+        }
+        if until <= now || !inc.resp.is_empty() {
+            pump(qp, g);
+        }
+        return;
+    }
     let Rx::Stalled(h) = inc.rx else { return };
     if inc.rnr_notice_at != 0 && inc.rnr_notice_at <= now && !inc.closing {
         inc.push_resp(&Header::new(Op::RnrWait, h.msn), None);
@@ -605,6 +638,7 @@ fn remote_ok(qp: &Qp, g: &QpInner, h: &Header, len: u64, need: u32) -> bool {
 /// A request named memory it may not touch: NAK it, and the responder QP
 /// fails with an access error (InfiniBand class C responder error).
 fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
+    Counters::bump(&g.stats.resp_remote_access_errors);
     if let Some(inc) = g.inc.as_mut() {
         inc.nak(msn, Syndrome::RemAccess);
     }
@@ -619,6 +653,7 @@ fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
 /// NAK it as an invalid request; the responder QP fails (InfiniBand class
 /// B/C responder error, `IBV_EVENT_QP_REQ_ERR`).
 fn inv_request(qp: &Qp, g: &mut QpInner, msn: u32) {
+    Counters::bump(&g.stats.resp_remote_invalid_request);
     if let Some(inc) = g.inc.as_mut() {
         inc.nak(msn, Syndrome::RemInvReq);
     }
@@ -629,7 +664,77 @@ fn inv_request(qp: &Qp, g: &mut QpInner, msn: u32) {
     );
 }
 
+/// A request carrying a fault its requester's process injected
+/// (`faults`): this responder takes the path it would take if the fault
+/// were real.
+fn injected(qp: &Qp, g: &mut QpInner, h: Header) {
+    let clean = Header {
+        fault: 0,
+        syndrome: 0,
+        ..h
+    };
+    match Fault::from_u8(h.fault) {
+        Fault::Nak => match Syndrome::from_u8(h.syndrome) {
+            Some(Syndrome::RemAccess) => access_error(qp, g, h.msn),
+            Some(Syndrome::RemInvReq) => inv_request(qp, g, h.msn),
+            _ => {
+                // A responder failing on its own: the receive the message
+                // would land in (if any) completes with a protection error.
+                if matches!(h.op, Op::Send | Op::SendImm | Op::SendInv | Op::WriteImm) {
+                    qp.claim_recv(g);
+                }
+                fail_recv(qp, g, h.msn, IBV_WC_LOC_PROT_ERR, Syndrome::RemOp);
+            }
+        },
+        Fault::Rnr => {
+            // As if no receive were posted for `n` RNR timer periods:
+            // with fewer retries than that, the requester's RNR retry
+            // count runs out first (7: retry forever).
+            Counters::bump(&g.stats.send_rnr_err);
+            let n = h.syndrome as u64;
+            let retries = h.rnr_retry() as u64;
+            let period = rnr_timer_ns(g.attr.min_rnr_timer);
+            let exceeded = retries < 7 && n > retries;
+            let until = if exceeded {
+                mono_ns() + period * (retries + 1)
+            } else if n == 255 {
+                // RNR every time against a requester that retries forever:
+                // it waits forever, as on hardware (kept apart from a lost
+                // request's u64::MAX, which sends no RNR notices).
+                u64::MAX - 1
+            } else {
+                mono_ns() + period * n
+            };
+            hold(qp, g, clean, until, exceeded);
+        }
+        // Lost: nothing is read or answered any more.
+        Fault::Drop => hold(qp, g, clean, u64::MAX, false),
+        Fault::None => on_request(qp, g, clean),
+    }
+}
+
+fn hold(qp: &Qp, g: &mut QpInner, h: Header, until: u64, rnr_exceeded: bool) {
+    let Some(inc) = g.inc.as_mut() else { return };
+    inc.rx = Rx::Held {
+        h,
+        until,
+        rnr_exceeded,
+    };
+    if until == u64::MAX {
+        return;
+    }
+    inc.push_resp(&Header::new(Op::RnrWait, h.msn), None);
+    inc.rnr_notice_at = mono_ns() + RNR_NOTICE_NS;
+    if let Ok(e) = engine() {
+        e.add_timer(inc.rnr_notice_at, qp.serial);
+        if until < u64::MAX - 1 {
+            e.add_timer(until, qp.serial);
+        }
+    }
+}
+
 fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
+    Counters::bump(&g.stats.send_rnr_err);
     let min_rnr = g.attr.min_rnr_timer;
     let Some(inc) = g.inc.as_mut() else { return };
     inc.rx = Rx::Stalled(h);
@@ -670,6 +775,20 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     if g.state == IBV_QPS_RTR && !g.comm_est_sent {
         g.comm_est_sent = true;
         qp.async_event(IBV_EVENT_COMM_EST);
+    }
+    if h.fault != Fault::None as u8 {
+        injected(qp, g, h);
+        return;
+    }
+    Counters::bump(&g.stats.rcvd_pkts);
+    if h.op.request_has_payload() {
+        Counters::add(&g.stats.rcvd_bytes, h.length as u64);
+    }
+    match h.op {
+        Op::Write | Op::WriteImm | Op::AtomicWrite => Counters::bump(&g.stats.rx_write_requests),
+        Op::ReadReq => Counters::bump(&g.stats.rx_read_requests),
+        Op::CmpSwap | Op::FetchAdd => Counters::bump(&g.stats.rx_atomic_requests),
+        _ => {}
     }
     // An XRC request names the SRQ (in this QP's domain) it lands in, and
     // so the PD its keys are checked against.
@@ -914,12 +1033,17 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
 /// The receive a request lands in cannot take it: the receive completes
 /// with `status`, the requester is told `syn`, and the QP fails.
 fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syndrome) {
-    qp.fail_claimed(g, status);
     if g.reliable() {
         if let Some(inc) = g.inc.as_mut() {
             inc.nak(msn, syn);
         }
+        // The NAK goes out before the receive completes: an application
+        // that exits on seeing that completion would take it along.
+        if !flush(qp, g) {
+            g.inc = None;
+        }
     }
+    qp.fail_claimed(g, status);
     qp.enter_error(
         g,
         &format_args!(

@@ -322,6 +322,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     }
     {
         let mut g = q.inner.lock();
+        crate::stats::retire(&q.ctx.dev.name, &g.stats.snapshot());
         g.out = None;
         g.inc = None;
         g.pending.clear();

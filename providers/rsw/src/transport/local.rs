@@ -227,8 +227,10 @@ pub fn mode() -> Mode {
     *MODE
 }
 
+/// Off under fault injection: faults act where the connection's
+/// responder runs, which the same-host path would bypass.
 pub fn enabled() -> bool {
-    mode() != Mode::Tcp
+    mode() != Mode::Tcp && !crate::faults::active()
 }
 
 /// Logs why a same-host connection of QP `qpn` stays on TCP: a warning

@@ -78,6 +78,14 @@ pub(crate) enum Rx {
     Payload(Header, u32),
     /// UC: the rest of a message that is dropped (this many bytes).
     Discard(u32),
+    /// An injected fault (`faults`) holds the request until the monotonic
+    /// time given (u64::MAX: forever, a lost request); then it is NAKed as
+    /// RNR retries exceeded (`rnr_exceeded`) or served.
+    Held {
+        h: Header,
+        until: u64,
+        rnr_exceeded: bool,
+    },
 }
 
 pub(crate) struct ReadData {

@@ -33,6 +33,7 @@ use verbs_abi::*;
 use crate::context::{CtxShared, EventCounter};
 use crate::cq::{Cq, Cqe};
 use crate::srq::Srq;
+use crate::stats::Counters;
 use crate::transport::mailbox::{self, Mailbox};
 use crate::transport::{Conn, Listener, RemoteAddr};
 use conn::Rx;
@@ -99,6 +100,13 @@ pub struct QpInner {
     pub reconnect_at: u64,
     pub reconnecting: bool,
     pub destroyed: bool,
+    /// Injected faults for this QP's requests (`RSW_FAULTS`); None when
+    /// none are configured, so the engines pay one branch.
+    pub faults: Option<Box<crate::faults::QpFaults>>,
+    pub stats: crate::stats::Counters,
+    /// The message the last RNR wait notice was about, so repeated
+    /// notices count once.
+    pub rnr_counted: Option<u32>,
 }
 
 impl QpInner {
@@ -154,6 +162,9 @@ impl QpInner {
             reconnect_at: 0,
             reconnecting: false,
             destroyed: false,
+            faults: None,
+            stats: crate::stats::Counters::default(),
+            rnr_counted: None,
         }
     }
 
@@ -328,6 +339,11 @@ impl Qp {
                     d.byte_len = 0;
                 }
             }
+            Counters::bump(&g.stats.rcvd_pkts);
+            Counters::add(&g.stats.rcvd_bytes, d.byte_len as u64);
+            if d.status != IBV_WC_SUCCESS {
+                Counters::bump(&g.stats.resp_cqe_error);
+            }
             let imm = d.flags & mailbox::FLAG_IMM != 0;
             if let Some(cq) = &self.recv_cq {
                 cq.push(Cqe {
@@ -431,6 +447,11 @@ impl Qp {
         if status == IBV_WC_SUCCESS && !(w.signaled || g.sq_sig_all) {
             return;
         }
+        match status {
+            IBV_WC_SUCCESS => {}
+            IBV_WC_WR_FLUSH_ERR => Counters::bump(&g.stats.req_cqe_flush_error),
+            _ => Counters::bump(&g.stats.req_cqe_error),
+        }
         let Some(cq) = &self.send_cq else { return };
         cq.push(Cqe {
             wr_id: w.wr_id,
@@ -504,6 +525,9 @@ impl Qp {
 
     pub fn complete_recv(&self, g: &mut QpInner, e: Cqe) {
         self.drain_mailbox(g);
+        if e.status != IBV_WC_SUCCESS {
+            Counters::bump(&g.stats.resp_cqe_error);
+        }
         if let Some(cq) = self.recv_cq_for(g) {
             cq.push(Cqe {
                 qp_num: self.qpn,
@@ -559,6 +583,7 @@ impl Qp {
         let cq = self.recv_cq_for(g).cloned();
         // A claimed receive is older than anything still in the queue.
         for wr_id in claimed.into_iter().chain(std::iter::from_fn(|| g.rq.pop())) {
+            Counters::bump(&g.stats.resp_cqe_flush_error);
             if let Some(cq) = &cq {
                 cq.push(Cqe {
                     wr_id,
