@@ -123,15 +123,18 @@ ok "hello.c and hello_rdmacm.c compile against the installed headers"
 run() {
 	LD_LIBRARY_PATH=$lib IBV_CONFIG_DIR=$etc/libibverbs.d timeout 30 "$@"
 }
+# ldd's output is captured first: `ldd | grep -q` under pipefail fails
+# whenever grep exits before ldd has written everything (SIGPIPE).
+declare -A deps
 for prog in hello hello_rdmacm; do
-	deps=$(LD_LIBRARY_PATH=$lib ldd "$tmp/out/$prog")
-	echo "$deps" | sed 's/^/# /'
+	deps[$prog]=$(LD_LIBRARY_PATH=$lib ldd "$tmp/out/$prog")
+	echo "${deps[$prog]}" | sed 's/^/# /'
 done
-LD_LIBRARY_PATH=$lib ldd "$tmp/out/hello" | grep -q "libibverbs.so.1 => $lib/libibverbs.so.1 " ||
+grep -qF "libibverbs.so.1 => $lib/libibverbs.so.1 " <<<"${deps[hello]}" ||
 	fail "hello does not load $lib/libibverbs.so.1"
-LD_LIBRARY_PATH=$lib ldd "$tmp/out/hello_rdmacm" | grep -q "librdmacm.so.1 => $lib/librdmacm.so.1 " ||
+grep -qF "librdmacm.so.1 => $lib/librdmacm.so.1 " <<<"${deps[hello_rdmacm]}" ||
 	fail "hello_rdmacm does not load $lib/librdmacm.so.1"
-LD_LIBRARY_PATH=$lib ldd "$tmp/out/hello_rdmacm" | grep -q "libibverbs.so.1 => $lib/libibverbs.so.1 " ||
+grep -qF "libibverbs.so.1 => $lib/libibverbs.so.1 " <<<"${deps[hello_rdmacm]}" ||
 	fail "hello_rdmacm (through librdmacm) does not load $lib/libibverbs.so.1"
 ok "ldd: both programs use the DESTDIR copies"
 
@@ -143,14 +146,14 @@ n=$(echo "$out" | sed -n 's/^devices: \([0-9][0-9]*\)$/\1/p')
 [[ -n $n ]] || fail "hello printed no device count"
 # The installed libibverbs must find the installed provider by itself.
 ((n >= 1)) || fail "no device: libibverbs did not load $LIBDIR/libibverbs/librsw-rdmav34.so"
-echo "$out" | grep -q '^device [0-9]*: rsw_' || fail "no rsw_ device listed"
+grep -q '^device [0-9]*: rsw_' <<<"$out" || fail "no rsw_ device listed"
 ok "hello: $n device(s) through the installed provider"
 
 rc=0
 out=$(run "$tmp/out/hello_rdmacm" 2>&1) || rc=$?
 ((rc == 0)) || { echo "$out"; fail "hello_rdmacm exited with status $rc"; }
 echo "$out" | sed 's/^/# /'
-echo "$out" | grep -qx 'rdma_cm: ok' || fail "hello_rdmacm did not finish"
+grep -qx 'rdma_cm: ok' <<<"$out" || fail "hello_rdmacm did not finish"
 ok "hello_rdmacm: event channel created and destroyed"
 
 # The installed rsw-sysfs writes the kernel's view of the installed
