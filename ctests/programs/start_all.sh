@@ -126,7 +126,9 @@ check_ldd() {
 			sed 's/^[[:space:]]*/    ldd: /' "$work/err.new"
 			bad=1
 		fi
-		if comm -12 "$work/err.ours" "$work/err.sys" | grep -q .; then
+		# (Captured, not piped into grep -q: under pipefail an early
+		# grep exit would fail the pipeline.)
+		if [[ -n $(comm -12 "$work/err.ours" "$work/err.sys") ]]; then
 			echo "    note: loader problems that the system's rdma-core has too:"
 			comm -12 "$work/err.ours" "$work/err.sys" | sed 's/^[[:space:]]*/    ldd: /'
 		fi
@@ -136,7 +138,7 @@ check_ldd() {
 		[[ $lib == librdmacm.so.1 ]] && want=$ours_rdmacm
 		got=$(sed -n "s/^[[:space:]]*${lib//./\\.} => \([^ ]*\) .*/\1/p" "$work/ldd.ours" | head -n 1)
 		if [[ -z $got ]]; then
-			if needed_libs "$name" | grep -qx "$lib"; then
+			if grep -qx "$lib" <<<"$(needed_libs "$name")"; then
 				echo "    ldd: $lib is NEEDED but ldd does not list it"
 				bad=1
 			fi
