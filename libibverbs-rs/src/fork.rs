@@ -25,6 +25,7 @@ pub(crate) fn init_from_env() {
 
 #[no_mangle]
 pub extern "C" fn ibv_fork_init() -> c_int {
+    crate::check::fork_init_called();
     0
 }
 

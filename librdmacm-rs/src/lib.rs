@@ -20,6 +20,7 @@
 mod addr;
 mod addrinfo;
 mod channel;
+mod check;
 mod cma;
 mod device;
 mod engine;

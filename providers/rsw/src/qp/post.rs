@@ -339,7 +339,7 @@ pub(crate) unsafe extern "C" fn post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    if verbs_abi::trace::on() {
+    if verbs_abi::check::hooks_on() {
         // SAFETY: forwarded contract.
         return unsafe { traced_post_send(qp, wr, bad_wr) };
     }
@@ -350,7 +350,8 @@ pub(crate) unsafe extern "C" fn post_send(
     unsafe { post_locked(q, &mut g, wr, bad_wr) }
 }
 
-/// `post_send` with its WRs and a failure traced.
+/// `post_send` with its WRs and a failure traced, and checked by the
+/// misuse checker (`crate::check`), as each is on.
 ///
 /// # Safety
 /// As for `post_send`.
@@ -361,10 +362,19 @@ unsafe fn traced_post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    // SAFETY: the caller's list and QP.
-    unsafe { crate::trace::send_wrs("post_send", qp, wr) };
+    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
+    let posted = if check {
+        // SAFETY: the caller's list.
+        unsafe { crate::check::before_post_send(q, wr) }
+    } else {
+        Vec::new()
+    };
+    if trace {
+        // SAFETY: the caller's list and QP.
+        unsafe { crate::trace::send_wrs("post_send", qp, wr) };
+    }
     let rc = {
         let mut g = q.inner.lock();
         // SAFETY: wr is the caller's list.
@@ -373,10 +383,15 @@ unsafe fn traced_post_send(
     // SAFETY: on failure *bad_wr names an element of the caller's list.
     let bad = (rc != 0 && !bad_wr.is_null())
         .then(|| unsafe { *bad_wr })
-        .filter(|b| !b.is_null())
+        .filter(|b| !b.is_null());
+    if check {
+        crate::check::after_post_send(q, posted, rc, bad.unwrap_or(std::ptr::null_mut()));
+    }
+    if trace {
         // SAFETY: as above.
-        .map(|b| unsafe { (*b).wr_id });
-    crate::trace::post_result("post_send", qp as usize, rc, bad);
+        let bad = bad.map(|b| unsafe { (*b).wr_id });
+        crate::trace::post_result("post_send", qp as usize, rc, bad);
+    }
     rc
 }
 
@@ -385,16 +400,62 @@ pub(crate) unsafe extern "C" fn post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    if verbs_abi::trace::on() {
-        // SAFETY: the caller's list.
-        unsafe { crate::trace::recv_wrs("post_recv", qp as usize, wr) };
+    if verbs_abi::check::hooks_on() {
         // SAFETY: forwarded contract.
-        let rc = unsafe { post_recv_inner(qp, wr, bad_wr) };
-        crate::trace::post_result("post_recv", qp as usize, rc, None);
-        return rc;
+        return unsafe { hooked_post_recv(qp, wr, bad_wr) };
     }
     // SAFETY: forwarded contract.
     unsafe { post_recv_inner(qp, wr, bad_wr) }
+}
+
+/// `post_recv` traced and checked, as each is on.
+///
+/// # Safety
+/// As for `post_recv`.
+#[cold]
+#[inline(never)]
+unsafe fn hooked_post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
+    // SAFETY: qp came from create_qp_ex.
+    let q = unsafe { Qp::from_ibv(qp) };
+    let recvs = if check {
+        // SAFETY: the caller's list.
+        unsafe { crate::check::before_post_recv(q, wr) }
+    } else {
+        Vec::new()
+    };
+    if trace {
+        // SAFETY: the caller's list.
+        unsafe { crate::trace::recv_wrs("post_recv", qp as usize, wr) };
+    }
+    // SAFETY: forwarded contract.
+    let rc = unsafe { post_recv_inner(qp, wr, bad_wr) };
+    if check {
+        let accepted = if rc == 0 {
+            recvs.len()
+        } else if bad_wr.is_null() {
+            0
+        } else {
+            // SAFETY: on failure *bad_wr names an element of the list.
+            let bad = unsafe { *bad_wr };
+            let (mut n, mut p) = (0, wr);
+            while !p.is_null() && p != bad {
+                n += 1;
+                // SAFETY: p walks the caller's list.
+                p = unsafe { (*p).next };
+            }
+            n
+        };
+        crate::check::after_post_recv(q, recvs, accepted);
+    }
+    if trace {
+        crate::trace::post_result("post_recv", qp as usize, rc, None);
+    }
+    rc
 }
 
 /// # Safety
