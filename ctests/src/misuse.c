@@ -515,6 +515,73 @@ static int mode_rkey(void)
 	return 0;
 }
 
+/* A WRITE naming the old rkey of a memory window bound again since. */
+static int mode_mw_rkey(void)
+{
+	struct vt_buf s, r;
+	struct ibv_wc wc;
+	uint32_t old = 0;
+
+	pair(NULL, 0);
+	vt_buf_reg(&e, &s, 4096, VT_ACCESS_ALL);
+	vt_buf_reg(&e, &r, 4096, VT_ACCESS_ALL | IBV_ACCESS_MW_BIND);
+	struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(e.pd, IBV_MW_TYPE_1));
+	struct ibv_mw_bind b;
+	memset(&b, 0, sizeof(b));
+	b.send_flags = IBV_SEND_SIGNALED;
+	b.bind_info.mr = r.mr;
+	b.bind_info.addr = (uintptr_t)r.p;
+	b.bind_info.length = 2048;
+	b.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	for (int i = 0; i < 2; i++) {
+		b.wr_id = 40 + i;
+		CHECK_OK(ibv_bind_mw(p.b, mw, &b));
+		vt_poll(p.cq_b, &wc, 1);
+		CHECK_WC_STATUS(&wc, IBV_WC_SUCCESS);
+		if (i == 0)
+			old = mw->rkey;
+	}
+	CHECK(old != mw->rkey);
+	show_qp("qp", p.a);
+	printf("rkey=0x%x\n", old);
+	fflush(stdout);
+	send1(p.a, 1, IBV_WR_RDMA_WRITE, s.p, 64, s.mr->lkey, r.p, old,
+	      IBV_SEND_SIGNALED);
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_REM_ACCESS_ERR);
+	teardown();
+	CHECK_OK(ibv_dealloc_mw(mw));
+	CHECK_OK(ibv_dereg_mr(s.mr));
+	CHECK_OK(ibv_dereg_mr(r.mr));
+	close_env();
+	return 0;
+}
+
+/* ibv_close_device with an async event (the responder's access error)
+ * never acknowledged; the QP it is about is left to the exit. */
+static int mode_close_unacked(void)
+{
+	struct vt_buf s, r;
+	struct ibv_wc wc;
+	struct ibv_async_event ev;
+
+	pair(NULL, 0);
+	vt_buf_reg(&e, &s, 4096, VT_ACCESS_ALL);
+	vt_buf_reg(&e, &r, 4096, VT_ACCESS_ALL);
+	printf("ctx=%p\n", (void *)e.ctx);
+	fflush(stdout);
+	send1(p.a, 1, IBV_WR_RDMA_WRITE, s.p, 64, s.mr->lkey, r.p,
+	      r.mr->rkey ^ 0x00f0f0f0, IBV_SEND_SIGNALED);
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_REM_ACCESS_ERR);
+	struct pollfd pfd = { .fd = e.ctx->async_fd, .events = POLLIN };
+	CHECK(poll(&pfd, 1, VT_POLL_MS) == 1);
+	CHECK_OK(ibv_get_async_event(e.ctx, &ev));
+	CHECK_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+	CHECK_OK(ibv_close_device(e.ctx));
+	return 0;
+}
+
 /* An RDMA READ on a QP whose max_rd_atomic is 0. */
 static int mode_rd_atomic(void)
 {
@@ -570,6 +637,8 @@ int main(int argc, char **argv)
 		{ "rearm", mode_rearm },
 		{ "fork", mode_fork },
 		{ "rkey", mode_rkey },
+		{ "mw_rkey", mode_mw_rkey },
+		{ "close_unacked", mode_close_unacked },
 		{ "rd_atomic", mode_rd_atomic },
 		{ "leak", mode_leak },
 	};

@@ -44,7 +44,8 @@ finding() {
 qp() { echo "qp $(value "$1" qp) qpn=$(value "$1" qpn)"; }
 
 for m in post_init post_err other_pd deregistered out_of_mr buf_changed destroy_qp \
-    dereg_busy unacked_cq unacked_async unacked_cm rearm fork rkey rd_atomic cq_overrun leak clean; do
+    dereg_busy unacked_cq unacked_async unacked_cm close_unacked rearm fork rkey mw_rkey rd_atomic \
+    cq_overrun leak clean; do
     run "$m"
 done
 
@@ -62,6 +63,9 @@ finding dereg_busy destroy_busy "mr $(value dereg_busy mr)"
 finding unacked_cq unacked_events "cq $(value unacked_cq cq)"
 finding unacked_async unacked_events "$(qp unacked_async)"
 finding unacked_cm unacked_events "cm_id $(value unacked_cm cm_id)"
+finding close_unacked unacked_events "context $(value close_unacked ctx)"
+grep -q "^rdma_check: exit: unacked events on qp 0x[0-9a-f]*: 1 async" "$work/close_unacked.check" \
+    || { cat "$work/close_unacked.check"; fail "close_unacked: the unacked event is not in the exit summary"; }
 finding rearm rearm_undrained "cq $(value rearm cq)" wait_event
 finding fork fork_unprotected "process $(value fork pid)"
 finding rd_atomic rd_atomic_exceeded "$(qp rd_atomic)"
@@ -72,6 +76,9 @@ finding cq_overrun cq_overrun "cq $(value cq_overrun cq)"
 grep -q "^rdma_check: rkey_invalidated $(qp rkey): a WR names rkey" "$work/rkey.check" \
     || { cat "$work/rkey.check"; fail "rkey: no finding on the requester"; }
 echo "ok: rkey -> rkey_invalidated $(qp rkey)"
+grep -q "^rdma_check: rkey_invalidated $(qp mw_rkey): a WR names rkey $(value mw_rkey rkey)," "$work/mw_rkey.check" \
+    || { cat "$work/mw_rkey.check"; fail "mw_rkey: no finding on the requester"; }
+echo "ok: mw_rkey -> rkey_invalidated $(qp mw_rkey)"
 
 # Each finding once: the overrun is certain at the post and happens later;
 # one report only (checked by `finding` above). The exit summary of the

@@ -180,7 +180,8 @@ impl core::fmt::Display for Obj {
 /// it reported): for checks that are costly to evaluate again.
 pub fn first(kind: &'static str, obj: &Obj) -> bool {
     let mut g = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    g.get_or_insert_with(HashSet::new).insert((kind, obj.handle))
+    g.get_or_insert_with(HashSet::new)
+        .insert((kind, obj.handle))
 }
 
 /// Reports a finding once per `kind` and object: `what` went wrong, what
@@ -281,7 +282,10 @@ fn call_site() -> Vec<String> {
             }
         }
     }
-    let start = frames.iter().rposition(|(s, _)| ours(s)).map_or(0, |i| i + 1);
+    let start = frames
+        .iter()
+        .rposition(|(s, _)| ours(s))
+        .map_or(0, |i| i + 1);
     frames[start..]
         .iter()
         .filter(|(s, _)| !startup(s))

@@ -205,7 +205,10 @@ fn reads_buffers(op: ibv_wr_opcode) -> bool {
 ///
 /// # Safety
 /// `wr` is the caller's list of send WRs.
-pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Vec<(*mut ibv_send_wr, Posted)> {
+pub unsafe fn before_post_send(
+    q: &Qp,
+    mut wr: *mut ibv_send_wr,
+) -> Vec<(*mut ibv_send_wr, Posted)> {
     let obj = qp_obj(q);
     let (state, max_rd_atomic, sig_all, qp_type) = {
         let g = q.inner.lock();
@@ -240,7 +243,8 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Vec<(*mut ib
         let local = !matches!(w.opcode, IBV_WR_BIND_MW | IBV_WR_LOCAL_INV);
         let signaled = w.send_flags & IBV_SEND_SIGNALED != 0 || sig_all;
         let mut sums = Vec::new();
-        if local && !(inline && !is_read_or_atomic(w.opcode)) {
+        // Inline data is copied at post: its SGEs need no key.
+        if local && (!inline || is_read_or_atomic(w.opcode)) {
             for s in sges {
                 let host = check_sge(obj, q.pd_id, s, "ibv_post_send");
                 if let (Some(h), true) = (host, signaled && reads_buffers(w.opcode)) {
@@ -286,7 +290,8 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Vec<(*mut ib
     }
     if let Some(cq) = &q.send_cq {
         // SAFETY: plain data in the CQ's allocation.
-        let cap = unsafe { std::ptr::read_volatile(&raw const (*cq.ibv.get()).cqe) }.max(0) as usize;
+        let cap =
+            unsafe { std::ptr::read_volatile(&raw const (*cq.ibv.get()).cqe) }.max(0) as usize;
         let handle = cq.as_ibv() as usize;
         let due = with(|st| st.cqs.get(&handle).map_or(0, |c| c.due)) + out.len();
         if due > cap {
@@ -310,7 +315,7 @@ fn check_rkey(obj: Obj, rkey: u32) {
         report(
             "rkey_invalidated",
             obj,
-            &format!("a WR names rkey {rkey:#x}, which this process deregistered or invalidated"),
+            &format!("a WR names rkey {rkey:#x}, which this process deregistered, invalidated or bound again (or never bound)"),
             "ibv_dereg_mr(3)/ibv_dealloc_mw(3)/IBV_WR_LOCAL_INV: once an MR is deregistered or a window invalidated, its rkey is invalid; a remote access with it completes with IBV_WC_REM_ACCESS_ERR and moves both QPs to error (IB spec 10.6.7)",
         );
     }
@@ -345,7 +350,12 @@ pub fn remote_key_refused(rkey: u32, qpn: u32, live: Option<bool>) {
 }
 
 /// After `ibv_post_send`: the accepted signaled WRs are due on the CQ.
-pub fn after_post_send(q: &Qp, posted: Vec<(*mut ibv_send_wr, Posted)>, rc: i32, bad: *mut ibv_send_wr) {
+pub fn after_post_send(
+    q: &Qp,
+    posted: Vec<(*mut ibv_send_wr, Posted)>,
+    rc: i32,
+    bad: *mut ibv_send_wr,
+) {
     let send_cq = q.send_cq.as_ref().map_or(0, |c| c.as_ibv() as usize);
     with(|st| {
         let w = st.qps.entry(q.qpn).or_default();
@@ -364,6 +374,39 @@ pub fn after_post_send(q: &Qp, posted: Vec<(*mut ibv_send_wr, Posted)>, rc: i32,
         }
         st.cqs.entry(send_cq).or_default().due += n;
     });
+}
+
+/// A QP went to RESET: its queues and unpolled completions are gone.
+pub fn qp_reset(qpn: u32) {
+    with(|st| {
+        if let Some(w) = st.qps.get_mut(&qpn) {
+            let n = w.sends.len();
+            w.sends.clear();
+            w.recvs.clear();
+            if let Some(c) = st.cqs.get_mut(&w.send_cq) {
+                c.due = c.due.saturating_sub(n);
+            }
+        }
+    });
+}
+
+/// The checks of `ibv_post_srq_recv`: the SGEs against the SRQ's PD.
+///
+/// # Safety
+/// `wr` is the caller's list of receive WRs.
+pub unsafe fn before_post_srq_recv(srq: *mut ibv_srq, pd: u32, mut wr: *mut ibv_recv_wr) {
+    let obj = Obj::new("srq", srq as usize);
+    while !wr.is_null() {
+        // SAFETY: wr walks the caller's list.
+        let w = unsafe { &*wr };
+        if w.num_sge > 0 && !w.sg_list.is_null() {
+            // SAFETY: the WR describes its own SGE array.
+            for s in unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) } {
+                check_sge(obj, pd, s, "ibv_post_srq_recv");
+            }
+        }
+        wr = w.next;
+    }
 }
 
 /// The checks of `ibv_post_recv` before the post; returns the receives'
@@ -631,7 +674,10 @@ pub fn mr_destroy(mr: *mut ibv_mr, lkey: u32) {
         st.qps
             .values()
             .flat_map(|w| w.recvs.iter())
-            .filter(|r| r.1.iter().any(|x| overlaps(x.0, x.1 - x.0, addr, addr + len)))
+            .filter(|r| {
+                r.1.iter()
+                    .any(|x| overlaps(x.0, x.1 - x.0, addr, addr + len))
+            })
             .count()
     });
     if sends + recvs > 0 {
@@ -734,7 +780,9 @@ extern "C" fn at_exit() {
         .entries()
         .into_iter()
         .map(|(h, w)| {
-            let n = w.upgrade().map_or(String::new(), |q| format!(" qpn={}", q.qpn));
+            let n = w
+                .upgrade()
+                .map_or(String::new(), |q| format!(" qpn={}", q.qpn));
             (h, n)
         })
         .collect();

@@ -332,7 +332,15 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    if verbs_abi::trace::on() {
+    if verbs_abi::check::hooks_on() {
+        if verbs_abi::check::on() {
+            // SAFETY: srq came from create_srq_ex; the caller's list.
+            unsafe { crate::check::before_post_srq_recv(srq, Srq::from_ibv(srq).pd_id, wr) };
+        }
+        if !verbs_abi::trace::on() {
+            // SAFETY: forwarded contract.
+            return unsafe { post_srq_recv_inner(srq, wr, bad_wr) };
+        }
         // SAFETY: the caller's list.
         unsafe { crate::trace::recv_wrs("post_srq_recv", srq as usize, wr) };
         // SAFETY: forwarded contract.

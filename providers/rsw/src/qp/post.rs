@@ -288,7 +288,7 @@ unsafe fn post_locked(
 /// # Safety
 /// `wr` must be a valid list of `n` send WRs.
 pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
-    if verbs_abi::trace::on() {
+    if verbs_abi::check::hooks_on() {
         // SAFETY: forwarded contract.
         return unsafe { traced_post_send_batch(qp, wr, n) };
     }
@@ -301,12 +301,27 @@ pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int 
 #[cold]
 #[inline(never)]
 unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
+    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
     let ibv = qp as *const Qp as *mut ibv_qp;
-    // SAFETY: the caller's list; a Qp starts with its ibv_qp.
-    unsafe { crate::trace::send_wrs("wr_complete", ibv, wr) };
+    let posted = if check {
+        // SAFETY: the caller's list.
+        unsafe { crate::check::before_post_send(qp, wr) }
+    } else {
+        Vec::new()
+    };
+    if trace {
+        // SAFETY: the caller's list; a Qp starts with its ibv_qp.
+        unsafe { crate::trace::send_wrs("wr_complete", ibv, wr) };
+    }
     // SAFETY: forwarded contract.
     let rc = unsafe { post_send_batch_inner(qp, wr, n) };
-    crate::trace::post_result("wr_complete", ibv as usize, rc, None);
+    if check {
+        // All or nothing: on failure none was posted.
+        crate::check::after_post_send(qp, posted, rc, wr);
+    }
+    if trace {
+        crate::trace::post_result("wr_complete", ibv as usize, rc, None);
+    }
     rc
 }
 
