@@ -251,7 +251,7 @@ fn ours(sym: &str) -> bool {
         "__ibv_",
         "verbs_rs_",
     ];
-    PREFIXES.iter().any(|p| sym.starts_with(p))
+    sym != "<unknown>" && PREFIXES.iter().any(|p| sym.starts_with(p))
 }
 
 fn startup(sym: &str) -> bool {
@@ -286,13 +286,82 @@ fn call_site() -> Vec<String> {
         .iter()
         .rposition(|(s, _)| ours(s))
         .map_or(0, |i| i + 1);
-    frames[start..]
+    let app: Vec<&(String, Option<String>)> = frames[start..]
         .iter()
         .filter(|(s, _)| !startup(s))
         .take(8)
+        .collect();
+    if app.iter().any(|(s, _)| s == "<unknown>") {
+        // A program without symbols: name its frames by object and offset
+        // instead (`addr2line -e OBJECT OFFSET` finds the line).
+        return raw_call_site();
+    }
+    app.into_iter()
         .map(|(s, at)| match at {
             Some(at) => format!("{s} ({at})"),
             None => s.clone(),
+        })
+        .collect()
+}
+
+extern "C" {
+    /// glibc's `backtrace(3)` (execinfo).
+    fn backtrace(buffer: *mut *mut libc::c_void, size: c_int) -> c_int;
+}
+
+/// The application's frames from the raw return addresses: each
+/// `object+0xoffset`, with the dynamic symbol when there is one. Frames
+/// in our three libraries (and libc's fork handlers) are trimmed.
+fn raw_call_site() -> Vec<String> {
+    let mut ips = [core::ptr::null_mut::<libc::c_void>(); 64];
+    // SAFETY: the buffer holds 64 entries.
+    let n = unsafe { backtrace(ips.as_mut_ptr(), 64) }.max(0) as usize;
+    let mut frames: Vec<(String, Option<String>, usize)> = Vec::new();
+    for &ip in &ips[..n] {
+        // A return address: look up the call instruction before it.
+        let pc = (ip as usize).saturating_sub(1);
+        // SAFETY: dladdr only reads the loader's tables into `info`.
+        let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::dladdr(pc as *const libc::c_void, &mut info) } == 0
+            || info.dli_fname.is_null()
+        {
+            frames.push(("?".into(), None, pc));
+            continue;
+        }
+        // SAFETY: dladdr's strings are NUL-terminated and live while the
+        // object is loaded.
+        let obj = unsafe { core::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned();
+        let sym = (!info.dli_sname.is_null())
+            // SAFETY: as above.
+            .then(|| {
+                unsafe { core::ffi::CStr::from_ptr(info.dli_sname) }
+                    .to_string_lossy()
+                    .into_owned()
+            });
+        frames.push((obj, sym, pc - info.dli_fbase as usize));
+    }
+    let lib = |o: &str| {
+        let base = o.rsplit('/').next().unwrap_or(o);
+        ["libibverbs.so", "librdmacm.so", "librsw"]
+            .iter()
+            .any(|p| base.starts_with(p))
+    };
+    let start = frames
+        .iter()
+        .rposition(|(o, s, _)| lib(o) || s.as_deref().is_some_and(ours))
+        .map_or(0, |i| i + 1);
+    // The C start-up code (libc's, then the program's `_start`) ends it.
+    let libc = |o: &str| o.rsplit('/').next().unwrap_or(o).starts_with("libc.so");
+    frames[start..]
+        .iter()
+        .take_while(|(o, _, _)| !libc(o))
+        .take(8)
+        .map(|(o, s, off)| match s {
+            Some(s) => format!("{s} ({o}+{off:#x})"),
+            None => format!("{o}+{off:#x}"),
         })
         .collect()
 }
