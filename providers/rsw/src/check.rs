@@ -41,6 +41,29 @@ struct Sum {
 pub struct Posted {
     wr_id: u64,
     sums: Vec<Sum>,
+    /// The post call and WR it came from, to take it back if the post
+    /// refuses it.
+    call: u64,
+    wr: usize,
+}
+
+/// What a post recorded before it ran (entries are recorded first: another
+/// thread may poll their completions before the post returns).
+pub struct Recorded {
+    call: u64,
+    sends: usize,
+}
+
+static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A posted receive: wr_id, the ranges its SGEs name, and (as for
+/// [`Posted`]) the call and WR it came from.
+struct RecvRec {
+    wr_id: u64,
+    ranges: Vec<(u64, u64)>,
+    lkeys: Vec<u32>,
+    call: u64,
+    wr: usize,
 }
 
 #[derive(Default)]
@@ -49,7 +72,7 @@ struct QpWatch {
     send_cq: usize,
     sends: VecDeque<Posted>,
     /// Posted receives: wr_id and the ranges their SGEs name.
-    recvs: VecDeque<(u64, Vec<(u64, u64)>)>,
+    recvs: VecDeque<RecvRec>,
 }
 
 #[derive(Default)]
@@ -205,10 +228,8 @@ fn reads_buffers(op: ibv_wr_opcode) -> bool {
 ///
 /// # Safety
 /// `wr` is the caller's list of send WRs.
-pub unsafe fn before_post_send(
-    q: &Qp,
-    mut wr: *mut ibv_send_wr,
-) -> Vec<(*mut ibv_send_wr, Posted)> {
+pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Recorded {
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let obj = qp_obj(q);
     let (state, max_rd_atomic, sig_all, qp_type) = {
         let g = q.inner.lock();
@@ -278,13 +299,12 @@ pub unsafe fn before_post_send(
             );
         }
         if signaled {
-            out.push((
-                wr,
-                Posted {
-                    wr_id: w.wr_id,
-                    sums,
-                },
-            ));
+            out.push(Posted {
+                wr_id: w.wr_id,
+                sums,
+                call,
+                wr: wr as usize,
+            });
         }
         wr = w.next;
     }
@@ -305,7 +325,21 @@ pub unsafe fn before_post_send(
             );
         }
     }
-    out
+    let send_cq = q.send_cq.as_ref().map_or(0, |c| c.as_ibv() as usize);
+    let sends = out.len();
+    with(|st| {
+        let w = st.qps.entry(q.qpn).or_default();
+        w.handle = q.as_ibv() as usize;
+        w.send_cq = send_cq;
+        for p in out {
+            if w.sends.len() >= MAX_KEPT {
+                w.sends.pop_front();
+            }
+            w.sends.push_back(p);
+        }
+        st.cqs.entry(send_cq).or_default().due += sends;
+    });
+    Recorded { call, sends }
 }
 
 fn check_rkey(obj: Obj, rkey: u32) {
@@ -349,30 +383,40 @@ pub fn remote_key_refused(rkey: u32, qpn: u32, live: Option<bool>) {
     }
 }
 
-/// After `ibv_post_send`: the accepted signaled WRs are due on the CQ.
-pub fn after_post_send(
+/// After `ibv_post_send` of the list at `head`: a refused post takes back
+/// what it recorded from `bad` on (everything, when `bad` is NULL).
+///
+/// # Safety
+/// `head` is the caller's list, as posted.
+pub unsafe fn after_post_send(
     q: &Qp,
-    posted: Vec<(*mut ibv_send_wr, Posted)>,
+    rec: Recorded,
     rc: i32,
+    head: *mut ibv_send_wr,
     bad: *mut ibv_send_wr,
 ) {
-    let send_cq = q.send_cq.as_ref().map_or(0, |c| c.as_ibv() as usize);
+    if rc == 0 || rec.sends == 0 {
+        return;
+    }
+    let mut accepted = HashSet::new();
+    let mut p = head;
+    while !bad.is_null() && !p.is_null() && p != bad {
+        accepted.insert(p as usize);
+        // SAFETY: p walks the caller's list.
+        p = unsafe { (*p).next };
+    }
     with(|st| {
-        let w = st.qps.entry(q.qpn).or_default();
-        w.handle = q.as_ibv() as usize;
-        w.send_cq = send_cq;
-        let mut n = 0;
-        for (p, posted) in posted {
-            if rc != 0 && p == bad {
-                break;
-            }
-            if w.sends.len() >= MAX_KEPT {
-                w.sends.pop_front();
-            }
-            w.sends.push_back(posted);
-            n += 1;
+        let Some(w) = st.qps.get_mut(&q.qpn) else {
+            return;
+        };
+        let before = w.sends.len();
+        w.sends
+            .retain(|x| x.call != rec.call || accepted.contains(&x.wr));
+        let gone = before - w.sends.len();
+        let send_cq = w.send_cq;
+        if let Some(c) = st.cqs.get_mut(&send_cq) {
+            c.due = c.due.saturating_sub(gone);
         }
-        st.cqs.entry(send_cq).or_default().due += n;
     });
 }
 
@@ -409,12 +453,12 @@ pub unsafe fn before_post_srq_recv(srq: *mut ibv_srq, pd: u32, mut wr: *mut ibv_
     }
 }
 
-/// The checks of `ibv_post_recv` before the post; returns the receives'
-/// wr_ids and ranges.
+/// The checks of `ibv_post_recv` before the post; records the receives.
 ///
 /// # Safety
 /// `wr` is the caller's list of receive WRs.
-pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Vec<(u64, Vec<(u64, u64)>)> {
+pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Recorded {
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let obj = qp_obj(q);
     let state = q.inner.lock().state;
     match state {
@@ -434,7 +478,7 @@ pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Vec<(u64, Ve
     }
     let mut out = Vec::new();
     if q.srq.is_some() {
-        return out;
+        return Recorded { call, sends: 0 };
     }
     while !wr.is_null() {
         // SAFETY: wr walks the caller's list.
@@ -448,28 +492,58 @@ pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Vec<(u64, Ve
         for s in sges {
             check_sge(obj, q.pd_id, s, "ibv_post_recv");
         }
-        out.push((
-            w.wr_id,
-            sges.iter()
+        out.push(RecvRec {
+            wr_id: w.wr_id,
+            ranges: sges
+                .iter()
                 .map(|s| (s.addr, s.addr.wrapping_add(s.length as u64)))
                 .collect(),
-        ));
+            lkeys: sges.iter().map(|s| s.lkey).collect(),
+            call,
+            wr: wr as usize,
+        });
         wr = w.next;
     }
-    out
-}
-
-/// After `ibv_post_recv`: the accepted receives (all of them on success;
-/// the ones before `bad` otherwise).
-pub fn after_post_recv(q: &Qp, recvs: Vec<(u64, Vec<(u64, u64)>)>, accepted: usize) {
+    let n = out.len();
     with(|st| {
         let w = st.qps.entry(q.qpn).or_default();
         w.handle = q.as_ibv() as usize;
-        for r in recvs.into_iter().take(accepted) {
+        for r in out {
             if w.recvs.len() >= MAX_KEPT {
                 w.recvs.pop_front();
             }
             w.recvs.push_back(r);
+        }
+    });
+    Recorded { call, sends: n }
+}
+
+/// After `ibv_post_recv` of the list at `head`: a refused post takes
+/// back what it recorded from `bad` on (everything, when `bad` is NULL).
+///
+/// # Safety
+/// `head` is the caller's list, as posted.
+pub unsafe fn after_post_recv(
+    q: &Qp,
+    rec: Recorded,
+    rc: i32,
+    head: *mut ibv_recv_wr,
+    bad: *mut ibv_recv_wr,
+) {
+    if rc == 0 || rec.sends == 0 {
+        return;
+    }
+    let mut accepted = HashSet::new();
+    let mut p = head;
+    while !bad.is_null() && !p.is_null() && p != bad {
+        accepted.insert(p as usize);
+        // SAFETY: p walks the caller's list.
+        p = unsafe { (*p).next };
+    }
+    with(|st| {
+        if let Some(w) = st.qps.get_mut(&q.qpn) {
+            w.recvs
+                .retain(|x| x.call != rec.call || accepted.contains(&x.wr));
         }
     });
 }
@@ -487,17 +561,15 @@ pub fn polled(cq: *mut ibv_cq, wcs: &[ibv_wc]) {
                 continue;
             };
             if wc.opcode & IBV_WC_RECV != 0 {
-                if let Some(i) = w.recvs.iter().position(|r| r.0 == wc.wr_id) {
-                    let (_, ranges) = w.recvs.remove(i).unwrap_or_default();
-                    // The provider wrote these bytes: a send from the same
-                    // memory was not changed by the application.
-                    for s in w.sends.iter_mut() {
-                        s.sums.retain(|x| {
-                            !ranges
-                                .iter()
-                                .any(|r| overlaps(x.host as u64, x.len as u64, r.0, r.1))
-                        });
-                    }
+                if let Some(i) = w.recvs.iter().position(|r| r.wr_id == wc.wr_id) {
+                    w.recvs.remove(i);
+                }
+                // A message from the peer after the post: programs (rping)
+                // take it as the reply that proves their SEND arrived and
+                // reuse the buffer before polling the send's completion.
+                // The data already left, so that is not reported.
+                for s in w.sends.iter_mut() {
+                    s.sums.clear();
                 }
                 continue;
             }
@@ -509,8 +581,11 @@ pub fn polled(cq: *mut ibv_cq, wcs: &[ibv_wc]) {
             let obj = Obj::qp(w.handle, wc.qp_num);
             // Posted receives of the same QP on the same memory may
             // rightly have changed it.
-            let recv_ranges: Vec<(u64, u64)> =
-                w.recvs.iter().flat_map(|r| r.1.iter().copied()).collect();
+            let recv_ranges: Vec<(u64, u64)> = w
+                .recvs
+                .iter()
+                .flat_map(|r| r.ranges.iter().copied())
+                .collect();
             if let Some(c) = st.cqs.get_mut(&send_cq) {
                 c.due = c.due.saturating_sub(posted.len());
             }
@@ -668,16 +743,11 @@ pub fn mr_destroy(mr: *mut ibv_mr, lkey: u32) {
             }
         }
     }
-    // SAFETY: a live MR (the caller checked).
-    let (addr, len) = unsafe { ((*mr).addr as u64, (*mr).length as u64) };
     let recvs: usize = with(|st| {
         st.qps
             .values()
             .flat_map(|w| w.recvs.iter())
-            .filter(|r| {
-                r.1.iter()
-                    .any(|x| overlaps(x.0, x.1 - x.0, addr, addr + len))
-            })
+            .filter(|r| r.lkeys.contains(&lkey))
             .count()
     });
     if sends + recvs > 0 {

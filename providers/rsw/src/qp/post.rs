@@ -303,11 +303,11 @@ pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int 
 unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
     let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
     let ibv = qp as *const Qp as *mut ibv_qp;
-    let posted = if check {
+    let rec = if check {
         // SAFETY: the caller's list.
-        unsafe { crate::check::before_post_send(qp, wr) }
+        Some(unsafe { crate::check::before_post_send(qp, wr) })
     } else {
-        Vec::new()
+        None
     };
     if trace {
         // SAFETY: the caller's list; a Qp starts with its ibv_qp.
@@ -315,9 +315,10 @@ unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_i
     }
     // SAFETY: forwarded contract.
     let rc = unsafe { post_send_batch_inner(qp, wr, n) };
-    if check {
-        // All or nothing: on failure none was posted.
-        crate::check::after_post_send(qp, posted, rc, wr);
+    if let Some(rec) = rec {
+        // All or nothing: on failure none was posted (`bad` is the head).
+        // SAFETY: the caller's list, as posted.
+        unsafe { crate::check::after_post_send(qp, rec, rc, wr, wr) };
     }
     if trace {
         crate::trace::post_result("wr_complete", ibv as usize, rc, None);
@@ -380,11 +381,11 @@ unsafe fn traced_post_send(
     let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
-    let posted = if check {
+    let rec = if check {
         // SAFETY: the caller's list.
-        unsafe { crate::check::before_post_send(q, wr) }
+        Some(unsafe { crate::check::before_post_send(q, wr) })
     } else {
-        Vec::new()
+        None
     };
     if trace {
         // SAFETY: the caller's list and QP.
@@ -399,8 +400,10 @@ unsafe fn traced_post_send(
     let bad = (rc != 0 && !bad_wr.is_null())
         .then(|| unsafe { *bad_wr })
         .filter(|b| !b.is_null());
-    if check {
-        crate::check::after_post_send(q, posted, rc, bad.unwrap_or(std::ptr::null_mut()));
+    if let Some(rec) = rec {
+        let bad = bad.unwrap_or(std::ptr::null_mut());
+        // SAFETY: the caller's list, as posted.
+        unsafe { crate::check::after_post_send(q, rec, rc, wr, bad) };
     }
     if trace {
         // SAFETY: as above.
@@ -437,11 +440,11 @@ unsafe fn hooked_post_recv(
     let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
-    let recvs = if check {
+    let rec = if check {
         // SAFETY: the caller's list.
-        unsafe { crate::check::before_post_recv(q, wr) }
+        Some(unsafe { crate::check::before_post_recv(q, wr) })
     } else {
-        Vec::new()
+        None
     };
     if trace {
         // SAFETY: the caller's list.
@@ -449,23 +452,15 @@ unsafe fn hooked_post_recv(
     }
     // SAFETY: forwarded contract.
     let rc = unsafe { post_recv_inner(qp, wr, bad_wr) };
-    if check {
-        let accepted = if rc == 0 {
-            recvs.len()
-        } else if bad_wr.is_null() {
-            0
+    if let Some(rec) = rec {
+        let bad = if rc != 0 && !bad_wr.is_null() {
+            // SAFETY: out-pointer supplied by the caller, set on failure.
+            unsafe { *bad_wr }
         } else {
-            // SAFETY: on failure *bad_wr names an element of the list.
-            let bad = unsafe { *bad_wr };
-            let (mut n, mut p) = (0, wr);
-            while !p.is_null() && p != bad {
-                n += 1;
-                // SAFETY: p walks the caller's list.
-                p = unsafe { (*p).next };
-            }
-            n
+            std::ptr::null_mut()
         };
-        crate::check::after_post_recv(q, recvs, accepted);
+        // SAFETY: the caller's list, as posted.
+        unsafe { crate::check::after_post_recv(q, rec, rc, wr, bad) };
     }
     if trace {
         crate::trace::post_result("post_recv", qp as usize, rc, None);
