@@ -334,13 +334,11 @@ fn raw_call_site() -> Vec<String> {
         let obj = unsafe { core::ffi::CStr::from_ptr(info.dli_fname) }
             .to_string_lossy()
             .into_owned();
-        let sym = (!info.dli_sname.is_null())
+        let sym = (!info.dli_sname.is_null()).then(|| {
             // SAFETY: as above.
-            .then(|| {
-                unsafe { core::ffi::CStr::from_ptr(info.dli_sname) }
-                    .to_string_lossy()
-                    .into_owned()
-            });
+            let c = unsafe { core::ffi::CStr::from_ptr(info.dli_sname) };
+            c.to_string_lossy().into_owned()
+        });
         frames.push((obj, sym, pc - info.dli_fbase as usize));
     }
     let lib = |o: &str| {
