@@ -615,6 +615,16 @@ static int mode_leak(void)
 	vt_buf_reg(&e, &s, 4096, VT_ACCESS_ALL);
 	show_qp("qp", p.a);
 	printf("mr=%p\n", (void *)s.mr);
+	/* A CM id and its event, neither released. */
+	struct rdma_event_channel *cm = CHECK_PTR(rdma_create_event_channel());
+	struct rdma_cm_id *id = NULL;
+	CHECK_OK(rdma_create_id(cm, &id, NULL, RDMA_PS_TCP));
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(7471) };
+	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK_OK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000));
+	struct rdma_cm_event *ev = NULL;
+	CHECK_OK(rdma_get_cm_event(cm, &ev));
+	printf("cm_id=%p\n", (void *)id);
 	return 0;
 }
 

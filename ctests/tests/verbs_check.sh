@@ -90,6 +90,11 @@ grep -q "^rdma_check: exit: leaked 1 mr(s): $(value leak mr)" "$work/leak.check"
 for k in "2 cq(s)" "1 pd(s)"; do
     grep -q "^rdma_check: exit: leaked $k" "$work/leak.check" || { cat "$work/leak.check"; fail "leak: $k"; }
 done
+grep -q "^rdma_check: exit: leaked 1 cm_id(s): $(value leak cm_id)$" "$work/leak.check" \
+    || { cat "$work/leak.check"; fail "leak: the CM id is not in the exit summary"; }
+grep -q "^rdma_check: exit: 1 CM event(s) never acknowledged" "$work/leak.check" \
+    || { cat "$work/leak.check"; fail "leak: the CM event is not in the exit summary"; }
+[ "$(grep -c '^rdma_check: [a-z_][a-z_]* ' "$work/leak.check")" = 0 ] || fail "leak: findings besides the summary"
 echo "ok: exit summary"
 
 # The correct program: nothing at all.

@@ -2,7 +2,7 @@
 //! `rdma_destroy_id` with CM events not acknowledged, which rdma-core
 //! answers by blocking for ever.
 
-use verbs_abi::check::{report, Obj};
+use verbs_abi::check::{report, summary, Obj};
 
 /// `rdma_destroy_id` of `id` with `n` events the application never acked
 /// (after the grace for other threads).
@@ -15,10 +15,11 @@ pub(crate) fn unacked_at_destroy(id: usize, n: u64) {
     );
 }
 
-/// With the checker on, the default PDs this library keeps for the life
-/// of the process are released at exit, before the provider's leak
-/// summary (registered earlier, when the first device was opened, so it
-/// runs later).
+/// With the checker on, at exit: the CM ids never destroyed and the CM
+/// events never acknowledged are listed, and the default PDs this library
+/// keeps for the life of the process are released before the provider's
+/// leak summary (registered earlier, when the first device was opened, so
+/// it runs later). Registered at the first device open or event.
 pub(crate) fn release_at_exit() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -28,5 +29,18 @@ pub(crate) fn release_at_exit() {
 }
 
 extern "C" fn at_exit() {
+    let (ids, events) = crate::id::leftovers();
+    if !ids.is_empty() {
+        let mut l: Vec<String> = ids.iter().take(8).map(|h| format!("{h:#x}")).collect();
+        if ids.len() > 8 {
+            l.push(format!("and {} more", ids.len() - 8));
+        }
+        summary(&format!("leaked {} cm_id(s): {}", ids.len(), l.join(", ")));
+    }
+    if events > 0 {
+        summary(&format!(
+            "{events} CM event(s) never acknowledged (rdma_ack_cm_event)"
+        ));
+    }
     crate::device::release_default_pds();
 }

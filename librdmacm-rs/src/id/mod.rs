@@ -502,8 +502,18 @@ fn destroy_cqs(c: &mut rdma_cm_id) {
 static OUTSTANDING: LazyLock<Mutex<std::collections::HashSet<usize>>> =
     LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
 
+/// For the misuse checker's exit summary: the ids never destroyed and the
+/// events retrieved and never acknowledged.
+pub fn leftovers() -> (Vec<usize>, usize) {
+    let ids = IDS.entries().into_iter().map(|(h, _)| h).collect();
+    (ids, OUTSTANDING.lock().len())
+}
+
 /// Hands a retrieved event to the application.
 pub fn deliver(mut ev: Box<EventBox>) -> *mut rdma_cm_event {
+    if verbs_abi::check::on() {
+        crate::check::release_at_exit();
+    }
     CmId::on_retrieve(&mut ev);
     let p = Box::into_raw(ev);
     OUTSTANDING.lock().insert(p as usize);

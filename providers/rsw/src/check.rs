@@ -51,7 +51,7 @@ pub struct Posted {
 /// thread may poll their completions before the post returns).
 pub struct Recorded {
     call: u64,
-    sends: usize,
+    n: usize,
 }
 
 static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -339,7 +339,7 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Recorded {
         }
         st.cqs.entry(send_cq).or_default().due += sends;
     });
-    Recorded { call, sends }
+    Recorded { call, n: sends }
 }
 
 fn check_rkey(obj: Obj, rkey: u32) {
@@ -395,7 +395,7 @@ pub unsafe fn after_post_send(
     head: *mut ibv_send_wr,
     bad: *mut ibv_send_wr,
 ) {
-    if rc == 0 || rec.sends == 0 {
+    if rc == 0 || rec.n == 0 {
         return;
     }
     let mut accepted = HashSet::new();
@@ -478,7 +478,7 @@ pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Recorded {
     }
     let mut out = Vec::new();
     if q.srq.is_some() {
-        return Recorded { call, sends: 0 };
+        return Recorded { call, n: 0 };
     }
     while !wr.is_null() {
         // SAFETY: wr walks the caller's list.
@@ -515,7 +515,7 @@ pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Recorded {
             w.recvs.push_back(r);
         }
     });
-    Recorded { call, sends: n }
+    Recorded { call, n }
 }
 
 /// After `ibv_post_recv` of the list at `head`: a refused post takes
@@ -530,7 +530,7 @@ pub unsafe fn after_post_recv(
     head: *mut ibv_recv_wr,
     bad: *mut ibv_recv_wr,
 ) {
-    if rc == 0 || rec.sends == 0 {
+    if rc == 0 || rec.n == 0 {
         return;
     }
     let mut accepted = HashSet::new();
@@ -553,7 +553,7 @@ pub unsafe fn after_post_recv(
 /// posted (unless a receive of the same QP wrote them).
 pub fn polled(cq: *mut ibv_cq, wcs: &[ibv_wc]) {
     let handle = cq as usize;
-    let mut changed: Vec<(Obj, u64, usize, usize)> = Vec::new();
+    let mut changed: Vec<(Obj, u64, usize, usize, bool)> = Vec::new();
     with(|st| {
         st.cqs.entry(handle).or_default().polled += wcs.len() as u64;
         for wc in wcs {
@@ -600,18 +600,20 @@ pub fn polled(cq: *mut ibv_cq, wcs: &[ibv_wc]) {
                 {
                     continue;
                 }
-                if checksum(s.host, s.len) != Some(s.sum) {
-                    changed.push((obj, wc.wr_id, s.host, s.len));
+                match checksum(s.host, s.len) {
+                    Some(x) if x == s.sum => {}
+                    now => changed.push((obj, wc.wr_id, s.host, s.len, now.is_none())),
                 }
             }
         }
     });
-    for (obj, wr_id, host, len) in changed {
+    for (obj, wr_id, host, len, gone) in changed {
+        let how = if gone { "was unmapped" } else { "changed" };
         report(
             "send_buffer_changed",
             obj,
             &format!(
-                "the buffer of signaled WR wr_id={wr_id:#x} ([{host:#x}, +{len})) changed between ibv_post_send and its completion"
+                "the buffer of signaled WR wr_id={wr_id:#x} ([{host:#x}, +{len})) {how} between ibv_post_send and its completion"
             ),
             "ibv_post_send(3): the buffers a WR gathers from must not be modified (or freed) until its completion is polled; the adapter may read them at any time before (the data sent is undefined)",
         );
