@@ -182,6 +182,7 @@ impl MrTable {
         r
     }
 
+    #[inline(always)]
     fn remote_inner(
         &self,
         rkey: u32,
