@@ -410,6 +410,59 @@ static int mode_unacked_async(void)
 	return 0;
 }
 
+/* ibv_destroy_srq with IBV_EVENT_SRQ_LIMIT_REACHED not acknowledged. */
+static int mode_unacked_srq(void)
+{
+	struct vt_buf s, r;
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+	struct ibv_async_event ev;
+
+	vt_env_open(&e);
+	vt_default_opts(&o);
+	vt_buf_reg(&e, &s, 4096, VT_ACCESS_ALL);
+	vt_buf_reg(&e, &r, 4096, VT_ACCESS_ALL);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_srq *srq = CHECK_PTR(ibv_create_srq(e.pd, &sa));
+	printf("srq=%p\n", (void *)srq);
+	fflush(stdout);
+	for (int i = 0; i < 2; i++) {
+		struct ibv_sge sge = vt_sge(r.p + 64 * i, 64, r.mr->lkey);
+		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 };
+		struct ibv_recv_wr *bad;
+		CHECK_OK(ibv_post_srq_recv(srq, &wr, &bad));
+	}
+	struct ibv_srq_attr a = { .srq_limit = 2 };
+	CHECK_OK(ibv_modify_srq(srq, &a, IBV_SRQ_LIMIT));
+	p.cq_a = CHECK_PTR(ibv_create_cq(e.ctx, 16, NULL, NULL, 0));
+	p.cq_b = CHECK_PTR(ibv_create_cq(e.ctx, 16, NULL, NULL, 0));
+	p.a = vt_create_qp(e.pd, p.cq_a, p.cq_a, &o, NULL);
+	struct ibv_qp_init_attr ia = {
+		.send_cq = p.cq_b, .recv_cq = p.cq_b, .srq = srq,
+		.cap = { .max_send_wr = 4, .max_send_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	p.b = CHECK_PTR(ibv_create_qp(e.pd, &ia));
+	vt_qp_connect(p.a, p.b->qp_num, &e.gid, &o);
+	vt_qp_connect(p.b, p.a->qp_num, &e.gid, &o);
+	send1(p.a, 1, IBV_WR_SEND, s.p, 8, s.mr->lkey, NULL, 0, IBV_SEND_SIGNALED);
+	vt_poll(p.cq_b, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_SUCCESS);
+	vt_poll(p.cq_a, &wc, 1);
+	struct pollfd pfd = { .fd = e.ctx->async_fd, .events = POLLIN };
+	CHECK(poll(&pfd, 1, VT_POLL_MS) == 1);
+	CHECK_OK(ibv_get_async_event(e.ctx, &ev));
+	CHECK_EQ(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+	teardown();
+	CHECK_EQ(ibv_destroy_srq(srq), EBUSY);
+	ibv_ack_async_event(&ev);
+	CHECK_OK(ibv_destroy_srq(srq));
+	CHECK_OK(ibv_dereg_mr(s.mr));
+	CHECK_OK(ibv_dereg_mr(r.mr));
+	close_env();
+	return 0;
+}
+
 /* rdma_destroy_id with its CM event not acknowledged. */
 static int mode_unacked_cm(void)
 {
@@ -644,6 +697,7 @@ int main(int argc, char **argv)
 		{ "unacked_cq", mode_unacked_cq },
 		{ "unacked_async", mode_unacked_async },
 		{ "unacked_cm", mode_unacked_cm },
+		{ "unacked_srq", mode_unacked_srq },
 		{ "rearm", mode_rearm },
 		{ "fork", mode_fork },
 		{ "rkey", mode_rkey },

@@ -44,7 +44,7 @@ finding() {
 qp() { echo "qp $(value "$1" qp) qpn=$(value "$1" qpn)"; }
 
 for m in post_init post_err other_pd deregistered out_of_mr buf_changed destroy_qp \
-    dereg_busy unacked_cq unacked_async unacked_cm close_unacked rearm fork rkey mw_rkey rd_atomic \
+    dereg_busy unacked_cq unacked_async unacked_cm unacked_srq close_unacked rearm fork rkey mw_rkey rd_atomic \
     cq_overrun leak clean; do
     run "$m"
 done
@@ -63,6 +63,7 @@ finding dereg_busy destroy_busy "mr $(value dereg_busy mr)"
 finding unacked_cq unacked_events "cq $(value unacked_cq cq)"
 finding unacked_async unacked_events "$(qp unacked_async)"
 finding unacked_cm unacked_events "cm_id $(value unacked_cm cm_id)"
+finding unacked_srq unacked_events "srq $(value unacked_srq srq)"
 finding close_unacked unacked_events "context $(value close_unacked ctx)"
 grep -q "^rdma_check: exit: unacked events on qp 0x[0-9a-f]*: 1 async" "$work/close_unacked.check" \
     || { cat "$work/close_unacked.check"; fail "close_unacked: the unacked event is not in the exit summary"; }

@@ -729,6 +729,22 @@ pub fn qp_destroy(q: &Arc<Qp>) -> Result<(), i32> {
     Ok(())
 }
 
+/// `ibv_destroy_srq` with async events (`IBV_EVENT_SRQ_LIMIT_REACHED`,
+/// `IBV_EVENT_SRQ_ERR`) not acknowledged: Err(EBUSY), as for CQs.
+pub fn srq_destroy(srq: *mut ibv_srq, events: &crate::context::EventCounter) -> Result<(), i32> {
+    let n = events.unacked();
+    if n > 0 && !events.wait_acked_for(ACK_GRACE) {
+        report(
+            "unacked_events",
+            Obj::new("srq", srq as usize),
+            &format!("ibv_destroy_srq with {n} async event(s) not acknowledged: rdma-core blocks for ever here; with the checker on the destroy fails with EBUSY instead"),
+            "ibv_get_async_event(3): every async event must be acknowledged with ibv_ack_async_event; destroying the object it is about waits until then",
+        );
+        return Err(libc::EBUSY);
+    }
+    Ok(())
+}
+
 /// `ibv_dereg_mr` of an MR that WRs still in flight (posted sends not
 /// completed, posted receives) name.
 pub fn mr_destroy(mr: *mut ibv_mr, lkey: u32) {

@@ -283,6 +283,13 @@ pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_
 }
 
 pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
+    if verbs_abi::check::on() {
+        if let Some(s) = SRQS.get(srq) {
+            if let Err(e) = crate::check::srq_destroy(srq, &s.async_events) {
+                return e;
+            }
+        }
+    }
     let claimed = SRQS.claim(srq, |s| {
         let mut g = s.inner.lock();
         if g.destroyed {
