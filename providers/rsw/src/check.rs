@@ -231,9 +231,15 @@ fn reads_buffers(op: ibv_wr_opcode) -> bool {
 pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Recorded {
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let obj = qp_obj(q);
-    let (state, max_rd_atomic, sig_all, qp_type) = {
+    let (state, max_rd_atomic, sig_all, qp_type, max_sge) = {
         let g = q.inner.lock();
-        (g.state, g.attr.max_rd_atomic, g.sq_sig_all, g.qp_type)
+        (
+            g.state,
+            g.attr.max_rd_atomic,
+            g.sq_sig_all,
+            g.qp_type,
+            g.sq.max_sge,
+        )
     };
     match state {
         IBV_QPS_RESET | IBV_QPS_INIT | IBV_QPS_RTR => report(
@@ -254,12 +260,8 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Recorded {
     while !wr.is_null() {
         // SAFETY: wr walks the caller's list.
         let w = unsafe { &*wr };
-        let sges: &[ibv_sge] = if w.num_sge <= 0 || w.sg_list.is_null() {
-            &[]
-        } else {
-            // SAFETY: the WR describes its own SGE array.
-            unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) }
-        };
+        // SAFETY: the WR describes its own SGE array.
+        let sges = unsafe { sg_list(w.sg_list, w.num_sge, max_sge) };
         let inline = w.send_flags & IBV_SEND_INLINE != 0;
         let local = !matches!(w.opcode, IBV_WR_BIND_MW | IBV_WR_LOCAL_INV);
         let signaled = w.send_flags & IBV_SEND_SIGNALED != 0 || sig_all;
@@ -290,7 +292,12 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Recorded {
             };
             check_rkey(obj, rkey);
         }
-        if is_read_or_atomic(w.opcode) && max_rd_atomic == 0 && state == IBV_QPS_RTS {
+        // (UC and UD have no READ/atomic at all: the post refuses them.)
+        if is_read_or_atomic(w.opcode)
+            && max_rd_atomic == 0
+            && state == IBV_QPS_RTS
+            && matches!(qp_type, IBV_QPT_RC | IBV_QPT_XRC_SEND)
+        {
             report(
                 "rd_atomic_exceeded",
                 obj,
@@ -438,19 +445,36 @@ pub fn qp_reset(qpn: u32) {
 ///
 /// # Safety
 /// `wr` is the caller's list of receive WRs.
-pub unsafe fn before_post_srq_recv(srq: *mut ibv_srq, pd: u32, mut wr: *mut ibv_recv_wr) {
+pub unsafe fn before_post_srq_recv(
+    srq: *mut ibv_srq,
+    pd: u32,
+    max_sge: usize,
+    mut wr: *mut ibv_recv_wr,
+) {
     let obj = Obj::new("srq", srq as usize);
     while !wr.is_null() {
         // SAFETY: wr walks the caller's list.
         let w = unsafe { &*wr };
-        if w.num_sge > 0 && !w.sg_list.is_null() {
-            // SAFETY: the WR describes its own SGE array.
-            for s in unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) } {
-                check_sge(obj, pd, s, "ibv_post_srq_recv");
-            }
+        // SAFETY: the WR describes its own SGE array.
+        for s in unsafe { sg_list(w.sg_list, w.num_sge, max_sge) } {
+            check_sge(obj, pd, s, "ibv_post_srq_recv");
         }
         wr = w.next;
     }
+}
+
+/// A WR's scatter/gather list, or nothing when its length is out of the
+/// queue's bounds (the post refuses it with EINVAL before reading it, and
+/// so must the checker).
+///
+/// # Safety
+/// With `0 < n <= max`, `p` holds `n` entries.
+unsafe fn sg_list<'a>(p: *mut ibv_sge, n: i32, max: usize) -> &'a [ibv_sge] {
+    if n <= 0 || n as usize > max || p.is_null() {
+        return &[];
+    }
+    // SAFETY: per the contract.
+    unsafe { std::slice::from_raw_parts(p, n as usize) }
 }
 
 /// The checks of `ibv_post_recv` before the post; records the receives.
@@ -460,7 +484,10 @@ pub unsafe fn before_post_srq_recv(srq: *mut ibv_srq, pd: u32, mut wr: *mut ibv_
 pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Recorded {
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let obj = qp_obj(q);
-    let state = q.inner.lock().state;
+    let (state, max_sge) = {
+        let g = q.inner.lock();
+        (g.state, g.rq.max_sge)
+    };
     match state {
         IBV_QPS_RESET => report(
             "post_state",
@@ -483,12 +510,8 @@ pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Recorded {
     while !wr.is_null() {
         // SAFETY: wr walks the caller's list.
         let w = unsafe { &*wr };
-        let sges: &[ibv_sge] = if w.num_sge <= 0 || w.sg_list.is_null() {
-            &[]
-        } else {
-            // SAFETY: the WR describes its own SGE array.
-            unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) }
-        };
+        // SAFETY: the WR describes its own SGE array.
+        let sges = unsafe { sg_list(w.sg_list, w.num_sge, max_sge) };
         for s in sges {
             check_sge(obj, q.pd_id, s, "ibv_post_recv");
         }

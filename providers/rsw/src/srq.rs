@@ -341,8 +341,11 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
 ) -> c_int {
     if verbs_abi::check::hooks_on() {
         if verbs_abi::check::on() {
-            // SAFETY: srq came from create_srq_ex; the caller's list.
-            unsafe { crate::check::before_post_srq_recv(srq, Srq::from_ibv(srq).pd_id, wr) };
+            // SAFETY: srq came from create_srq_ex.
+            let s = unsafe { Srq::from_ibv(srq) };
+            let max_sge = s.inner.lock().rq.max_sge;
+            // SAFETY: the caller's list.
+            unsafe { crate::check::before_post_srq_recv(srq, s.pd_id, max_sge, wr) };
         }
         if !verbs_abi::trace::on() {
             // SAFETY: forwarded contract.
