@@ -957,3 +957,40 @@ extern "C" fn at_exit() {
         summary(&format!("{n} finding(s) reported by the provider"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_overlap() {
+        assert!(overlaps(100, 10, 105, 106));
+        assert!(overlaps(100, 10, 90, 101));
+        assert!(!overlaps(100, 10, 110, 120));
+        assert!(!overlaps(100, 10, 50, 100));
+    }
+
+    #[test]
+    fn sg_lists_are_bounded_by_the_queue() {
+        let mut sges = [ibv_sge {
+            addr: 1,
+            length: 2,
+            lkey: 3,
+        }; 2];
+        // SAFETY: two entries.
+        assert_eq!(unsafe { sg_list(sges.as_mut_ptr(), 2, 4) }.len(), 2);
+        // SAFETY: not read: over the bound.
+        assert!(unsafe { sg_list(sges.as_mut_ptr(), 1000, 4) }.is_empty());
+        // SAFETY: not read: negative.
+        assert!(unsafe { sg_list(sges.as_mut_ptr(), -1, 4) }.is_empty());
+    }
+
+    #[test]
+    fn checksums_see_one_byte() {
+        let mut b = vec![7u8; 64];
+        let a = checksum(b.as_ptr() as usize, b.len());
+        b[63] = 8;
+        assert_ne!(a, checksum(b.as_ptr() as usize, b.len()));
+        assert!(a.is_some());
+    }
+}
