@@ -987,7 +987,7 @@ mod tests {
 
     #[test]
     fn checksums_see_one_byte() {
-        let mut b = vec![7u8; 64];
+        let mut b = [7u8; 64];
         let a = checksum(b.as_ptr() as usize, b.len());
         b[63] = 8;
         assert_ne!(a, checksum(b.as_ptr() as usize, b.len()));
