@@ -103,6 +103,15 @@ echo "ok: exit summary"
 grep -q "clean done" "$work/clean.out" || fail "clean did not finish"
 echo "ok: clean program, no report"
 
+# With the tracer on too: the finding, and the trace of the same WR's post
+# and completion.
+RDMA_CHECK=1 RDMA_CHECK_FILE="$work/both.check" RDMA_TRACE="$work/both.trace" \
+    timeout 60 "$prog" buf_changed >"$work/both.out" 2>&1 || fail "buf_changed with the tracer and the checker on"
+grep -q "^rdma_check: send_buffer_changed qp " "$work/both.check" || fail "no finding with the tracer on"
+grep -q " wr post_send .* wr_id=0x51 " "$work/both.trace" || fail "no traced post with the checker on"
+grep -q " wc poll_cq .* wr_id=0x51 " "$work/both.trace" || fail "no traced completion with the checker on"
+echo "ok: tracer and checker together"
+
 # Off (unset, empty, 0): nothing written, the mistakes' programs behave.
 for v in unset "" 0; do
     if [ "$v" = unset ]; then

@@ -184,6 +184,15 @@ pub fn first(kind: &'static str, obj: &Obj) -> bool {
         .insert((kind, obj.handle))
 }
 
+/// The object at `handle` is gone: a new one at the same address gets its
+/// own findings.
+pub fn forget(handle: usize) {
+    let mut g = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(set) = g.as_mut() {
+        set.retain(|&(_, h)| h != handle);
+    }
+}
+
 /// Reports a finding once per `kind` and object: `what` went wrong, what
 /// the `spec` (IB spec, man page) says; the call site is the current
 /// stack. With `RDMA_CHECK=abort` the process aborts after writing it.
@@ -394,5 +403,7 @@ mod tests {
         assert!(first("test_kind", &o));
         assert!(!first("test_kind", &o));
         assert!(first("other_kind", &o));
+        forget(o.handle);
+        assert!(first("test_kind", &o));
     }
 }

@@ -712,6 +712,7 @@ pub fn cq_destroy(c: &Cq) -> Result<(), i32> {
         return Err(libc::EBUSY);
     }
     with(|st| st.cqs.remove(&(c.as_ibv() as usize)));
+    verbs_abi::check::forget(c.as_ibv() as usize);
     Ok(())
 }
 
@@ -749,6 +750,7 @@ pub fn qp_destroy(q: &Arc<Qp>) -> Result<(), i32> {
             }
         }
     });
+    verbs_abi::check::forget(q.as_ibv() as usize);
     Ok(())
 }
 

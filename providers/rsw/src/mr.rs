@@ -667,6 +667,7 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
     if verbs_abi::check::on() {
         crate::check::key_dead(m.ibv.lkey);
         crate::check::key_dead(m.ibv.rkey);
+        verbs_abi::check::forget(mr as usize);
     }
     // SAFETY: the MR's PD outlives it (dealloc_pd refuses while users > 0).
     unsafe { Pd::from_ibv(m.ibv.pd) }
