@@ -255,6 +255,40 @@ static int mode_sge(const char *which)
 	return 0;
 }
 
+/* The same mistake through ibv_wr_*: an SGE lkey of another PD. */
+static int mode_wr_other_pd(void)
+{
+	struct vt_buf s, r;
+	struct vt_qp_opts o;
+	struct ibv_wc wc;
+
+	vt_default_opts(&o);
+	o.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+	pair(&o, 0);
+	vt_buf_reg(&e, &s, 4096, VT_ACCESS_ALL);
+	vt_buf_reg(&e, &r, 4096, VT_ACCESS_ALL);
+	struct ibv_pd *pd2 = CHECK_PTR(ibv_alloc_pd(e.ctx));
+	struct ibv_mr *other = CHECK_PTR(ibv_reg_mr(pd2, s.p, 4096, IBV_ACCESS_LOCAL_WRITE));
+	show_qp("qp", p.a);
+	fflush(stdout);
+	struct ibv_qp_ex *qx = CHECK_PTR(ibv_qp_to_qp_ex(p.a));
+	ibv_wr_start(qx);
+	qx->wr_id = 2;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qx, r.mr->rkey, (uintptr_t)r.p);
+	ibv_wr_set_sge(qx, other->lkey, (uintptr_t)s.p, 64);
+	CHECK_OK(ibv_wr_complete(qx));
+	vt_poll(p.cq_a, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_LOC_PROT_ERR);
+	teardown();
+	CHECK_OK(ibv_dereg_mr(other));
+	CHECK_OK(ibv_dealloc_pd(pd2));
+	CHECK_OK(ibv_dereg_mr(s.mr));
+	CHECK_OK(ibv_dereg_mr(r.mr));
+	close_env();
+	return 0;
+}
+
 /* A SEND that waits for a receive (RNR, retried for ever) has its buffer
  * changed before it completes. */
 static int mode_buf_changed(void)
@@ -690,6 +724,7 @@ int main(int argc, char **argv)
 		{ "clean", mode_clean },
 		{ "post_init", mode_post_init },
 		{ "post_err", mode_post_err },
+		{ "wr_other_pd", mode_wr_other_pd },
 		{ "buf_changed", mode_buf_changed },
 		{ "cq_overrun", mode_cq_overrun },
 		{ "destroy_qp", mode_destroy_qp },

@@ -43,7 +43,7 @@ finding() {
 
 qp() { echo "qp $(value "$1" qp) qpn=$(value "$1" qpn)"; }
 
-for m in post_init post_err other_pd deregistered out_of_mr buf_changed destroy_qp \
+for m in post_init post_err other_pd deregistered out_of_mr wr_other_pd buf_changed destroy_qp \
     dereg_busy unacked_cq unacked_async unacked_cm unacked_srq close_unacked rearm fork rkey mw_rkey rd_atomic \
     cq_overrun leak clean; do
     run "$m"
@@ -56,6 +56,8 @@ grep -q "ibv_post_recv on a QP in ERR" "$work/post_err.check" || fail "post_err:
 finding other_pd lkey_other_pd "$(qp other_pd)" mode_sge
 finding deregistered lkey_deregistered "$(qp deregistered)" mode_sge
 finding out_of_mr sge_out_of_mr "$(qp out_of_mr)" mode_sge
+finding wr_other_pd lkey_other_pd "$(qp wr_other_pd)"
+grep -q "lkey_other_pd .*: ibv_wr_complete: SGE lkey=" "$work/wr_other_pd.check" || fail "wr_other_pd: SGE not named"
 finding buf_changed send_buffer_changed "$(qp buf_changed)"
 grep -q "wr_id=0x51 " "$work/buf_changed.check" || fail "buf_changed: wr_id not named"
 finding destroy_qp destroy_busy "$(qp destroy_qp)" teardown

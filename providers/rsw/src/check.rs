@@ -223,12 +223,13 @@ fn reads_buffers(op: ibv_wr_opcode) -> bool {
     )
 }
 
-/// The checks of `ibv_post_send` before the post; returns the signaled
-/// WRs of the list (with the checksums of their buffers), in order.
+/// The checks of `ibv_post_send` (or `ibv_wr_complete`: `verb`) before
+/// the post; records the signaled WRs of the list (with the checksums of
+/// their buffers), in order.
 ///
 /// # Safety
 /// `wr` is the caller's list of send WRs.
-pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Recorded {
+pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr, verb: &str) -> Recorded {
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let obj = qp_obj(q);
     let (state, max_rd_atomic, sig_all, qp_type, max_sge) = {
@@ -245,13 +246,13 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Recorded {
         IBV_QPS_RESET | IBV_QPS_INIT | IBV_QPS_RTR => report(
             "post_state",
             obj,
-            &format!("ibv_post_send on a QP in {}: the post fails", state_name(state)),
+            &format!("{verb} on a QP in {}: the post fails", state_name(state)),
             "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); in RESET, INIT and RTR the post is refused (on some hardware the WR is silently never executed)",
         ),
         IBV_QPS_ERR => report(
             "post_state",
             obj,
-            "ibv_post_send on a QP in ERR: the WR will complete with IBV_WC_WR_FLUSH_ERR",
+            &format!("{verb} on a QP in ERR: the WR will complete with IBV_WC_WR_FLUSH_ERR"),
             "IB spec 10.3.1 (Error state): WRs posted to a QP in ERR are completed in error (flushed) without being executed",
         ),
         _ => {}
@@ -269,7 +270,7 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr) -> Recorded {
         // Inline data is copied at post: its SGEs need no key.
         if local && (!inline || is_read_or_atomic(w.opcode)) {
             for s in sges {
-                let host = check_sge(obj, q.pd_id, s, "ibv_post_send");
+                let host = check_sge(obj, q.pd_id, s, verb);
                 if let (Some(h), true) = (host, signaled && reads_buffers(w.opcode)) {
                     let len = s.length as usize;
                     if let Some(sum) = checksum(h, len) {

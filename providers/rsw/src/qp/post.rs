@@ -305,7 +305,7 @@ unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_i
     let ibv = qp as *const Qp as *mut ibv_qp;
     let rec = if check {
         // SAFETY: the caller's list.
-        Some(unsafe { crate::check::before_post_send(qp, wr) })
+        Some(unsafe { crate::check::before_post_send(qp, wr, "ibv_wr_complete") })
     } else {
         None
     };
@@ -383,7 +383,7 @@ unsafe fn traced_post_send(
     let q = unsafe { Qp::from_ibv(qp) };
     let rec = if check {
         // SAFETY: the caller's list.
-        Some(unsafe { crate::check::before_post_send(q, wr) })
+        Some(unsafe { crate::check::before_post_send(q, wr, "ibv_post_send") })
     } else {
         None
     };
