@@ -25,7 +25,10 @@ pub(crate) fn init_from_env() {
 
 #[no_mangle]
 pub extern "C" fn ibv_fork_init() -> c_int {
-    verbs_abi::traced!(int, (), { 0 })
+    verbs_abi::traced!(int, (), {
+        crate::check::fork_init_called();
+        0
+    })
 }
 
 #[no_mangle]

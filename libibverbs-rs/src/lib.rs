@@ -11,6 +11,7 @@
 //! EINVAL rather than crash.
 
 mod ah;
+mod check;
 mod cmd;
 mod compat;
 mod context;

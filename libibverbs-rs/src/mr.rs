@@ -40,6 +40,9 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
                 (*mr).addr = addr;
                 (*mr).length = length;
             }
+            if verbs_abi::check::on() {
+                crate::check::mr_registered();
+            }
         }
         Ok(mr)
     })
@@ -158,7 +161,11 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     // SAFETY: forwarded contract.
-    unsafe { release(mr, |ops| ops.dereg_mr) }
+    let rc = unsafe { release(mr, |ops| ops.dereg_mr) };
+    if rc == 0 && verbs_abi::check::on() {
+        crate::check::mr_deregistered();
+    }
+    rc
 }
 
 /// MRs have no kernel handle to import (see `ibv_import_pd`).

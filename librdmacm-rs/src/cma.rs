@@ -123,7 +123,15 @@ pub unsafe extern "C" fn rdma_create_id(
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
-    verbs_abi::traced!(minus_one, (id), { to_c(lookup(id).map(|i| i.destroy())) })
+    verbs_abi::traced!(minus_one, (id), {
+        to_c(lookup(id).and_then(|i| {
+            if verbs_abi::check::on() {
+                i.check_destroy()?;
+            }
+            i.destroy();
+            Ok(())
+        }))
+    })
 }
 
 /// # Safety

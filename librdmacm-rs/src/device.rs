@@ -71,7 +71,23 @@ fn open_all() -> Vec<Device> {
             xrcd: Mutex::new(0),
         });
     }
+    if verbs_abi::check::on() {
+        crate::check::release_at_exit();
+    }
     out
+}
+
+/// The default PDs this library allocated, released at exit so the misuse
+/// checker's leak summary does not count them against the application.
+pub fn release_default_pds() {
+    for d in DEVICES.get().map_or(&[][..], |v| &v[..]) {
+        let pd = std::mem::replace(&mut *d.default_pd.lock(), 0);
+        if pd != 0 {
+            // SAFETY: a PD this library allocated and nothing else frees;
+            // a refusal (QPs the application leaked on it) leaves it.
+            unsafe { ffi::ibv_dealloc_pd(pd as *mut ibv_pd) };
+        }
+    }
 }
 
 /// Every usable device; ENODEV when there is none (the CM has nothing to

@@ -22,6 +22,7 @@ extern "C" {
         gid: *mut ibv_gid,
     ) -> c_int;
     pub fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd;
+    pub fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int;
     pub fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
     pub fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int;
     pub fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int;
@@ -167,6 +168,9 @@ mod stubs {
     }
     pub unsafe fn ibv_query_gid(_: *mut ibv_context, _: u8, _: c_int, _: *mut ibv_gid) -> c_int {
         -1
+    }
+    pub unsafe fn ibv_dealloc_pd(_: *mut ibv_pd) -> c_int {
+        libc::ENOSYS
     }
     pub unsafe fn ibv_alloc_pd(_: *mut ibv_context) -> *mut ibv_pd {
         null_mut()

@@ -22,6 +22,7 @@
 mod addr;
 mod addrinfo;
 mod channel;
+mod check;
 mod cma;
 mod device;
 mod engine;

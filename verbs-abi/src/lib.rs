@@ -6,6 +6,7 @@
 //! documented ABI between libibverbs and a provider shared object.
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 
+pub mod check;
 pub mod cma;
 pub mod errno;
 pub mod logging;

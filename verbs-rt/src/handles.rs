@@ -68,6 +68,13 @@ impl<V: Clone + 'static> Handles<V> {
         self.map.get().lock().values().cloned().collect()
     }
 
+    /// Every live entry (a snapshot, for the misuse checker's scans and
+    /// exit summary).
+    pub fn entries(&self) -> Vec<(usize, V)> {
+        let m = self.map.get().lock();
+        m.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
     pub fn contains<T>(&self, p: *const T) -> bool {
         self.map.get().lock().contains_key(&(p as usize))
     }

@@ -358,6 +358,36 @@ impl CmId {
         self.acked.notify_all();
     }
 
+    /// Events reported and not acked that are the application's to ack:
+    /// the one a synchronous id keeps in `id->event` is the library's.
+    fn unacked_by_app(&self) -> u64 {
+        let held = self.with_c(|c, _| !c.event.is_null()) as u64;
+        let c = self.counts.lock();
+        c.reported.saturating_sub(c.completed).saturating_sub(held)
+    }
+
+    /// The misuse checker's look at `rdma_destroy_id`: events the
+    /// application still holds make the destroy block for ever. After a
+    /// grace for other threads to ack them, EBUSY with the id untouched.
+    pub fn check_destroy(&self) -> Res<()> {
+        let n = self.unacked_by_app();
+        if n == 0 {
+            return Ok(());
+        }
+        let end = std::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            if self.unacked_by_app() == 0 {
+                return Ok(());
+            }
+            let mut c = self.counts.lock();
+            if self.acked.wait_until(&mut c, end).timed_out() {
+                break;
+            }
+        }
+        crate::check::unacked_at_destroy(self.c() as usize, self.unacked_by_app());
+        Err(libc::EBUSY)
+    }
+
     /// Blocks until every event reported for this id has been acked
     /// (rdma_destroy_id and rdma_migrate_id are documented to block so).
     pub(super) fn wait_acked(&self) {
@@ -481,8 +511,18 @@ fn destroy_cqs(c: &mut rdma_cm_id) {
 static OUTSTANDING: LazyLock<Mutex<std::collections::HashSet<usize>>> =
     LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
 
+/// For the misuse checker's exit summary: the ids never destroyed and the
+/// events retrieved and never acknowledged.
+pub fn leftovers() -> (Vec<usize>, usize) {
+    let ids = IDS.entries().into_iter().map(|(h, _)| h).collect();
+    (ids, OUTSTANDING.lock().len())
+}
+
 /// Hands a retrieved event to the application.
 pub fn deliver(mut ev: Box<EventBox>) -> *mut rdma_cm_event {
+    if verbs_abi::check::on() {
+        crate::check::release_at_exit();
+    }
     CmId::on_retrieve(&mut ev);
     let p = Box::into_raw(ev);
     OUTSTANDING.lock().insert(p as usize);

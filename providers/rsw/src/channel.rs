@@ -74,6 +74,8 @@ pub trait EventSource: Send + Sync {
     fn delivered(&self);
     /// The public CQ and its `cq_context`.
     fn public(&self) -> (*mut ibv_cq, *mut c_void);
+    /// The misuse checker's look at an event being delivered.
+    fn checked_delivery(&self) {}
 }
 
 /// A registered CQ. The CQ outlives its registration: destroy unregisters
@@ -122,11 +124,13 @@ pub(crate) unsafe extern "C" fn create_comp_channel(
 pub(crate) unsafe extern "C" fn destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
     let taken = CHANNELS.remove_if(channel, |_| {
         // SAFETY: a live channel of ours (in the table, locked).
-        if unsafe { Channel::from_ibv(channel) }
+        let cqs = unsafe { Channel::from_ibv(channel) }
             .cqs
-            .load(Ordering::Acquire)
-            > 0
-        {
+            .load(Ordering::Acquire);
+        if verbs_abi::check::on() {
+            crate::check::channel_destroy(channel, cqs);
+        }
+        if cqs > 0 {
             Err(libc::EBUSY)
         } else {
             Ok(())
@@ -175,6 +179,9 @@ pub(crate) unsafe extern "C" fn get_cq_event(
         }
         c.delivered();
         drop(cqs);
+        if verbs_abi::check::on() {
+            c.checked_delivery();
+        }
         let (ibv, ctx) = c.public();
         // SAFETY: out-pointers supplied by the caller.
         unsafe {

@@ -47,6 +47,26 @@ impl EventCounter {
         self.counts.lock().1
     }
 
+    /// Delivered events not acknowledged yet.
+    pub fn unacked(&self) -> u64 {
+        let c = self.counts.lock();
+        c.0.saturating_sub(c.1)
+    }
+
+    /// Waits up to `d` for every delivered event to be acknowledged (the
+    /// misuse checker's grace before it calls a destroy hopeless); true
+    /// when they all are.
+    pub fn wait_acked_for(&self, d: std::time::Duration) -> bool {
+        let end = std::time::Instant::now() + d;
+        let mut c = self.counts.lock();
+        while c.1 < c.0 {
+            if self.cv.wait_until(&mut c, end).timed_out() {
+                return c.1 >= c.0;
+            }
+        }
+        true
+    }
+
     /// Blocks until every delivered event is acknowledged (without a bound,
     /// as documented for ibv_destroy_cq / ibv_destroy_qp).
     pub fn wait_all_acked(&self) {
@@ -572,6 +592,9 @@ pub(crate) unsafe fn open_device(
 }
 
 pub(crate) unsafe extern "C" fn close_device(context: *mut ibv_context) -> c_int {
+    if verbs_abi::check::on() {
+        crate::check::close_device(context);
+    }
     let off = offset_of!(verbs_context, context);
     // SAFETY: context came from open_device, so it sits at `off` inside a
     // boxed Context that we now reclaim.
@@ -587,6 +610,9 @@ pub(crate) unsafe extern "C" fn get_async_event(
     let ctx = unsafe { Context::from_ibv(context) };
     match ctx.shared.async_q.get() {
         Ok(ev) => {
+            if verbs_abi::check::on() {
+                crate::check::async_delivered(context, &ev);
+            }
             // SAFETY: event points to a caller-owned struct.
             unsafe { event.write(ev) };
             0

@@ -228,6 +228,9 @@ impl Cq {
             }
             r.error = true;
             drop(r);
+            if verbs_abi::check::on() {
+                overran_check(self, cap);
+            }
             self.overrun.store(true, Ordering::Release);
             self.ctx.async_q.push(
                 self.as_ibv() as usize,
@@ -278,6 +281,11 @@ impl Cq {
             }
         }
         r.len = kept;
+    }
+
+    /// Completions not polled yet (for the misuse checker).
+    pub fn backlog(&self) -> usize {
+        self.ring.lock().len
     }
 
     /// Whether the CQ overran (see [`Cq::push`]).
@@ -470,7 +478,25 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     p as *mut ibv_cq_ex
 }
 
+/// The misuse checker's report of an overrun that happened.
+#[cold]
+#[inline(never)]
+fn overran_check(c: &Cq, cap: usize) {
+    verbs_abi::check::report(
+        "cq_overrun",
+        verbs_abi::check::Obj::new("cq", c.as_ibv() as usize),
+        &format!("the CQ overran: a completion arrived with all {cap} entries unpolled; the CQ and its QPs are now in error"),
+        "ibv_create_cq(3)/ibv_poll_cq(3): the CQ must be large enough for every completion that can be outstanding; an overrun is a CQ error (IBV_EVENT_CQ_ERR)",
+    );
+}
+
 pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
+    if verbs_abi::check::on() && CQS.contains(cq) {
+        // SAFETY: a live CQ of ours (checked above).
+        if let Err(e) = crate::check::cq_destroy(unsafe { Cq::from_ibv(cq) }) {
+            return e;
+        }
+    }
     let claimed = CQS.claim(cq, |_| {
         // SAFETY: cq is a live CQ of ours (in the table, locked).
         let c = unsafe { Cq::from_ibv(cq) };
@@ -554,13 +580,23 @@ pub(crate) unsafe extern "C" fn poll_cq(
         n += 1;
     }
     drop(r);
-    if verbs_abi::trace::on() && n > 0 {
+    if verbs_abi::check::hooks_on() && n > 0 {
         // SAFETY: the n completions just written.
-        crate::trace::wcs(cq as usize, unsafe {
-            core::slice::from_raw_parts(wc, n as usize)
-        });
+        polled_hooks(cq, unsafe { core::slice::from_raw_parts(wc, n as usize) });
     }
     n
+}
+
+/// The tracer's and the checker's look at polled completions.
+#[cold]
+#[inline(never)]
+fn polled_hooks(cq: *mut ibv_cq, wcs: &[ibv_wc]) {
+    if verbs_abi::trace::on() {
+        crate::trace::wcs(cq as usize, wcs);
+    }
+    if verbs_abi::check::on() {
+        crate::check::polled(cq, wcs);
+    }
 }
 
 pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
@@ -583,6 +619,9 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
         r.arm = ARM_NONE;
     }
     drop(r);
+    if verbs_abi::check::on() {
+        crate::check::armed(c);
+    }
     if fire && c.chan_wr >= 0 {
         channel::notify(c.chan_wr, c.serial);
     }
@@ -607,10 +646,23 @@ fn advance(c: &Cq) -> c_int {
         (*ibv).status = e.status;
         (*ibv).wr_id = e.wr_id;
     }
-    if verbs_abi::trace::on() {
-        trace_cqe(c, &e);
+    if verbs_abi::check::hooks_on() {
+        cqe_hooks(c, &e);
     }
     0
+}
+
+/// The tracer's and the checker's look at a completion read through the
+/// extended poll.
+#[cold]
+#[inline(never)]
+fn cqe_hooks(c: &Cq, e: &Cqe) {
+    if verbs_abi::trace::on() {
+        trace_cqe(c, e);
+    }
+    if verbs_abi::check::on() {
+        crate::check::polled(c.as_ibv(), &[e.to_wc()]);
+    }
 }
 
 /// The tracer's line for a completion read through `ibv_start_poll` /
@@ -738,6 +790,10 @@ impl channel::EventSource for Cq {
 
     fn delivered(&self) {
         self.comp_events.delivered();
+    }
+
+    fn checked_delivery(&self) {
+        crate::check::event_delivered(self);
     }
 
     fn public(&self) -> (*mut ibv_cq, *mut std::os::raw::c_void) {

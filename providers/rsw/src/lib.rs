@@ -20,6 +20,7 @@
 
 pub mod ah;
 pub mod channel;
+mod check;
 pub mod context;
 pub mod cq;
 pub mod device;
@@ -122,6 +123,9 @@ static DATA_PATH: context::DataPath = context::DataPath {
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {
+    if verbs_abi::check::on() {
+        check::init();
+    }
     // SAFETY: forwarded from libibverbs' open of this device.
     unsafe { context::open_device(device, handle, &DATA_PATH) }
 }
@@ -133,6 +137,9 @@ unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
     // object because destroying that object waits for this acknowledgement.
     unsafe {
         let ev = &*event;
+        if verbs_abi::check::on() {
+            check::async_acked(ev);
+        }
         match async_event_object(ev.event_type) {
             Some(ObjectKind::Cq) => crate::cq::Cq::from_ibv(ev.element.cq).async_events.acked(1),
             Some(ObjectKind::Qp) => crate::qp::Qp::from_ibv(ev.element.qp).async_events.acked(1),

@@ -146,10 +146,44 @@ impl MrTable {
         e.translate(addr, len).ok_or(AccessError)
     }
 
+    /// The MR entry of a key, for the misuse checker.
+    pub fn lookup(&self, key: u32) -> Option<MrEntry> {
+        self.map.get(&key).copied()
+    }
+
+    /// Whether `rkey` names a live MR or a bound window of this process
+    /// (`Some(true)`), a window of this process that was invalidated,
+    /// unbound or rebound under another tag (`Some(false)`), or nothing
+    /// this process knows (`None`): for the misuse checker.
+    pub fn key_live(&self, rkey: u32) -> Option<bool> {
+        if rkey & WINDOW_KEY != 0 {
+            let w = self.windows.get(&(rkey >> 8))?;
+            return Some(w.tag == rkey as u8 && w.binding.is_some());
+        }
+        self.map.contains_key(&rkey).then_some(true)
+    }
+
     /// Checks a remote access of `len` bytes at `addr` needing the
     /// `IBV_ACCESS_REMOTE_*` bits in `need`, by QP `qpn` of PD `pd`; the
     /// rkey is an MR's or a bound window's.
     pub fn remote(
+        &self,
+        rkey: u32,
+        addr: u64,
+        len: u64,
+        pd: u32,
+        need: u32,
+        qpn: u32,
+    ) -> Result<*mut u8, AccessError> {
+        let r = self.remote_inner(rkey, addr, len, pd, need, qpn);
+        if r.is_err() && verbs_abi::check::on() {
+            crate::check::remote_key_refused(rkey, qpn, self.key_live(rkey));
+        }
+        r
+    }
+
+    #[inline(always)]
+    fn remote_inner(
         &self,
         rkey: u32,
         addr: u64,
@@ -603,6 +637,10 @@ unsafe fn rereg(
 }
 
 pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
+    if verbs_abi::check::on() && MRS.contains(mr) {
+        // SAFETY: a live MR of ours (checked above).
+        crate::check::mr_destroy(mr, unsafe { (*mr).lkey });
+    }
     // Removing it first makes a second or racing dereg fail; an MR that
     // windows are bound to stays (the kernel's EBUSY).
     let taken = MRS.remove_if(mr, |_| {
@@ -625,6 +663,11 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
         let mut t = TABLE.get().write();
         local::withdraw_key(m.ibv.lkey);
         t.map.remove(&m.ibv.lkey);
+    }
+    if verbs_abi::check::on() {
+        crate::check::key_dead(m.ibv.lkey);
+        crate::check::key_dead(m.ibv.rkey);
+        verbs_abi::check::forget(mr as usize);
     }
     // SAFETY: the MR's PD outlives it (dealloc_pd refuses while users > 0).
     unsafe { Pd::from_ibv(m.ibv.pd) }
@@ -675,6 +718,9 @@ fn unbind(t: &mut MrTable, w: &mut Window) {
 
 /// Forgets a window (`ibv_dealloc_mw`); false if there is none.
 pub fn drop_window(rkey: u32) -> bool {
+    if verbs_abi::check::on() {
+        crate::check::key_dead(rkey);
+    }
     let mut t = TABLE.get().write();
     match t.windows.remove(&(rkey >> 8)) {
         Some(mut w) => {

@@ -343,6 +343,13 @@ pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_
 }
 
 pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
+    if verbs_abi::check::on() {
+        if let Some(s) = SRQS.get(srq) {
+            if let Err(e) = crate::check::srq_destroy(srq, &s.async_events) {
+                return e;
+            }
+        }
+    }
     let claimed = SRQS.claim(srq, |s| {
         let mut g = s.inner.lock();
         if g.destroyed {
@@ -392,7 +399,18 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    if verbs_abi::trace::on() {
+    if verbs_abi::check::hooks_on() {
+        if verbs_abi::check::on() {
+            // SAFETY: srq came from create_srq_ex.
+            let s = unsafe { Srq::from_ibv(srq) };
+            let max_sge = s.inner.lock().rq.max_sge;
+            // SAFETY: the caller's list.
+            unsafe { crate::check::before_post_srq_recv(srq, s.pd_id, max_sge, wr) };
+        }
+        if !verbs_abi::trace::on() {
+            // SAFETY: forwarded contract.
+            return unsafe { post_srq_recv_inner(srq, wr, bad_wr) };
+        }
         // SAFETY: the caller's list.
         unsafe { crate::trace::recv_wrs("post_srq_recv", srq as usize, wr) };
         // SAFETY: forwarded contract.

@@ -302,6 +302,11 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     let Some(held) = live(qp) else {
         return libc::EINVAL;
     };
+    if verbs_abi::check::on() && held.opened_from.is_none() && !held.inner.lock().destroyed {
+        if let Err(e) = crate::check::qp_destroy(&held) {
+            return e;
+        }
+    }
     {
         let mut g = held.inner.lock();
         if g.destroyed {

@@ -281,7 +281,12 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
     let saved = g.attr;
     store(&mut g, a, mask);
     match new {
-        IBV_QPS_RESET => qp.reset(&mut g),
+        IBV_QPS_RESET => {
+            qp.reset(&mut g);
+            if verbs_abi::check::on() {
+                crate::check::qp_reset(qp.qpn);
+            }
+        }
         IBV_QPS_ERR => qp.enter_error_quietly(&mut g),
         IBV_QPS_INIT => qp.set_state(&mut g, IBV_QPS_INIT),
         IBV_QPS_RTR => {

@@ -288,7 +288,7 @@ unsafe fn post_locked(
 /// # Safety
 /// `wr` must be a valid list of `n` send WRs.
 pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
-    if verbs_abi::trace::on() {
+    if verbs_abi::check::hooks_on() {
         // SAFETY: forwarded contract.
         return unsafe { traced_post_send_batch(qp, wr, n) };
     }
@@ -301,12 +301,28 @@ pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int 
 #[cold]
 #[inline(never)]
 unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
+    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
     let ibv = qp as *const Qp as *mut ibv_qp;
-    // SAFETY: the caller's list; a Qp starts with its ibv_qp.
-    unsafe { crate::trace::send_wrs("wr_complete", ibv, wr) };
+    let rec = if check {
+        // SAFETY: the caller's list.
+        Some(unsafe { crate::check::before_post_send(qp, wr, "ibv_wr_complete") })
+    } else {
+        None
+    };
+    if trace {
+        // SAFETY: the caller's list; a Qp starts with its ibv_qp.
+        unsafe { crate::trace::send_wrs("wr_complete", ibv, wr) };
+    }
     // SAFETY: forwarded contract.
     let rc = unsafe { post_send_batch_inner(qp, wr, n) };
-    crate::trace::post_result("wr_complete", ibv as usize, rc, None);
+    if let Some(rec) = rec {
+        // All or nothing: on failure none was posted (`bad` is the head).
+        // SAFETY: the caller's list, as posted.
+        unsafe { crate::check::after_post_send(qp, rec, rc, wr, wr) };
+    }
+    if trace {
+        crate::trace::post_result("wr_complete", ibv as usize, rc, None);
+    }
     rc
 }
 
@@ -339,7 +355,7 @@ pub(crate) unsafe extern "C" fn post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    if verbs_abi::trace::on() {
+    if verbs_abi::check::hooks_on() {
         // SAFETY: forwarded contract.
         return unsafe { traced_post_send(qp, wr, bad_wr) };
     }
@@ -350,7 +366,8 @@ pub(crate) unsafe extern "C" fn post_send(
     unsafe { post_locked(q, &mut g, wr, bad_wr) }
 }
 
-/// `post_send` with its WRs and a failure traced.
+/// `post_send` with its WRs and a failure traced, and checked by the
+/// misuse checker (`crate::check`), as each is on.
 ///
 /// # Safety
 /// As for `post_send`.
@@ -361,10 +378,19 @@ unsafe fn traced_post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    // SAFETY: the caller's list and QP.
-    unsafe { crate::trace::send_wrs("post_send", qp, wr) };
+    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
+    let rec = if check {
+        // SAFETY: the caller's list.
+        Some(unsafe { crate::check::before_post_send(q, wr, "ibv_post_send") })
+    } else {
+        None
+    };
+    if trace {
+        // SAFETY: the caller's list and QP.
+        unsafe { crate::trace::send_wrs("post_send", qp, wr) };
+    }
     let rc = {
         let mut g = q.inner.lock();
         // SAFETY: wr is the caller's list.
@@ -373,10 +399,17 @@ unsafe fn traced_post_send(
     // SAFETY: on failure *bad_wr names an element of the caller's list.
     let bad = (rc != 0 && !bad_wr.is_null())
         .then(|| unsafe { *bad_wr })
-        .filter(|b| !b.is_null())
+        .filter(|b| !b.is_null());
+    if let Some(rec) = rec {
+        let bad = bad.unwrap_or(std::ptr::null_mut());
+        // SAFETY: the caller's list, as posted.
+        unsafe { crate::check::after_post_send(q, rec, rc, wr, bad) };
+    }
+    if trace {
         // SAFETY: as above.
-        .map(|b| unsafe { (*b).wr_id });
-    crate::trace::post_result("post_send", qp as usize, rc, bad);
+        let bad = bad.map(|b| unsafe { (*b).wr_id });
+        crate::trace::post_result("post_send", qp as usize, rc, bad);
+    }
     rc
 }
 
@@ -385,16 +418,54 @@ pub(crate) unsafe extern "C" fn post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    if verbs_abi::trace::on() {
-        // SAFETY: the caller's list.
-        unsafe { crate::trace::recv_wrs("post_recv", qp as usize, wr) };
+    if verbs_abi::check::hooks_on() {
         // SAFETY: forwarded contract.
-        let rc = unsafe { post_recv_inner(qp, wr, bad_wr) };
-        crate::trace::post_result("post_recv", qp as usize, rc, None);
-        return rc;
+        return unsafe { hooked_post_recv(qp, wr, bad_wr) };
     }
     // SAFETY: forwarded contract.
     unsafe { post_recv_inner(qp, wr, bad_wr) }
+}
+
+/// `post_recv` traced and checked, as each is on.
+///
+/// # Safety
+/// As for `post_recv`.
+#[cold]
+#[inline(never)]
+unsafe fn hooked_post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
+    // SAFETY: qp came from create_qp_ex.
+    let q = unsafe { Qp::from_ibv(qp) };
+    let rec = if check {
+        // SAFETY: the caller's list.
+        Some(unsafe { crate::check::before_post_recv(q, wr) })
+    } else {
+        None
+    };
+    if trace {
+        // SAFETY: the caller's list.
+        unsafe { crate::trace::recv_wrs("post_recv", qp as usize, wr) };
+    }
+    // SAFETY: forwarded contract.
+    let rc = unsafe { post_recv_inner(qp, wr, bad_wr) };
+    if let Some(rec) = rec {
+        let bad = if rc != 0 && !bad_wr.is_null() {
+            // SAFETY: out-pointer supplied by the caller, set on failure.
+            unsafe { *bad_wr }
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: the caller's list, as posted.
+        unsafe { crate::check::after_post_recv(q, rec, rc, wr, bad) };
+    }
+    if trace {
+        crate::trace::post_result("post_recv", qp as usize, rc, None);
+    }
+    rc
 }
 
 /// # Safety
