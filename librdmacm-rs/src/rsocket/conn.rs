@@ -184,6 +184,7 @@ pub struct LocalMap {
     pub len: usize,
     pub offset: u64,
     index: u32,
+    announced: bool,
     _mr: Mr,
 }
 
@@ -729,14 +730,13 @@ impl Conn {
 
     // -- iomap --------------------------------------------------------------
 
-    /// Maps `addr..addr+len` for the peer's riowrite at `offset`.
-    pub fn iomap(&mut self, addr: usize, len: usize, offset: u64) -> Res<u64> {
+    /// Maps `addr..addr+len` for the peer's riowrite at `offset`. The
+    /// peer hears of it before anything sent after this call (at once, or
+    /// as soon as the connection is up and the send queue has room).
+    pub fn iomap(&mut self, addr: usize, len: usize, offset: u64, connected: bool) -> Res<u64> {
         let index = (0..self.peer.iomaps)
             .find(|i| self.local_maps.iter().all(|m| m.index != *i))
             .ok_or(libc::ENOMEM)?;
-        if self.sq_free <= 1 {
-            return Err(libc::EAGAIN);
-        }
         // SAFETY: the caller's buffer; riomap's contract keeps it valid
         // until riounmap or close.
         let mr = unsafe {
@@ -747,15 +747,33 @@ impl Conn {
                 (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) as i32,
             )
         }?;
-        self.announce(index, offset, addr as u64, len as u64, mr.rkey(), true)?;
         self.local_maps.push(LocalMap {
             addr,
             len,
             offset,
             index,
+            announced: false,
             _mr: mr,
         });
+        if connected {
+            self.announce_pending();
+        }
         Ok(offset)
+    }
+
+    /// Tells the peer about mappings it does not know yet.
+    pub fn announce_pending(&mut self) {
+        for i in 0..self.local_maps.len() {
+            if self.local_maps[i].announced || self.sq_free == 0 {
+                continue;
+            }
+            let m = &self.local_maps[i];
+            let (index, offset, addr, len, rkey) =
+                (m.index, m.offset, m.addr as u64, m.len as u64, m._mr.rkey());
+            if self.announce(index, offset, addr, len, rkey, true).is_ok() {
+                self.local_maps[i].announced = true;
+            }
+        }
     }
 
     pub fn iounmap(&mut self, addr: usize, len: usize) -> Res<()> {
@@ -766,7 +784,7 @@ impl Conn {
             .ok_or(libc::EINVAL)?;
         let m = &self.local_maps[i];
         let (index, offset) = (m.index, m.offset);
-        if !self.ends.peer_closed && self.sq_free > 0 {
+        if m.announced && !self.ends.peer_closed && self.sq_free > 0 {
             self.announce(index, offset, 0, 0, 0, false)?;
         }
         self.local_maps.remove(i);

@@ -323,6 +323,11 @@ impl Inner {
         if cm || self.state != State::Connected {
             self.drive_cm(chan);
         }
+        if self.state == State::Connected {
+            if let Some(c) = self.conn.as_mut() {
+                c.announce_pending();
+            }
+        }
         if let (Some(close), Some(c)) = (self.end_pending, self.conn.as_mut()) {
             if self.state == State::Connected {
                 match c.send_end(close) {
@@ -839,20 +844,11 @@ impl RSocket {
 
     pub fn iomap(&self, addr: usize, len: usize, offset: u64) -> Res<u64> {
         let mut g = self.lock();
-        if !matches!(g.state, State::Connected) {
+        if !matches!(g.state, State::Connected | State::Accepting) {
             return Err(libc::EINVAL);
         }
-        let nonblock = g.nonblock;
-        loop {
-            g.progress(self.chan, false);
-            let c = g.conn.as_mut().ok_or(libc::EINVAL)?;
-            match c.iomap(addr, len, offset) {
-                Err(libc::EAGAIN) if !nonblock => {
-                    g = self.wait(g, Want::Write, false, None)?;
-                }
-                r => return r,
-            }
-        }
+        let connected = g.state == State::Connected;
+        g.conn.as_mut().ok_or(libc::EINVAL)?.iomap(addr, len, offset, connected)
     }
 
     pub fn iounmap(&self, addr: usize, len: usize) -> Res<()> {
