@@ -478,7 +478,7 @@ pub unsafe extern "C" fn rgetsockopt(
                 linger_bytes = b;
                 bytes = &linger_bytes;
             }
-            Val::Bytes(b) => bytes = b,
+            Val::Bytes(b) => bytes = b.as_slice(),
         }
         // SAFETY: caller guarantee: `*optlen` writable bytes at optval.
         unsafe {

@@ -18,10 +18,10 @@ pub const RDMA_INLINE: c_int = 2;
 pub const RDMA_IOMAPSIZE: c_int = 3;
 pub const RDMA_ROUTE: c_int = 4;
 
-/// The TCP segment size we report: the largest message a write becomes
-/// is a quarter of the peer's ring, but TCP_MAXSEG callers only size
-/// their writes by it.
-const MAXSEG: c_int = 65536;
+/// The segment size TCP_MAXSEG reports. There are no segments here (a
+/// write becomes messages of up to a quarter of the peer's ring); callers
+/// only size their writes by it, and some reject values past jumbo frames.
+const MAXSEG: c_int = 8192;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Opts {
@@ -71,10 +71,10 @@ impl Opts {
 }
 
 /// An option value as C passes it.
-pub enum Val<'a> {
+pub enum Val {
     Int(c_int),
     Linger(libc::linger),
-    Bytes(&'a [u8]),
+    Bytes(Vec<u8>),
 }
 
 fn int_of(v: &[u8]) -> Res<c_int> {
@@ -171,7 +171,7 @@ pub fn set(s: &RSocket, level: c_int, name: c_int, v: &[u8]) -> Res<()> {
     Ok(())
 }
 
-pub fn get(s: &RSocket, level: c_int, name: c_int) -> Res<Val<'static>> {
+pub fn get(s: &RSocket, level: c_int, name: c_int) -> Res<Val> {
     let mut g = s.lock();
     let b = |v: bool| Val::Int(c_int::from(v));
     Ok(match (level, name) {
@@ -197,7 +197,8 @@ pub fn get(s: &RSocket, level: c_int, name: c_int) -> Res<Val<'static>> {
         (SOL_RDMA, RDMA_RQSIZE) => Val::Int(g.opts.rq_size as c_int),
         (SOL_RDMA, RDMA_INLINE) => Val::Int(g.opts.inline as c_int),
         (SOL_RDMA, RDMA_IOMAPSIZE) => Val::Int(g.opts.iomap_size as c_int),
-        (SOL_RDMA, RDMA_ROUTE) => Val::Bytes(&[]),
+        (libc::IPPROTO_TCP, libc::TCP_INFO) => Val::Bytes(tcp_info(&g)),
+        (SOL_RDMA, RDMA_ROUTE) => Val::Bytes(Vec::new()),
         _ => return Err(libc::ENOPROTOOPT),
     })
 }
@@ -225,4 +226,27 @@ pub fn fcntl(s: &RSocket, cmd: c_int, arg: usize) -> Res<c_int> {
         }
         _ => Err(libc::EOPNOTSUPP),
     }
+}
+
+/// TCP_INFO as far as it means anything here: the connection's state and
+/// the nominal segment size; no retransmissions happen at this layer (RC
+/// is reliable below us) and there is no congestion window or RTT
+/// estimate, so those read 0.
+fn tcp_info(g: &Inner) -> Vec<u8> {
+    // SAFETY: tcp_info is plain integers; all-zero is a valid value.
+    let mut t: libc::tcp_info = unsafe { core::mem::zeroed() };
+    t.tcpi_state = match g.state {
+        State::Connected => 1,                                   // TCP_ESTABLISHED
+        State::Connecting | State::ResolvingAddr | State::ResolvingRoute => 2, // TCP_SYN_SENT
+        State::Accepting => 3,                                   // TCP_SYN_RECV
+        State::Listening => 10,                                  // TCP_LISTEN
+        _ => 7,                                                  // TCP_CLOSE
+    };
+    t.tcpi_snd_mss = g.opts.maxseg as u32;
+    t.tcpi_rcv_mss = g.opts.maxseg as u32;
+    let size = core::mem::size_of::<libc::tcp_info>();
+    let mut v = vec![0u8; size];
+    // SAFETY: copies the struct's `size` bytes into a buffer that long.
+    unsafe { core::ptr::copy_nonoverlapping(&t as *const _ as *const u8, v.as_mut_ptr(), size) };
+    v
 }
