@@ -64,9 +64,17 @@ unsafe fn read_addr(a: *const sockaddr, len: socklen_t) -> Res<SocketAddr> {
 ///
 /// # Safety
 /// `a`/`len` are null or valid for writing.
-unsafe fn write_addr(ss: &libc::sockaddr_storage, a: *mut sockaddr, len: *mut socklen_t) -> Res<()> {
+unsafe fn write_addr(
+    ss: &libc::sockaddr_storage,
+    a: *mut sockaddr,
+    len: *mut socklen_t,
+) -> Res<()> {
     if len.is_null() {
-        return if a.is_null() { Ok(()) } else { Err(libc::EFAULT) };
+        return if a.is_null() {
+            Ok(())
+        } else {
+            Err(libc::EFAULT)
+        };
     }
     let full = match ss.ss_family as c_int {
         libc::AF_INET => core::mem::size_of::<libc::sockaddr_in>(),
@@ -87,7 +95,7 @@ unsafe fn write_addr(ss: &libc::sockaddr_storage, a: *mut sockaddr, len: *mut so
 /// # Safety
 /// `iov` is valid for `n` entries (checked non-null when `n` > 0).
 unsafe fn iovs<'a>(iov: *const iovec, n: c_int) -> Res<&'a [iovec]> {
-    if n < 0 || n > libc::UIO_MAXIOV {
+    if !(0..=libc::UIO_MAXIOV).contains(&n) {
         return Err(libc::EINVAL);
     }
     if n == 0 {
@@ -178,13 +186,19 @@ pub unsafe extern "C" fn rbind(socket: c_int, addr: *const sockaddr, addrlen: so
 
 #[no_mangle]
 pub extern "C" fn rlisten(socket: c_int, backlog: c_int) -> c_int {
-    entry!(minus_one, (socket, backlog), { stream::lookup(socket)?.listen(backlog) })
+    entry!(minus_one, (socket, backlog), {
+        stream::lookup(socket)?.listen(backlog)
+    })
 }
 
 /// # Safety
 /// As `accept(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn raccept(socket: c_int, addr: *mut sockaddr, addrlen: *mut socklen_t) -> c_int {
+pub unsafe extern "C" fn raccept(
+    socket: c_int,
+    addr: *mut sockaddr,
+    addrlen: *mut socklen_t,
+) -> c_int {
     int((|| {
         let s = stream::lookup(socket)?;
         if !addr.is_null() && addrlen.is_null() {
@@ -203,7 +217,11 @@ pub unsafe extern "C" fn raccept(socket: c_int, addr: *mut sockaddr, addrlen: *m
 /// # Safety
 /// As `connect(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn rconnect(socket: c_int, addr: *const sockaddr, addrlen: socklen_t) -> c_int {
+pub unsafe extern "C" fn rconnect(
+    socket: c_int,
+    addr: *const sockaddr,
+    addrlen: socklen_t,
+) -> c_int {
     entry!(minus_one, (socket, addr, addrlen), {
         let s = stream::lookup(socket)?;
         // SAFETY: caller guarantee.
@@ -214,7 +232,9 @@ pub unsafe extern "C" fn rconnect(socket: c_int, addr: *const sockaddr, addrlen:
 
 #[no_mangle]
 pub extern "C" fn rshutdown(socket: c_int, how: c_int) -> c_int {
-    entry!(minus_one, (socket, how), { stream::lookup(socket)?.shutdown(how) })
+    entry!(minus_one, (socket, how), {
+        stream::lookup(socket)?.shutdown(how)
+    })
 }
 
 #[no_mangle]
@@ -225,7 +245,12 @@ pub extern "C" fn rclose(socket: c_int) -> c_int {
 /// # Safety
 /// As `recv(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn rrecv(socket: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t {
+pub unsafe extern "C" fn rrecv(
+    socket: c_int,
+    buf: *mut c_void,
+    len: size_t,
+    flags: c_int,
+) -> ssize_t {
     ssize(one(buf, len).and_then(|v| recv_core(socket, &[v], flags)))
 }
 
@@ -278,7 +303,12 @@ pub unsafe extern "C" fn rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int)
 /// # Safety
 /// As `send(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn rsend(socket: c_int, buf: *const c_void, len: size_t, flags: c_int) -> ssize_t {
+pub unsafe extern "C" fn rsend(
+    socket: c_int,
+    buf: *const c_void,
+    len: size_t,
+    flags: c_int,
+) -> ssize_t {
     ssize(one(buf, len).and_then(|v| send_core(socket, &[v], flags)))
 }
 
@@ -383,7 +413,9 @@ pub unsafe extern "C" fn rselect(
             set_errno(libc::EINVAL);
             return -1;
         }
-        Some(t) => Some(Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)),
+        Some(t) => {
+            Some(Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64))
+        }
     };
     // SAFETY: caller guarantee.
     int(unsafe { poll::rselect(nfds, readfds, writefds, exceptfds, t) })
@@ -392,7 +424,11 @@ pub unsafe extern "C" fn rselect(
 /// # Safety
 /// As `getpeername(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn rgetpeername(socket: c_int, addr: *mut sockaddr, addrlen: *mut socklen_t) -> c_int {
+pub unsafe extern "C" fn rgetpeername(
+    socket: c_int,
+    addr: *mut sockaddr,
+    addrlen: *mut socklen_t,
+) -> c_int {
     entry!(minus_one, (socket, addr, addrlen), {
         let ss = stream::lookup(socket)?.peer_addr()?;
         if addrlen.is_null() {
@@ -406,7 +442,11 @@ pub unsafe extern "C" fn rgetpeername(socket: c_int, addr: *mut sockaddr, addrle
 /// # Safety
 /// As `getsockname(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn rgetsockname(socket: c_int, addr: *mut sockaddr, addrlen: *mut socklen_t) -> c_int {
+pub unsafe extern "C" fn rgetsockname(
+    socket: c_int,
+    addr: *mut sockaddr,
+    addrlen: *mut socklen_t,
+) -> c_int {
     entry!(minus_one, (socket, addr, addrlen), {
         let s = stream::lookup(socket)?;
         let mut ss = s.local_addr()?;
@@ -518,7 +558,11 @@ pub extern "C" fn riomap(
         if buf.is_null() || len == 0 || prot != libc::PROT_WRITE || offset < -1 {
             return Err(libc::EINVAL);
         }
-        let off = if offset == -1 { buf as u64 } else { offset as u64 };
+        let off = if offset == -1 {
+            buf as u64
+        } else {
+            offset as u64
+        };
         s.iomap(buf as usize, len, off)
     });
     match r {
@@ -553,7 +597,14 @@ pub extern "C" fn riowrite(
             return Ok(0);
         }
         // SAFETY: the caller's buffer of `count` bytes.
-        unsafe { s.iowrite(buf.cast(), count, offset as u64, flags & libc::MSG_DONTWAIT != 0) }
+        unsafe {
+            s.iowrite(
+                buf.cast(),
+                count,
+                offset as u64,
+                flags & libc::MSG_DONTWAIT != 0,
+            )
+        }
     });
     match r {
         Ok(n) => n,
@@ -574,7 +625,12 @@ pub extern "C" fn repoll_create(_flags: c_int) -> c_int {
 }
 
 #[no_mangle]
-pub extern "C" fn repoll_ctl(_epfd: c_int, _op: c_int, _fd: c_int, _event: *mut libc::epoll_event) -> c_int {
+pub extern "C" fn repoll_ctl(
+    _epfd: c_int,
+    _op: c_int,
+    _fd: c_int,
+    _event: *mut libc::epoll_event,
+) -> c_int {
     set_errno(libc::ENOSYS);
     -1
 }

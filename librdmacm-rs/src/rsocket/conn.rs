@@ -369,7 +369,8 @@ impl Conn {
     pub fn start(&mut self, peer: Hello) {
         self.peer = peer;
         self.unacked = Fifo::new(peer.slots as usize);
-        self.remote_maps = vec![RemoteMap::default(); self.sizes.iomaps as usize].into_boxed_slice();
+        self.remote_maps =
+            vec![RemoteMap::default(); self.sizes.iomaps as usize].into_boxed_slice();
     }
 
     pub fn comp_fd(&self) -> i32 {
@@ -481,7 +482,9 @@ impl Conn {
         // completion we just polled.
         unsafe {
             core::ptr::copy_nonoverlapping(
-                self.ring.ptr.add(self.sizes.rbuf as usize + index * IOMAP_ENTRY),
+                self.ring
+                    .ptr
+                    .add(self.sizes.rbuf as usize + index * IOMAP_ENTRY),
                 e.as_mut_ptr(),
                 IOMAP_ENTRY,
             )
@@ -502,13 +505,7 @@ impl Conn {
     /// Posts one write; `imm` None for a plain RDMA WRITE. The payload is
     /// either inline from `src` or `len` bytes of the bounce buffer at
     /// `bounce_at`.
-    fn post(
-        &mut self,
-        src: Src,
-        remote: (u64, u32),
-        imm: Option<u32>,
-        release: u64,
-    ) -> Res<()> {
+    fn post(&mut self, src: Src, remote: (u64, u32), imm: Option<u32>, release: u64) -> Res<()> {
         let (addr, len, lkey, flags) = match src {
             Src::Inline(p, n) => (p as u64, n, 0, IBV_SEND_INLINE),
             Src::Bounce(off, n) => (
@@ -657,7 +654,12 @@ impl Conn {
             Src::Bounce(..) => self.sb_tail + n as u64,
             _ => self.sb_tail,
         };
-        self.post(src, remote, Some((KIND_DATA << KIND_SHIFT) | n as u32), release)?;
+        self.post(
+            src,
+            remote,
+            Some((KIND_DATA << KIND_SHIFT) | n as u32),
+            release,
+        )?;
         self.sb_tail = release;
         self.sent += n as u64;
         self.unacked.push(n as u32);
@@ -791,7 +793,15 @@ impl Conn {
         Ok(())
     }
 
-    fn announce(&mut self, index: u32, offset: u64, addr: u64, len: u64, rkey: u32, valid: bool) -> Res<()> {
+    fn announce(
+        &mut self,
+        index: u32,
+        offset: u64,
+        addr: u64,
+        len: u64,
+        rkey: u32,
+        valid: bool,
+    ) -> Res<()> {
         let mut e = [0u8; IOMAP_ENTRY];
         e[0..8].copy_from_slice(&offset.to_le_bytes());
         e[8..16].copy_from_slice(&addr.to_le_bytes());
@@ -817,7 +827,13 @@ impl Conn {
         self.remote_maps
             .iter()
             .find(|m| m.valid && offset >= m.offset && offset - m.offset < m.len)
-            .map(|m| (m.addr + (offset - m.offset), m.len - (offset - m.offset), m.rkey))
+            .map(|m| {
+                (
+                    m.addr + (offset - m.offset),
+                    m.len - (offset - m.offset),
+                    m.rkey,
+                )
+            })
     }
 
     pub fn has_remote_map(&self, offset: u64) -> bool {
@@ -832,7 +848,11 @@ impl Conn {
         let mut done = 0;
         while done < len {
             let Some((raddr, left, rkey)) = self.remote_target(offset + done as u64) else {
-                return if done > 0 { Ok(done) } else { Err(libc::EINVAL) };
+                return if done > 0 {
+                    Ok(done)
+                } else {
+                    Err(libc::EINVAL)
+                };
             };
             if self.sq_free <= 1 {
                 break;
@@ -934,6 +954,9 @@ mod tests {
         assert!(!f.push(4));
         assert_eq!(f.pop(), Some(1));
         assert!(f.push(4));
-        assert_eq!((f.pop(), f.pop(), f.pop(), f.pop()), (Some(2), Some(3), Some(4), None));
+        assert_eq!(
+            (f.pop(), f.pop(), f.pop(), f.pop()),
+            (Some(2), Some(3), Some(4), None)
+        );
     }
 }

@@ -236,11 +236,11 @@ fn tcp_info(g: &Inner) -> Vec<u8> {
     // SAFETY: tcp_info is plain integers; all-zero is a valid value.
     let mut t: libc::tcp_info = unsafe { core::mem::zeroed() };
     t.tcpi_state = match g.state {
-        State::Connected => 1,                                   // TCP_ESTABLISHED
+        State::Connected => 1, // TCP_ESTABLISHED
         State::Connecting | State::ResolvingAddr | State::ResolvingRoute => 2, // TCP_SYN_SENT
-        State::Accepting => 3,                                   // TCP_SYN_RECV
-        State::Listening => 10,                                  // TCP_LISTEN
-        _ => 7,                                                  // TCP_CLOSE
+        State::Accepting => 3, // TCP_SYN_RECV
+        State::Listening => 10, // TCP_LISTEN
+        _ => 7,                // TCP_CLOSE
     };
     t.tcpi_snd_mss = g.opts.maxseg as u32;
     t.tcpi_rcv_mss = g.opts.maxseg as u32;

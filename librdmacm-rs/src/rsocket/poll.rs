@@ -54,7 +54,11 @@ fn check(fds: &mut [libc::pollfd], socks: &[Option<Arc<RSocket>>], cm: bool, arm
     n
 }
 
-fn ordinary_now(fds: &mut [libc::pollfd], socks: &[Option<Arc<RSocket>>], real: &mut Vec<libc::pollfd>) -> Res<usize> {
+fn ordinary_now(
+    fds: &mut [libc::pollfd],
+    socks: &[Option<Arc<RSocket>>],
+    real: &mut Vec<libc::pollfd>,
+) -> Res<usize> {
     real.clear();
     for (f, s) in fds.iter().zip(socks) {
         if s.is_none() {
@@ -247,11 +251,17 @@ pub unsafe fn rselect(
             if f.revents & libc::POLLNVAL != 0 {
                 return Err(libc::EBADF);
             }
-            if !readfds.is_null() && f.events & libc::POLLIN != 0 && f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+            if !readfds.is_null()
+                && f.events & libc::POLLIN != 0
+                && f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+            {
                 libc::FD_SET(f.fd, readfds);
                 cnt += 1;
             }
-            if !writefds.is_null() && f.events & libc::POLLOUT != 0 && f.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
+            if !writefds.is_null()
+                && f.events & libc::POLLOUT != 0
+                && f.revents & (libc::POLLOUT | libc::POLLERR) != 0
+            {
                 libc::FD_SET(f.fd, writefds);
                 cnt += 1;
             }

@@ -267,12 +267,16 @@ impl Inner {
                     }
                 }
                 (State::Accepting, RDMA_CM_EVENT_ESTABLISHED) => self.state = State::Connected,
-                (State::ResolvingAddr, RDMA_CM_EVENT_ADDR_ERROR) => {
-                    self.fail(if status < 0 { -status } else { libc::EHOSTUNREACH })
-                }
-                (State::ResolvingRoute, RDMA_CM_EVENT_ROUTE_ERROR) => {
-                    self.fail(if status < 0 { -status } else { libc::ENETUNREACH })
-                }
+                (State::ResolvingAddr, RDMA_CM_EVENT_ADDR_ERROR) => self.fail(if status < 0 {
+                    -status
+                } else {
+                    libc::EHOSTUNREACH
+                }),
+                (State::ResolvingRoute, RDMA_CM_EVENT_ROUTE_ERROR) => self.fail(if status < 0 {
+                    -status
+                } else {
+                    libc::ENETUNREACH
+                }),
                 (State::Connecting | State::Accepting, RDMA_CM_EVENT_REJECTED) => {
                     self.fail(libc::ECONNREFUSED)
                 }
@@ -348,9 +352,7 @@ impl Inner {
         match self.state {
             State::Listening => !self.backlog.is_empty(),
             State::Connected | State::Disconnected => match &self.conn {
-                Some(c) => {
-                    c.rx_avail > 0 || c.ends.fin_in || c.ends.reset || self.shut_rd
-                }
+                Some(c) => c.rx_avail > 0 || c.ends.fin_in || c.ends.reset || self.shut_rd,
                 None => true,
             },
             State::Failed => true,
@@ -609,7 +611,12 @@ impl RSocket {
         // SAFETY: our id; `ss` holds a valid address. A bound id resolves
         // from its bound address.
         if unsafe {
-            cma::rdma_resolve_addr(g.id, null_mut(), &mut ss as *mut _ as *mut libc::sockaddr, RESOLVE_MS)
+            cma::rdma_resolve_addr(
+                g.id,
+                null_mut(),
+                &mut ss as *mut _ as *mut libc::sockaddr,
+                RESOLVE_MS,
+            )
         } != 0
         {
             return Err(errno());
@@ -623,7 +630,11 @@ impl RSocket {
         };
         match g.state {
             State::Connected => Ok(()),
-            _ => Err(if g.so_error != 0 { g.so_error } else { libc::ECONNREFUSED }),
+            _ => Err(if g.so_error != 0 {
+                g.so_error
+            } else {
+                libc::ECONNREFUSED
+            }),
         }
     }
 
@@ -716,7 +727,11 @@ impl RSocket {
                     return Ok(done);
                 }
                 if c.ends.reset {
-                    return if done > 0 { Ok(done) } else { Err(libc::ECONNRESET) };
+                    return if done > 0 {
+                        Ok(done)
+                    } else {
+                        Err(libc::ECONNRESET)
+                    };
                 }
                 continue;
             }
@@ -735,7 +750,10 @@ impl RSocket {
         if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
             return Err(libc::EINVAL);
         }
-        if !matches!(g.state, State::Connected | State::Accepting | State::Disconnected) {
+        if !matches!(
+            g.state,
+            State::Connected | State::Accepting | State::Disconnected
+        ) {
             return Err(libc::ENOTCONN);
         }
         if how != libc::SHUT_WR {
@@ -848,7 +866,10 @@ impl RSocket {
             return Err(libc::EINVAL);
         }
         let connected = g.state == State::Connected;
-        g.conn.as_mut().ok_or(libc::EINVAL)?.iomap(addr, len, offset, connected)
+        g.conn
+            .as_mut()
+            .ok_or(libc::EINVAL)?
+            .iomap(addr, len, offset, connected)
     }
 
     pub fn iounmap(&self, addr: usize, len: usize) -> Res<()> {
@@ -859,7 +880,13 @@ impl RSocket {
 
     /// # Safety
     /// `data..data+len` is readable.
-    pub unsafe fn iowrite(&self, data: *const u8, len: usize, offset: u64, dontwait: bool) -> Res<usize> {
+    pub unsafe fn iowrite(
+        &self,
+        data: *const u8,
+        len: usize,
+        offset: u64,
+        dontwait: bool,
+    ) -> Res<usize> {
         let mut g = self.lock();
         Self::writer_check(&g)?;
         if g.state != State::Connected {
@@ -900,7 +927,10 @@ impl RSocket {
 
     pub fn peer_addr(&self) -> Res<libc::sockaddr_storage> {
         let g = self.lock();
-        if !matches!(g.state, State::Connected | State::Accepting | State::Disconnected) {
+        if !matches!(
+            g.state,
+            State::Connected | State::Accepting | State::Disconnected
+        ) {
             return Err(libc::ENOTCONN);
         }
         // SAFETY: as above.

@@ -22,35 +22,8 @@ extern "C" {
     fn ibv_ack_cq_events(cq: *mut ibv_cq, n: u32);
 }
 
-// Unit tests run the pure logic only; they get failing stand-ins so the
-// test binary does not need libibverbs.
-#[cfg(test)]
-mod stand_ins {
-    use super::*;
-    pub unsafe fn ibv_reg_mr(_: *mut ibv_pd, _: *mut c_void, _: usize, _: c_int) -> *mut ibv_mr {
-        null_mut()
-    }
-    pub unsafe fn ibv_dereg_mr(_: *mut ibv_mr) -> c_int {
-        0
-    }
-    pub unsafe fn ibv_dealloc_pd(_: *mut ibv_pd) -> c_int {
-        0
-    }
-    pub unsafe fn ibv_get_cq_event(
-        _: *mut ibv_comp_channel,
-        _: *mut *mut ibv_cq,
-        _: *mut *mut c_void,
-    ) -> c_int {
-        -1
-    }
-    pub unsafe fn ibv_ack_cq_events(_: *mut ibv_cq, _: u32) {}
-}
-#[cfg(test)]
-use stand_ins::*;
-
 pub use crate::ffi::{
-    ibv_alloc_pd, ibv_create_comp_channel, ibv_create_cq, ibv_destroy_comp_channel,
-    ibv_destroy_cq,
+    ibv_alloc_pd, ibv_create_comp_channel, ibv_create_cq, ibv_destroy_comp_channel, ibv_destroy_cq,
 };
 
 /// A registered region (`ibv_reg_mr`); deregistered on drop.
@@ -195,4 +168,30 @@ pub unsafe fn drain_cq_events(cc: *mut ibv_comp_channel) -> bool {
         // SAFETY: the CQ the event names, acknowledged once.
         unsafe { ibv_ack_cq_events(cq, 1) };
     }
+}
+
+// Unit tests run the pure logic only; they get failing stand-ins so the
+// test binary does not need libibverbs.
+#[cfg(test)]
+use stand_ins::*;
+#[cfg(test)]
+mod stand_ins {
+    use super::*;
+    pub unsafe fn ibv_reg_mr(_: *mut ibv_pd, _: *mut c_void, _: usize, _: c_int) -> *mut ibv_mr {
+        null_mut()
+    }
+    pub unsafe fn ibv_dereg_mr(_: *mut ibv_mr) -> c_int {
+        0
+    }
+    pub unsafe fn ibv_dealloc_pd(_: *mut ibv_pd) -> c_int {
+        0
+    }
+    pub unsafe fn ibv_get_cq_event(
+        _: *mut ibv_comp_channel,
+        _: *mut *mut ibv_cq,
+        _: *mut *mut c_void,
+    ) -> c_int {
+        -1
+    }
+    pub unsafe fn ibv_ack_cq_events(_: *mut ibv_cq, _: u32) {}
 }
