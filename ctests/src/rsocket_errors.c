@@ -609,6 +609,40 @@ static void case_peer_close(void)
 	}
 }
 
+/* The client is killed (SIGKILL) while the server blocks in rrecv: the
+ * read ends with EOF, later writes fail with EPIPE, nothing hangs. */
+static void case_peer_killed(void)
+{
+	uint8_t b[16];
+	int port, l, s;
+
+	if (split()) {
+		int st;
+
+		l = listener(&port);
+		tell(port);
+		s = raccept(l, NULL, NULL);
+		CHECK(s >= 0);
+		recv_all(s, b, 2);
+		CHECK_EQ(memcmp(b, "hi", 2), 0);
+		CHECK_EQ(hear(), 1);
+		CHECK_OK(kill(peer_pid, SIGKILL));
+		CHECK_EQ(waitpid(peer_pid, &st, 0), peer_pid);
+		CHECK(WIFSIGNALED(st));
+		CHECK_EQ(rrecv(s, b, sizeof(b), 0), 0);
+		CHECK_ERR(rsend(s, b, 1, 0), EPIPE);
+		CHECK_OK(rclose(s));
+		CHECK_OK(rclose(l));
+	} else {
+		port = hear();
+		s = connect_to(port);
+		send_all(s, (const uint8_t *)"hi", 2);
+		tell(1);
+		for (;;)
+			pause();
+	}
+}
+
 /* rpoll blocks until data arrives, on rsockets and pipes together, and
  * honours its timeout; rselect too. A non-blocking rconnect completes
  * through rpoll. */
@@ -787,6 +821,7 @@ static const struct tcase cases[] = {
 	{ "transfer", case_transfer },
 	{ "shutdown", case_shutdown },
 	{ "peer_close", case_peer_close },
+	{ "peer_killed", case_peer_killed },
 	{ "poll", case_poll },
 	{ "iomap", case_iomap },
 };

@@ -623,17 +623,17 @@ impl RSocket {
         }
         g.state = State::ResolvingAddr;
         let nonblock = g.nonblock;
-        let g = match self.wait(g, Want::Connect, nonblock, None) {
+        let mut g = match self.wait(g, Want::Connect, nonblock, None) {
             Ok(g) => g,
             Err(libc::EAGAIN) => return Err(libc::EINPROGRESS),
             Err(e) => return Err(e),
         };
         match g.state {
             State::Connected => Ok(()),
-            _ => Err(if g.so_error != 0 {
-                g.so_error
-            } else {
-                libc::ECONNREFUSED
+            // Reported here, so not again through SO_ERROR.
+            _ => Err(match std::mem::take(&mut g.so_error) {
+                0 => libc::ECONNREFUSED,
+                e => e,
             }),
         }
     }
