@@ -54,6 +54,15 @@ fn check(fds: &mut [libc::pollfd], socks: &[Option<Arc<RSocket>>], cm: bool, arm
     n
 }
 
+/// Whether a zero-timeout poll should read the CM channels this time: at
+/// most once a millisecond for connected rsockets (see `RSocket::wait`).
+fn cm_due(socks: &[Option<Arc<RSocket>>]) -> bool {
+    socks.iter().flatten().any(|s| {
+        let g = s.lock();
+        g.state != stream::State::Connected || g.cm_due()
+    })
+}
+
 fn ordinary_now(
     fds: &mut [libc::pollfd],
     socks: &[Option<Arc<RSocket>>],
@@ -126,7 +135,7 @@ fn poll_inner(
     let mut cm = false;
     loop {
         let mut n = check(fds, socks, cm, false);
-        if n == 0 && !cm {
+        if n == 0 && !cm && (timeout != 0 || cm_due(socks)) {
             n = check(fds, socks, true, false);
         }
         let m = ordinary_now(fds, socks, real)?;

@@ -63,6 +63,8 @@ pub struct Inner {
     end_pending: Option<bool>,
     close_sent: bool,
     disconnected: bool,
+    /// When the CM channel was last read (see `RSocket::wait`).
+    last_cm: Option<Instant>,
 }
 
 // SAFETY: the id and queued events are librdmacm objects, usable from any
@@ -158,6 +160,7 @@ fn inner(id: *mut rdma_cm_id, family: c_int, opts: Opts, state: State) -> Inner 
         end_pending: None,
         close_sent: false,
         disconnected: false,
+        last_cm: None,
     }
 }
 
@@ -223,8 +226,16 @@ impl Inner {
         self.id
     }
 
+    /// Whether the CM channel is due another look from a caller that
+    /// polls without sleeping.
+    pub fn cm_due(&self) -> bool {
+        self.last_cm
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(1))
+    }
+
     /// Applies the CM events waiting on the channel.
     fn drive_cm(&mut self, chan: *mut rdma_event_channel) {
+        self.last_cm = Some(Instant::now());
         if self.state == State::Listening {
             while let Some(ev) = next_event(chan) {
                 // SAFETY: a live event.
@@ -464,9 +475,15 @@ impl RSocket {
             if Self::ready(&g, want) {
                 return Ok(g);
             }
-            g.progress(self.chan, true);
-            if Self::ready(&g, want) {
-                return Ok(g);
+            // A connected rsocket hears from the CM only when the peer
+            // goes away: a caller spinning on EAGAIN checks at most once a
+            // millisecond (each check is a system call).
+            let cm = !nonblock || g.state != State::Connected || g.cm_due();
+            if cm {
+                g.progress(self.chan, true);
+                if Self::ready(&g, want) {
+                    return Ok(g);
+                }
             }
             if nonblock {
                 return Err(libc::EAGAIN);
