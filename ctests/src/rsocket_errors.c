@@ -21,7 +21,9 @@
  * EPIPE writing after the peer closed, EINVAL for bad arguments,
  * EBADF/ENOTSOCK for descriptors that are no rsocket, ENOPROTOOPT for
  * unknown options, riomap/riowrite landing in the peer's memory in order
- * with the stream, and rpoll/rselect over rsockets and pipes together.
+ * with the stream, rpoll/rselect over rsockets and pipes together, and
+ * datagram rsockets (bytes, sender addresses, truncation, EDESTADDRREQ,
+ * EMSGSIZE, EOPNOTSUPP for the stream-only calls).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -213,7 +215,6 @@ static void case_create(void)
 	struct sockaddr_in sin = loop4(0);
 
 	CHECK_ERR(rsocket(AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
-	CHECK_ERR(rsocket(AF_INET, SOCK_DGRAM, 0), EOPNOTSUPP);	/* README */
 	CHECK_ERR(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), EPROTONOSUPPORT);
 	CHECK_ERR(rsocket(AF_INET, SOCK_RAW, 0), ESOCKTNOSUPPORT);
 
@@ -809,6 +810,126 @@ static void case_iomap(void)
 	}
 }
 
+/* Datagram rsockets: UD sends between rsockets of this process and of
+ * another one, the sender's address, truncation, and the calls that do
+ * not apply. */
+static void case_dgram(void)
+{
+	struct sockaddr_in a_name = loop4(0), b_name, from, peer;
+	socklen_t len = sizeof(a_name), flen;
+	uint8_t out[1000], in[1200], hdr[3];
+	static uint8_t big[5000];
+	struct pollfd pfd;
+	struct iovec iov[2];
+	int a, b, v;
+
+	CHECK_ERR(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP), EPROTONOSUPPORT);
+	a = rsocket(AF_INET, SOCK_DGRAM, 0);
+	b = rsocket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(a >= 0 && b >= 0);
+	CHECK_OK(rbind(a, (struct sockaddr *)&a_name, sizeof(a_name)));
+	CHECK_OK(rgetsockname(a, (struct sockaddr *)&a_name, &len));
+	CHECK(a_name.sin_port != 0);
+	len = sizeof(v);
+	CHECK_OK(rgetsockopt(a, SOL_SOCKET, SO_TYPE, &v, &len));
+	CHECK_EQ(v, SOCK_DGRAM);
+
+	/* What a datagram rsocket does not do. */
+	CHECK_ERR(rsend(b, out, 10, 0), EDESTADDRREQ);
+	CHECK_ERR(rsendto(b, big, sizeof(big), 0, (struct sockaddr *)&a_name, sizeof(a_name)),
+		  EMSGSIZE);
+	CHECK_ERR(rlisten(a, 1), EOPNOTSUPP);
+	CHECK_ERR(raccept(a, NULL, NULL), EOPNOTSUPP);
+	CHECK_ERR(rshutdown(a, SHUT_RDWR), EOPNOTSUPP);
+	CHECK_ERR(riomap(a, out, sizeof(out), PROT_WRITE, 0, -1), EOPNOTSUPP);
+	CHECK_ERR(rrecv(a, in, sizeof(in), MSG_DONTWAIT), EAGAIN);
+	pfd.fd = a;
+	pfd.events = POLLIN;
+	CHECK_EQ(rpoll(&pfd, 1, 0), 0);
+
+	/* b -> a: the bytes and b's address. */
+	for (size_t i = 0; i < sizeof(out); i++)
+		out[i] = pattern(i, 3);
+	CHECK_EQ(rsendto(b, out, sizeof(out), 0, (struct sockaddr *)&a_name, sizeof(a_name)),
+		 sizeof(out));
+	len = sizeof(b_name);
+	CHECK_OK(rgetsockname(b, (struct sockaddr *)&b_name, &len));
+	CHECK_EQ(rpoll(&pfd, 1, 5000), 1);
+	CHECK(pfd.revents & POLLIN);
+	flen = sizeof(from);
+	CHECK_EQ(rrecvfrom(a, in, sizeof(in), 0, (struct sockaddr *)&from, &flen), sizeof(out));
+	CHECK_EQ(memcmp(in, out, sizeof(out)), 0);
+	CHECK_EQ(flen, sizeof(from));
+	CHECK_EQ(from.sin_port, b_name.sin_port);
+	CHECK_EQ(from.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+
+	/* a -> b, to the address a was given; b reads it with rreadv. */
+	CHECK_EQ(rsendto(a, "reply", 5, 0, (struct sockaddr *)&from, flen), 5);
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = 3;
+	iov[1].iov_base = in;
+	iov[1].iov_len = 10;
+	CHECK_EQ(rreadv(b, iov, 2), 5);
+	CHECK_EQ(memcmp(hdr, "rep", 3), 0);
+	CHECK_EQ(memcmp(in, "ly", 2), 0);
+
+	/* Connected: rsend goes to the peer; a short buffer truncates the
+	 * datagram and the rest is gone, as with UDP. */
+	CHECK_OK(rconnect(b, (struct sockaddr *)&a_name, sizeof(a_name)));
+	len = sizeof(peer);
+	CHECK_OK(rgetpeername(b, (struct sockaddr *)&peer, &len));
+	CHECK_EQ(peer.sin_port, a_name.sin_port);
+	iov[0].iov_base = out;
+	iov[0].iov_len = 40;
+	iov[1].iov_base = out + 40;
+	iov[1].iov_len = 60;
+	CHECK_EQ(rwritev(b, iov, 2), 100);
+	CHECK_EQ(rrecv(a, in, 10, 0), 10);
+	CHECK_EQ(memcmp(in, out, 10), 0);
+	CHECK_ERR(rrecv(a, in, sizeof(in), MSG_DONTWAIT), EAGAIN);
+	CHECK_OK(rclose(a));
+	CHECK_OK(rclose(b));
+
+	/* Another process: 50 numbered datagrams, all there, in order. */
+	if (split()) {
+		int port;
+
+		a = rsocket(AF_INET, SOCK_DGRAM, 0);
+		a_name = loop4(0);
+		CHECK_OK(rbind(a, (struct sockaddr *)&a_name, sizeof(a_name)));
+		len = sizeof(a_name);
+		CHECK_OK(rgetsockname(a, (struct sockaddr *)&a_name, &len));
+		port = ntohs(a_name.sin_port);
+		tell(port);
+		for (int i = 0; i < 50; i++) {
+			flen = sizeof(from);
+			CHECK_EQ(rrecvfrom(a, in, sizeof(in), 0, (struct sockaddr *)&from, &flen), 500);
+			CHECK_EQ(in[0], i);
+			for (int k = 1; k < 500; k++)
+				CHECK_EQ(in[k], pattern(k, i));
+		}
+		CHECK_EQ(rsendto(a, "done", 4, 0, (struct sockaddr *)&from, flen), 4);
+		CHECK_OK(rclose(a));
+		join();
+	} else {
+		int port = hear();
+
+		a_name = loop4(port);
+		b = rsocket(AF_INET, SOCK_DGRAM, 0);
+		CHECK_OK(rconnect(b, (struct sockaddr *)&a_name, sizeof(a_name)));
+		for (int i = 0; i < 50; i++) {
+			out[0] = i;
+			for (int k = 1; k < 500; k++)
+				out[k] = pattern(k, i);
+			CHECK_EQ(rsend(b, out, 500, 0), 500);
+		}
+		CHECK_EQ(rrecv(b, in, sizeof(in), 0), 4);
+		CHECK_EQ(memcmp(in, "done", 4), 0);
+		CHECK_OK(rclose(b));
+		exit(0);
+	}
+}
+
 struct tcase {
 	const char *name;
 	void (*fn)(void);
@@ -824,6 +945,7 @@ static const struct tcase cases[] = {
 	{ "peer_killed", case_peer_killed },
 	{ "poll", case_poll },
 	{ "iomap", case_iomap },
+	{ "dgram", case_dgram },
 };
 
 static int run(const struct tcase *c)

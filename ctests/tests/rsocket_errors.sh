@@ -6,7 +6,8 @@
 # and rpoll for a non-blocking connect, ECONNREFUSED, EOF after SHUT_WR,
 # EPIPE after the peer closes, EINVAL/EFAULT for bad arguments,
 # EBADF/ENOTSOCK for descriptors that are no rsocket, socket options,
-# rpoll/rselect over rsockets and pipes, riomap/riowrite. Each case runs in
+# rpoll/rselect over rsockets and pipes, riomap/riowrite, datagram rsockets
+# (bytes, sender addresses, truncation, EMSGSIZE). Each case runs in
 # a process of its own with an alarm; this script bounds the whole run too.
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)

@@ -8,6 +8,7 @@
 #              with plain sockets (-T s) for comparison;
 #   riostream  riomap/riowrite into the peer's memory, custom sizes;
 #   rcopy      a 5 MB random file, compared byte for byte;
+#   udpong     datagram rsockets, 100 datagrams of 900 bytes echoed;
 #   iperf3     under Debian's librspreload.so (LD_PRELOAD), both
 #              directions; its byte counts must be non-zero and agree, and
 #              a client without the preload library must fail against the
@@ -39,7 +40,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; for f in "$TMP"/*.out; do [ -f "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done; exit 1; }
-for p in rstream riostream rcopy iperf3; do
+for p in rstream riostream rcopy udpong iperf3; do
     command -v "$p" >/dev/null || { echo "$p is not installed"; exit 77; }
 done
 [ -f "$PRELOAD" ] || { echo "$PRELOAD is not installed (librdmacm1)"; exit 77; }
@@ -65,7 +66,13 @@ wait_listen() { # NS PORT
 start() {
     local ns=$1 name=$2
     shift 2
-    in_ns "$ns" timeout -k 5 120 "$@" >"$TMP/$name.out" 2>&1 &
+    # timeout(1) itself is the background job (ip netns exec execs into
+    # it), so $spid names its process group and a kill takes the program.
+    if [ -n "$ns" ]; then
+        ip netns exec "$ns" timeout -k 5 120 "$@" >"$TMP/$name.out" 2>&1 &
+    else
+        timeout -k 5 120 "$@" >"$TMP/$name.out" 2>&1 &
+    fi
     spid=$!
     pids+=("$spid")
 }
@@ -154,6 +161,28 @@ assert recv > 10_000_000 and 0 <= sent - recv <= 64 << 20, (sent, recv)
 PY
 }
 
+# udpong_pair SERVER_NS CLIENT_NS ADDR LABEL ARGS... : datagram rsockets,
+# in echo mode (every datagram comes back, so the count is exact).
+udpong_pair() {
+    local sns=$1 cns=$2 addr=$3 label=$4 port end
+    shift 4
+    port=$(free_port)
+    start "$sns" "udpong-$label-server" stdbuf -o0 udpong -b "$addr" -p "$port" "$@"
+    end=$((SECONDS + 10))
+    until in_ns "$sns" ss -Hlun "sport = :$port" | grep -q .; do
+        ((SECONDS < end)) || fail "udpong $label: server did not bind"
+        sleep 0.05 # polling a condition with a bound, not synchronising on time
+    done
+    in_ns "$cns" timeout -k 5 60 stdbuf -o0 udpong -s "$addr" -p "$port" "$@" \
+        >"$TMP/udpong-$label-client.out" 2>&1 || fail "udpong $label: client failed"
+    grep -Eq "^custom +$expect_size +$expect_count +$expect_total " "$TMP/udpong-$label-client.out" ||
+        fail "udpong $label: no 'custom $expect_size $expect_count $expect_total' line"
+    grep -q "client login from" "$TMP/udpong-$label-server.out" || fail "udpong $label: no login"
+    # The server serves forever: stop it.
+    kill -9 -- "-$spid" "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+}
+
 # A client without the preload library cannot talk to the rsocket server:
 # the port is our CM's, which drops anything that is not a connection
 # request.
@@ -182,9 +211,12 @@ suite() { # SERVER_NS CLIENT_NS ADDR WHERE
     expect_size=62k expect_count=200 expect_total=24m
     riostream_pair "$s" "$c" "$a" "$w" -S 64000 -C 200
     rcopy_pair "$s" "$c" "$a" "$w"
+    # 900 bytes: within a 1024-byte MTU (rsw's on a 1500-byte link).
+    expect_size=900 expect_count=200 expect_total=175k
+    udpong_pair "$s" "$c" "$a" "$w" -C 100 -S 900 -T e
     iperf3_pair "$s" "$c" "$a" "$w"
     iperf3_pair "$s" "$c" "$a" "$w-R" -R
-    echo "ok: rstream, riostream, rcopy, iperf3 ($w)"
+    echo "ok: rstream, riostream, rcopy, udpong, iperf3 ($w)"
 }
 
 # --- loopback: the default rstream run in full (every size, latency and

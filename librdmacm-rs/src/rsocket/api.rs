@@ -12,10 +12,12 @@ use libc::{
     fd_set, iovec, msghdr, nfds_t, off_t, pollfd, size_t, sockaddr, socklen_t, ssize_t, timeval,
 };
 
+use super::dgram::{self, DSocket};
 use super::opts::{self, Val};
 use super::{poll, stream};
 use crate::addr;
 use crate::error::{entry, set_errno, Res};
+use std::sync::Arc;
 
 fn ssize(r: Res<usize>) -> ssize_t {
     match r {
@@ -124,32 +126,100 @@ fn one(buf: *const c_void, len: size_t) -> Res<iovec> {
 
 const RECV_FLAGS: c_int = libc::MSG_DONTWAIT | libc::MSG_PEEK | libc::MSG_WAITALL;
 
-fn recv_core(socket: c_int, v: &[iovec], flags: c_int) -> Res<usize> {
+/// A datagram receive into the iovecs (scattered from one bounce copy
+/// when there are several).
+fn dgram_recv(d: &DSocket, v: &[iovec], flags: c_int) -> Res<(usize, SocketAddr)> {
+    let dontwait = flags & libc::MSG_DONTWAIT != 0;
+    let peek = flags & libc::MSG_PEEK != 0;
+    if v.len() == 1 {
+        // SAFETY: the caller's writable buffer (checked by the entry point).
+        return unsafe { d.recv_from(v[0].iov_base.cast(), v[0].iov_len, dontwait, peek) };
+    }
+    let mut tmp = [0u8; dgram::MAX_DGRAM];
+    let room: usize = v.iter().map(|b| b.iov_len).sum::<usize>().min(tmp.len());
+    // SAFETY: our stack buffer of `room` bytes.
+    let (n, from) = unsafe { d.recv_from(tmp.as_mut_ptr(), room, dontwait, peek) }?;
+    let mut off = 0;
+    for b in v {
+        let k = b.iov_len.min(n - off);
+        // SAFETY: the caller's buffer of iov_len bytes.
+        unsafe { core::ptr::copy_nonoverlapping(tmp.as_ptr().add(off), b.iov_base as *mut u8, k) };
+        off += k;
+    }
+    Ok((n, from))
+}
+
+fn dgram_send(d: &DSocket, v: &[iovec], flags: c_int, to: Option<SocketAddr>) -> Res<usize> {
+    let dontwait = flags & libc::MSG_DONTWAIT != 0;
+    if v.len() == 1 {
+        // SAFETY: the caller's readable buffer (checked by the entry point).
+        return unsafe { d.send_to(v[0].iov_base as *const u8, v[0].iov_len, to, dontwait) };
+    }
+    let total: usize = v.iter().map(|b| b.iov_len).sum();
+    if total > dgram::MAX_DGRAM {
+        return Err(libc::EMSGSIZE);
+    }
+    let mut tmp = [0u8; dgram::MAX_DGRAM];
+    let mut off = 0;
+    for b in v {
+        // SAFETY: the caller's buffer of iov_len bytes; fits (checked).
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                b.iov_base as *const u8,
+                tmp.as_mut_ptr().add(off),
+                b.iov_len,
+            )
+        };
+        off += b.iov_len;
+    }
+    // SAFETY: our stack buffer.
+    unsafe { d.send_to(tmp.as_ptr(), total, to, dontwait) }
+}
+
+/// Receives into the iovecs; the sender's address for datagrams.
+fn recv_core(socket: c_int, v: &[iovec], flags: c_int) -> Res<(usize, Option<SocketAddr>)> {
     if flags & libc::MSG_OOB != 0 {
         return Err(libc::EOPNOTSUPP);
+    }
+    if let Some(d) = dgram::find(socket) {
+        return dgram_recv(&d, v, flags).map(|(n, a)| (n, Some(a)));
     }
     let s = stream::lookup(socket)?;
     let f = flags & RECV_FLAGS;
     // SAFETY: the iovecs were checked by the entry point: the caller's
     // writable buffers.
-    unsafe {
+    let n = unsafe {
         s.recv(
             v,
             f & libc::MSG_DONTWAIT != 0,
             f & libc::MSG_PEEK != 0,
             f & libc::MSG_WAITALL != 0,
         )
-    }
+    }?;
+    Ok((n, None))
 }
 
-fn send_core(socket: c_int, v: &[iovec], flags: c_int) -> Res<usize> {
+fn send_core(socket: c_int, v: &[iovec], flags: c_int, to: Option<SocketAddr>) -> Res<usize> {
     if flags & libc::MSG_OOB != 0 {
         return Err(libc::EOPNOTSUPP);
     }
+    if let Some(d) = dgram::find(socket) {
+        return dgram_send(&d, v, flags, to);
+    }
     let s = stream::lookup(socket)?;
+    if to.is_some() {
+        // A stream socket is connected already: an address is an error,
+        // as rdma-core's rsendto says.
+        return Err(libc::EISCONN);
+    }
     // SAFETY: the iovecs were checked by the entry point: the caller's
     // readable buffers.
     unsafe { s.send(v, flags & libc::MSG_DONTWAIT != 0) }
+}
+
+/// A datagram rsocket numbered `fd`, if it is one.
+fn dgram_of(fd: c_int) -> Option<Arc<DSocket>> {
+    dgram::find(fd)
 }
 
 #[no_mangle]
@@ -161,8 +231,12 @@ pub extern "C" fn rsocket(domain: c_int, type_: c_int, protocol: c_int) -> c_int
         let kind = type_ & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
         match kind {
             libc::SOCK_STREAM => {}
-            // Datagram rsockets are not implemented (README).
-            libc::SOCK_DGRAM => return Err(libc::EOPNOTSUPP),
+            libc::SOCK_DGRAM => {
+                if protocol != 0 && protocol != libc::IPPROTO_UDP {
+                    return Err(libc::EPROTONOSUPPORT);
+                }
+                return dgram::create(domain, type_ & libc::SOCK_NONBLOCK != 0);
+            }
             _ => return Err(libc::ESOCKTNOSUPPORT),
         }
         if protocol != 0 && protocol != libc::IPPROTO_TCP {
@@ -177,6 +251,10 @@ pub extern "C" fn rsocket(domain: c_int, type_: c_int, protocol: c_int) -> c_int
 #[no_mangle]
 pub unsafe extern "C" fn rbind(socket: c_int, addr: *const sockaddr, addrlen: socklen_t) -> c_int {
     entry!(minus_one, (socket, addr, addrlen), {
+        if let Some(d) = dgram_of(socket) {
+            // SAFETY: caller guarantee.
+            return d.bind(unsafe { read_addr(addr, addrlen) }?);
+        }
         let s = stream::lookup(socket)?;
         // SAFETY: caller guarantee.
         let a = unsafe { read_addr(addr, addrlen) }?;
@@ -187,6 +265,9 @@ pub unsafe extern "C" fn rbind(socket: c_int, addr: *const sockaddr, addrlen: so
 #[no_mangle]
 pub extern "C" fn rlisten(socket: c_int, backlog: c_int) -> c_int {
     entry!(minus_one, (socket, backlog), {
+        if dgram_of(socket).is_some() {
+            return Err(libc::EOPNOTSUPP);
+        }
         stream::lookup(socket)?.listen(backlog)
     })
 }
@@ -200,6 +281,9 @@ pub unsafe extern "C" fn raccept(
     addrlen: *mut socklen_t,
 ) -> c_int {
     int((|| {
+        if dgram_of(socket).is_some() {
+            return Err(libc::EOPNOTSUPP);
+        }
         let s = stream::lookup(socket)?;
         if !addr.is_null() && addrlen.is_null() {
             return Err(libc::EFAULT);
@@ -223,6 +307,10 @@ pub unsafe extern "C" fn rconnect(
     addrlen: socklen_t,
 ) -> c_int {
     entry!(minus_one, (socket, addr, addrlen), {
+        if let Some(d) = dgram_of(socket) {
+            // SAFETY: caller guarantee.
+            return d.connect(unsafe { read_addr(addr, addrlen) }?);
+        }
         let s = stream::lookup(socket)?;
         // SAFETY: caller guarantee.
         let a = unsafe { read_addr(addr, addrlen) }?;
@@ -233,13 +321,21 @@ pub unsafe extern "C" fn rconnect(
 #[no_mangle]
 pub extern "C" fn rshutdown(socket: c_int, how: c_int) -> c_int {
     entry!(minus_one, (socket, how), {
+        if dgram_of(socket).is_some() {
+            return Err(libc::EOPNOTSUPP);
+        }
         stream::lookup(socket)?.shutdown(how)
     })
 }
 
 #[no_mangle]
 pub extern "C" fn rclose(socket: c_int) -> c_int {
-    entry!(minus_one, (socket), { stream::lookup(socket)?.close() })
+    entry!(minus_one, (socket), {
+        if let Some(d) = dgram_of(socket) {
+            return d.close();
+        }
+        stream::lookup(socket)?.close()
+    })
 }
 
 /// # Safety
@@ -251,7 +347,7 @@ pub unsafe extern "C" fn rrecv(
     len: size_t,
     flags: c_int,
 ) -> ssize_t {
-    ssize(one(buf, len).and_then(|v| recv_core(socket, &[v], flags)))
+    ssize(one(buf, len).and_then(|v| recv_core(socket, &[v], flags).map(|r| r.0)))
 }
 
 /// # Safety
@@ -266,9 +362,12 @@ pub unsafe extern "C" fn rrecvfrom(
     addrlen: *mut socklen_t,
 ) -> ssize_t {
     ssize(one(buf, len).and_then(|v| {
-        let n = recv_core(socket, &[v], flags)?;
+        let (n, from) = recv_core(socket, &[v], flags)?;
         if !src_addr.is_null() {
-            let ss = stream::lookup(socket)?.peer_addr()?;
+            let ss = match from {
+                Some(a) => addr::to_c(&a).0,
+                None => stream::lookup(socket)?.peer_addr()?,
+            };
             // SAFETY: caller guarantee.
             unsafe { write_addr(&ss, src_addr, addrlen) }?;
         }
@@ -287,9 +386,12 @@ pub unsafe extern "C" fn rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int)
         }
         // SAFETY: the msghdr's iovecs, per the caller.
         let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) }?;
-        let n = recv_core(socket, v, flags)?;
+        let (n, from) = recv_core(socket, v, flags)?;
         if !m.msg_name.is_null() {
-            let ss = stream::lookup(socket)?.peer_addr()?;
+            let ss = match from {
+                Some(a) => addr::to_c(&a).0,
+                None => stream::lookup(socket)?.peer_addr()?,
+            };
             let mut len = m.msg_namelen;
             // SAFETY: the caller's name buffer of msg_namelen bytes.
             unsafe { write_addr(&ss, m.msg_name.cast(), &mut len) }?;
@@ -309,7 +411,7 @@ pub unsafe extern "C" fn rsend(
     len: size_t,
     flags: c_int,
 ) -> ssize_t {
-    ssize(one(buf, len).and_then(|v| send_core(socket, &[v], flags)))
+    ssize(one(buf, len).and_then(|v| send_core(socket, &[v], flags, None)))
 }
 
 /// # Safety
@@ -324,13 +426,13 @@ pub unsafe extern "C" fn rsendto(
     addrlen: socklen_t,
 ) -> ssize_t {
     ssize(one(buf, len).and_then(|v| {
-        // A stream socket is connected already: an address is an error,
-        // as rdma-core's rsendto says.
-        if !dest_addr.is_null() || addrlen != 0 {
-            stream::lookup(socket)?;
-            return Err(libc::EISCONN);
-        }
-        send_core(socket, &[v], flags)
+        let to = if dest_addr.is_null() && addrlen == 0 {
+            None
+        } else {
+            // SAFETY: caller guarantee.
+            Some(unsafe { read_addr(dest_addr, addrlen) }?)
+        };
+        send_core(socket, &[v], flags, to)
     }))
 }
 
@@ -345,7 +447,13 @@ pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_in
         }
         // SAFETY: the msghdr's iovecs, per the caller.
         let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) }?;
-        send_core(socket, v, flags)
+        let to = if m.msg_name.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's name of msg_namelen bytes.
+            Some(unsafe { read_addr(m.msg_name.cast(), m.msg_namelen) }?)
+        };
+        send_core(socket, v, flags, to)
     }))
 }
 
@@ -353,7 +461,7 @@ pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_in
 /// As `read(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rread(socket: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    ssize(one(buf, count).and_then(|v| recv_core(socket, &[v], 0)))
+    ssize(one(buf, count).and_then(|v| recv_core(socket, &[v], 0).map(|r| r.0)))
 }
 
 /// # Safety
@@ -361,14 +469,14 @@ pub unsafe extern "C" fn rread(socket: c_int, buf: *mut c_void, count: size_t) -
 #[no_mangle]
 pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
     // SAFETY: caller guarantee.
-    ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| recv_core(socket, v, 0)))
+    ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| recv_core(socket, v, 0).map(|r| r.0)))
 }
 
 /// # Safety
 /// As `write(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rwrite(socket: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    ssize(one(buf, count).and_then(|v| send_core(socket, &[v], 0)))
+    ssize(one(buf, count).and_then(|v| send_core(socket, &[v], 0, None)))
 }
 
 /// # Safety
@@ -376,7 +484,7 @@ pub unsafe extern "C" fn rwrite(socket: c_int, buf: *const c_void, count: size_t
 #[no_mangle]
 pub unsafe extern "C" fn rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
     // SAFETY: caller guarantee.
-    ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| send_core(socket, v, 0)))
+    ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| send_core(socket, v, 0, None)))
 }
 
 /// # Safety
@@ -430,7 +538,10 @@ pub unsafe extern "C" fn rgetpeername(
     addrlen: *mut socklen_t,
 ) -> c_int {
     entry!(minus_one, (socket, addr, addrlen), {
-        let ss = stream::lookup(socket)?.peer_addr()?;
+        let ss = match dgram_of(socket) {
+            Some(d) => addr::to_c(&d.peer_addr()?).0,
+            None => stream::lookup(socket)?.peer_addr()?,
+        };
         if addrlen.is_null() {
             return Err(libc::EFAULT);
         }
@@ -448,12 +559,18 @@ pub unsafe extern "C" fn rgetsockname(
     addrlen: *mut socklen_t,
 ) -> c_int {
     entry!(minus_one, (socket, addr, addrlen), {
-        let s = stream::lookup(socket)?;
-        let mut ss = s.local_addr()?;
-        if ss.ss_family == 0 {
-            // Not bound yet: the wildcard address of the socket's family.
-            ss.ss_family = s.lock().family as libc::sa_family_t;
-        }
+        let ss = match dgram_of(socket) {
+            Some(d) => addr::to_c(&d.local_addr()?).0,
+            None => {
+                let s = stream::lookup(socket)?;
+                let mut ss = s.local_addr()?;
+                if ss.ss_family == 0 {
+                    // Not bound yet: the wildcard address of the family.
+                    ss.ss_family = s.lock().family as libc::sa_family_t;
+                }
+                ss
+            }
+        };
         if addrlen.is_null() {
             return Err(libc::EFAULT);
         }
@@ -473,7 +590,12 @@ pub unsafe extern "C" fn rsetsockopt(
     optlen: socklen_t,
 ) -> c_int {
     entry!(minus_one, (socket, level, optname, optval, optlen), {
-        let s = stream::lookup(socket)?;
+        let d = dgram_of(socket);
+        let s = if d.is_none() {
+            Some(stream::lookup(socket)?)
+        } else {
+            None
+        };
         if optval.is_null() && optlen > 0 {
             return Err(libc::EFAULT);
         }
@@ -483,7 +605,11 @@ pub unsafe extern "C" fn rsetsockopt(
             // SAFETY: caller guarantee: `optlen` readable bytes.
             unsafe { core::slice::from_raw_parts(optval.cast(), optlen as usize) }
         };
-        opts::set(&s, level, optname, v)
+        match (d, s) {
+            (Some(d), _) => opts::dgram_set(&d, level, optname, v),
+            (None, Some(s)) => opts::set(&s, level, optname, v),
+            _ => Err(libc::EBADF),
+        }
     })
 }
 
@@ -498,11 +624,21 @@ pub unsafe extern "C" fn rgetsockopt(
     optlen: *mut socklen_t,
 ) -> c_int {
     entry!(minus_one, (socket, level, optname, optval, optlen), {
-        let s = stream::lookup(socket)?;
-        if optlen.is_null() || optval.is_null() {
-            return Err(libc::EFAULT);
-        }
-        let v = opts::get(&s, level, optname)?;
+        let v = match dgram_of(socket) {
+            Some(d) => {
+                if optlen.is_null() || optval.is_null() {
+                    return Err(libc::EFAULT);
+                }
+                opts::dgram_get(&d, level, optname)?
+            }
+            None => {
+                let s = stream::lookup(socket)?;
+                if optlen.is_null() || optval.is_null() {
+                    return Err(libc::EFAULT);
+                }
+                opts::get(&s, level, optname)?
+            }
+        };
         let bytes: &[u8];
         let int_bytes;
         let linger_bytes;
@@ -540,6 +676,9 @@ pub unsafe extern "C" fn rgetsockopt(
 /// register as a third fixed argument, so it is taken as one.
 #[no_mangle]
 pub extern "C" fn rfcntl(socket: c_int, cmd: c_int, arg: usize) -> c_int {
+    if let Some(d) = dgram_of(socket) {
+        return int(opts::dgram_fcntl(&d, cmd, arg));
+    }
     int(stream::lookup(socket).and_then(|s| opts::fcntl(&s, cmd, arg)))
 }
 
@@ -552,6 +691,10 @@ pub extern "C" fn riomap(
     _flags: c_int,
     offset: off_t,
 ) -> off_t {
+    if dgram_of(socket).is_some() {
+        set_errno(libc::EOPNOTSUPP);
+        return -1;
+    }
     let r = stream::lookup(socket).and_then(|s| {
         // Only remote writes exist (riowrite); a mapping for anything
         // else has no use, as in rdma-core.
@@ -589,6 +732,10 @@ pub extern "C" fn riowrite(
     offset: off_t,
     flags: c_int,
 ) -> size_t {
+    if dgram_of(socket).is_some() {
+        set_errno(libc::EOPNOTSUPP);
+        return usize::MAX;
+    }
     let r = stream::lookup(socket).and_then(|s| {
         if buf.is_null() && count > 0 || offset < 0 {
             return Err(libc::EINVAL);

@@ -6,6 +6,7 @@
 use core::ffi::c_int;
 use std::time::Duration;
 
+use super::dgram::DSocket;
 use super::stream::{Inner, RSocket, State};
 use crate::cma;
 use crate::error::{errno, Res};
@@ -249,4 +250,56 @@ fn tcp_info(g: &Inner) -> Vec<u8> {
     // SAFETY: copies the struct's `size` bytes into a buffer that long.
     unsafe { core::ptr::copy_nonoverlapping(&t as *const _ as *const u8, v.as_mut_ptr(), size) };
     v
+}
+
+/// Options of a datagram rsocket: its buffers (datagrams that may wait,
+/// set before the QP is made) and SO_REUSEADDR (for its address).
+pub fn dgram_set(d: &DSocket, level: c_int, name: c_int, v: &[u8]) -> Res<()> {
+    match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => d.set_reuseaddr(int_of(v)? != 0),
+        (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => {
+            let n = size_of_opt(int_of(v)?)? as usize;
+            d.set_buf(name == libc::SO_RCVBUF, n)?;
+        }
+        _ => return Err(libc::ENOPROTOOPT),
+    }
+    Ok(())
+}
+
+pub fn dgram_get(d: &DSocket, level: c_int, name: c_int) -> Res<Val> {
+    let (rcv, snd) = d.bufs();
+    Ok(match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_TYPE) => Val::Int(libc::SOCK_DGRAM),
+        (libc::SOL_SOCKET, libc::SO_DOMAIN) => Val::Int(d.family()),
+        (libc::SOL_SOCKET, libc::SO_PROTOCOL) => Val::Int(libc::IPPROTO_UDP),
+        (libc::SOL_SOCKET, libc::SO_ERROR) => Val::Int(0),
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => Val::Int(rcv as c_int),
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => Val::Int(snd as c_int),
+        _ => return Err(libc::ENOPROTOOPT),
+    })
+}
+
+pub fn dgram_fcntl(d: &DSocket, cmd: c_int, arg: usize) -> Res<c_int> {
+    match cmd {
+        libc::F_GETFL => Ok(libc::O_RDWR
+            | if d.lock().nonblock {
+                libc::O_NONBLOCK
+            } else {
+                0
+            }),
+        libc::F_SETFL => {
+            d.lock().nonblock = arg as c_int & libc::O_NONBLOCK != 0;
+            Ok(0)
+        }
+        libc::F_GETFD | libc::F_SETFD => {
+            // SAFETY: fcntl on the rsocket's own descriptor.
+            let r = unsafe { libc::fcntl(d.fd, cmd, arg as c_int) };
+            if r < 0 {
+                Err(errno())
+            } else {
+                Ok(r)
+            }
+        }
+        _ => Err(libc::EOPNOTSUPP),
+    }
 }

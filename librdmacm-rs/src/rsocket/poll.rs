@@ -13,12 +13,36 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::dgram::{self, DSocket};
 use super::stream::{self, RSocket};
 use crate::error::{errno, Res};
 
+/// What an entry of the caller's array is.
+enum Entry {
+    Plain,
+    Stream(Arc<RSocket>),
+    Dgram(Arc<DSocket>),
+}
+
+impl Entry {
+    fn of(fd: c_int) -> Entry {
+        if let Some(s) = stream::find(fd) {
+            Entry::Stream(s)
+        } else if let Some(d) = dgram::find(fd) {
+            Entry::Dgram(d)
+        } else {
+            Entry::Plain
+        }
+    }
+
+    fn is_plain(&self) -> bool {
+        matches!(self, Entry::Plain)
+    }
+}
+
 /// Per-thread scratch space, so a poll allocates nothing once warm.
 struct Scratch {
-    socks: Vec<Option<Arc<RSocket>>>,
+    socks: Vec<Entry>,
     real: Vec<libc::pollfd>,
     /// For each entry of `real`: the caller's index, and whether it is an
     /// rsocket's helper descriptor rather than the caller's own.
@@ -37,16 +61,26 @@ thread_local! {
 
 /// Fills in the rsockets' `revents`; how many are ready. `cm` also reads
 /// their CM channels.
-fn check(fds: &mut [libc::pollfd], socks: &[Option<Arc<RSocket>>], cm: bool, arm: bool) -> usize {
+fn check(fds: &mut [libc::pollfd], socks: &[Entry], cm: bool, arm: bool) -> usize {
     let mut n = 0;
     for (f, s) in fds.iter_mut().zip(socks) {
-        let Some(s) = s else { continue };
-        let mut g = s.lock();
-        if arm {
-            g.arm();
+        match s {
+            Entry::Plain => continue,
+            Entry::Stream(s) => {
+                let mut g = s.lock();
+                if arm {
+                    g.arm();
+                }
+                g.progress(s.chan(), cm);
+                f.revents = g.revents(f.events);
+            }
+            Entry::Dgram(d) => {
+                if arm {
+                    d.arm();
+                }
+                f.revents = d.revents(f.events);
+            }
         }
-        g.progress(s.chan(), cm);
-        f.revents = g.revents(f.events);
         if f.revents != 0 {
             n += 1;
         }
@@ -56,21 +90,24 @@ fn check(fds: &mut [libc::pollfd], socks: &[Option<Arc<RSocket>>], cm: bool, arm
 
 /// Whether a zero-timeout poll should read the CM channels this time: at
 /// most once a millisecond for connected rsockets (see `RSocket::wait`).
-fn cm_due(socks: &[Option<Arc<RSocket>>]) -> bool {
-    socks.iter().flatten().any(|s| {
-        let g = s.lock();
-        g.state != stream::State::Connected || g.cm_due()
+fn cm_due(socks: &[Entry]) -> bool {
+    socks.iter().any(|s| match s {
+        Entry::Stream(s) => {
+            let g = s.lock();
+            g.state != stream::State::Connected || g.cm_due()
+        }
+        _ => false,
     })
 }
 
 fn ordinary_now(
     fds: &mut [libc::pollfd],
-    socks: &[Option<Arc<RSocket>>],
+    socks: &[Entry],
     real: &mut Vec<libc::pollfd>,
 ) -> Res<usize> {
     real.clear();
     for (f, s) in fds.iter().zip(socks) {
-        if s.is_none() {
+        if s.is_plain() {
             real.push(*f);
         }
     }
@@ -84,7 +121,7 @@ fn ordinary_now(
     }
     let mut it = real.iter();
     for (f, s) in fds.iter_mut().zip(socks) {
-        if s.is_none() {
+        if s.is_plain() {
             f.revents = it.next().map(|r| r.revents).unwrap_or(0);
         }
     }
@@ -112,7 +149,7 @@ fn new_scratch() -> Scratch {
 fn poll_with(fds: &mut [libc::pollfd], timeout: c_int, sc: &mut Scratch) -> Res<c_int> {
     let Scratch { socks, real, back } = sc;
     socks.clear();
-    socks.extend(fds.iter().map(|f| stream::find(f.fd)));
+    socks.extend(fds.iter().map(|f| Entry::of(f.fd)));
     let result = poll_inner(fds, timeout, socks, real, back);
     socks.clear();
     result
@@ -121,12 +158,12 @@ fn poll_with(fds: &mut [libc::pollfd], timeout: c_int, sc: &mut Scratch) -> Res<
 fn poll_inner(
     fds: &mut [libc::pollfd],
     timeout: c_int,
-    socks: &[Option<Arc<RSocket>>],
+    socks: &[Entry],
     real: &mut Vec<libc::pollfd>,
     back: &mut Vec<(usize, bool)>,
 ) -> Res<c_int> {
     let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-    if socks.iter().all(|s| s.is_none()) {
+    if socks.iter().all(|s| s.is_plain()) {
         // Only ordinary descriptors: poll(2) itself.
         // SAFETY: the caller's array of `len` pollfds.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
@@ -161,22 +198,23 @@ fn poll_inner(
         real.clear();
         back.clear();
         for (i, (f, s)) in fds.iter().zip(socks).enumerate() {
-            match s {
-                None => {
+            let helpers = match s {
+                Entry::Plain => {
                     real.push(*f);
                     back.push((i, false));
+                    continue;
                 }
-                Some(s) => {
-                    let comp = s.lock().comp_fd();
-                    for fd in [Some(s.fd), comp].into_iter().flatten() {
-                        real.push(libc::pollfd {
-                            fd,
-                            events: libc::POLLIN,
-                            revents: 0,
-                        });
-                        back.push((i, true));
-                    }
-                }
+                Entry::Stream(s) => [s.fd, s.lock().comp_fd().unwrap_or(-1)],
+                // Armed by the check above.
+                Entry::Dgram(d) => d.arm(),
+            };
+            for fd in helpers.into_iter().filter(|fd| *fd >= 0) {
+                real.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                back.push((i, true));
             }
         }
         // SAFETY: `real` holds `len` valid pollfds.
@@ -192,13 +230,17 @@ fn poll_inner(
                     ordinary += 1;
                 }
             } else if r.revents != 0 {
-                if let Some(s) = &socks[*i] {
-                    let g = s.lock();
-                    if Some(r.fd) == g.comp_fd() {
-                        if let Some(c) = g.conn.as_ref() {
-                            c.drain_events();
+                match &socks[*i] {
+                    Entry::Stream(s) => {
+                        let g = s.lock();
+                        if Some(r.fd) == g.comp_fd() {
+                            if let Some(c) = g.conn.as_ref() {
+                                c.drain_events();
+                            }
                         }
                     }
+                    Entry::Dgram(d) => d.drain(),
+                    Entry::Plain => {}
                 }
             }
         }

@@ -20,10 +20,13 @@ extern "C" {
         ctx: *mut *mut c_void,
     ) -> c_int;
     fn ibv_ack_cq_events(cq: *mut ibv_cq, n: u32);
+    pub fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah;
+    pub fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int;
 }
 
 pub use crate::ffi::{
-    ibv_alloc_pd, ibv_create_comp_channel, ibv_create_cq, ibv_destroy_comp_channel, ibv_destroy_cq,
+    ibv_alloc_pd, ibv_create_comp_channel, ibv_create_cq, ibv_create_qp, ibv_destroy_comp_channel,
+    ibv_destroy_cq, ibv_destroy_qp, ibv_modify_qp,
 };
 
 /// A registered region (`ibv_reg_mr`); deregistered on drop.
@@ -173,7 +176,7 @@ pub unsafe fn drain_cq_events(cc: *mut ibv_comp_channel) -> bool {
 // Unit tests run the pure logic only; they get failing stand-ins so the
 // test binary does not need libibverbs.
 #[cfg(test)]
-use stand_ins::*;
+pub use stand_ins::*;
 #[cfg(test)]
 mod stand_ins {
     use super::*;
@@ -194,4 +197,10 @@ mod stand_ins {
         -1
     }
     pub unsafe fn ibv_ack_cq_events(_: *mut ibv_cq, _: u32) {}
+    pub unsafe fn ibv_create_ah(_: *mut ibv_pd, _: *mut ibv_ah_attr) -> *mut ibv_ah {
+        null_mut()
+    }
+    pub unsafe fn ibv_destroy_ah(_: *mut ibv_ah) -> c_int {
+        0
+    }
 }
