@@ -234,6 +234,8 @@ pub struct Conn {
     rxq: Fifo,
     front_used: u32,
     rx_pos: u64,
+    /// Where the next message lands in the ring (cumulative).
+    rx_in: u64,
     pub rx_avail: usize,
     unrep_msgs: u32,
     unrep_bytes: u64,
@@ -294,6 +296,7 @@ impl Conn {
             rxq: Fifo::new(sizes.slots as usize),
             front_used: 0,
             rx_pos: 0,
+            rx_in: 0,
             rx_avail: 0,
             unrep_msgs: 0,
             unrep_bytes: 0,
@@ -447,10 +450,17 @@ impl Conn {
         let value = imm & VALUE_MASK;
         match imm >> KIND_SHIFT {
             KIND_DATA => {
-                if self.rxq.push(value) {
+                // The reader copies each message straight out of the ring:
+                // one that is empty, wraps, overfills the ring or exceeds
+                // the slots we granted breaks the connection instead.
+                let r = self.sizes.rbuf as u64;
+                let fits = value > 0
+                    && self.rx_in % r + value as u64 <= r
+                    && self.rx_in + value as u64 - self.rx_pos <= r;
+                if fits && self.rxq.push(value) {
+                    self.rx_in += value as u64;
                     self.rx_avail += value as usize;
                 } else {
-                    // More messages than we let the peer send.
                     self.ends.reset = true;
                 }
             }

@@ -279,7 +279,11 @@ pub unsafe fn rselect(
             if isset(writefds, fd) {
                 events |= libc::POLLOUT;
             }
-            if events != 0 || isset(exceptfds, fd) {
+            // Exceptional conditions are urgent data, as select(2) says.
+            if isset(exceptfds, fd) {
+                events |= libc::POLLPRI;
+            }
+            if events != 0 {
                 fds.push(libc::pollfd {
                     fd,
                     events,
@@ -316,15 +320,11 @@ pub unsafe fn rselect(
                 libc::FD_SET(f.fd, writefds);
                 cnt += 1;
             }
-            if !exceptfds.is_null() && isset_any(f) {
+            if !exceptfds.is_null() && f.events & f.revents & libc::POLLPRI != 0 {
                 libc::FD_SET(f.fd, exceptfds);
                 cnt += 1;
             }
         }
         Ok(cnt)
     }
-}
-
-fn isset_any(f: &libc::pollfd) -> bool {
-    f.revents & libc::POLLPRI != 0
 }
