@@ -697,8 +697,8 @@ impl Conn {
                 let len = self.rxq.buf[(self.rxq.head + qi) % self.rxq.buf.len()];
                 let n = ((len - used) as usize).min(b.iov_len - off);
                 // SAFETY: the message lies contiguously in our ring at
-                // `pos % r` (senders never wrap a message) and the peer
-                // finished writing it before its completion; the
+                // `pos % r` (checked when it arrived, in `complete`) and
+                // the peer finished writing it before its completion; the
                 // destination is the caller's.
                 unsafe {
                     core::ptr::copy_nonoverlapping(
