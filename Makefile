@@ -163,7 +163,7 @@ SUBMAKE = $(MAKE)
 # (RSW_TRANSPORT=tcp), so both transports stay correct.
 TCP_AGAIN = 'cargo/rsw' 'tests/ibv_*' 'tests/perftest' 'tests/qperf' 'tests/rc_*' \
 	'tests/rdmacm_*' 'tests/verbs_conformance' 'tests/pyverbs_suite' \
-	'tests/stale_objects' 'tests/ud_*' 'tests/verbs_check'
+	'tests/stale_objects' 'tests/ud_*' 'tests/verbs_check' 'tests/rsocket*'
 HARNESS = BUILD='$(BUILD)' ABI_DIR='$(ABI_DIR)' MAKE='$(SUBMAKE)' CARGO='$(CARGO)' CC='$(CC)' \
 	  ctests/harness.sh
 test: all
