@@ -97,24 +97,7 @@ fn open_sink() -> Option<Sink> {
     }
     let abort = mode(&std::env::var("RDMA_CHECK").ok()?)?;
     let fd = match std::env::var("RDMA_CHECK_FILE") {
-        Ok(p) if !p.is_empty() => {
-            // SAFETY: getpid has no preconditions.
-            let p = p.replace("%p", &unsafe { libc::getpid() }.to_string());
-            let c = std::ffi::CString::new(p).ok()?;
-            // SAFETY: a NUL-terminated path and a mode for O_CREAT.
-            let fd = unsafe {
-                libc::open(
-                    c.as_ptr(),
-                    libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
-                    0o644 as libc::c_uint,
-                )
-            };
-            if fd < 0 {
-                2
-            } else {
-                fd
-            }
-        }
+        Ok(p) if !p.is_empty() => crate::logging::open_append(p.as_bytes()).unwrap_or(2),
         _ => 2,
     };
     Some(Sink { fd, abort })

@@ -157,9 +157,27 @@ fn open_file() -> c_int {
         return 2;
     }
     use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_bytes()) else {
-        return 2;
-    };
+    // rdma-core falls back to stderr when the file cannot be opened.
+    open_append(path.as_bytes()).unwrap_or(2)
+}
+
+/// Opens (creating) a diagnostics file for appending, close-on-exec: the
+/// log's, the tracer's and the checker's. `%p` in the path becomes the
+/// process id.
+pub fn open_append(path: &[u8]) -> Option<c_int> {
+    let pid = std::process::id().to_string();
+    let mut p = Vec::with_capacity(path.len() + 8);
+    let mut i = 0;
+    while i < path.len() {
+        if path[i..].starts_with(b"%p") {
+            p.extend_from_slice(pid.as_bytes());
+            i += 2;
+        } else {
+            p.push(path[i]);
+            i += 1;
+        }
+    }
+    let c = std::ffi::CString::new(p).ok()?;
     // SAFETY: a NUL-terminated path; O_CREAT takes the mode argument.
     let fd = unsafe {
         libc::open(
@@ -168,12 +186,7 @@ fn open_file() -> c_int {
             0o644 as libc::c_uint,
         )
     };
-    // rdma-core falls back to stderr when the file cannot be opened.
-    if fd < 0 {
-        2
-    } else {
-        fd
-    }
+    (fd >= 0).then_some(fd)
 }
 
 fn write_all(fd: c_int, mut b: &[u8]) {

@@ -63,22 +63,7 @@ fn open_sink() -> Option<Sink> {
     let fd = if path == "stderr" {
         2
     } else {
-        // SAFETY: getpid has no preconditions.
-        let path = path.replace("%p", &unsafe { libc::getpid() }.to_string());
-        let c = std::ffi::CString::new(path).ok()?;
-        // SAFETY: a NUL-terminated path; the flags need no further argument
-        // beyond the mode.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
-                0o644 as libc::c_uint,
-            )
-        };
-        if fd < 0 {
-            return None;
-        }
-        fd
+        crate::logging::open_append(path.as_bytes())?
     };
     let json = std::env::var("RDMA_TRACE_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let filter = std::env::var("RDMA_TRACE_FILTER")
