@@ -111,29 +111,14 @@ fn rule(r: &str) -> Result<Rule, String> {
 
 /// The `cm:` rules of a spec (the others are rsw's).
 fn parse(spec: &str) -> Result<Vec<Rule>, String> {
-    let mut out = Vec::new();
-    for line in spec.lines() {
-        let line = line.split('#').next().unwrap_or("");
-        for r in line.split(';').map(str::trim) {
-            if r == "cm" || r.starts_with("cm:") {
-                out.push(rule(r).map_err(|e| format!("in `{r}`: {e}"))?);
-            }
-        }
-    }
-    Ok(out)
+    verbs_abi::fault_spec::rules(spec)
+        .filter(|r| *r == "cm" || r.starts_with("cm:"))
+        .map(|r| rule(r).map_err(|e| format!("in `{r}`: {e}")))
+        .collect()
 }
 
 fn from_env() -> Result<Vec<Rule>, String> {
-    let mut spec = String::new();
-    if let Some(path) = std::env::var_os("RSW_FAULTS_FILE") {
-        spec = std::fs::read_to_string(&path)
-            .map_err(|e| format!("RSW_FAULTS_FILE={}: {e}", path.to_string_lossy()))?;
-        spec.push('\n');
-    }
-    if let Ok(s) = std::env::var("RSW_FAULTS") {
-        spec.push_str(&s);
-    }
-    parse(&spec)
+    parse(&verbs_abi::fault_spec::from_env()?)
 }
 
 static RULES: LazyLock<Mutex<Result<Vec<Rule>, String>>> = LazyLock::new(|| {

@@ -9,6 +9,7 @@
 pub mod check;
 pub mod cma;
 pub mod errno;
+pub mod fault_spec;
 pub mod logging;
 pub mod provider;
 pub mod trace;

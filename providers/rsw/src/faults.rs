@@ -285,11 +285,8 @@ fn rule(c: &mut Config, r: &str) -> Result<(), String> {
 /// Parses a whole spec; the error names the rule that is wrong.
 pub fn parse(spec: &str) -> Result<Config, String> {
     let mut c = Config::default();
-    for line in spec.lines() {
-        let line = line.split('#').next().unwrap_or("");
-        for r in line.split(';').map(str::trim).filter(|r| !r.is_empty()) {
-            rule(&mut c, r).map_err(|e| format!("in `{r}`: {e}"))?;
-        }
+    for r in verbs_abi::fault_spec::rules(spec) {
+        rule(&mut c, r).map_err(|e| format!("in `{r}`: {e}"))?;
     }
     Ok(c)
 }
@@ -297,15 +294,7 @@ pub fn parse(spec: &str) -> Result<Config, String> {
 /// The spec from the environment: `RSW_FAULTS_FILE`'s rules, then
 /// `RSW_FAULTS`'s.
 fn from_env() -> Result<Option<Config>, String> {
-    let mut spec = String::new();
-    if let Some(path) = std::env::var_os("RSW_FAULTS_FILE") {
-        spec = std::fs::read_to_string(&path)
-            .map_err(|e| format!("RSW_FAULTS_FILE={}: {e}", path.to_string_lossy()))?;
-        spec.push('\n');
-    }
-    if let Ok(s) = std::env::var("RSW_FAULTS") {
-        spec.push_str(&s);
-    }
+    let spec = verbs_abi::fault_spec::from_env()?;
     if spec.trim().is_empty() {
         return Ok(None);
     }
