@@ -2075,10 +2075,7 @@ static void case_blocking_get_signals(void)
 
 /* ---- runner --------------------------------------------------------------- */
 
-static const struct {
-	const char *name;
-	void (*fn)(void);
-} cases[] = {
+static const struct cm_case cases[] = {
 	{ "event_strings", case_event_strings },
 	{ "nonblocking_channel", case_nonblocking_channel },
 	{ "blocking_get_signals", case_blocking_get_signals },
@@ -2113,69 +2110,7 @@ static const struct {
 	{ "peer_killed_in_handshake", case_peer_killed_in_handshake },
 };
 
-static int selected(int argc, char **argv, const char *name)
-{
-	if (argc < 2)
-		return 1;
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], name))
-			return 1;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
-	int failed = 0, ran = 0;
-	unsigned n = sizeof(cases) / sizeof(cases[0]);
-
-	if (argc == 2 && !strcmp(argv[1], "-l")) {
-		for (unsigned i = 0; i < n; i++)
-			printf("%s\n", cases[i].name);
-		return 0;
-	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (unsigned i = 0; i < n; i++) {
-		int st;
-		pid_t pid;
-
-		if (!selected(argc, argv, cases[i].name))
-			continue;
-		ran++;
-		fflush(stdout);
-		fflush(stderr);
-		pid = fork();
-		if (pid < 0) {
-			perror("fork");
-			return 1;
-		}
-		if (pid == 0) {
-			/* Our own process group, so a stuck grandchild dies with us. */
-			setpgid(0, 0);
-			case_name = cases[i].name;
-			alarm(CASE_SECONDS);
-			cases[i].fn();
-			exit(0);
-		}
-		if (waitpid(pid, &st, 0) != pid) {
-			perror("waitpid");
-			return 1;
-		}
-		kill(-pid, SIGKILL);	/* leftovers of a failed two-process case */
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-			printf("ok %s\n", cases[i].name);
-		} else {
-			failed++;
-			if (WIFSIGNALED(st))
-				printf("FAIL %s (killed by signal %d%s)\n", cases[i].name,
-				       WTERMSIG(st), WTERMSIG(st) == SIGALRM ? ": timed out" : "");
-			else
-				printf("FAIL %s (exit status %d)\n", cases[i].name, WEXITSTATUS(st));
-		}
-	}
-	if (!ran) {
-		fprintf(stderr, "no such case\n");
-		return 2;
-	}
-	printf("%d of %d cases passed\n", ran - failed, ran);
-	return failed ? 1 : 0;
+	return run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

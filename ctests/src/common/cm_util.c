@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
 
 #include <rdma/rdma_cma.h>
 
@@ -94,4 +97,83 @@ static int channel_quiet(struct rdma_event_channel *ch, int ms)
 	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
 
 	return poll(&pfd, 1, ms) == 0;
+}
+
+/* ---- the case runner ----------------------------------------------------- */
+
+#ifndef CASE_SECONDS
+#error "define CASE_SECONDS before including cm_util.c"
+#endif
+
+struct cm_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+static int selected(int argc, char **argv, const char *name)
+{
+	if (argc < 2)
+		return 1;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], name))
+			return 1;
+	return 0;
+}
+
+/* Runs the cases named on the command line (all without any; `-l` lists
+ * them), each in a child process of its own with an alarm. */
+static int run_cases(const struct cm_case *cases, unsigned n, int argc, char **argv)
+{
+	int failed = 0, ran = 0;
+
+	if (argc == 2 && !strcmp(argv[1], "-l")) {
+		for (unsigned i = 0; i < n; i++)
+			printf("%s\n", cases[i].name);
+		return 0;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (unsigned i = 0; i < n; i++) {
+		int st;
+		pid_t pid;
+
+		if (!selected(argc, argv, cases[i].name))
+			continue;
+		ran++;
+		fflush(stdout);
+		fflush(stderr);
+		pid = fork();
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid == 0) {
+			/* Our own process group, so a stuck grandchild dies with us. */
+			setpgid(0, 0);
+			case_name = cases[i].name;
+			alarm(CASE_SECONDS);
+			cases[i].fn();
+			exit(0);
+		}
+		if (waitpid(pid, &st, 0) != pid) {
+			perror("waitpid");
+			return 1;
+		}
+		kill(-pid, SIGKILL);	/* leftovers of a failed two-process case */
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+			printf("ok %s\n", cases[i].name);
+		} else {
+			failed++;
+			if (WIFSIGNALED(st))
+				printf("FAIL %s (killed by signal %d%s)\n", cases[i].name,
+				       WTERMSIG(st), WTERMSIG(st) == SIGALRM ? ": timed out" : "");
+			else
+				printf("FAIL %s (exit status %d)\n", cases[i].name, WEXITSTATUS(st));
+		}
+	}
+	if (!ran) {
+		fprintf(stderr, "no such case\n");
+		return 2;
+	}
+	printf("%d of %d cases passed\n", ran - failed, ran);
+	return failed ? 1 : 0;
 }
