@@ -648,3 +648,53 @@ fn resized_srq_keeps_its_receives() {
     assert_eq!(local::direct_ops(), before);
     assert!(dst.snapshot()[64..64 + 9].iter().all(|&b| b == 0x42));
 }
+
+/// A receiver left in RTR (perftest's ib_send_bw server does that) needs
+/// one doorbell for its `IBV_EVENT_COMM_EST`, not one per SEND: each costs
+/// a syscall at both ends.
+#[test]
+fn receiver_in_rtr_is_rung_once() {
+    let _s = serial();
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let cq_a = c.cq(64, std::ptr::null_mut());
+    let cq_b = c.cq(64, std::ptr::null_mut());
+    let a = c.qp(pd, cq_a, cq_a);
+    let b = c.qp(pd, cq_b, cq_b);
+    let o = ConnOpts::default();
+    to_init(a, o.access);
+    to_init(b, o.access);
+    to_rtr(a, qpn(b), &o);
+    to_rtr(b, qpn(a), &o);
+    to_rts(a, &o);
+    let mut src = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    src.bytes_mut().fill(0x3c);
+    let dst = Buf::new(pd, 64 * 32, IBV_ACCESS_LOCAL_WRITE);
+    let send = |id: u64| {
+        let mut sg = [src.sge(0, 8)];
+        let mut w = send_wr(id, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+        assert_eq!(post_send(a, &mut w), 0);
+        assert_eq!(wait_wc(cq_a).status, IBV_WC_SUCCESS);
+        let r = wait_wc(cq_b);
+        assert_eq!((r.wr_id, r.status, r.byte_len), (id, IBV_WC_SUCCESS, 8));
+    };
+    assert_eq!(post_recv(b, 0, &mut [dst.sge(0, 64)]), 0);
+    send(0);
+    let mut ev = get_async(c.ctx).expect("COMM_EST");
+    assert_eq!(ev.event_type, IBV_EVENT_COMM_EST);
+    ack_async(&mut ev);
+    let (direct, rung) = (local::direct_ops(), local::doorbells());
+    for i in 1..32u64 {
+        assert_eq!(post_recv(b, i, &mut [dst.sge(64 * i as usize, 64)]), 0);
+        send(i);
+    }
+    assert_eq!(qp_state(b), IBV_QPS_RTR);
+    assert!(dst.snapshot()[64..64 * 32]
+        .chunks(64)
+        .all(|c| c[..8] == [0x3c; 8]));
+    if on() {
+        assert_eq!(local::direct_ops() - direct, 31);
+        let extra = local::doorbells() - rung;
+        assert!(extra <= 1, "{extra} doorbells for 31 SENDs to a QP in RTR");
+    }
+}

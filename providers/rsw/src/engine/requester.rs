@@ -111,6 +111,7 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         announce: false,
         rnr_since: 0,
         rnr_tick: 0,
+        rtr_rung: false,
     });
     apply_timeouts(g);
     pump(qp, g);
@@ -411,8 +412,10 @@ enum Direct {
     /// Not taken: it goes the usual way.
     No,
     /// Done; `ring`: the peer waits for completions (its CQ is armed), so
-    /// a doorbell follows on the connection.
-    Done { ring: bool },
+    /// a doorbell follows on the connection; `rtr`: the peer QP is in RTR,
+    /// and its first request must raise `IBV_EVENT_COMM_EST` even if it
+    /// does not poll (one doorbell does that).
+    Done { ring: bool, rtr: bool },
     /// The peer's receive was taken but its buffers could not be written:
     /// the WQE fails with this status (the peer's QP fails too).
     Failed(ibv_wc_status),
@@ -452,7 +455,10 @@ fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
             Direct::No
         };
     }
-    let done = Direct::Done { ring: false };
+    let done = Direct::Done {
+        ring: false,
+        rtr: false,
+    };
     let one_sided = match w.op {
         Op::Write => IBV_ACCESS_REMOTE_WRITE,
         Op::ReadReq => IBV_ACCESS_REMOTE_READ,
@@ -489,7 +495,8 @@ fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
     if moved == Some(true) {
         // A peer in RTR raises IBV_EVENT_COMM_EST at its first request.
         Direct::Done {
-            ring: peer.in_rtr(remote_qpn),
+            ring: false,
+            rtr: peer.in_rtr(remote_qpn),
         }
     } else {
         Direct::No
@@ -701,11 +708,9 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
         },
         src_qp: qp.qpn,
     };
-    // A peer in RTR learns from its first request that the connection is
-    // established (IBV_EVENT_COMM_EST), polling or not: ring it.
-    let ring = mbox.deliver(&d, inline.as_ref()) || rtr;
+    let ring = mbox.deliver(&d, inline.as_ref());
     if moved {
-        Direct::Done { ring }
+        Direct::Done { ring, rtr }
     } else {
         Direct::Failed(IBV_WC_REM_OP_ERR)
     }
@@ -876,8 +881,14 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 Direct::No => {}
                 Direct::Retry => continue,
                 Direct::Wait | Direct::Hold => return Ok(()),
-                Direct::Done { ring } => {
+                Direct::Done { ring, rtr } => {
                     local::count_direct();
+                    // A peer in RTR learns from its first request that the
+                    // connection is established, polling or not: ring it,
+                    // once.
+                    let out = g.out.as_mut().ok_or(Broken::Lost)?;
+                    let ring = ring || (rtr && !out.rtr_rung);
+                    out.rtr_rung |= rtr;
                     g.sq.transmitted();
                     let w = *g.sq.wqe(seq);
                     Counters::bump(&g.stats.sent_pkts);
@@ -886,6 +897,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                     qp.complete_send(g, &w, IBV_WC_SUCCESS);
                     qp.after_send_completions(g);
                     if ring {
+                        local::count_doorbell();
                         let out = g.out.as_mut().ok_or(Broken::Lost)?;
                         Header::new(Op::Doorbell, 0).encode(&mut out.tx_hdr);
                         out.tx_active = true;

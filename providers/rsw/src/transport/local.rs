@@ -673,6 +673,18 @@ pub(crate) fn count_direct() {
     DIRECT_OPS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Doorbells the same-host path rang (a header on the connection after a
+/// direct delivery), process-wide: they cost a syscall at each end.
+static DOORBELLS: AtomicU64 = AtomicU64::new(0);
+
+pub fn doorbells() -> u64 {
+    DOORBELLS.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_doorbell() {
+    DOORBELLS.fetch_add(1, Ordering::Relaxed);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,9 @@ pub struct OutConn {
     pub(crate) rnr_since: u64,
     /// When that wait's timer next fires.
     pub(crate) rnr_tick: u64,
+    /// The same-host peer was rung once for being in RTR (its
+    /// `IBV_EVENT_COMM_EST` needs one doorbell, not one per request).
+    pub(crate) rtr_rung: bool,
 }
 
 /// How long a same-host SEND waits for a receive by polling alone before
