@@ -453,20 +453,13 @@ unsafe fn post_srq_recv_inner(
     }
     // Same-host peers waiting in a QP's mailbox for one of our receives:
     // that QP's progress rings them (`Qp::wake_waiting_peer`).
-    let mut ring = [0u64; 8];
-    let mut n = 0;
-    if g.rq.mailbox().is_some() && !g.rq.is_empty() {
-        for (serial, m) in &g.boxes {
-            if n < ring.len() && m.upgrade().is_some_and(|m| m.rnr_waiting()) {
-                ring[n] = *serial;
-                n += 1;
-            }
-        }
-    }
-    if n > 0 {
+    // (The SRQ's own flag says whether any does: one load per post.)
+    if g.rq.mailbox().is_some_and(|m| m.take_rnr_waiting()) {
         if let Ok(e) = engine() {
-            for serial in &ring[..n] {
-                e.kick(*serial);
+            for (serial, m) in &g.boxes {
+                if m.upgrade().is_some_and(|m| m.rnr_waiting()) {
+                    e.kick(*serial);
+                }
             }
         }
     }

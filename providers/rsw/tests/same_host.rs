@@ -698,3 +698,29 @@ fn receiver_in_rtr_is_rung_once() {
         assert!(extra <= 1, "{extra} doorbells for 31 SENDs to a QP in RTR");
     }
 }
+
+/// A SEND that found the SRQ empty waits (RNR); the SRQ's next receive
+/// rings the sender, whose CQ nobody polls meanwhile.
+#[test]
+fn srq_rnr_wait_ends_when_a_receive_is_posted() {
+    let _s = serial();
+    let s = srq_pair(16);
+    let p = &s.p;
+    let mut src = p.buf(16);
+    src.bytes_mut().fill(7);
+    let dst = p.buf(64);
+    // The path up first (the first exchange may travel TCP).
+    assert_eq!(post_srq(s.srq, 1, &mut [dst.sge(0, 16)]), 0);
+    send_from_a(p, 100, IBV_WR_SEND, &mut [src.sge(0, 16)], 0);
+    assert_eq!(wait_wc(p.cq_b).wr_id, 1);
+    let mut sg = [src.sge(0, 16)];
+    let mut w = send_to_b(p, IBV_WR_SEND, &mut sg, 101, 0);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_no_wc(p.cq_b, std::time::Duration::from_millis(30));
+    assert_eq!(post_srq(s.srq, 2, &mut [dst.sge(16, 16)]), 0);
+    let r = wait_wc(p.cq_b);
+    assert_eq!((r.wr_id, r.status, r.byte_len), (2, IBV_WC_SUCCESS, 16));
+    assert_eq!(&dst.snapshot()[16..32], &[7u8; 16]);
+    let wc = wait_wc(p.cq_a);
+    assert_eq!((wc.wr_id, wc.status), (101, IBV_WC_SUCCESS));
+}

@@ -608,8 +608,13 @@ impl Target {
         self.own.deliver(d, inline)
     }
 
+    /// Also on the SRQ's mailbox, so the owner's post to the SRQ needs to
+    /// look at its QPs only when someone waits.
     pub fn set_rnr_waiting(&self) {
-        self.own.set_rnr_waiting()
+        self.own.set_rnr_waiting();
+        if let Some(s) = &self.srq {
+            s.set_rnr_waiting();
+        }
     }
 }
 
