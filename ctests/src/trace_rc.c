@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rsocket.h>
 
 #include "common/verbs_util.c"
 
@@ -104,6 +105,13 @@ int main(void)
 	struct ibv_port_attr pattr;
 	CHECK(ibv_query_port(e.ctx, 1, &pattr) == 0);
 
+	/* An rsocket, a non-blocking read with nothing there, and its close. */
+	int rs = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(rs >= 0);
+	char rb[4];
+	CHECK(rrecv(rs, rb, sizeof(rb), MSG_DONTWAIT) == -1);
+	CHECK(rclose(rs) == 0);
+
 	/* One CM event: resolving 127.0.0.1. */
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	CHECK(ch != NULL);
@@ -124,11 +132,11 @@ int main(void)
 	printf("{\"pd\":\"%p\",\"qp_a\":\"%p\",\"qp_b\":\"%p\",\"qpn_a\":%u,\"qpn_b\":%u,"
 	       "\"cq_a\":\"%p\",\"cq_b\":\"%p\",\"s_lkey\":\"0x%x\",\"r_lkey\":\"0x%x\","
 	       "\"bad_rkey\":\"0x%x\",\"r_addr\":\"%p\",\"cm_id\":\"%p\",\"qp_x\":\"%p\",\"cq_x\":\"%p\","
-	       "\"mw\":\"%p\",\"dm\":\"%p\",\"ctx\":\"%p\"}\n",
+	       "\"mw\":\"%p\",\"dm\":\"%p\",\"ctx\":\"%p\",\"rs\":%d}\n",
 	       (void *)e.pd, (void *)p.a, (void *)p.b, p.a->qp_num, p.b->qp_num,
 	       (void *)p.cq_a, (void *)p.cq_b, s.mr->lkey, r.mr->lkey, bad_rkey,
 	       (void *)r.p, (void *)id, (void *)xa, (void *)cx,
-	       (void *)mw, (void *)dm, (void *)e.ctx);
+	       (void *)mw, (void *)dm, (void *)e.ctx, rs);
 
 	CHECK(ibv_destroy_qp(xa) == 0);
 	CHECK(ibv_destroy_qp(xb) == 0);

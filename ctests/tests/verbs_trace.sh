@@ -126,6 +126,10 @@ find(lambda r: r["name"] == "rdma_create_id" and r["ps"] == 0x106 and r["ret"] =
 find(lambda r: r["name"] == "rdma_ack_cm_event" and r["ret"] == 0, "rdma_ack_cm_event")
 find(lambda r: r["name"] == "rdma_destroy_id" and n(r["id"]) == n(exp["cm_id"]) and r["ret"] == 0, "rdma_destroy_id")
 find(lambda r: r["name"] == "rdma_destroy_event_channel", "rdma_destroy_event_channel")
+# rsocket calls (through librdmacm too): the failed read names its errno.
+find(lambda r: r["name"] == "rsocket" and r["ret"] == exp["rs"] and r["type_"] == 1, "rsocket")
+find(lambda r: r["name"] == "rrecv" and r["socket"] == exp["rs"] and r["ret"] == -1 and r.get("err") in ("EAGAIN", "ENOTCONN"), "rrecv failing")
+find(lambda r: r["name"] == "rclose" and r["socket"] == exp["rs"] and r["ret"] == 0, "rclose")
 
 flt = load("filtered.json")
 body = [r for r in flt if r["kind"] != "header"]

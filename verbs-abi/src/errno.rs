@@ -78,7 +78,7 @@ macro_rules! entry {
 }
 
 /// Traces an exported call whose body already returns its C result
-/// (`$conv`: `int`, `ptr`, `minus_one`, `value` or `void`, as in
+/// (`$conv`: `int`, `ptr`, `minus_one`, `ssize`, `value` or `void`, as in
 /// [`crate::trace::CRet`]), with its arguments; off, one predictable
 /// branch. For calls that predate `entry!` or pass a provider's result
 /// through unchanged.
@@ -100,6 +100,7 @@ macro_rules! traced {
     (@ret int, $r:ident) => { $crate::trace::CRet::Int($r) };
     (@ret ptr, $r:ident) => { $crate::trace::CRet::Ptr($r as usize) };
     (@ret minus_one, $r:ident) => { $crate::trace::CRet::MinusOne($r) };
+    (@ret ssize, $r:ident) => { $crate::trace::CRet::SSize($r as i64) };
     (@ret value, $r:ident) => { $crate::trace::CRet::Value($r as i64) };
     (@ret void, $r:ident) => {{ let () = $r; $crate::trace::CRet::Void }};
 }

@@ -361,6 +361,8 @@ pub enum CRet {
     Ptr(usize),
     /// 0 (or another non-negative value), or -1 with errno set.
     MinusOne(c_int),
+    /// A count or offset, or -1 with errno set (`ssize_t`, `off_t`).
+    SSize(i64),
     /// A value that is not an error indication (a count, a flag).
     Value(i64),
     Void,
@@ -389,6 +391,10 @@ pub fn verb_c(path: &'static str, args: &[(&str, Val<'_>)], r: CRet) {
         }
         CRet::MinusOne(v) => {
             f.push(("ret", Val::I(v as i64)));
+            (v == -1).then_some(errno_now)
+        }
+        CRet::SSize(v) => {
+            f.push(("ret", Val::I(v)));
             (v == -1).then_some(errno_now)
         }
         CRet::Value(v) => {

@@ -224,26 +224,28 @@ fn dgram_of(fd: c_int) -> Option<Arc<DSocket>> {
 
 #[no_mangle]
 pub extern "C" fn rsocket(domain: c_int, type_: c_int, protocol: c_int) -> c_int {
-    int((|| {
-        if domain != libc::AF_INET && domain != libc::AF_INET6 {
-            return Err(libc::EAFNOSUPPORT);
-        }
-        let kind = type_ & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-        match kind {
-            libc::SOCK_STREAM => {}
-            libc::SOCK_DGRAM => {
-                if protocol != 0 && protocol != libc::IPPROTO_UDP {
-                    return Err(libc::EPROTONOSUPPORT);
-                }
-                return dgram::create(domain, type_ & libc::SOCK_NONBLOCK != 0);
+    verbs_abi::traced!(minus_one, (domain, type_, protocol), {
+        int((|| {
+            if domain != libc::AF_INET && domain != libc::AF_INET6 {
+                return Err(libc::EAFNOSUPPORT);
             }
-            _ => return Err(libc::ESOCKTNOSUPPORT),
-        }
-        if protocol != 0 && protocol != libc::IPPROTO_TCP {
-            return Err(libc::EPROTONOSUPPORT);
-        }
-        stream::create(domain, type_ & libc::SOCK_NONBLOCK != 0)
-    })())
+            let kind = type_ & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+            match kind {
+                libc::SOCK_STREAM => {}
+                libc::SOCK_DGRAM => {
+                    if protocol != 0 && protocol != libc::IPPROTO_UDP {
+                        return Err(libc::EPROTONOSUPPORT);
+                    }
+                    return dgram::create(domain, type_ & libc::SOCK_NONBLOCK != 0);
+                }
+                _ => return Err(libc::ESOCKTNOSUPPORT),
+            }
+            if protocol != 0 && protocol != libc::IPPROTO_TCP {
+                return Err(libc::EPROTONOSUPPORT);
+            }
+            stream::create(domain, type_ & libc::SOCK_NONBLOCK != 0)
+        })())
+    })
 }
 
 /// # Safety
@@ -280,22 +282,24 @@ pub unsafe extern "C" fn raccept(
     addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> c_int {
-    int((|| {
-        if dgram_of(socket).is_some() {
-            return Err(libc::EOPNOTSUPP);
-        }
-        let s = stream::lookup(socket)?;
-        if !addr.is_null() && addrlen.is_null() {
-            return Err(libc::EFAULT);
-        }
-        let (fd, peer) = s.accept()?;
-        if let Some(p) = peer {
-            let (ss, _) = addr::to_c(&p);
-            // SAFETY: caller guarantee.
-            unsafe { write_addr(&ss, addr, addrlen) }?;
-        }
-        Ok(fd)
-    })())
+    verbs_abi::traced!(minus_one, (socket, addr, addrlen), {
+        int((|| {
+            if dgram_of(socket).is_some() {
+                return Err(libc::EOPNOTSUPP);
+            }
+            let s = stream::lookup(socket)?;
+            if !addr.is_null() && addrlen.is_null() {
+                return Err(libc::EFAULT);
+            }
+            let (fd, peer) = s.accept()?;
+            if let Some(p) = peer {
+                let (ss, _) = addr::to_c(&p);
+                // SAFETY: caller guarantee.
+                unsafe { write_addr(&ss, addr, addrlen) }?;
+            }
+            Ok(fd)
+        })())
+    })
 }
 
 /// # Safety
@@ -347,7 +351,9 @@ pub unsafe extern "C" fn rrecv(
     len: size_t,
     flags: c_int,
 ) -> ssize_t {
-    ssize(one(buf, len).and_then(|v| recv_core(socket, &[v], flags).map(|r| r.0)))
+    verbs_abi::traced!(ssize, (socket, buf, len, flags), {
+        ssize(one(buf, len).and_then(|v| recv_core(socket, &[v], flags).map(|r| r.0)))
+    })
 }
 
 /// # Safety
@@ -361,45 +367,49 @@ pub unsafe extern "C" fn rrecvfrom(
     src_addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> ssize_t {
-    ssize(one(buf, len).and_then(|v| {
-        let (n, from) = recv_core(socket, &[v], flags)?;
-        if !src_addr.is_null() {
-            let ss = match from {
-                Some(a) => addr::to_c(&a).0,
-                None => stream::lookup(socket)?.peer_addr()?,
-            };
-            // SAFETY: caller guarantee.
-            unsafe { write_addr(&ss, src_addr, addrlen) }?;
-        }
-        Ok(n)
-    }))
+    verbs_abi::traced!(ssize, (socket, buf, len, flags, src_addr, addrlen), {
+        ssize(one(buf, len).and_then(|v| {
+            let (n, from) = recv_core(socket, &[v], flags)?;
+            if !src_addr.is_null() {
+                let ss = match from {
+                    Some(a) => addr::to_c(&a).0,
+                    None => stream::lookup(socket)?.peer_addr()?,
+                };
+                // SAFETY: caller guarantee.
+                unsafe { write_addr(&ss, src_addr, addrlen) }?;
+            }
+            Ok(n)
+        }))
+    })
 }
 
 /// # Safety
 /// As `recvmsg(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
-    // SAFETY: caller guarantee: null or a valid msghdr.
-    ssize(unsafe { msg.as_mut() }.ok_or(libc::EFAULT).and_then(|m| {
-        if !m.msg_control.is_null() && m.msg_controllen > 0 {
-            return Err(libc::EOPNOTSUPP);
-        }
-        // SAFETY: the msghdr's iovecs, per the caller.
-        let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) }?;
-        let (n, from) = recv_core(socket, v, flags)?;
-        if !m.msg_name.is_null() {
-            let ss = match from {
-                Some(a) => addr::to_c(&a).0,
-                None => stream::lookup(socket)?.peer_addr()?,
-            };
-            let mut len = m.msg_namelen;
-            // SAFETY: the caller's name buffer of msg_namelen bytes.
-            unsafe { write_addr(&ss, m.msg_name.cast(), &mut len) }?;
-            m.msg_namelen = len;
-        }
-        m.msg_flags = 0;
-        Ok(n)
-    }))
+    verbs_abi::traced!(ssize, (socket, msg, flags), {
+        // SAFETY: caller guarantee: null or a valid msghdr.
+        ssize(unsafe { msg.as_mut() }.ok_or(libc::EFAULT).and_then(|m| {
+            if !m.msg_control.is_null() && m.msg_controllen > 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // SAFETY: the msghdr's iovecs, per the caller.
+            let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) }?;
+            let (n, from) = recv_core(socket, v, flags)?;
+            if !m.msg_name.is_null() {
+                let ss = match from {
+                    Some(a) => addr::to_c(&a).0,
+                    None => stream::lookup(socket)?.peer_addr()?,
+                };
+                let mut len = m.msg_namelen;
+                // SAFETY: the caller's name buffer of msg_namelen bytes.
+                unsafe { write_addr(&ss, m.msg_name.cast(), &mut len) }?;
+                m.msg_namelen = len;
+            }
+            m.msg_flags = 0;
+            Ok(n)
+        }))
+    })
 }
 
 /// # Safety
@@ -411,7 +421,9 @@ pub unsafe extern "C" fn rsend(
     len: size_t,
     flags: c_int,
 ) -> ssize_t {
-    ssize(one(buf, len).and_then(|v| send_core(socket, &[v], flags, None)))
+    verbs_abi::traced!(ssize, (socket, buf, len, flags), {
+        ssize(one(buf, len).and_then(|v| send_core(socket, &[v], flags, None)))
+    })
 }
 
 /// # Safety
@@ -425,83 +437,97 @@ pub unsafe extern "C" fn rsendto(
     dest_addr: *const sockaddr,
     addrlen: socklen_t,
 ) -> ssize_t {
-    ssize(one(buf, len).and_then(|v| {
-        let to = if dest_addr.is_null() && addrlen == 0 {
-            None
-        } else {
-            // SAFETY: caller guarantee.
-            Some(unsafe { read_addr(dest_addr, addrlen) }?)
-        };
-        send_core(socket, &[v], flags, to)
-    }))
+    verbs_abi::traced!(ssize, (socket, buf, len, flags, dest_addr, addrlen), {
+        ssize(one(buf, len).and_then(|v| {
+            let to = if dest_addr.is_null() && addrlen == 0 {
+                None
+            } else {
+                // SAFETY: caller guarantee.
+                Some(unsafe { read_addr(dest_addr, addrlen) }?)
+            };
+            send_core(socket, &[v], flags, to)
+        }))
+    })
 }
 
 /// # Safety
 /// As `sendmsg(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-    // SAFETY: caller guarantee: null or a valid msghdr.
-    ssize(unsafe { msg.as_ref() }.ok_or(libc::EFAULT).and_then(|m| {
-        if !m.msg_control.is_null() && m.msg_controllen > 0 {
-            return Err(libc::EOPNOTSUPP);
-        }
-        // SAFETY: the msghdr's iovecs, per the caller.
-        let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) }?;
-        let to = if m.msg_name.is_null() {
-            None
-        } else {
-            // SAFETY: the caller's name of msg_namelen bytes.
-            Some(unsafe { read_addr(m.msg_name.cast(), m.msg_namelen) }?)
-        };
-        send_core(socket, v, flags, to)
-    }))
+    verbs_abi::traced!(ssize, (socket, msg, flags), {
+        // SAFETY: caller guarantee: null or a valid msghdr.
+        ssize(unsafe { msg.as_ref() }.ok_or(libc::EFAULT).and_then(|m| {
+            if !m.msg_control.is_null() && m.msg_controllen > 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // SAFETY: the msghdr's iovecs, per the caller.
+            let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) }?;
+            let to = if m.msg_name.is_null() {
+                None
+            } else {
+                // SAFETY: the caller's name of msg_namelen bytes.
+                Some(unsafe { read_addr(m.msg_name.cast(), m.msg_namelen) }?)
+            };
+            send_core(socket, v, flags, to)
+        }))
+    })
 }
 
 /// # Safety
 /// As `read(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rread(socket: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    ssize(one(buf, count).and_then(|v| recv_core(socket, &[v], 0).map(|r| r.0)))
+    verbs_abi::traced!(ssize, (socket, buf, count), {
+        ssize(one(buf, count).and_then(|v| recv_core(socket, &[v], 0).map(|r| r.0)))
+    })
 }
 
 /// # Safety
 /// As `readv(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
-    // SAFETY: caller guarantee.
-    ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| recv_core(socket, v, 0).map(|r| r.0)))
+    verbs_abi::traced!(ssize, (socket, iov, iovcnt), {
+        // SAFETY: caller guarantee.
+        ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| recv_core(socket, v, 0).map(|r| r.0)))
+    })
 }
 
 /// # Safety
 /// As `write(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rwrite(socket: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    ssize(one(buf, count).and_then(|v| send_core(socket, &[v], 0, None)))
+    verbs_abi::traced!(ssize, (socket, buf, count), {
+        ssize(one(buf, count).and_then(|v| send_core(socket, &[v], 0, None)))
+    })
 }
 
 /// # Safety
 /// As `writev(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
-    // SAFETY: caller guarantee.
-    ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| send_core(socket, v, 0, None)))
+    verbs_abi::traced!(ssize, (socket, iov, iovcnt), {
+        // SAFETY: caller guarantee.
+        ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| send_core(socket, v, 0, None)))
+    })
 }
 
 /// # Safety
 /// As `poll(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rpoll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
-    if fds.is_null() && nfds > 0 {
-        set_errno(libc::EFAULT);
-        return -1;
-    }
-    let fds = if nfds == 0 {
-        &mut [][..]
-    } else {
-        // SAFETY: caller guarantee: `nfds` writable pollfds.
-        unsafe { core::slice::from_raw_parts_mut(fds, nfds as usize) }
-    };
-    int(poll::rpoll(fds, timeout))
+    verbs_abi::traced!(minus_one, (fds, nfds, timeout), {
+        if fds.is_null() && nfds > 0 {
+            set_errno(libc::EFAULT);
+            return -1;
+        }
+        let fds = if nfds == 0 {
+            &mut [][..]
+        } else {
+            // SAFETY: caller guarantee: `nfds` writable pollfds.
+            unsafe { core::slice::from_raw_parts_mut(fds, nfds as usize) }
+        };
+        int(poll::rpoll(fds, timeout))
+    })
 }
 
 /// # Safety
@@ -514,19 +540,21 @@ pub unsafe extern "C" fn rselect(
     exceptfds: *mut fd_set,
     timeout: *mut timeval,
 ) -> c_int {
-    // SAFETY: caller guarantee: null or a valid timeval.
-    let t = match unsafe { timeout.as_ref() } {
-        None => None,
-        Some(t) if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) => {
-            set_errno(libc::EINVAL);
-            return -1;
-        }
-        Some(t) => {
-            Some(Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64))
-        }
-    };
-    // SAFETY: caller guarantee.
-    int(unsafe { poll::rselect(nfds, readfds, writefds, exceptfds, t) })
+    verbs_abi::traced!(minus_one, (nfds, readfds, writefds, exceptfds, timeout), {
+        // SAFETY: caller guarantee: null or a valid timeval.
+        let t = match unsafe { timeout.as_ref() } {
+            None => None,
+            Some(t) if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) => {
+                set_errno(libc::EINVAL);
+                return -1;
+            }
+            Some(t) => {
+                Some(Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64))
+            }
+        };
+        // SAFETY: caller guarantee.
+        int(unsafe { poll::rselect(nfds, readfds, writefds, exceptfds, t) })
+    })
 }
 
 /// # Safety
@@ -676,10 +704,12 @@ pub unsafe extern "C" fn rgetsockopt(
 /// register as a third fixed argument, so it is taken as one.
 #[no_mangle]
 pub extern "C" fn rfcntl(socket: c_int, cmd: c_int, arg: usize) -> c_int {
-    if let Some(d) = dgram_of(socket) {
-        return int(opts::dgram_fcntl(&d, cmd, arg));
-    }
-    int(stream::lookup(socket).and_then(|s| opts::fcntl(&s, cmd, arg)))
+    verbs_abi::traced!(minus_one, (socket, cmd, arg), {
+        if let Some(d) = dgram_of(socket) {
+            return int(opts::dgram_fcntl(&d, cmd, arg));
+        }
+        int(stream::lookup(socket).and_then(|s| opts::fcntl(&s, cmd, arg)))
+    })
 }
 
 #[no_mangle]
@@ -691,37 +721,41 @@ pub extern "C" fn riomap(
     _flags: c_int,
     offset: off_t,
 ) -> off_t {
-    if dgram_of(socket).is_some() {
-        set_errno(libc::EOPNOTSUPP);
-        return -1;
-    }
-    let r = stream::lookup(socket).and_then(|s| {
-        // Only remote writes exist (riowrite); a mapping for anything
-        // else has no use, as in rdma-core.
-        if buf.is_null() || len == 0 || prot != libc::PROT_WRITE || offset < -1 {
-            return Err(libc::EINVAL);
+    verbs_abi::traced!(ssize, (socket, buf, len, prot, offset), {
+        if dgram_of(socket).is_some() {
+            set_errno(libc::EOPNOTSUPP);
+            return -1;
         }
-        let off = if offset == -1 {
-            buf as u64
-        } else {
-            offset as u64
-        };
-        s.iomap(buf as usize, len, off)
-    });
-    match r {
-        Ok(o) => o as off_t,
-        Err(e) => {
-            set_errno(e);
-            -1
+        let r = stream::lookup(socket).and_then(|s| {
+            // Only remote writes exist (riowrite); a mapping for anything
+            // else has no use, as in rdma-core.
+            if buf.is_null() || len == 0 || prot != libc::PROT_WRITE || offset < -1 {
+                return Err(libc::EINVAL);
+            }
+            let off = if offset == -1 {
+                buf as u64
+            } else {
+                offset as u64
+            };
+            s.iomap(buf as usize, len, off)
+        });
+        match r {
+            Ok(o) => o as off_t,
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
         }
-    }
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn riounmap(socket: c_int, buf: *mut c_void, len: size_t) -> c_int {
-    int(stream::lookup(socket)
-        .and_then(|s| s.iounmap(buf as usize, len))
-        .map(|()| 0))
+    verbs_abi::traced!(minus_one, (socket, buf, len), {
+        int(stream::lookup(socket)
+            .and_then(|s| s.iounmap(buf as usize, len))
+            .map(|()| 0))
+    })
 }
 
 #[no_mangle]
@@ -732,34 +766,36 @@ pub extern "C" fn riowrite(
     offset: off_t,
     flags: c_int,
 ) -> size_t {
-    if dgram_of(socket).is_some() {
-        set_errno(libc::EOPNOTSUPP);
-        return usize::MAX;
-    }
-    let r = stream::lookup(socket).and_then(|s| {
-        if buf.is_null() && count > 0 || offset < 0 {
-            return Err(libc::EINVAL);
+    verbs_abi::traced!(ssize, (socket, buf, count, offset, flags), {
+        if dgram_of(socket).is_some() {
+            set_errno(libc::EOPNOTSUPP);
+            return usize::MAX;
         }
-        if count == 0 {
-            return Ok(0);
+        let r = stream::lookup(socket).and_then(|s| {
+            if buf.is_null() && count > 0 || offset < 0 {
+                return Err(libc::EINVAL);
+            }
+            if count == 0 {
+                return Ok(0);
+            }
+            // SAFETY: the caller's buffer of `count` bytes.
+            unsafe {
+                s.iowrite(
+                    buf.cast(),
+                    count,
+                    offset as u64,
+                    flags & libc::MSG_DONTWAIT != 0,
+                )
+            }
+        });
+        match r {
+            Ok(n) => n,
+            Err(e) => {
+                set_errno(e);
+                usize::MAX
+            }
         }
-        // SAFETY: the caller's buffer of `count` bytes.
-        unsafe {
-            s.iowrite(
-                buf.cast(),
-                count,
-                offset as u64,
-                flags & libc::MSG_DONTWAIT != 0,
-            )
-        }
-    });
-    match r {
-        Ok(n) => n,
-        Err(e) => {
-            set_errno(e);
-            usize::MAX
-        }
-    }
+    })
 }
 
 // rdma-core 44 does not have the repoll_* calls (not exported here, see
