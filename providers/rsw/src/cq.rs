@@ -169,6 +169,9 @@ pub struct Cq {
     pub qp_refs: AtomicU32,
     /// The same QPs, for polling-driven progress.
     qps: Mutex<Vec<Weak<dyn Producer>>>,
+    /// Counts `ibv_poll_cq`/`ibv_start_poll` calls: a requester tells a
+    /// program that posts in a burst from one that polls between posts.
+    polls: AtomicU64,
 }
 
 // SAFETY: the ring is behind a mutex; `ibv` and `cur` are C-visible fields
@@ -336,6 +339,22 @@ impl Cq {
         }
     }
 
+    fn polled(&self) {
+        // Only the count's change matters: no read-modify-write.
+        let n = self.polls.load(Ordering::Relaxed);
+        self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// How many times the CQ was polled (see `polls`).
+    pub fn polls(&self) -> u64 {
+        self.polls.load(Ordering::Relaxed)
+    }
+
+    /// Whether a program waits for its completion events.
+    pub fn is_armed(&self) -> bool {
+        self.ring.lock().arm != ARM_NONE
+    }
+
     /// Drive from polling only when the CQ is empty and not armed: an armed
     /// CQ belongs to a program that waits for events (the progress thread
     /// serves it), and completions made while it polls after re-arming
@@ -471,6 +490,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         async_events: Arc::new(EventCounter::default()),
         qp_refs: AtomicU32::new(0),
         qps: Mutex::new(Vec::new()),
+        polls: AtomicU64::new(0),
     });
     let p = Arc::into_raw(cq);
     channel::register_cq(serial, p);
@@ -565,6 +585,7 @@ pub(crate) unsafe extern "C" fn poll_cq(
 ) -> c_int {
     // SAFETY: cq came from create_cq_ex.
     let c = unsafe { Cq::from_ibv(cq) };
+    c.polled();
     if c.wants_drive() {
         c.drive();
     }
@@ -691,6 +712,7 @@ unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr)
     }
     // SAFETY: cq came from create_cq_ex.
     let c = unsafe { Cq::from_ibv(cq) };
+    c.polled();
     if c.wants_drive() {
         c.drive();
     }

@@ -136,8 +136,9 @@ impl Qp {
             o.direct.is_some() && !o.announce && !o.tx_active && !g.sq.in_flight()
         });
         if quiet {
-            // A SEND waiting for the peer's receive is retried here.
-            if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) {
+            // A SEND waiting for the peer's receive is retried here, and
+            // atomics held back for a batch run.
+            if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) || g.atomics_deferred {
                 requester::pump(self, &mut g);
             }
         } else if g.out.is_some() {

@@ -199,7 +199,8 @@ fn arm_retry_timer(qp: &Qp, g: &mut QpInner) {
 
 /// The retry timer's tick (see above).
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
-    if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) || g.faults.is_some() {
+    if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) || g.faults.is_some() || g.atomics_deferred
+    {
         pump(qp, g);
     }
     if g.ack_tick_at == 0 || g.ack_tick_at > now {
@@ -414,8 +415,9 @@ enum Direct {
     /// Done; `ring`: the peer waits for completions (its CQ is armed), so
     /// a doorbell follows on the connection; `rtr`: the peer QP is in RTR,
     /// and its first request must raise `IBV_EVENT_COMM_EST` even if it
-    /// does not poll (one doorbell does that).
-    Done { ring: bool, rtr: bool },
+    /// does not poll (one doorbell does that); `more`: that many WQEs
+    /// behind it were done with it (a batch of atomics).
+    Done { ring: bool, rtr: bool, more: u32 },
     /// The peer's receive was taken but its buffers could not be written:
     /// the WQE fails with this status (the peer's QP fails too).
     Failed(ibv_wc_status),
@@ -448,7 +450,13 @@ fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
         // than follow them there (the path stays direct).
         return if matches!(
             w.op,
-            Op::Write | Op::ReadReq | Op::Send | Op::SendImm | Op::WriteImm
+            Op::Write
+                | Op::ReadReq
+                | Op::Send
+                | Op::SendImm
+                | Op::WriteImm
+                | Op::CmpSwap
+                | Op::FetchAdd
         ) {
             Direct::Hold
         } else {
@@ -458,11 +466,13 @@ fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
     let done = Direct::Done {
         ring: false,
         rtr: false,
+        more: 0,
     };
     let one_sided = match w.op {
         Op::Write => IBV_ACCESS_REMOTE_WRITE,
         Op::ReadReq => IBV_ACCESS_REMOTE_READ,
         Op::Send | Op::SendImm | Op::WriteImm => return deliver(qp, g, seq, peer, remote.qpn),
+        Op::CmpSwap | Op::FetchAdd => return atomic(qp, g, seq, peer, remote.qpn),
         _ => return Direct::No,
     };
     let remote_qpn = remote.qpn;
@@ -497,9 +507,185 @@ fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
         Direct::Done {
             ring: false,
             rtr: peer.in_rtr(remote_qpn),
+            more: 0,
         }
     } else {
         Direct::No
+    }
+}
+
+/// How long a same-host atomic waits for the peer's atomic lock before it
+/// goes over TCP instead (its holder is alive but does not let go).
+const ATOMIC_PATIENCE_NS: u64 = 10_000_000;
+
+/// Atomics done in one go on the same-host path: they cost two syscalls
+/// and a lock whether one or many, and `ib_atomic_bw`-style streams keep
+/// many posted.
+const ATOMIC_BATCH: usize = 32;
+
+/// How long atomics held back for a batch wait at most, for a program
+/// that neither posts more nor polls (rare: the timer costs a wake-up of
+/// the progress thread, so not much shorter).
+const ATOMIC_DEFER_NS: u64 = 500_000;
+
+/// Whether to hold back a same-host atomic being posted, to do it with
+/// the ones the program is about to post: an atomic costs two syscalls
+/// whether done alone or with fifteen others. Only in a burst: the last
+/// one was done from a post and the send CQ was not polled since (a
+/// program that polls between posts waits for each: it runs at once).
+/// Never when something other than an atomic is queued behind, when the
+/// send queue is full, or when the program waits for completion events.
+/// The held atomics run when the batch fills, when the send CQ is polled
+/// (`Qp::drive_now`), or at the latest after [`ATOMIC_DEFER_NS`].
+fn defer_atomic(qp: &Qp, g: &mut QpInner, seq: u64) -> bool {
+    if !g.posting || g.sq.in_flight() {
+        return false;
+    }
+    if g.out.as_ref().is_none_or(|o| o.direct.is_none()) {
+        return false;
+    }
+    let end = g.sq.outstanding().end;
+    if end - seq >= ATOMIC_BATCH as u64 || g.sq.room() == 0 {
+        return false;
+    }
+    if !(seq..end).all(|s| matches!(g.sq.wqe(s).op, Op::CmpSwap | Op::FetchAdd)) {
+        return false;
+    }
+    let Some(cq) = qp.send_cq.as_ref() else {
+        return false;
+    };
+    if g.atomic_polls != Some(cq.polls()) || cq.is_armed() {
+        return false;
+    }
+    if !g.atomics_deferred {
+        g.atomics_deferred = true;
+        if let Ok(e) = engine() {
+            e.add_timer(mono_ns() + ATOMIC_DEFER_NS, qp.serial);
+        }
+    }
+    true
+}
+
+/// Compare-and-swap or fetch-and-add on a same-host peer's memory, with
+/// the atomics posted right behind it: read every target word, compute in
+/// posting order, write back the changed ones, all under the peer's
+/// atomic lock, which its own responder takes too (`transport::atomics`);
+/// then each original value into its WQE's SGE. Anything unusual (a
+/// misaligned target, a key the table does not allow, no lock word) goes
+/// over TCP for the exact status.
+fn atomic(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Direct {
+    let Some(word) = peer.atomic_word() else {
+        return Direct::No;
+    };
+    let t = mr::table();
+    // The batch: where each result goes (checked first: a failed check
+    // must not leave the target changed; the table's lock is held to the
+    // end, so they stay valid) and the target's host address.
+    let mut ops = [(std::ptr::null_mut::<u8>(), 0u64); ATOMIC_BATCH];
+    let mut n = 0;
+    for s in seq..g.sq.outstanding().end {
+        if n == ATOMIC_BATCH {
+            break;
+        }
+        let w = g.sq.wqe(s);
+        if !matches!(w.op, Op::CmpSwap | Op::FetchAdd) || !w.remote_addr.is_multiple_of(8) {
+            break;
+        }
+        let Some(at) = peer
+            .check(qpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC)
+            .filter(|a| a.is_multiple_of(8))
+        else {
+            break;
+        };
+        let Some(sge) = g.sq.sges(s).first().filter(|_| !w.inline) else {
+            break;
+        };
+        let Ok(res) = t.local(sge.lkey, sge.addr, 8, qp.pd_id, true) else {
+            break;
+        };
+        ops[n] = (res, at);
+        n += 1;
+    }
+    if n == 0 {
+        return Direct::No;
+    }
+    // Each distinct word once.
+    let mut words = [(0u64, 0u64); ATOMIC_BATCH];
+    let mut nw = 0;
+    for &(_, at) in &ops[..n] {
+        if !words[..nw].iter().any(|&(a, _)| a == at) {
+            words[nw] = (at, 0);
+            nw += 1;
+        }
+    }
+    let Some(held) = crate::transport::atomics::lock(word, ATOMIC_PATIENCE_NS) else {
+        return Direct::No;
+    };
+    let mut vals = [0u64; ATOMIC_BATCH];
+    let mut lv = [iov(std::ptr::null(), 0); ATOMIC_BATCH];
+    let mut rv = [iov(std::ptr::null(), 0); ATOMIC_BATCH];
+    for i in 0..nw {
+        lv[i] = iov(vals[i..].as_mut_ptr() as *const u8, 8);
+        rv[i] = iov(words[i].0 as *const u8, 8);
+    }
+    // SAFETY: the local iovecs cover `vals`; the remote ones are words the
+    // peer's table grants atomic rights to.
+    if !unsafe { peer.read_v(&lv[..nw], &rv[..nw], nw * 8) } {
+        return Direct::No;
+    }
+    for i in 0..nw {
+        words[i].1 = vals[i];
+    }
+    // In posting order, each seeing the ones before it.
+    let mut found = [0u64; ATOMIC_BATCH];
+    for (k, &(_, at)) in ops[..n].iter().enumerate() {
+        let w = g.sq.wqe(seq + k as u64);
+        let cur = &mut words[..nw]
+            .iter_mut()
+            .find(|(a, _)| *a == at)
+            .expect("read")
+            .1;
+        found[k] = *cur;
+        *cur = match w.op {
+            Op::CmpSwap if *cur == w.compare_add => w.swap,
+            Op::CmpSwap => *cur,
+            _ => cur.wrapping_add(w.compare_add),
+        };
+    }
+    let mut nc = 0;
+    for i in 0..nw {
+        if words[i].1 != vals[i] {
+            vals[nc] = words[i].1;
+            rv[nc] = iov(words[i].0 as *const u8, 8);
+            nc += 1;
+        }
+    }
+    for i in 0..nc {
+        lv[i] = iov(vals[i..].as_ptr() as *const u8, 8);
+    }
+    // SAFETY: as for the read.
+    if nc > 0 && !unsafe { peer.write_v(&lv[..nc], &rv[..nc], nc * 8) } {
+        // The words read a moment ago cannot be written (the target
+        // unmapped or protected its memory): some may have been, so
+        // nothing may run again over TCP; the responder would fail it
+        // the same way.
+        return Direct::Failed(IBV_WC_REM_ACCESS_ERR);
+    }
+    drop(held);
+    local::count_atomic_batch();
+    for (k, &(res, _)) in ops[..n].iter().enumerate() {
+        let v = found[k].to_ne_bytes();
+        // SAFETY: res is 8 bytes of registered, locally writable memory
+        // (checked under the table lock, still held); it need not be
+        // aligned; a fault (memory unmapped since) is caught.
+        if unsafe { crate::guard::copy(res, v.as_ptr(), 8) }.is_err() {
+            return Direct::Failed(IBV_WC_LOC_PROT_ERR);
+        }
+    }
+    Direct::Done {
+        ring: false,
+        rtr: peer.in_rtr(qpn),
+        more: n as u32 - 1,
     }
 }
 
@@ -710,7 +896,7 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
     };
     let ring = mbox.deliver(&d, inline.as_ref());
     if moved {
-        Direct::Done { ring, rtr }
+        Direct::Done { ring, rtr, more: 0 }
     } else {
         Direct::Failed(IBV_WC_REM_OP_ERR)
     }
@@ -868,6 +1054,9 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 qp.after_send_completions(g);
                 return Ok(());
             }
+            if defer_atomic(qp, g, seq) {
+                return Ok(());
+            }
             let d = match direct(qp, g, seq) {
                 Direct::Wait => rnr_wait(qp, g),
                 d => d,
@@ -881,20 +1070,28 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 Direct::No => {}
                 Direct::Retry => continue,
                 Direct::Wait | Direct::Hold => return Ok(()),
-                Direct::Done { ring, rtr } => {
-                    local::count_direct();
+                Direct::Done { ring, rtr, more } => {
+                    if matches!(g.sq.wqe(seq).op, Op::CmpSwap | Op::FetchAdd) {
+                        g.atomics_deferred = false;
+                        if g.posting {
+                            g.atomic_polls = qp.send_cq.as_ref().map(|c| c.polls());
+                        }
+                    }
                     // A peer in RTR learns from its first request that the
                     // connection is established, polling or not: ring it,
                     // once.
                     let out = g.out.as_mut().ok_or(Broken::Lost)?;
                     let ring = ring || (rtr && !out.rtr_rung);
                     out.rtr_rung |= rtr;
-                    g.sq.transmitted();
-                    let w = *g.sq.wqe(seq);
-                    Counters::bump(&g.stats.sent_pkts);
-                    Counters::add(&g.stats.sent_bytes, w.len as u64);
-                    g.sq.retire_oldest();
-                    qp.complete_send(g, &w, IBV_WC_SUCCESS);
+                    for s in seq..=seq + more as u64 {
+                        local::count_direct();
+                        g.sq.transmitted();
+                        let w = *g.sq.wqe(s);
+                        Counters::bump(&g.stats.sent_pkts);
+                        Counters::add(&g.stats.sent_bytes, w.len as u64);
+                        g.sq.retire_oldest();
+                        qp.complete_send(g, &w, IBV_WC_SUCCESS);
+                    }
                     qp.after_send_completions(g);
                     if ring {
                         local::count_doorbell();

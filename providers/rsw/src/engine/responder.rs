@@ -915,6 +915,9 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 .filter(|p| (*p as usize).is_multiple_of(8))
                 .and_then(|p| {
                     let p = p as *mut u64;
+                    // Same-host peers run their atomics on this memory
+                    // under the process's atomic lock: so do we.
+                    let _held = own_atomic_lock();
                     // SAFETY: p is 8 bytes of registered memory with
                     // remote atomic rights, checked under the table lock
                     // (held), and 8-aligned (filtered above); hardware
@@ -947,6 +950,22 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
         }
         _ => {}
     }
+}
+
+/// How long our responder waits for the atomic lock held by a live
+/// same-host peer that does not let go (stopped in its critical section,
+/// say) before it goes ahead without it.
+const ATOMIC_PATIENCE_NS: u64 = 1_000_000_000;
+
+/// This process's atomic lock (`transport::atomics`), when same-host
+/// peers may take it.
+fn own_atomic_lock() -> Option<crate::transport::atomics::Held<'static>> {
+    let word = crate::transport::mailbox::own_atomic_word()?;
+    let held = crate::transport::atomics::lock(word, ATOMIC_PATIENCE_NS);
+    if held.is_none() {
+        log::warn!("a same-host peer holds the atomic lock and does not let go: going ahead");
+    }
+    held
 }
 
 /// UC: skips a message (its payload is read and thrown away).

@@ -278,7 +278,11 @@ unsafe fn post_locked(
     if g.dgram.is_some() {
         datagram::pump(qp, g);
     } else {
+        // The requester may hold back a burst of same-host atomics to do
+        // them together (see `requester::defer_atomic`).
+        g.posting = true;
         requester::pump(qp, g);
+        g.posting = false;
     }
     rc
 }

@@ -46,7 +46,7 @@ const TOMBSTONE: u32 = 0x8000_0000;
 /// How many times a reader retries a slot being written.
 const READ_TRIES: usize = 64;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RSWLOCL2");
+const MAGIC: u64 = u64::from_le_bytes(*b"RSWLOCL3");
 const HEADER_LEN: usize = 4096;
 
 #[repr(C)]
@@ -549,6 +549,12 @@ impl Peer {
         ))
     }
 
+    /// The lock word the peer's atomics take (`transport::atomics`), if
+    /// its mailbox file is mapped.
+    pub fn atomic_word(&self) -> Option<&AtomicU64> {
+        self.mbox.as_ref().map(super::mailbox::atomic_word)
+    }
+
     /// The peer QP's `min_rnr_timer`.
     pub fn rnr_timer(&self, qpn: u32) -> u8 {
         self.map
@@ -644,6 +650,27 @@ impl Peer {
         n == len as isize
     }
 
+    /// Copies the peer's `remote` iovecs into ours; true when every byte
+    /// came.
+    ///
+    /// # Safety
+    /// Every local iovec must describe writable memory of ours for the
+    /// call.
+    pub unsafe fn read_v(&self, local: &[libc::iovec], remote: &[libc::iovec], len: usize) -> bool {
+        // SAFETY: as in `write_v`.
+        let n = unsafe {
+            libc::process_vm_readv(
+                self.pid,
+                local.as_ptr(),
+                local.len() as _,
+                remote.as_ptr(),
+                remote.len() as _,
+                0,
+            )
+        };
+        n == len as isize
+    }
+
     /// Copies `len` bytes at `remote` in the peer into our iovecs; true
     /// when every byte came.
     ///
@@ -671,6 +698,18 @@ pub fn direct_ops() -> u64 {
 
 pub(crate) fn count_direct() {
     DIRECT_OPS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Batches of atomics the same-host path did (each costs its two
+/// syscalls), process-wide.
+static ATOMIC_BATCHES: AtomicU64 = AtomicU64::new(0);
+
+pub fn atomic_batches() -> u64 {
+    ATOMIC_BATCHES.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_atomic_batch() {
+    ATOMIC_BATCHES.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Doorbells the same-host path rang (a header on the connection after a

@@ -189,9 +189,27 @@ static FILE: ForkFresh<Option<File>> = ForkFresh::new(|| {
     Some(File {
         fd,
         map,
-        alloc: Mutex::new(Alloc::default()),
+        // The first page is the file's own: its atomic lock word.
+        alloc: Mutex::new(Alloc {
+            next: PAGE,
+            free: Vec::new(),
+        }),
     })
 });
+
+/// The lock word every atomic targeting this process takes
+/// (`transport::atomics`), if the same-host path is on.
+pub fn own_atomic_word() -> Option<&'static AtomicU64> {
+    FILE.get().as_ref().map(|f| atomic_word(&f.map))
+}
+
+/// The atomic lock word of a mailbox file (ours or a peer's) mapped at
+/// `map`.
+pub(crate) fn atomic_word(map: &Mapping) -> &AtomicU64 {
+    // SAFETY: the file's first page is reserved for it (no region starts
+    // there); the mapping is page-aligned and at least a page long.
+    unsafe { &*(map.base as *const AtomicU64) }
+}
 
 /// The mailbox file's descriptor, for the offer.
 pub fn file_fd() -> Option<RawFd> {
@@ -482,7 +500,7 @@ impl PeerBox {
     /// The mailbox at `off` in a peer's file mapped at `map`, if its
     /// header describes a region inside the file.
     pub(crate) fn at(map: &Mapping, off: u64) -> Option<PeerBox> {
-        if !off.is_multiple_of(PAGE) || off >= FILE_LEN as u64 {
+        if !off.is_multiple_of(PAGE) || off == 0 || off >= FILE_LEN as u64 {
             return None;
         }
         // SAFETY: off is inside the mapping, page-aligned.

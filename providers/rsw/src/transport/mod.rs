@@ -8,10 +8,13 @@
 //! and scatter/gather send/receive on them. Everything is non-blocking; each
 //! endpoint exposes a descriptor the progress engine polls.
 //!
-//! TCP is the only transport today. A same-host shared-memory transport can
-//! be added as another variant of [`Listener`] and [`Conn`] without touching
-//! the protocol code.
+//! TCP carries every connection (UDP the datagrams). Between processes of
+//! one host, `local` (published tables), `mailbox` (shared receive and
+//! completion rings) and `atomics` (the per-process atomic lock) let the
+//! requester do the target's work itself; the connection stays for what
+//! they do not cover.
 
+pub mod atomics;
 pub mod local;
 pub mod mailbox;
 mod sock;
