@@ -1,6 +1,7 @@
 //! Completion queues.
 //!
-//! A CQ is a preallocated ring of completions behind a mutex; producers
+//! A CQ is a preallocated ring of completions behind a mutex (on our heap,
+//! or from the allocator of the parent domain it names: `ringmem`); producers
 //! (post paths and the progress thread) push, `poll_cq` and the
 //! `ibv_cq_ex` start/next calls pop. Nothing on these paths allocates.
 //!
