@@ -409,10 +409,10 @@ static void allocators_hold_the_rings(void)
 }
 
 /*
- * Private receive rings come from the allocator too: a UD QP's, and an
+ * Private receive rings come from the allocator too: a UD QP's, a basic
  * SRQ's once a resize has made it private (before that it may live in the
- * same-host mailbox, which is not asked of the allocator); SENDs land
- * through the SRQ's allocator ring.
+ * same-host mailbox, which is not asked of the allocator), an XRC SRQ's
+ * from the start; SENDs land through the SRQ's allocator ring.
  */
 static void receive_rings_from_the_allocator(void)
 {
@@ -484,6 +484,29 @@ static void receive_rings_from_the_allocator(void)
 	CHECK_GE(pool_live(RSW_RES_TYPE_SRQ), 1);
 	CHECK_OK(ibv_destroy_srq(srq));
 	CHECK_EQ(pool_live(0), 0);
+
+	/* An XRC SRQ's ring is private from the start. */
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1, .oflags = O_CREAT,
+	};
+	struct ibv_xrcd *xrcd = CHECK_PTR(ibv_open_xrcd(e.ctx, &xa));
+	struct ibv_srq_init_attr_ex xs = {
+		.attr = { .max_wr = 16, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD |
+			     IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_PD,
+		.srq_type = IBV_SRQT_XRC, .xrcd = xrcd, .cq = cq, .pd = par,
+	};
+	before = pool.n;
+	struct ibv_srq *xsrq = CHECK_PTR(ibv_create_srq_ex(e.ctx, &xs));
+	CHECK_GE(pool.n - before, 1);
+	pool_check_calls(before, RSW_RES_TYPE_SRQ);
+	rw.wr_id = WR_SRQ_RECV + 1;
+	CHECK_OK(ibv_post_srq_recv(xsrq, &rw, &bad));
+	CHECK(pool_holds(RSW_RES_TYPE_SRQ, WR_SRQ_RECV + 1));
+	CHECK_OK(ibv_destroy_srq(xsrq));
+	CHECK_EQ(pool_live(0), 0);
+	CHECK_OK(ibv_close_xrcd(xrcd));
 	pool_check_all_freed();
 	CHECK_OK(ibv_destroy_cq(dcq));
 	CHECK_OK(ibv_destroy_cq(cq));
