@@ -11,6 +11,7 @@
 #include <infiniband/sa.h>
 #include <infiniband/opcode.h>
 #include <infiniband/tm_types.h>
+#include <infiniband/rswdv.h>
 #include <infiniband/ib.h>
 #include <infiniband/marshall.h>
 #include <rdma/rdma_cma.h>

@@ -1,6 +1,7 @@
 //! Completion queues.
 //!
-//! A CQ is a preallocated ring of completions behind a mutex; producers
+//! A CQ is a preallocated ring of completions behind a mutex (on our heap,
+//! or from the allocator of the parent domain it names: `ringmem`); producers
 //! (post paths and the progress thread) push, `poll_cq` and the
 //! `ibv_cq_ex` start/next calls pop. Nothing on these paths allocates.
 //!
@@ -32,6 +33,8 @@ use crate::channel::{self, Channel};
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::device::MAX_CQE;
 use crate::handles::Ctx;
+use crate::pd::Pd;
+use crate::ringmem::{Allocator, Slots, RES_TYPE_CQ};
 use crate::util::{mono_ns, set_errno, wall_ns};
 use verbs_rt::Handles;
 
@@ -83,7 +86,8 @@ const ARM_ANY: u8 = 1;
 const ARM_SOLICITED: u8 = 2;
 
 struct Ring {
-    buf: Box<[Cqe]>,
+    /// On our heap, or from the parent domain's allocator (`ringmem`).
+    buf: Slots<Cqe>,
     head: usize,
     len: usize,
     arm: u8,
@@ -97,9 +101,9 @@ struct Ring {
 }
 
 impl Ring {
-    fn new(cap: usize) -> Ring {
-        Ring {
-            buf: vec![Cqe::default(); cap].into_boxed_slice(),
+    fn new(cap: usize, alloc: Option<&Arc<Allocator>>) -> Result<Ring, c_int> {
+        Ok(Ring {
+            buf: Slots::new(cap, Cqe::default(), alloc, RES_TYPE_CQ)?,
             head: 0,
             len: 0,
             arm: ARM_NONE,
@@ -107,7 +111,7 @@ impl Ring {
             error: false,
             overrun_at: crate::faults::cq_overrun_at(),
             pushed: 0,
-        }
+        })
     }
 
     fn pop(&mut self) -> Option<Cqe> {
@@ -167,6 +171,11 @@ pub struct Cq {
     pub async_events: Arc<EventCounter>,
     /// QPs using this CQ; destroy is refused while any exist.
     pub qp_refs: AtomicU32,
+    /// The parent domain it was made on (`IBV_CQ_INIT_ATTR_MASK_PD`),
+    /// held (its `users`) until destroy, and its allocator, which the
+    /// ring comes from (at creation and on resize).
+    parent: *mut ibv_pd,
+    alloc: Option<Arc<Allocator>>,
     /// The same QPs, for polling-driven progress.
     qps: Mutex<Vec<Weak<dyn Producer>>>,
     /// Counts `ibv_poll_cq`/`ibv_start_poll` calls: a requester tells a
@@ -414,14 +423,21 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     if a.comp_mask & !known_mask != 0 {
         return fail(libc::EINVAL);
     }
-    // A CQ may name a parent domain (whose allocators we do not need).
-    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0
-        && (!crate::pd::PDS.contains(a.parent_domain)
+    // A CQ may name a parent domain; its ring then comes from the
+    // domain's allocator, if it has one.
+    let parent = if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+        if !crate::pd::PDS.contains(a.parent_domain)
             // SAFETY: a live PD of ours (checked just before).
-            || unsafe { crate::pd::Pd::from_ibv(a.parent_domain) }.parent.is_none())
-    {
-        return fail(libc::EINVAL);
-    }
+            || unsafe { Pd::from_ibv(a.parent_domain) }.parent.is_none()
+        {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: as above.
+        Some(unsafe { Pd::from_ibv(a.parent_domain) })
+    } else {
+        None
+    };
+    let alloc = parent.and_then(|p| p.allocator()).cloned();
     let supported = (IBV_WC_STANDARD_FLAGS
         | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
         | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) as u64;
@@ -441,6 +457,10 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     if !a.channel.is_null() && !CHANNELS.contains(a.channel) {
         return fail(libc::EINVAL);
     }
+    let ring = match Ring::new(a.cqe as usize, alloc.as_ref()) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
     let chan_wr = if a.channel.is_null() {
         -1
     } else {
@@ -478,7 +498,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         ibv: UnsafeCell::new(ibv),
         serial,
         ctx,
-        ring: Mutex::new(Ring::new(a.cqe as usize)),
+        ring: Mutex::new(ring),
         channel: a.channel,
         chan_wr,
         wc_flags: a.wc_flags,
@@ -491,7 +511,14 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         qp_refs: AtomicU32::new(0),
         qps: Mutex::new(Vec::new()),
         polls: AtomicU64::new(0),
+        parent: parent.map_or(std::ptr::null_mut(), |p| {
+            &p.ibv as *const ibv_pd as *mut ibv_pd
+        }),
+        alloc,
     });
+    if let Some(p) = parent {
+        p.users.fetch_add(1, Ordering::AcqRel);
+    }
     let p = Arc::into_raw(cq);
     channel::register_cq(serial, p);
     CQS.insert(p, Ctx(context));
@@ -542,6 +569,25 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
         // SAFETY: the channel outlives every CQ attached to it.
         unsafe { Channel::from_ibv(c.channel) }.detach();
     }
+    // An allocator's ring goes back now (a QP that used the CQ may hold
+    // a reference a moment longer), outside the lock: `free` is the
+    // application's code. A completion arriving after this is dropped.
+    let ring = {
+        let mut r = c.ring.lock();
+        r.error = true;
+        r.len = 0;
+        r.buf
+            .is_extern()
+            .then(|| std::mem::replace(&mut r.buf, Slots::heap(0, Cqe::default())))
+    };
+    drop(ring);
+    if !c.parent.is_null() {
+        // SAFETY: a parent domain outlives the CQs made on it (it refuses
+        // to go while they exist).
+        unsafe { Pd::from_ibv(c.parent) }
+            .users
+            .fetch_sub(1, Ordering::AcqRel);
+    }
     CQS.remove(cq);
     // SAFETY: reclaims the application's reference taken in create_cq_ex.
     drop(unsafe { Arc::from_raw(cq as *const Cq) });
@@ -560,11 +606,21 @@ pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int 
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return libc::EINVAL;
     }
-    let mut r = c.ring.lock();
-    if (cqe as usize) < r.len {
+    if (cqe as usize) < c.ring.lock().len {
         return libc::EINVAL;
     }
-    let mut n = Ring::new(cqe as usize);
+    // The new ring from the allocator too (ENOMEM, and the CQ unchanged,
+    // when it says NULL); the old one goes back to it. Its callbacks are
+    // the application's code: not called under the ring's lock.
+    let mut n = match Ring::new(cqe as usize, c.alloc.as_ref()) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let mut r = c.ring.lock();
+    if (cqe as usize) < r.len {
+        drop(r);
+        return libc::EINVAL;
+    }
     n.arm = r.arm;
     n.fired = r.fired;
     n.error = r.error;
@@ -572,9 +628,11 @@ pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int 
         n.buf[n.len] = e;
         n.len += 1;
     }
-    *r = n;
+    let old = std::mem::replace(&mut *r, n);
     // SAFETY: the cqe field is plain data in our allocation.
     unsafe { std::ptr::write_volatile(&raw mut (*c.ibv.get()).cqe, cqe) };
+    drop(r);
+    drop(old);
     0
 }
 

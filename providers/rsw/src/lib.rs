@@ -36,6 +36,7 @@ pub mod pd;
 pub mod port;
 pub mod progress;
 pub mod qp;
+pub mod ringmem;
 pub mod srq;
 pub mod stats;
 pub mod td;

@@ -9,6 +9,7 @@ use verbs_abi::*;
 
 use crate::context::{Context, CtxShared};
 use crate::handles::Ctx;
+use crate::ringmem::Allocator;
 use crate::util::set_errno;
 use verbs_rt::Handles;
 
@@ -32,6 +33,9 @@ pub struct Pd {
 pub struct Parent {
     pub pd: *mut ibv_pd,
     pub td: *mut ibv_td,
+    /// Its allocator, which the rings of QPs, CQs and SRQs made on it
+    /// come from (`ringmem`).
+    pub alloc: Option<Arc<Allocator>>,
 }
 
 impl Pd {
@@ -40,6 +44,12 @@ impl Pd {
     pub unsafe fn from_ibv<'a>(pd: *mut ibv_pd) -> &'a Pd {
         // SAFETY: ibv is the first field of a live, boxed Pd.
         unsafe { &*(pd as *const Pd) }
+    }
+
+    /// The allocator rings of objects made on this PD come from: a parent
+    /// domain's, if it was given one.
+    pub fn allocator(&self) -> Option<&Arc<Allocator>> {
+        self.parent.as_ref().and_then(|p| p.alloc.as_ref())
     }
 }
 
@@ -103,8 +113,9 @@ pub(crate) unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {
 
 /// `ibv_alloc_parent_domain`: a PD that stands for `attr.pd` (objects made
 /// on it are in that protection domain) with an optional thread domain.
-/// Custom allocators are accepted and not called: the provider's buffers
-/// come from its own heap, as if they answered `IBV_ALLOCATOR_USE_DEFAULT`.
+/// Its allocators, when given, provide the private rings of the QPs, CQs
+/// and SRQs made on it (`ringmem`); a receive ring in a same-host mailbox
+/// stays there (peers map it), so it is not asked of them.
 pub(crate) unsafe extern "C" fn alloc_parent_domain(
     context: *mut ibv_context,
     attr: *mut ibv_parent_domain_init_attr,
@@ -145,8 +156,17 @@ pub(crate) unsafe extern "C" fn alloc_parent_domain(
         id: base.id,
         ctx: base.ctx.clone(),
         users: AtomicU32::new(0),
-        parent: Some(Parent { pd: real, td: a.td }),
+        parent: None,
     }));
+    // The callbacks get the parent domain itself, so it is known only now.
+    // SAFETY: just boxed, not shared yet.
+    unsafe {
+        (*pd).parent = Some(Parent {
+            pd: real,
+            td: a.td,
+            alloc: Allocator::of(pd as *mut ibv_pd, &a),
+        })
+    };
     PDS.insert(pd, Ctx(context));
     pd as *mut ibv_pd
 }

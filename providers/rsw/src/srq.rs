@@ -23,6 +23,7 @@ use crate::cq::{Cq, CQS};
 use crate::device::{MAX_SGE, MAX_SRQ_WR};
 use crate::pd::{Pd, PDS};
 use crate::progress::engine;
+use crate::ringmem::{Allocator, RES_TYPE_SRQ};
 use crate::transport::mailbox::Mailbox;
 use crate::util::{ptr_or_errno, set_errno};
 use crate::wq::ring::{RecvQueue, RecvWqe};
@@ -87,6 +88,9 @@ pub struct Srq {
     pub ctx: Arc<CtxShared>,
     pub pd: *mut ibv_pd,
     pub pd_id: u32,
+    /// The parent domain's allocator its private ring comes from (at
+    /// creation, or when a resize makes it private).
+    alloc: Option<Arc<Allocator>>,
     pub inner: Mutex<SrqInner>,
     pub async_events: Arc<EventCounter>,
     /// QPs attached; destroy is refused while any exist.
@@ -211,6 +215,13 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     let max_sge = at.max_sge.max(1);
     // SAFETY: context and pd come from this provider.
     let (ctx, pd) = unsafe { (Context::shared_of(context), Pd::from_ibv(a.pd)) };
+    let alloc = pd.allocator().cloned();
+    let (wr, sge) = (at.max_wr as usize, max_sge as usize);
+    let rq = if xrc.is_some() {
+        RecvQueue::new(wr, sge, alloc.as_ref(), RES_TYPE_SRQ)?
+    } else {
+        RecvQueue::shared(wr, sge, alloc.as_ref(), RES_TYPE_SRQ)?
+    };
     let mut ibv = ibv_srq::zeroed();
     ibv.context = context;
     ibv.srq_context = a.srq_context;
@@ -220,12 +231,9 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         ctx,
         pd: a.pd,
         pd_id: pd.id,
+        alloc,
         inner: Mutex::new(SrqInner {
-            rq: if xrc.is_some() {
-                RecvQueue::new(at.max_wr as usize, max_sge as usize)
-            } else {
-                RecvQueue::shared(at.max_wr as usize, max_sge as usize)
-            },
+            rq,
             boxes: Vec::new(),
             retired: None,
             limit: 0,
@@ -309,7 +317,10 @@ pub(crate) unsafe extern "C" fn modify_srq(
         return libc::EINVAL;
     }
     if cap != g.rq.cap {
-        let q = g.rq.resized(cap);
+        let q = match g.rq.resized(cap, s.alloc.as_ref(), RES_TYPE_SRQ) {
+            Ok(q) => q,
+            Err(e) => return e,
+        };
         // Peers may still read the shared ring's offset from our QPs'
         // entries: it stays, closed, for the SRQ's life.
         if let Some(m) = g.rq.mailbox() {
@@ -365,6 +376,18 @@ pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
         Ok(s) => s,
         Err(e) => return e,
     };
+    // Its ring goes back to the parent domain's allocator now, not when
+    // the last reference to the SRQ goes; and outside our locks, since
+    // `free` is the application's code.
+    let ring = {
+        let mut g = s.inner.lock();
+        if g.rq.is_extern() {
+            Some(std::mem::replace(&mut g.rq, RecvQueue::none()))
+        } else {
+            None
+        }
+    };
+    drop(ring);
     s.ctx.async_q.purge(srq as usize);
     s.async_events.wait_all_acked();
     // SAFETY: the PD outlives its SRQs.

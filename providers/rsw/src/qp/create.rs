@@ -209,7 +209,14 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         (None, Some(d)) => (d.fd(), Kind::Datagram),
         (None, None) => return Err(libc::EINVAL),
     };
-    let mut inner = QpInner::new(a.qp_type, a.sq_sig_all != 0, &cap, listener, dgram);
+    let mut inner = QpInner::new(
+        a.qp_type,
+        a.sq_sig_all != 0,
+        &cap,
+        listener,
+        dgram,
+        pd.and_then(|p| p.allocator()),
+    )?;
     inner.block_self_mcast = create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0;
     // On a basic SRQ, an RC or UC QP still has a mailbox: same-host peers
     // take the SRQ's receives and leave the completions here (a ring
@@ -325,7 +332,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     if let Ok(e) = engine() {
         e.unregister_qp(q.serial);
     }
-    {
+    let rings = {
         let mut g = q.inner.lock();
         crate::stats::retire(&q.ctx.dev.name, &g.stats.snapshot());
         g.out = None;
@@ -334,7 +341,10 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         g.listener = None;
         g.dgram = None;
         g.mcast.clear();
-    }
+        g.take_extern_rings()
+    };
+    // Back to the parent domain's allocator (`free`), outside the lock.
+    drop(rings);
     q.ctx.async_q.purge(qp as usize);
     q.async_events.wait_all_acked();
     for cq in q.cqs() {
@@ -406,6 +416,7 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         max_recv_sge: 0,
         max_inline_data: 0,
     };
+    let inner = QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None, None)?;
     domain.users.fetch_add(1, Ordering::AcqRel);
     let handle = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
@@ -421,7 +432,7 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         srq: None,
         opened_from: Some(target),
         mbox: None,
-        inner: Mutex::new(QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None)),
+        inner: Mutex::new(inner),
         async_events: Arc::new(EventCounter::default()),
         close_incoming: responder::close_after_flush,
         send_responses: responder::pump,

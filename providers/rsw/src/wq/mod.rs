@@ -25,6 +25,7 @@ pub use dgram::{Dgram, Group};
 pub use ring::{BindArgs, RecvQueue, RecvWqe, SendQueue, SendWqe, UdDest, NO_SGE};
 
 use std::cell::UnsafeCell;
+use std::os::raw::c_int;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -32,6 +33,7 @@ use verbs_abi::*;
 
 use crate::context::{CtxShared, EventCounter};
 use crate::cq::{Cq, Cqe};
+use crate::ringmem::{Allocator, RES_TYPE_QP};
 use crate::srq::Srq;
 use crate::stats::Counters;
 use crate::transport::mailbox::{self, Mailbox};
@@ -116,31 +118,38 @@ pub struct QpInner {
 }
 
 impl QpInner {
-    /// A QP's state in RESET with queues of `cap`.
+    /// A QP's state in RESET with queues of `cap`, their private rings
+    /// from `alloc` when given (a parent domain's: see `ringmem`).
     pub fn new(
         qp_type: ibv_qp_type,
         sq_sig_all: bool,
         cap: &ibv_qp_cap,
         listener: Option<Listener>,
         dgram: Option<Dgram>,
-    ) -> QpInner {
-        QpInner {
+        alloc: Option<&Arc<Allocator>>,
+    ) -> Result<QpInner, c_int> {
+        let sq = SendQueue::new(
+            cap.max_send_wr as usize,
+            cap.max_send_sge as usize,
+            cap.max_inline_data as usize,
+            alloc,
+            RES_TYPE_QP,
+        )?;
+        let (rwr, rsge) = (cap.max_recv_wr as usize, cap.max_recv_sge as usize);
+        // RC and UC receive queues live in a mailbox, where same-host
+        // peers deliver SENDs themselves (`transport::mailbox`).
+        let rq = if matches!(qp_type, IBV_QPT_RC | IBV_QPT_UC) {
+            RecvQueue::shared(rwr, rsge, alloc, RES_TYPE_QP)?
+        } else {
+            RecvQueue::new(rwr, rsge, alloc, RES_TYPE_QP)?
+        };
+        Ok(QpInner {
             qp_type,
             state: IBV_QPS_RESET,
             attr: ibv_qp_attr::zeroed(),
             sq_sig_all,
-            sq: SendQueue::new(
-                cap.max_send_wr as usize,
-                cap.max_send_sge as usize,
-                cap.max_inline_data as usize,
-            ),
-            // RC and UC receive queues live in a mailbox, where same-host
-            // peers deliver SENDs themselves (`transport::mailbox`).
-            rq: if matches!(qp_type, IBV_QPT_RC | IBV_QPT_UC) {
-                RecvQueue::shared(cap.max_recv_wr as usize, cap.max_recv_sge as usize)
-            } else {
-                RecvQueue::new(cap.max_recv_wr as usize, cap.max_recv_sge as usize)
-            },
+            sq,
+            rq,
             recv: RecvWqe::EMPTY,
             claimed: false,
             xrc_srq: None,
@@ -174,7 +183,24 @@ impl QpInner {
             faults: None,
             stats: crate::stats::Counters::default(),
             rnr_counted: None,
-        }
+        })
+    }
+
+    /// Takes out the rings whose memory a parent domain's allocator gave,
+    /// for the caller to drop (so `free` runs) once it has let go of the
+    /// QP's lock: the QP is being destroyed, and `free` must not wait for
+    /// the last reference to the QP, which a progress step may hold a
+    /// moment longer. Nothing reads the rings of a destroyed QP.
+    pub fn take_extern_rings(&mut self) -> (Option<SendQueue>, Option<RecvQueue>) {
+        let sq = self
+            .sq
+            .is_extern()
+            .then(|| std::mem::replace(&mut self.sq, SendQueue::none()));
+        let rq = self
+            .rq
+            .is_extern()
+            .then(|| std::mem::replace(&mut self.rq, RecvQueue::none()));
+        (sq, rq)
     }
 
     /// Reliable connected (RC and XRC): acknowledged, retried,

@@ -1,12 +1,15 @@
 //! A QP's work queues: the send and receive rings, preallocated when the
-//! QP is created so posting never allocates. Sequence numbers only grow;
-//! a slot is `seq % cap`.
+//! QP is created so posting never allocates (on our heap, or from the
+//! allocator of the parent domain the QP or SRQ is made on: `ringmem`).
+//! Sequence numbers only grow; a slot is `seq % cap`.
 
 use verbs_abi::*;
 
 use crate::device::MAX_SGE;
+use crate::ringmem::{Allocator, Slots};
 use crate::transport::mailbox::Mailbox;
 use crate::wire::Op;
+use std::os::raw::c_int;
 use std::sync::Arc;
 /// An empty scatter/gather entry, to preallocate SGE arrays with.
 pub const NO_SGE: ibv_sge = ibv_sge {
@@ -127,9 +130,9 @@ impl SendWqe {
 /// `[head, tx)` have been (or are being) transmitted and await a response,
 /// `[tx, tail)` wait to be transmitted.
 pub struct SendQueue {
-    pub wqes: Box<[SendWqe]>,
-    pub(crate) sges: Box<[ibv_sge]>,
-    pub(crate) inline_buf: Box<[u8]>,
+    pub(crate) wqes: Slots<SendWqe>,
+    pub(crate) sges: Slots<ibv_sge>,
+    pub(crate) inline_buf: Slots<u8>,
     pub cap: usize,
     pub max_sge: usize,
     pub max_inline: usize,
@@ -139,18 +142,47 @@ pub struct SendQueue {
 }
 
 impl SendQueue {
-    pub(crate) fn new(cap: usize, max_sge: usize, max_inline: usize) -> SendQueue {
-        SendQueue {
-            wqes: vec![SendWqe::EMPTY; cap].into_boxed_slice(),
-            sges: vec![NO_SGE; cap * max_sge].into_boxed_slice(),
-            inline_buf: vec![0u8; cap * max_inline].into_boxed_slice(),
+    /// A ring of `cap` WQEs, its arrays from `alloc` when given (see
+    /// `ringmem`), tagged `res_type`.
+    pub(crate) fn new(
+        cap: usize,
+        max_sge: usize,
+        max_inline: usize,
+        alloc: Option<&Arc<Allocator>>,
+        res_type: u64,
+    ) -> Result<SendQueue, c_int> {
+        let n = |per: usize| cap.checked_mul(per).ok_or(libc::ENOMEM);
+        Ok(SendQueue {
+            wqes: Slots::new(cap, SendWqe::EMPTY, alloc, res_type)?,
+            sges: Slots::new(n(max_sge)?, NO_SGE, alloc, res_type)?,
+            inline_buf: Slots::new(n(max_inline)?, 0u8, alloc, res_type)?,
             cap,
             max_sge,
             max_inline,
             head: 0,
             tx: 0,
             tail: 0,
+        })
+    }
+
+    /// A ring of no slots (a queue the QP does not have).
+    pub(crate) fn none() -> SendQueue {
+        SendQueue {
+            wqes: Slots::heap(0, SendWqe::EMPTY),
+            sges: Slots::heap(0, NO_SGE),
+            inline_buf: Slots::heap(0, 0),
+            cap: 0,
+            max_sge: 0,
+            max_inline: 0,
+            head: 0,
+            tx: 0,
+            tail: 0,
         }
+    }
+
+    /// Its memory came from a parent domain's allocator.
+    pub(crate) fn is_extern(&self) -> bool {
+        self.wqes.is_extern() || self.sges.is_extern() || self.inline_buf.is_extern()
     }
 
     pub(crate) fn slot(&self, seq: u64) -> usize {
@@ -279,9 +311,9 @@ impl RecvWqe {
 /// receives from (`transport::mailbox`), which then holds the entries and
 /// the indices.
 pub struct RecvQueue {
-    pub(crate) wr_ids: Box<[u64]>,
-    pub(crate) nsge: Box<[u32]>,
-    pub(crate) sges: Box<[ibv_sge]>,
+    wr_ids: Slots<u64>,
+    nsge: Slots<u32>,
+    sges: Slots<ibv_sge>,
     pub cap: usize,
     pub max_sge: usize,
     head: u64,
@@ -290,13 +322,39 @@ pub struct RecvQueue {
 }
 
 impl RecvQueue {
-    pub fn new(cap: usize, max_sge: usize) -> RecvQueue {
-        RecvQueue {
-            wr_ids: vec![0; cap].into_boxed_slice(),
-            nsge: vec![0; cap].into_boxed_slice(),
-            sges: vec![NO_SGE; cap * max_sge].into_boxed_slice(),
+    /// A private ring of `cap` receives, its arrays from `alloc` when
+    /// given (see `ringmem`), tagged `res_type`.
+    pub fn new(
+        cap: usize,
+        max_sge: usize,
+        alloc: Option<&Arc<Allocator>>,
+        res_type: u64,
+    ) -> Result<RecvQueue, c_int> {
+        Ok(RecvQueue {
+            wr_ids: Slots::new(cap, 0, alloc, res_type)?,
+            nsge: Slots::new(cap, 0, alloc, res_type)?,
+            sges: Slots::new(
+                cap.checked_mul(max_sge).ok_or(libc::ENOMEM)?,
+                NO_SGE,
+                alloc,
+                res_type,
+            )?,
             cap,
             max_sge,
+            head: 0,
+            tail: 0,
+            shared: None,
+        })
+    }
+
+    /// A ring of no slots (a queue the QP does not have).
+    pub fn none() -> RecvQueue {
+        RecvQueue {
+            wr_ids: Slots::heap(0, 0),
+            nsge: Slots::heap(0, 0),
+            sges: Slots::heap(0, NO_SGE),
+            cap: 0,
+            max_sge: 0,
             head: 0,
             tail: 0,
             shared: None,
@@ -304,16 +362,28 @@ impl RecvQueue {
     }
 
     /// A queue in a mailbox if the same-host path can have one, else
-    /// private.
-    pub fn shared(cap: usize, max_sge: usize) -> RecvQueue {
+    /// private (then from `alloc` when given). The allocator is not asked
+    /// for a mailbox ring: it lives in the memfd same-host peers map,
+    /// which a buffer of the application's cannot be.
+    pub fn shared(
+        cap: usize,
+        max_sge: usize,
+        alloc: Option<&Arc<Allocator>>,
+        res_type: u64,
+    ) -> Result<RecvQueue, c_int> {
         match Mailbox::new(cap, max_sge) {
-            Some(m) => RecvQueue {
+            Some(m) => Ok(RecvQueue {
                 shared: Some(Arc::new(m)),
-                ..RecvQueue::new(0, 0)
+                ..RecvQueue::none()
             }
-            .with_shape(cap, max_sge),
-            None => RecvQueue::new(cap, max_sge),
+            .with_shape(cap, max_sge)),
+            None => RecvQueue::new(cap, max_sge, alloc, res_type),
         }
+    }
+
+    /// Its memory came from a parent domain's allocator.
+    pub fn is_extern(&self) -> bool {
+        self.wr_ids.is_extern() || self.nsge.is_extern() || self.sges.is_extern()
     }
 
     fn with_shape(mut self, cap: usize, max_sge: usize) -> RecvQueue {
@@ -440,21 +510,27 @@ impl RecvQueue {
     }
 
     /// The same receives in a private ring of `cap` slots (`cap` >=
-    /// `len`). A mailbox's ring is closed first, so same-host peers stop
-    /// taking from it (they send over the connection from then on) and
-    /// the receives left in it move here.
-    pub fn resized(&mut self, cap: usize) -> RecvQueue {
-        let mut q = RecvQueue::new(cap, self.max_sge);
+    /// `len`), from `alloc` when given. A mailbox's ring is closed first,
+    /// so same-host peers stop taking from it (they send over the
+    /// connection from then on) and the receives left in it move here.
+    /// When the new ring cannot be had, nothing changes.
+    pub fn resized(
+        &mut self,
+        cap: usize,
+        alloc: Option<&Arc<Allocator>>,
+        res_type: u64,
+    ) -> Result<RecvQueue, c_int> {
+        let mut q = RecvQueue::new(cap, self.max_sge, alloc, res_type)?;
         if let Some(m) = &self.shared {
             m.set_open(false);
             while m.take(|wr_id, sges| q.push(wr_id, sges)) {}
-            return q;
+            return Ok(q);
         }
         for seq in self.head..self.tail {
             let s = self.slot(seq);
             let b = s * self.max_sge;
             q.push(self.wr_ids[s], &self.sges[b..b + self.nsge[s] as usize]);
         }
-        q
+        Ok(q)
     }
 }
