@@ -31,25 +31,6 @@ fn rdma_wr(
     wr
 }
 
-fn atomic_wr(
-    wr_id: u64,
-    opcode: ibv_wr_opcode,
-    sge: &mut [ibv_sge],
-    raddr: u64,
-    rkey: u32,
-    cmp_add: u64,
-    swap: u64,
-) -> ibv_send_wr {
-    let mut wr = send_wr(wr_id, opcode, sge, IBV_SEND_SIGNALED);
-    wr.wr.atomic = ibv_send_wr_atomic {
-        remote_addr: raddr,
-        compare_add: cmp_add,
-        swap,
-        rkey,
-    };
-    wr
-}
-
 #[test]
 fn send_recv() {
     let p = Pair::new();

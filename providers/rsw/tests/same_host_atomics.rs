@@ -20,25 +20,6 @@ const ROLE: &str = "RSW_ATOMICS_CHILD";
 /// Fetch-and-adds the TCP child makes.
 const CHILD_ADDS: usize = 2000;
 
-fn atomic_wr(
-    wr_id: u64,
-    opcode: ibv_wr_opcode,
-    sge: &mut [ibv_sge],
-    raddr: u64,
-    rkey: u32,
-    cmp_add: u64,
-    swap: u64,
-) -> ibv_send_wr {
-    let mut wr = send_wr(wr_id, opcode, sge, IBV_SEND_SIGNALED);
-    wr.wr.atomic = ibv_send_wr_atomic {
-        remote_addr: raddr,
-        compare_add: cmp_add,
-        swap,
-        rkey,
-    };
-    wr
-}
-
 /// The path's counter is process-wide: one test at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

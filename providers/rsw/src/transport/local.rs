@@ -33,6 +33,8 @@ use parking_lot::Mutex;
 use verbs_abi::IBV_ACCESS_LOCAL_WRITE;
 use verbs_rt::ForkFresh;
 
+use crate::util::iov;
+
 /// QP numbers are 16-bit (a listener's TCP port), so QPs are slots by
 /// number.
 const QP_SLOTS: usize = 1 << 16;
@@ -605,86 +607,78 @@ impl Peer {
         None
     }
 
-    /// Copies our iovecs to the peer's `remote` iovecs; true when every
-    /// byte went.
+    /// Copies between our `local` iovecs and the peer's `remote` ones
+    /// (into the peer when `write`); true when all `len` bytes moved.
     ///
     /// # Safety
-    /// Every local iovec must describe readable memory of ours for the
-    /// call.
+    /// Every local iovec must describe memory of ours, readable for a
+    /// write, writable for a read, for the call.
+    unsafe fn vm_copy(
+        &self,
+        write: bool,
+        local: &[libc::iovec],
+        remote: &[libc::iovec],
+        len: usize,
+    ) -> bool {
+        let f = if write {
+            libc::process_vm_writev
+        } else {
+            libc::process_vm_readv
+        };
+        // SAFETY: the caller vouches for the local iovecs; the remote ones
+        // are checked by the kernel against the peer's address space.
+        let n = unsafe {
+            f(
+                self.pid,
+                local.as_ptr(),
+                local.len() as _,
+                remote.as_ptr(),
+                remote.len() as _,
+                0,
+            )
+        };
+        n == len as isize
+    }
+
+    /// Copies our iovecs to the peer's `remote` iovecs.
+    ///
+    /// # Safety
+    /// As [`Peer::vm_copy`].
     pub unsafe fn write_v(
         &self,
         local: &[libc::iovec],
         remote: &[libc::iovec],
         len: usize,
     ) -> bool {
-        // SAFETY: the caller vouches for the local iovecs; the remote ones
-        // are checked by the kernel against the peer's address space.
-        let n = unsafe {
-            libc::process_vm_writev(
-                self.pid,
-                local.as_ptr(),
-                local.len() as _,
-                remote.as_ptr(),
-                remote.len() as _,
-                0,
-            )
-        };
-        n == len as isize
+        // SAFETY: forwarded contract.
+        unsafe { self.vm_copy(true, local, remote, len) }
     }
 
-    /// Copies our iovecs to `remote` in the peer; true when every byte
-    /// went.
+    /// Copies our iovecs to `remote` in the peer.
     ///
     /// # Safety
-    /// Every iovec must describe readable memory of ours for the call.
+    /// As [`Peer::vm_copy`].
     pub unsafe fn write(&self, local: &[libc::iovec], remote: u64, len: usize) -> bool {
-        let r = libc::iovec {
-            iov_base: remote as *mut libc::c_void,
-            iov_len: len,
-        };
-        // SAFETY: the caller vouches for the local iovecs; the remote one
-        // is checked by the kernel against the peer's address space.
-        let n = unsafe {
-            libc::process_vm_writev(self.pid, local.as_ptr(), local.len() as _, &r, 1, 0)
-        };
-        n == len as isize
+        // SAFETY: forwarded contract.
+        unsafe { self.vm_copy(true, local, &[iov(remote as *const u8, len)], len) }
     }
 
-    /// Copies the peer's `remote` iovecs into ours; true when every byte
-    /// came.
+    /// Copies the peer's `remote` iovecs into ours.
     ///
     /// # Safety
-    /// Every local iovec must describe writable memory of ours for the
-    /// call.
+    /// As [`Peer::vm_copy`].
     pub unsafe fn read_v(&self, local: &[libc::iovec], remote: &[libc::iovec], len: usize) -> bool {
-        // SAFETY: as in `write_v`.
-        let n = unsafe {
-            libc::process_vm_readv(
-                self.pid,
-                local.as_ptr(),
-                local.len() as _,
-                remote.as_ptr(),
-                remote.len() as _,
-                0,
-            )
-        };
-        n == len as isize
+        // SAFETY: forwarded contract.
+        unsafe { self.vm_copy(false, local, remote, len) }
     }
 
-    /// Copies `len` bytes at `remote` in the peer into our iovecs; true
-    /// when every byte came.
+    /// Copies `len` bytes at `remote` in the peer into our iovecs.
     ///
     /// # Safety
-    /// Every iovec must describe writable memory of ours for the call.
+    /// As [`Peer::vm_copy`].
     pub unsafe fn read(&self, local: &[libc::iovec], remote: u64, len: usize) -> bool {
-        let r = libc::iovec {
-            iov_base: remote as *mut libc::c_void,
-            iov_len: len,
-        };
-        // SAFETY: as in `write`.
-        let n =
-            unsafe { libc::process_vm_readv(self.pid, local.as_ptr(), local.len() as _, &r, 1, 0) };
-        n == len as isize
+        // SAFETY: forwarded contract.
+        unsafe { self.vm_copy(false, local, &[iov(remote as *const u8, len)], len) }
     }
 }
 

@@ -406,6 +406,26 @@ pub fn send_wr(wr_id: u64, opcode: ibv_wr_opcode, sges: &mut [ibv_sge], flags: u
     wr
 }
 
+/// A signaled atomic WR (compare-and-swap or fetch-and-add).
+pub fn atomic_wr(
+    wr_id: u64,
+    opcode: ibv_wr_opcode,
+    sge: &mut [ibv_sge],
+    raddr: u64,
+    rkey: u32,
+    cmp_add: u64,
+    swap: u64,
+) -> ibv_send_wr {
+    let mut wr = send_wr(wr_id, opcode, sge, IBV_SEND_SIGNALED);
+    wr.wr.atomic = ibv_send_wr_atomic {
+        remote_addr: raddr,
+        compare_add: cmp_add,
+        swap,
+        rkey,
+    };
+    wr
+}
+
 pub fn post_send(qp: *mut ibv_qp, wr: &mut ibv_send_wr) -> c_int {
     let mut bad: *mut ibv_send_wr = null_mut();
     // SAFETY: qp is live; wr is a valid one-element list unless the test
