@@ -559,8 +559,16 @@ fn defer_atomic(qp: &Qp, g: &mut QpInner, seq: u64) -> bool {
     }
     if !g.atomics_deferred {
         g.atomics_deferred = true;
-        if let Ok(e) = engine() {
-            e.add_timer(mono_ns() + ATOMIC_DEFER_NS, qp.serial);
+        // One timer at a time: one still pending from an earlier burst
+        // (done before it fired) comes sooner, which serves as well, and a
+        // timer per burst would have the progress thread take the QP from
+        // under the posting thread thousands of times a second.
+        let now = mono_ns();
+        if g.atomic_timer_at <= now {
+            g.atomic_timer_at = now + ATOMIC_DEFER_NS;
+            if let Ok(e) = engine() {
+                e.add_timer(g.atomic_timer_at, qp.serial);
+            }
         }
     }
     true

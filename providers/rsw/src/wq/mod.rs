@@ -97,11 +97,13 @@ pub struct QpInner {
     pub ack_progress: bool,
     pub ack_idle: u8,
     pub rnr_hold_until: u64,
-    /// Inside `ibv_post_send` (the requester may hold back atomics), and
-    /// same-host atomics held back for a batch (a timer is set), and the
-    /// send CQ's poll count when the last atomic was done from a post.
+    /// Inside `ibv_post_send` (the requester may hold back atomics);
+    /// same-host atomics held back for a batch, and when the timer that
+    /// ends the wait fires; the send CQ's poll count when the last atomic
+    /// was done from a post.
     pub posting: bool,
     pub atomics_deferred: bool,
+    pub atomic_timer_at: u64,
     pub atomic_polls: Option<u64>,
     /// The earliest time the requester connects to its peer again, and
     /// whether the connection is such a second attempt not yet answered.
@@ -176,6 +178,7 @@ impl QpInner {
             rnr_hold_until: 0,
             posting: false,
             atomics_deferred: false,
+            atomic_timer_at: 0,
             atomic_polls: None,
             reconnect_at: 0,
             reconnecting: false,
