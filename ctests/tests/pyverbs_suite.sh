@@ -29,7 +29,17 @@ if ! unshare --mount true 2>/dev/null && ! unshare --user --map-root-user --moun
     run=""
     min_ok=120
 fi
+# The ODP and parent-domain huge page tests need 2 MiB pages reserved:
+# as root, reserve a few for the run (and give them back after).
+huge=/proc/sys/vm/nr_hugepages huge_before="" huge_tests=""
+restore_huge() { [ -z "$huge_before" ] || echo "$huge_before" > "$huge" 2>/dev/null; }
+if [ "$(cat "$huge" 2>/dev/null)" = 0 ] && echo 64 > "$huge" 2>/dev/null; then
+    huge_before=0
+    cleanup_hooks="$cleanup_hooks restore_huge"
+    [ "$(cat "$huge")" -gt 0 ] && huge_tests="test_odp_rc_huge_traffic test_odp_rc_huge_user_addr_traffic test_huge_page_traffic"
+fi
 (cd "$work/tests" && timeout 240 $run "$py" run_tests.py --dev rsw_lo --gid 0 -v) > "$work/out" 2>&1
+restore_huge
 tail -4 "$work/out"
 expected="test_create_ah_roce test_import_dm test_imported_rc_ex_rdma_write"
 bad=""
@@ -44,6 +54,10 @@ ok=$(grep -cE '\.\.\. ok$' "$work/out")
 grep -q '^Ran [0-9]* tests' "$work/out" || { tail -30 "$work/out"; fail "the suite did not run"; }
 # Guard against a regression that makes tests skip instead of pass.
 [ "$ok" -ge "$min_ok" ] || fail "only $ok tests passed"
+for t in $huge_tests; do
+    grep -qE "^$t .*\.\.\. ok\$" "$work/out" || { grep -A3 -E "^$t " "$work/out"; fail "$t did not pass with huge pages reserved"; }
+done
+[ -z "$huge_tests" ] || echo "ok: with huge pages reserved: $huge_tests"
 if [ -n "$run" ]; then
     rdmacm_ok=$(grep -E '\(tests\.test_rdmacm\.' "$work/out" | grep -cE '\.\.\. ok$')
     [ "$rdmacm_ok" -ge 10 ] || { grep -E 'test_rdmacm' "$work/out"; fail "only $rdmacm_ok rdma_cm tests passed"; }
