@@ -20,6 +20,16 @@
 #define SEED 8
 #define NRECV 4
 
+/* RSW_TRANSPORT=tcp turns rsw's same-host path off, and with it delivery
+ * into another process's SRQ: a SEND naming one is refused as an invalid
+ * request (README). */
+static int same_host_path(void)
+{
+	const char *t = getenv("RSW_TRANSPORT");
+
+	return !t || strcmp(t, "tcp") != 0;
+}
+
 static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx, int fd, int oflags)
 {
 	struct ibv_xrcd_init_attr a;
@@ -297,7 +307,7 @@ static void delivering_owner(int fd, int dfd)
 		owner_post(&b, i);
 	vt_write_all(fd, &b.srqn, sizeof(b.srqn));
 	vt_read_all(fd, &s, sizeof(s));
-	for (int i = 0; i < NRECV; i++) {
+	for (int i = 0; i < NRECV && same_host_path(); i++) {
 		vt_poll(b.cq, &wc, 1);
 		owner_check(&b, &wc, i, &s);
 	}
@@ -318,7 +328,8 @@ static void delivering_owner(int fd, int dfd)
 	struct ibv_qp_attr at;
 	struct ibv_qp_init_attr ia;
 	CHECK_OK(ibv_query_qp(h, &at, IBV_QP_STATE, &ia));
-	CHECK_EQ(at.qp_state, IBV_QPS_RTS);
+	/* (Over TCP only, A's refused SEND moved it to ERR.) */
+	CHECK_EQ(at.qp_state, same_host_path() ? IBV_QPS_RTS : IBV_QPS_ERR);
 	CHECK_EQ(ia.qp_type, IBV_QPT_XRC_RECV);
 	memset(&at, 0, sizeof(at));
 	at.qp_state = IBV_QPS_ERR;
@@ -344,17 +355,24 @@ static void xrc_srq_of_another_process(void)
 	vt_read_all(sock, &srqn, sizeof(srqn));
 	/* B has the domain: no O_CREAT needed. */
 	sender_open(&a, dfd, 0);
-	for (int i = 0; i < NRECV; i++)
+	for (int i = 0; i < NRECV && same_host_path(); i++)
 		xsend_ok(&a, 100 + i, srqn, msgs[i].off, msgs[i].len,
 			 msgs[i].imm);
+	if (!same_host_path()) {
+		xsend(&a, 100, srqn, 0, 64, 0);
+		vt_poll(a.scq, &wc, 1);
+		CHECK_WC_STATUS(&wc, IBV_WC_REM_INV_REQ_ERR);
+	}
 	s.tgt_qpn = a.tgt->qp_num;
 	s.ini_qpn = a.ini->qp_num;
 	vt_write_all(sock, &s, sizeof(s));
 	expect_byte(sock, 'd');
-	xsend(&a, 200, srqn, 0, 64, 0);
-	vt_poll(a.scq, &wc, 1);
-	CHECK_WC_STATUS(&wc, IBV_WC_REM_INV_REQ_ERR);
-	CHECK_EQ(wc.wr_id, 200);
+	if (same_host_path()) {
+		xsend(&a, 200, srqn, 0, 64, 0);
+		vt_poll(a.scq, &wc, 1);
+		CHECK_WC_STATUS(&wc, IBV_WC_REM_INV_REQ_ERR);
+		CHECK_EQ(wc.wr_id, 200);
+	}
 	send_byte(sock, 'q');
 	reap(pid);
 	close(sock);
@@ -379,6 +397,10 @@ static void waiting_owner(int fd, int dfd)
 	CHECK_OK(ibv_req_notify_cq(b.cq, 0));
 	vt_write_all(fd, &b.srqn, sizeof(b.srqn));
 	vt_read_all(fd, &s, sizeof(s));
+	if (!same_host_path()) {
+		send_byte(fd, 'k');
+		return;
+	}
 	owner_post(&b, 2);
 	vt_alarm(VT_POLL_MS / 1000, "blocking ibv_get_cq_event (SRQ owner)");
 	CHECK_OK(ibv_get_cq_event(b.ch, &ev_cq, &ev_ctx));
@@ -402,10 +424,19 @@ static void xrc_rnr_and_event_across_processes(void)
 	vt_read_all(sock, &srqn, sizeof(srqn));
 	sender_open(&a, dfd, 0);
 	xsend(&a, 102, srqn, msgs[2].off, msgs[2].len, msgs[2].imm);
-	/* No receive yet: the SEND does not complete. */
-	CHECK_NO_WC_FOR(a.scq, 50);
 	s.tgt_qpn = a.tgt->qp_num;
 	s.ini_qpn = a.ini->qp_num;
+	if (!same_host_path()) {
+		vt_poll(a.scq, &wc, 1);
+		CHECK_WC_STATUS(&wc, IBV_WC_REM_INV_REQ_ERR);
+		vt_write_all(sock, &s, sizeof(s));
+		expect_byte(sock, 'k');
+		reap(pid);
+		close(sock);
+		return;
+	}
+	/* No receive yet: the SEND does not complete. */
+	CHECK_NO_WC_FOR(a.scq, 50);
 	vt_write_all(sock, &s, sizeof(s));
 	vt_poll(a.scq, &wc, 1);
 	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_SEND);
@@ -491,8 +522,10 @@ static void killed_owner(int fd, int dfd)
 		owner_post(&b, i);
 	vt_write_all(fd, &b.srqn, sizeof(b.srqn));
 	vt_read_all(fd, &s, sizeof(s));
-	vt_poll(b.cq, &wc, 1);
-	owner_check(&b, &wc, 0, &s);
+	if (same_host_path()) {
+		vt_poll(b.cq, &wc, 1);
+		owner_check(&b, &wc, 0, &s);
+	}
 	send_byte(fd, 'k');
 	/* Killed here (or told to go). */
 	expect_byte(fd, 'q');
@@ -519,7 +552,8 @@ static void xrc_owner_killed(void)
 	sender_open(&a, dfd, 0);
 	s.tgt_qpn = a.tgt->qp_num;
 	s.ini_qpn = a.ini->qp_num;
-	xsend_ok(&a, 100, n1, msgs[0].off, msgs[0].len, msgs[0].imm);
+	if (same_host_path())
+		xsend_ok(&a, 100, n1, msgs[0].off, msgs[0].len, msgs[0].imm);
 	vt_write_all(sock1, &s, sizeof(s));
 	expect_byte(sock1, 'k');
 	CHECK(kill(p1, SIGKILL) == 0);
@@ -529,7 +563,8 @@ static void xrc_owner_killed(void)
 	close(sock1);
 
 	/* The other owner's SRQ still receives. */
-	xsend_ok(&a, 100, n2, msgs[0].off, msgs[0].len, msgs[0].imm);
+	if (same_host_path())
+		xsend_ok(&a, 100, n2, msgs[0].off, msgs[0].len, msgs[0].imm);
 	vt_write_all(sock2, &s, sizeof(s));
 	expect_byte(sock2, 'k');
 	/* A opens the domain again without O_CREAT: it is still there. */
@@ -544,7 +579,43 @@ static void xrc_owner_killed(void)
 	close(sock2);
 }
 
+/* ---------------------------------------------------------------------- */
+
+/* An SRQ resized with ibv_modify_srq keeps its receives to itself (README):
+ * another process's SEND naming it is an invalid request. */
+static void resizing_owner(int fd, int dfd)
+{
+	struct owner b;
+	struct ibv_srq_attr at = { .max_wr = 32 };
+
+	owner_open(&b, dfd, O_CREAT, 0);
+	owner_post(&b, 0);
+	CHECK_OK(ibv_modify_srq(b.srq, &at, IBV_SRQ_MAX_WR));
+	vt_write_all(fd, &b.srqn, sizeof(b.srqn));
+	expect_byte(fd, 'q');
+	CHECK_CQ_EMPTY(b.cq);
+}
+
+static void xrc_resized_srq_refused(void)
+{
+	struct sender a;
+	struct ibv_wc wc;
+	uint32_t srqn;
+	int sock, dfd = domain_file();
+
+	pid_t pid = spawn(&sock, dfd, resizing_owner);
+	vt_read_all(sock, &srqn, sizeof(srqn));
+	sender_open(&a, dfd, 0);
+	xsend(&a, 400, srqn, 0, 64, 0);
+	vt_poll(a.scq, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_REM_INV_REQ_ERR);
+	send_byte(sock, 'q');
+	reap(pid);
+	close(sock);
+}
+
 static const struct vt_case cases[] = {
+	VT_CASE(xrc_resized_srq_refused),
 	VT_CASE(xrc_srq_of_another_process),
 	VT_CASE(xrc_rnr_and_event_across_processes),
 	VT_CASE(xrcd_errno_across_processes),

@@ -18,6 +18,7 @@
 //! warning is logged.
 
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::device::MAX_SGE;
@@ -29,6 +30,10 @@ use crate::xrcd::Domain;
 
 pub struct RemoteSrq {
     pub entry: SrqEntry,
+    /// The registry's generation the entry was last seen in.
+    gen: AtomicU64,
+    /// The owner process (readable once it exits).
+    pidfd: Option<OwnedFd>,
     peer: Arc<Peer>,
     ring: PeerBox,
     /// The SRQ's eventfd in its owner, opened here.
@@ -37,8 +42,17 @@ pub struct RemoteSrq {
 
 /// The SRQ numbered `num` in another process of the domain `d`, if it
 /// exists there and can be reached.
+///
+/// What was found stays known while the registry is unchanged and the
+/// owner lives: a request then costs no lock and one system call.
 pub fn find(d: &Domain, num: u32) -> Option<Arc<RemoteSrq>> {
     let reg = d.reg.as_ref()?;
+    let gen = reg.generation();
+    if let Some(r) = d.remote.lock().get(&num) {
+        if r.gen.load(Ordering::Acquire) == gen && r.owner_alive() {
+            return Some(r.clone());
+        }
+    }
     let e = reg.find_srq(num);
     let mut cache = d.remote.lock();
     let Some(e) = e else {
@@ -46,9 +60,10 @@ pub fn find(d: &Domain, num: u32) -> Option<Arc<RemoteSrq>> {
         return None;
     };
     if let Some(r) = cache.get(&num).filter(|r| r.entry == e) {
+        r.gen.store(gen, Ordering::Release);
         return Some(r.clone());
     }
-    match reach(e) {
+    match reach(e, gen) {
         Ok(r) => {
             cache.insert(num, r.clone());
             Some(r)
@@ -64,19 +79,21 @@ pub fn find(d: &Domain, num: u32) -> Option<Arc<RemoteSrq>> {
     }
 }
 
-fn reach(e: SrqEntry) -> Result<Arc<RemoteSrq>, String> {
+fn reach(e: SrqEntry, gen: u64) -> Result<Arc<RemoteSrq>, String> {
     let (fd, token) = e
         .table
         .ok_or("its process has no same-host path (RSW_TRANSPORT=tcp?)")?;
     let off = e.mbox.ok_or("its receive queue is not shared")?;
     let peer = Peer::open(e.owner.pid as u64, fd, token)?;
     let ring = peer.mailbox_at(off).ok_or("its mailbox is out of reach")?;
+    let pidfd = rustix::process::Pid::from_raw(e.owner.pid as i32).and_then(|pid| {
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+    });
     // An eventfd cannot be opened through /proc: take a duplicate (this
     // needs the ptrace permission the copies need anyway).
     let kick = e.kick_fd.and_then(|k| {
-        let pid = rustix::process::Pid::from_raw(e.owner.pid as i32)?;
-        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()?;
-        rustix::process::pidfd_getfd(&pidfd, k as i32, rustix::process::PidfdGetfdFlags::empty())
+        let pidfd = pidfd.as_ref()?;
+        rustix::process::pidfd_getfd(pidfd, k as i32, rustix::process::PidfdGetfdFlags::empty())
             .inspect_err(|err| {
                 log::warn!(
                     "xrc srq {:#x}: cannot reach pid {}'s eventfd ({err}): its armed CQ learns of completions when polled",
@@ -88,6 +105,8 @@ fn reach(e: SrqEntry) -> Result<Arc<RemoteSrq>, String> {
     });
     Ok(Arc::new(RemoteSrq {
         entry: e,
+        gen: AtomicU64::new(gen),
+        pidfd,
         peer,
         ring,
         kick,
@@ -104,6 +123,24 @@ pub enum Claim {
 }
 
 impl RemoteSrq {
+    /// Whether the owner still runs: a process that died without closing
+    /// leaves its rings mapped here, and nothing must be taken from them.
+    fn owner_alive(&self) -> bool {
+        match &self.pidfd {
+            Some(p) => {
+                let mut fds = [rustix::event::PollFd::new(p, rustix::event::PollFlags::IN)];
+                rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default()))
+                    .is_ok_and(|n| n == 0)
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the SRQ stopped sharing its ring (resized, destroyed).
+    pub fn closed(&self) -> bool {
+        matches!(self.ring.peek(), Err(true))
+    }
+
     /// Takes the oldest posted receive into `w`.
     pub fn claim(&self, w: &mut RecvWqe) -> Claim {
         loop {

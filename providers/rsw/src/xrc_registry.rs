@@ -44,6 +44,9 @@ struct Hdr {
     magic: AtomicU64,
     next_srqn: AtomicU32,
     _pad: AtomicU32,
+    /// Counts changes to the SRQ entries, so a process can keep what it
+    /// looked up while this stays (read without the lock).
+    gen: AtomicU64,
 }
 
 #[repr(C)]
@@ -269,6 +272,15 @@ impl Registry {
         unsafe { std::slice::from_raw_parts(self.map.base.add(QPS_AT) as *const QpSlot, QPS) }
     }
 
+    /// The count of changes to the SRQ entries (see `Hdr::gen`).
+    pub fn generation(&self) -> u64 {
+        self.hdr().gen.load(Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.hdr().gen.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Forgets dead members and what they owned (under the lock).
     fn prune(&self) {
         let owner = |pid: &AtomicU32, start: &AtomicU64| Proc {
@@ -289,6 +301,7 @@ impl Registry {
         for s in self.srqs() {
             if s.num.load(Ordering::Relaxed) != 0 && !member(owner(&s.owner_pid, &s.owner_start)) {
                 s.num.store(0, Ordering::Relaxed);
+                self.changed();
             }
         }
         for q in self.qps() {
@@ -330,6 +343,7 @@ impl Registry {
         slot.kick_fd
             .store(e.kick_fd.map_or(0, |f| f + 1), Ordering::Relaxed);
         slot.num.store(num, Ordering::Relaxed);
+        self.changed();
         Some(num)
     }
 
@@ -341,6 +355,7 @@ impl Registry {
                 && s.owner_pid.load(Ordering::Relaxed) == self.me.pid
             {
                 s.num.store(0, Ordering::Relaxed);
+                self.changed();
             }
         }
     }

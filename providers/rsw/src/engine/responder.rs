@@ -833,6 +833,17 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                     .as_ref()
                     .and_then(|d| crate::remote_srq::find(d, h.xrc_srqn));
                 match remote {
+                    // Resized (or being destroyed): its receives are out
+                    // of reach.
+                    Some(r) if r.closed() => {
+                        log::warn!(
+                            "qp {:#x}: xrc srq {:#x} of another process no longer shares its queue (resized?): request refused",
+                            qp.qpn,
+                            r.entry.num
+                        );
+                        inv_request(qp, g, h.msn);
+                        return;
+                    }
                     Some(r) if matches!(h.op, Op::Send | Op::SendImm) => {
                         g.xrc_bounce
                             .resize(h.length as usize, std::cell::Cell::new(0));
