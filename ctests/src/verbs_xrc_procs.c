@@ -3,7 +3,9 @@
  * file's in every process of the host (EAGAIN without O_CREAT when no
  * process has it, EINVAL with O_EXCL when another has it); an XRC receive
  * QP of one process delivers SENDs into another process's XRC SRQ (its
- * receive, its memory, its CQ, with the receive QP's number); SRQ numbers
+ * receive, its memory checked against its keys, its CQ, with the receive
+ * QP's number; RNR while it has none; its eventfd rung for a waiting
+ * owner); a resized SRQ is refused; SRQ numbers
  * are unique across the processes; ibv_open_qp finds another process's
  * receive QP; a destroyed or dead process's SRQ is an invalid request.
  *
@@ -19,6 +21,10 @@
 
 #define SEED 8
 #define NRECV 4
+#define SRC_LEN 65536
+/* Each receive: two SGEs of SGE_LEN bytes. */
+#define SGE_LEN 20000
+#define RECV_LEN (2 * SGE_LEN)
 
 /* RSW_TRANSPORT=tcp turns rsw's same-host path off, and with it delivery
  * into another process's SRQ: a SEND naming one is refused as an invalid
@@ -194,8 +200,8 @@ static void sender_open(struct sender *a, int dfd, int oflags)
 	a->ini = CHECK_PTR(ibv_create_qp_ex(a->e.ctx, &q));
 	xrc_modify(a->tgt, a->ini->qp_num, &a->e, 1);
 	xrc_modify(a->ini, a->tgt->qp_num, &a->e, 0);
-	vt_buf_reg(&a->e, &a->s, 8192, IBV_ACCESS_LOCAL_WRITE);
-	vt_fill(a->s.p, 8192, SEED);
+	vt_buf_reg(&a->e, &a->s, SRC_LEN, IBV_ACCESS_LOCAL_WRITE);
+	vt_fill(a->s.p, SRC_LEN, SEED);
 }
 
 static void xsend(struct sender *a, uint64_t id, uint32_t srqn, size_t off,
@@ -222,13 +228,13 @@ static void xsend_ok(struct sender *a, uint64_t id, uint32_t srqn, size_t off,
 	CHECK_EQ(wc.wr_id, id);
 }
 
-/* The messages A sends an SRQ owner: (source offset, length, imm). Two
- * SGEs per receive (1000 + 1000 bytes): a message may span both. */
+/* The messages A sends an SRQ owner: (source offset, length, imm). A
+ * message may span both SGEs of its receive. */
 static const struct {
 	uint32_t off, len;
 	int imm;
 } msgs[NRECV] = {
-	{ 0, 300, 0 }, { 512, 200, 1 }, { 1000, 1900, 1 }, { 7000, 8, 0 },
+	{ 0, 300, 0 }, { 512, 200, 1 }, { 1000, 30000, 1 }, { 40000, 8, 0 },
 };
 
 /* B's side: the domain, an XRC SRQ with its CQ and posted receives. */
@@ -250,14 +256,14 @@ static void owner_open(struct owner *b, int dfd, int oflags, int channel)
 	b->cq = CHECK_PTR(ibv_create_cq(b->e.ctx, 32, NULL, b->ch, 0));
 	b->srq = xrc_srq(&b->e, b->xrcd, b->cq);
 	CHECK_OK(ibv_get_srq_num(b->srq, &b->srqn));
-	vt_buf_reg(&b->e, &b->r, NRECV * 2048, IBV_ACCESS_LOCAL_WRITE);
+	vt_buf_reg(&b->e, &b->r, NRECV * RECV_LEN, IBV_ACCESS_LOCAL_WRITE);
 }
 
 static void owner_post(struct owner *b, int i)
 {
 	struct ibv_sge sge[2] = {
-		vt_sge(b->r.p + i * 2048, 1000, b->r.mr->lkey),
-		vt_sge(b->r.p + i * 2048 + 1000, 1000, b->r.mr->lkey),
+		vt_sge(b->r.p + i * RECV_LEN, SGE_LEN, b->r.mr->lkey),
+		vt_sge(b->r.p + i * RECV_LEN + SGE_LEN, SGE_LEN, b->r.mr->lkey),
 	};
 	struct ibv_recv_wr w = { .wr_id = 100 + i, .sg_list = sge, .num_sge = 2 };
 	struct ibv_recv_wr *bad;
@@ -269,9 +275,9 @@ static void owner_post(struct owner *b, int i)
 static void owner_check(struct owner *b, const struct ibv_wc *wc, int i,
 			const struct sent *s)
 {
-	uint8_t *want = vt_alloc(8192);
+	uint8_t *want = vt_alloc(SRC_LEN);
 
-	vt_fill(want, 8192, SEED);
+	vt_fill(want, SRC_LEN, SEED);
 	CHECK_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV);
 	CHECK_EQ(wc->wr_id, 100 + i);
 	CHECK_EQ(wc->byte_len, msgs[i].len);
@@ -283,9 +289,10 @@ static void owner_check(struct owner *b, const struct ibv_wc *wc, int i,
 	} else {
 		CHECK(!(wc->wc_flags & IBV_WC_WITH_IMM));
 	}
-	CHECK_MEM(b->r.p + i * 2048, want + msgs[i].off, msgs[i].len);
+	CHECK_MEM(b->r.p + i * RECV_LEN, want + msgs[i].off, msgs[i].len);
 	/* Nothing past the message was written. */
-	CHECK_BYTES(b->r.p + i * 2048 + msgs[i].len, 0, 2000 - msgs[i].len);
+	CHECK_BYTES(b->r.p + i * RECV_LEN + msgs[i].len, 0,
+		    RECV_LEN - msgs[i].len);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -614,7 +621,62 @@ static void xrc_resized_srq_refused(void)
 	close(sock);
 }
 
+/* ---------------------------------------------------------------------- */
+
+/* The owner's receive names memory of another PD than the SRQ's: checked
+ * against the owner's keys, it completes there with a protection error,
+ * and the sender learns of a remote operation error. */
+static void bad_key_owner(int fd, int dfd)
+{
+	struct owner b;
+	struct sent s;
+	struct ibv_wc wc;
+
+	owner_open(&b, dfd, O_CREAT, 0);
+	struct ibv_pd *pd2 = CHECK_PTR(ibv_alloc_pd(b.e.ctx));
+	void *p = vt_alloc(4096);
+	struct ibv_mr *mr = CHECK_PTR(
+		ibv_reg_mr(pd2, p, 4096, IBV_ACCESS_LOCAL_WRITE));
+	struct ibv_sge sge = vt_sge(p, 4096, mr->lkey);
+	struct ibv_recv_wr w = { .wr_id = 77, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+	CHECK_OK(ibv_post_srq_recv(b.srq, &w, &bad));
+	vt_write_all(fd, &b.srqn, sizeof(b.srqn));
+	vt_read_all(fd, &s, sizeof(s));
+	vt_poll(b.cq, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(wc.wr_id, 77);
+	CHECK_EQ(wc.qp_num, s.tgt_qpn);
+	CHECK_BYTES(p, 0, 4096);
+	send_byte(fd, 'k');
+}
+
+static void xrc_owner_keys_checked(void)
+{
+	struct sender a;
+	struct sent s;
+	struct ibv_wc wc;
+	uint32_t srqn;
+	int sock, dfd = domain_file();
+
+	if (!same_host_path())
+		return;
+	pid_t pid = spawn(&sock, dfd, bad_key_owner);
+	vt_read_all(sock, &srqn, sizeof(srqn));
+	sender_open(&a, dfd, 0);
+	s.tgt_qpn = a.tgt->qp_num;
+	s.ini_qpn = a.ini->qp_num;
+	xsend(&a, 500, srqn, 0, 100, 0);
+	vt_poll(a.scq, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_REM_OP_ERR);
+	vt_write_all(sock, &s, sizeof(s));
+	expect_byte(sock, 'k');
+	reap(pid);
+	close(sock);
+}
+
 static const struct vt_case cases[] = {
+	VT_CASE(xrc_owner_keys_checked),
 	VT_CASE(xrc_resized_srq_refused),
 	VT_CASE(xrc_srq_of_another_process),
 	VT_CASE(xrc_rnr_and_event_across_processes),

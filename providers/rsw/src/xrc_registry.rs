@@ -142,14 +142,20 @@ pub struct Registry {
     me: Proc,
     /// A member (dropping leaves); false while `join` decides.
     joined: bool,
+    /// `flock` excludes other open files, not our own threads (they share
+    /// the open file): they take this first.
+    threads: parking_lot::Mutex<()>,
 }
 
 /// Holds the registry's lock.
-struct Locked<'a>(&'a Registry);
+struct Locked<'a> {
+    reg: &'a Registry,
+    _threads: parking_lot::MutexGuard<'a, ()>,
+}
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        let _ = rustix::fs::flock(&self.0.fd, rustix::fs::FlockOperation::Unlock);
+        let _ = rustix::fs::flock(&self.reg.fd, rustix::fs::FlockOperation::Unlock);
     }
 }
 
@@ -197,10 +203,14 @@ impl Registry {
                 map,
                 me,
                 joined: false,
+                threads: parking_lot::Mutex::new(()),
             };
         };
         // Locked above: adopt the lock.
-        let g = Locked(&r);
+        let g = Locked {
+            reg: &r,
+            _threads: r.threads.lock(),
+        };
         let h = r.hdr();
         if h.magic.load(Ordering::Relaxed) != MAGIC {
             h.next_srqn.store(1, Ordering::Relaxed);
@@ -246,8 +256,12 @@ impl Registry {
     }
 
     fn lock(&self) -> Locked<'_> {
+        let threads = self.threads.lock();
         let _ = rustix::fs::flock(&self.fd, rustix::fs::FlockOperation::LockExclusive);
-        Locked(self)
+        Locked {
+            reg: self,
+            _threads: threads,
+        }
     }
 
     fn hdr(&self) -> &Hdr {
@@ -485,7 +499,8 @@ impl Drop for Registry {
     /// Leaves the domain: our SRQs and QPs go with us; the last member
     /// removes the file.
     fn drop(&mut self) {
-        if !self.joined {
+        // A forked child's copy is not the member.
+        if !self.joined || std::process::id() != self.me.pid {
             return;
         }
         let g = self.lock();

@@ -844,11 +844,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                         inv_request(qp, g, h.msn);
                         return;
                     }
-                    Some(r) if matches!(h.op, Op::Send | Op::SendImm) => {
-                        g.xrc_bounce
-                            .resize(h.length as usize, std::cell::Cell::new(0));
-                        g.xrc_remote = Some(r);
-                    }
+                    Some(r) if matches!(h.op, Op::Send | Op::SendImm) => g.xrc_remote = Some(r),
                     Some(r) => {
                         log::warn!(
                             "qp {:#x}: {:?} into xrc srq {:#x} of another process is not supported",
@@ -890,6 +886,11 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
             {
                 fail_recv(qp, g, h.msn, IBV_WC_LOC_PROT_ERR, Syndrome::RemOp);
                 return;
+            }
+            if g.xrc_remote.is_some() {
+                // (The receive's room bounds it.)
+                g.xrc_bounce
+                    .resize(h.length as usize, std::cell::Cell::new(0));
             }
             // SEND_WITH_INV invalidates a type 2 window of this QP's PD; an
             // rkey that names none is an invalid request.

@@ -592,6 +592,10 @@ impl Qp {
         if e.solicited {
             flags |= mailbox::FLAG_SOLICITED;
         }
+        // A large message's buffer is not kept.
+        if g.xrc_bounce.capacity() > 1 << 20 {
+            g.xrc_bounce = Vec::new();
+        }
         r.complete(&mailbox::Delivered {
             wr_id: e.wr_id,
             byte_len: e.byte_len,
