@@ -678,6 +678,7 @@ mod tests {
             wr_id: 12,
             byte_len: 5,
             flags: FLAG_INLINE,
+            qp_num: 0xabcd,
             ..Delivered::default()
         };
         p.deliver(&d, Some(&i));
