@@ -675,7 +675,46 @@ static void xrc_owner_keys_checked(void)
 	close(sock);
 }
 
+/* ---------------------------------------------------------------------- */
+
+/* Two domains named by two files in one process: each receive QP delivers
+ * into its own domain's SRQ, whatever numbers the domains gave them. */
+static void xrc_two_named_domains_in_one_process(void)
+{
+	struct sender a[2];
+	struct ibv_cq *cq[2];
+	struct ibv_srq *srq[2];
+	struct vt_buf r[2];
+	uint32_t n[2];
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 2; i++) {
+		sender_open(&a[i], domain_file(), O_CREAT);
+		cq[i] = CHECK_PTR(ibv_create_cq(a[i].e.ctx, 8, NULL, NULL, 0));
+		srq[i] = xrc_srq(&a[i].e, a[i].xrcd, cq[i]);
+		CHECK_OK(ibv_get_srq_num(srq[i], &n[i]));
+		vt_buf_reg(&a[i].e, &r[i], 4096, IBV_ACCESS_LOCAL_WRITE);
+		struct ibv_sge sge = vt_sge(r[i].p, 4096, r[i].mr->lkey);
+		struct ibv_recv_wr w = { .wr_id = 10 + i, .sg_list = &sge,
+					 .num_sge = 1 };
+		struct ibv_recv_wr *bad;
+		CHECK_OK(ibv_post_srq_recv(srq[i], &w, &bad));
+	}
+	for (int i = 0; i < 2; i++) {
+		xsend_ok(&a[i], 20 + i, n[i], 100 * i, 64 + i, 0);
+		vt_poll(cq[i], &wc, 1);
+		CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+		CHECK_EQ(wc.wr_id, 10 + i);
+		CHECK_EQ(wc.byte_len, 64 + i);
+		CHECK_EQ(wc.qp_num, a[i].tgt->qp_num);
+		CHECK_MEM(r[i].p, a[i].s.p + 100 * i, 64 + i);
+	}
+	CHECK_CQ_EMPTY(cq[0]);
+	CHECK_CQ_EMPTY(cq[1]);
+}
+
 static const struct vt_case cases[] = {
+	VT_CASE(xrc_two_named_domains_in_one_process),
 	VT_CASE(xrc_owner_keys_checked),
 	VT_CASE(xrc_resized_srq_refused),
 	VT_CASE(xrc_srq_of_another_process),

@@ -33,10 +33,12 @@ use verbs_rt::Handles;
 /// The SRQs handed out and not destroyed.
 pub static SRQS: Handles<Arc<Srq>> = Handles::new();
 
-/// SRQs by number (`ibv_get_srq_num`): how an XRC request names the SRQ it
-/// lands in.
-static BY_NUMBER: ForkFresh<Mutex<HashMap<u32, Weak<Srq>>>> =
-    ForkFresh::new(|| Mutex::new(HashMap::new()));
+/// SRQs by domain (`Domain::id`, 0 for basic SRQs) and number
+/// (`ibv_get_srq_num`): how an XRC request names the SRQ it lands in.
+/// Numbers are unique per domain (a shared domain's registry numbers
+/// them; two such domains may use the same ones).
+type ByNumber = HashMap<(u64, u32), Weak<Srq>>;
+static BY_NUMBER: ForkFresh<Mutex<ByNumber>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
 static NEXT_NUMBER: AtomicU32 = AtomicU32::new(1);
 
 /// A new process-local SRQ number: 24 bits, the low 12 counting this
@@ -50,9 +52,19 @@ fn srq_number() -> u32 {
     (pid << 12) | n.max(1)
 }
 
-/// The live SRQ with number `n`.
-pub fn by_number(n: u32) -> Option<Arc<Srq>> {
-    BY_NUMBER.get().lock().get(&n).and_then(Weak::upgrade)
+/// The live XRC SRQ with number `n` in domain `d`.
+pub fn by_number(d: &Domain, n: u32) -> Option<Arc<Srq>> {
+    BY_NUMBER
+        .get()
+        .lock()
+        .get(&(d.id, n))
+        .and_then(Weak::upgrade)
+}
+
+impl Srq {
+    fn number_key(&self) -> (u64, u32) {
+        (self.xrc.as_ref().map_or(0, |x| x.domain.id), self.num)
+    }
 }
 
 /// What makes an SRQ an XRC SRQ: its domain, and the CQ its receives
@@ -296,7 +308,10 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         x.domain.users.fetch_add(1, Ordering::AcqRel);
         x.cq.qp_refs.fetch_add(1, Ordering::AcqRel);
     }
-    BY_NUMBER.get().lock().insert(srq.num, Arc::downgrade(&srq));
+    BY_NUMBER
+        .get()
+        .lock()
+        .insert(srq.number_key(), Arc::downgrade(&srq));
     if srq.registered {
         srq.attach_remote();
     }
@@ -424,7 +439,7 @@ pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
         x.domain.users.fetch_sub(1, Ordering::AcqRel);
         x.cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
     }
-    BY_NUMBER.get().lock().remove(&s.num);
+    BY_NUMBER.get().lock().remove(&s.number_key());
     SRQS.remove(srq);
     // SAFETY: reclaims the reference create forgot.
     drop(unsafe { Arc::from_raw(srq as *const Srq) });

@@ -213,6 +213,9 @@ impl Registry {
         };
         let h = r.hdr();
         if h.magic.load(Ordering::Relaxed) != MAGIC {
+            // Numbers are the domain's: two domains (even in one process)
+            // may use the same ones (`srq::by_number` looks them up per
+            // domain).
             h.next_srqn.store(1, Ordering::Relaxed);
             h.magic.store(MAGIC, Ordering::Relaxed);
         }

@@ -21,7 +21,6 @@
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use verbs_abi::*;
 
@@ -815,12 +814,10 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // An XRC request names the SRQ (in this QP's domain) it lands in, and
     // so the PD its keys are checked against.
     if g.qp_type == IBV_QPT_XRC_RECV {
-        let srq = crate::srq::by_number(h.xrc_srqn).filter(|s| {
-            s.xrc
-                .as_ref()
-                .zip(qp.xrcd.as_ref())
-                .is_some_and(|(x, d)| Arc::ptr_eq(&x.domain, d))
-        });
+        let srq = qp
+            .xrcd
+            .as_ref()
+            .and_then(|d| crate::srq::by_number(d, h.xrc_srqn));
         g.xrc_remote = None;
         match srq {
             Some(s) => g.xrc_srq = Some(s),
