@@ -16,6 +16,7 @@
 #include "common/verbs_util.c"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -649,6 +650,25 @@ static void bad_key_owner(int fd, int dfd)
 	CHECK_EQ(wc.qp_num, s.tgt_qpn);
 	CHECK_BYTES(p, 0, 4096);
 	send_byte(fd, 'k');
+	vt_read_all(fd, &s, sizeof(s));
+
+	/* A buffer registered, then unmapped: the copy into it fails, the
+	 * receive completes with a protection error, the sender is told. */
+	void *gone = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(gone != MAP_FAILED);
+	struct ibv_mr *gmr = CHECK_PTR(
+		ibv_reg_mr(b.e.pd, gone, 8192, IBV_ACCESS_LOCAL_WRITE));
+	CHECK(munmap(gone, 8192) == 0);
+	sge = vt_sge(gone, 8192, gmr->lkey);
+	w.wr_id = 78;
+	CHECK_OK(ibv_post_srq_recv(b.srq, &w, &bad));
+	vt_write_all(fd, &b.srqn, sizeof(b.srqn));
+	vt_poll(b.cq, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_LOC_PROT_ERR);
+	CHECK_EQ(wc.wr_id, 78);
+	CHECK_EQ(wc.qp_num, s.tgt_qpn);
+	send_byte(fd, 'u');
 }
 
 static void xrc_owner_keys_checked(void)
@@ -671,6 +691,17 @@ static void xrc_owner_keys_checked(void)
 	CHECK_WC_STATUS(&wc, IBV_WC_REM_OP_ERR);
 	vt_write_all(sock, &s, sizeof(s));
 	expect_byte(sock, 'k');
+	/* (The failure moved both QPs to ERR: a fresh pair.) */
+	struct sender a2;
+	sender_open(&a2, dfd, 0);
+	s.tgt_qpn = a2.tgt->qp_num;
+	s.ini_qpn = a2.ini->qp_num;
+	vt_write_all(sock, &s, sizeof(s));
+	vt_read_all(sock, &srqn, sizeof(srqn));
+	xsend(&a2, 501, srqn, 0, 5000, 0);
+	vt_poll(a2.scq, &wc, 1);
+	CHECK_WC_STATUS(&wc, IBV_WC_REM_OP_ERR);
+	expect_byte(sock, 'u');
 	reap(pid);
 	close(sock);
 }

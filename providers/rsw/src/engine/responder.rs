@@ -1214,6 +1214,24 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
             return;
         }
     }
+    // Another process's receive: the message goes there now, so a failure
+    // (its memory unmapped since, the process gone) can still be NAKed.
+    if let Some(r) = g.xrc_remote.clone().filter(|_| g.claimed && h.length > 0) {
+        let end = (bulk + tail) as usize;
+        if let Some(b) = g.xrc_bounce.get(bulk as usize..end) {
+            for (c, v) in b.iter().zip(&tail_bytes[..tail as usize]) {
+                c.set(*v);
+            }
+        }
+        let placed = g.xrc_bounce.len() >= end
+            // SAFETY: the bounce buffer holds the message's `end` bytes.
+            && unsafe { r.write(&g.recv, g.xrc_bounce.as_ptr() as *const u8, end) };
+        if !placed {
+            dest_error(qp, g, &h, DestError::Local, 0);
+            return;
+        }
+        g.xrc_placed = true;
+    }
     let imm = h.flags & FLAG_IMM != 0;
     let peer = g.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
     let reliable = g.reliable();

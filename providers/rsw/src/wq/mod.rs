@@ -60,6 +60,8 @@ pub struct QpInner {
     /// received into `xrc_bounce`, then written into the owner's receive.
     pub xrc_remote: Option<Arc<crate::remote_srq::RemoteSrq>>,
     pub xrc_bounce: Vec<std::cell::Cell<u8>>,
+    /// The message is already in the owner's receive (`finish_request`).
+    pub xrc_placed: bool,
     pub listener: Option<Listener>,
     /// UD: the QP's datagram socket and the multicast groups it joined.
     pub dgram: Option<Dgram>,
@@ -144,6 +146,7 @@ impl QpInner {
             xrc_srq: None,
             xrc_remote: None,
             xrc_bounce: Vec::new(),
+            xrc_placed: false,
             listener,
             dgram,
             mcast: Vec::new(),
@@ -574,7 +577,8 @@ impl Qp {
     /// A receive of another process's XRC SRQ: the payload (in
     /// `xrc_bounce`) goes into its buffers, the completion into its ring.
     fn complete_remote(&self, g: &mut QpInner, r: &crate::remote_srq::RemoteSrq, mut e: Cqe) {
-        if e.status == IBV_WC_SUCCESS && e.byte_len > 0 {
+        let placed = std::mem::take(&mut g.xrc_placed);
+        if e.status == IBV_WC_SUCCESS && e.byte_len > 0 && !placed {
             let len = (e.byte_len as usize).min(g.xrc_bounce.len());
             // SAFETY: the bounce buffer holds at least `len` bytes.
             if !unsafe { r.write(&g.recv, g.xrc_bounce.as_ptr() as *const u8, len) } {
