@@ -36,6 +36,7 @@ pub mod pd;
 pub mod port;
 pub mod progress;
 pub mod qp;
+pub mod remote_srq;
 pub mod ringmem;
 pub mod srq;
 pub mod stats;
@@ -45,6 +46,7 @@ pub mod transport;
 mod util;
 pub mod wire;
 pub mod wq;
+pub mod xrc_registry;
 pub mod xrcd;
 
 use std::os::raw::c_void;

@@ -34,25 +34,38 @@ use verbs_rt::Handles;
 /// The SRQs handed out and not destroyed.
 pub static SRQS: Handles<Arc<Srq>> = Handles::new();
 
-/// SRQs by number (`ibv_get_srq_num`): how an XRC request names the SRQ it
-/// lands in.
-static BY_NUMBER: ForkFresh<Mutex<HashMap<u32, Weak<Srq>>>> =
-    ForkFresh::new(|| Mutex::new(HashMap::new()));
+/// SRQs by domain (`Domain::id`, 0 for basic SRQs) and number
+/// (`ibv_get_srq_num`): how an XRC request names the SRQ it lands in.
+/// Numbers are unique per domain (a shared domain's registry numbers
+/// them; two such domains may use the same ones).
+type ByNumber = HashMap<(u64, u32), Weak<Srq>>;
+static BY_NUMBER: ForkFresh<Mutex<ByNumber>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
 static NEXT_NUMBER: AtomicU32 = AtomicU32::new(1);
 
-/// A new SRQ number: 24 bits, the low 12 counting this process's SRQs and
-/// the high 12 taken from the process id, so another process's XRC SRQ
-/// number is (almost always) not one of ours: a request naming it is
-/// refused (`IBV_WC_REM_INV_REQ_ERR`) instead of landing in the wrong SRQ.
+/// A new process-local SRQ number: 24 bits, the low 12 counting this
+/// process's SRQs and the next 11 taken from the process id. XRC SRQs of
+/// a domain shared between processes are numbered by its registry
+/// instead, with bit 23 set (`xrc_registry::SHARED_SRQN`), unique across
+/// the domain's processes.
 fn srq_number() -> u32 {
-    let pid = std::process::id() & 0xfff;
+    let pid = std::process::id() & 0x7ff;
     let n = NEXT_NUMBER.fetch_add(1, Ordering::Relaxed) & 0xfff;
     (pid << 12) | n.max(1)
 }
 
-/// The live SRQ with number `n`.
-pub fn by_number(n: u32) -> Option<Arc<Srq>> {
-    BY_NUMBER.get().lock().get(&n).and_then(Weak::upgrade)
+/// The live XRC SRQ with number `n` in domain `d`.
+pub fn by_number(d: &Domain, n: u32) -> Option<Arc<Srq>> {
+    BY_NUMBER
+        .get()
+        .lock()
+        .get(&(d.id, n))
+        .and_then(Weak::upgrade)
+}
+
+impl Srq {
+    fn number_key(&self) -> (u64, u32) {
+        (self.xrc.as_ref().map_or(0, |x| x.domain.id), self.num)
+    }
 }
 
 /// What makes an SRQ an XRC SRQ: its domain, and the CQ its receives
@@ -100,6 +113,17 @@ pub struct Srq {
     /// Its receive ring is in a mailbox same-host peers take from.
     pub sharing: std::sync::atomic::AtomicBool,
     pub xrc: Option<XrcSrq>,
+    /// An XRC SRQ of a domain shared between processes: its number is in
+    /// the domain's registry, and other processes' receive QPs take its
+    /// receives from its mailbox and leave completions there
+    /// (`remote_srq`); `kick` (an eventfd they write when its CQ is
+    /// armed) and `serial` (its progress-engine target) bring them to the
+    /// CQ.
+    pub registered: bool,
+    pub serial: u64,
+    kick: Option<std::os::fd::OwnedFd>,
+    /// One mover of completions at a time (poll and progress thread).
+    draining: Mutex<()>,
 }
 
 // SAFETY: mutable state is behind `inner`'s mutex; `ibv` is written only
@@ -226,6 +250,37 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     ibv.context = context;
     ibv.srq_context = a.srq_context;
     ibv.pd = a.pd;
+    // Other processes reach an XRC SRQ of a shared domain through its
+    // mailbox; one of an unnamed domain stays private.
+    let reg = xrc.as_ref().and_then(|x| x.domain.reg.as_ref());
+    let registered = reg.is_some();
+    let rq = if xrc.is_some() && reg.is_none() {
+        RecvQueue::new(at.max_wr as usize, max_sge as usize)
+    } else {
+        RecvQueue::shared(at.max_wr as usize, max_sge as usize)
+    };
+    let (num, kick) = match reg {
+        None => (srq_number(), None),
+        Some(r) => {
+            use std::os::fd::AsRawFd;
+            let kick = rq.mailbox().and_then(|_| {
+                rustix::event::eventfd(
+                    0,
+                    rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+                )
+                .ok()
+            });
+            let e = crate::xrc_registry::SrqEntry {
+                num: 0,
+                owner: crate::xrc_registry::Proc { pid: 0, start: 0 },
+                table: crate::transport::local::offer().map(|(_, fd, token)| (fd, token)),
+                pd: pd.id,
+                mbox: rq.mailbox().map(|m| m.offset()),
+                kick_fd: kick.as_ref().map(|k| k.as_raw_fd() as u32),
+            };
+            (r.add_srq(&e).ok_or(libc::ENOMEM)?, kick)
+        }
+    };
     let srq = Arc::new(Srq {
         ibv: UnsafeCell::new(ibv),
         ctx,
@@ -242,9 +297,13 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         }),
         async_events: Arc::new(EventCounter::default()),
         users: AtomicU32::new(0),
-        num: srq_number(),
+        num,
         xrc,
         sharing: std::sync::atomic::AtomicBool::new(false),
+        registered,
+        serial: crate::qp::NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+        kick,
+        draining: Mutex::new(()),
     });
     // An SRQ has no state of its own: its ring is open from the start
     // (each QP's own mailbox says whether that QP receives).
@@ -261,7 +320,13 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         x.domain.users.fetch_add(1, Ordering::AcqRel);
         x.cq.qp_refs.fetch_add(1, Ordering::AcqRel);
     }
-    BY_NUMBER.get().lock().insert(srq.num, Arc::downgrade(&srq));
+    BY_NUMBER
+        .get()
+        .lock()
+        .insert(srq.number_key(), Arc::downgrade(&srq));
+    if srq.registered {
+        srq.attach_remote();
+    }
     a.attr.max_wr = at.max_wr;
     a.attr.max_sge = max_sge;
     let p = srq.as_ibv();
@@ -394,11 +459,14 @@ pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
     unsafe { Pd::from_ibv(s.pd) }
         .users
         .fetch_sub(1, Ordering::AcqRel);
+    if s.registered {
+        s.detach_remote();
+    }
     if let Some(x) = &s.xrc {
         x.domain.users.fetch_sub(1, Ordering::AcqRel);
         x.cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
     }
-    BY_NUMBER.get().lock().remove(&s.num);
+    BY_NUMBER.get().lock().remove(&s.number_key());
     SRQS.remove(srq);
     // SAFETY: reclaims the reference create forgot.
     drop(unsafe { Arc::from_raw(srq as *const Srq) });
@@ -496,4 +564,122 @@ unsafe fn post_srq_recv_inner(
         }
     }
     rc
+}
+
+// ---- an XRC SRQ other processes deliver into ------------------------------------------
+
+impl Srq {
+    /// Lets other processes' completions reach the SRQ's CQ: polling the
+    /// CQ moves them, and so does the progress thread when they ring.
+    fn attach_remote(self: &Arc<Self>) {
+        let Some(x) = &self.xrc else { return };
+        x.cq.attach_qp(self);
+        if let (Some(k), Ok(e)) = (&self.kick, engine()) {
+            use std::os::fd::AsRawFd;
+            e.register_qp(self.serial, self);
+            let tok = crate::progress::token(self.serial, crate::progress::Kind::Datagram);
+            if let Err(err) = e.add(k.as_raw_fd(), tok, libc::EPOLLIN as u32) {
+                log::warn!("srq {:#x}: cannot watch its eventfd: {err}", self.num);
+            }
+        }
+    }
+
+    fn detach_remote(&self) {
+        if let Some(r) = self.xrc.as_ref().and_then(|x| x.domain.reg.as_ref()) {
+            r.remove_srq(self.num);
+        }
+        // No process takes a receive any more: close the ring.
+        if let Some(m) = self.inner.lock().rq.mailbox() {
+            m.set_open(false);
+        }
+        if let Some(x) = &self.xrc {
+            x.cq.detach_qp(self as *const Srq);
+        }
+        if let Ok(e) = engine() {
+            e.unregister_qp(self.serial);
+        }
+        if let Some(k) = &self.kick {
+            use std::os::fd::AsRawFd;
+            crate::progress::unwatch(k.as_raw_fd());
+        }
+    }
+
+    /// Moves the completions other processes left in the mailbox to the
+    /// SRQ's CQ.
+    fn drain_remote(&self, wait: bool) {
+        let Some(x) = &self.xrc else { return };
+        let _d = if wait {
+            self.draining.lock()
+        } else {
+            match self.draining.try_lock() {
+                Some(d) => d,
+                None => return,
+            }
+        };
+        let Some(m) = self.inner.lock().rq.mailbox().cloned() else {
+            return;
+        };
+        let mut any = false;
+        while let Some((d, _)) = m.pop_completion() {
+            any = true;
+            x.cq.push(crate::cq::Cqe {
+                wr_id: d.wr_id,
+                status: d.status,
+                opcode: d.opcode,
+                byte_len: d.byte_len,
+                imm: d.imm,
+                qp_num: d.qp_num,
+                src_qp: d.src_qp,
+                wc_flags: if d.flags & crate::transport::mailbox::FLAG_IMM != 0 {
+                    IBV_WC_WITH_IMM
+                } else {
+                    0
+                },
+                solicited: d.flags & crate::transport::mailbox::FLAG_SOLICITED != 0,
+                ..crate::cq::Cqe::default()
+            });
+        }
+        if any {
+            x.cq.if_unarmed(|| m.set_want_kick(false));
+            self.taken_by_peers();
+        }
+    }
+}
+
+impl crate::cq::Producer for Srq {
+    fn drive(&self) {
+        self.drain_remote(false);
+    }
+
+    fn kick(&self) {
+        if let Ok(e) = engine() {
+            e.kick(self.serial);
+        }
+    }
+
+    fn armed(&self) {
+        let m = self.inner.lock().rq.mailbox().cloned();
+        if let Some(m) = m {
+            m.set_want_kick(true);
+            if m.has_completions() {
+                crate::cq::Producer::kick(self);
+            }
+        }
+    }
+}
+
+impl crate::progress::Target for Srq {
+    fn on_event(&self, _kind: crate::progress::Kind, _events: u32) {
+        if let Some(k) = &self.kick {
+            let mut b = [0u8; 8];
+            let _ = rustix::io::read(k, &mut b);
+        }
+        self.drain_remote(true);
+    }
+
+    fn on_kick(&self) {
+        self.drain_remote(true);
+    }
+
+    fn on_timer(&self, _now: u64) {}
 }

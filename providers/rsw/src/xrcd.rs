@@ -4,8 +4,15 @@
 //! the kernel names it: opening the same file again (with `O_CREAT`, or
 //! without once it exists) gives the same domain, `O_EXCL` refuses an
 //! existing one, and a file with no domain yet needs `O_CREAT`. `fd` -1
-//! opens a new, unnamed domain. Domains are this process's: XRC SRQs and
-//! receive QPs are shared between the QPs of one process (see the README).
+//! opens a new, unnamed domain, this process's only.
+//!
+//! A named domain is the same domain in every process of the host that
+//! opens the file: the processes find each other, and each other's XRC
+//! SRQs and receive QPs, in the domain's registry (`xrc_registry`), so
+//! `O_EXCL`/`EAGAIN` answer for the whole host, an XRC receive QP of one
+//! process delivers SENDs into another's XRC SRQ (`remote_srq`), and
+//! `ibv_open_qp` finds another process's receive QP. Within a process the
+//! domain is one object however often it is opened.
 
 use std::collections::HashMap;
 use std::os::raw::c_int;
@@ -28,6 +35,11 @@ pub struct Domain {
     pub users: AtomicU32,
     /// The file's (device, inode), for named domains.
     key: Option<(u64, u64)>,
+    /// Named domains: our membership of the host-wide domain (None when
+    /// the registry cannot be had: then the domain is this process's).
+    pub reg: Option<crate::xrc_registry::Registry>,
+    /// Other processes' SRQs requests named lately (`remote_srq`).
+    pub remote: Mutex<HashMap<u32, Arc<crate::remote_srq::RemoteSrq>>>,
 }
 
 impl Drop for Domain {
@@ -76,11 +88,13 @@ fn file_key(fd: c_int) -> Result<(u64, u64), c_int> {
     Ok((st.st_dev, st.st_ino))
 }
 
-fn new_domain(key: Option<(u64, u64)>) -> Arc<Domain> {
+fn new_domain(key: Option<(u64, u64)>, reg: Option<crate::xrc_registry::Registry>) -> Arc<Domain> {
     Arc::new(Domain {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         users: AtomicU32::new(0),
         key,
+        reg,
+        remote: Mutex::new(HashMap::new()),
     })
 }
 
@@ -95,17 +109,31 @@ fn open(a: &ibv_xrcd_init_attr) -> Result<Arc<Domain>, c_int> {
         return Err(libc::EINVAL);
     }
     if a.fd == -1 {
-        return Ok(new_domain(None));
+        return Ok(new_domain(None, None));
     }
     let key = file_key(a.fd)?;
     let mut m = NAMED.get().lock();
     match m.get(&key).and_then(Weak::upgrade) {
         Some(_) if a.oflags & libc::O_EXCL != 0 => Err(libc::EINVAL),
         Some(d) => Ok(d),
-        // No domain for the file yet: only O_CREAT makes one.
-        None if a.oflags & libc::O_CREAT == 0 => Err(libc::EAGAIN),
         None => {
-            let d = new_domain(Some(key));
+            // Not open in this process: the registry answers for the
+            // host (no domain anywhere: only O_CREAT makes one).
+            let reg = match crate::xrc_registry::Registry::join(key, a.oflags) {
+                Ok(r) => Some(r),
+                Err(e @ (libc::EAGAIN | libc::EINVAL)) => return Err(e),
+                Err(e) => {
+                    log::warn!(
+                        "xrcd: no host-wide registry ({}): the domain is this process's",
+                        std::io::Error::from_raw_os_error(e)
+                    );
+                    if a.oflags & libc::O_CREAT == 0 {
+                        return Err(libc::EAGAIN);
+                    }
+                    None
+                }
+            };
+            let d = new_domain(Some(key), reg);
             m.insert(key, Arc::downgrade(&d));
             Ok(d)
         }

@@ -901,6 +901,7 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
             IBV_WC_LOC_PROT_ERR
         },
         src_qp: qp.qpn,
+        qp_num: 0,
     };
     let ring = mbox.deliver(&d, inline.as_ref());
     if moved {

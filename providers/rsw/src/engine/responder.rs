@@ -21,7 +21,6 @@
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use verbs_abi::*;
 
@@ -95,6 +94,10 @@ const HELLO_TIMEOUT_NS: u64 = 2_000_000_000;
 /// How long a connection with a valid hello is held for a QP that has not
 /// reached RTR yet (its peer got there first, the usual case, by moments).
 const HELD_TIMEOUT_NS: u64 = 30_000_000_000;
+
+/// How often an RNR wait on another process's XRC SRQ looks for a posted
+/// receive (its owner's posts do not reach us).
+const REMOTE_SRQ_POLL_NS: u64 = 1_000_000;
 
 /// Whether a connection that arrived at `local` from `peer` can be the
 /// QP's peer: it must arrive at one of the device's addresses (a QP of
@@ -568,6 +571,16 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         return;
     }
     let Rx::Stalled(h) = inc.rx else { return };
+    if g.xrc_remote.is_some() {
+        if qp.claim_recv(g) {
+            pump(qp, g);
+            return;
+        }
+        if let Ok(e) = engine() {
+            e.add_timer(now + REMOTE_SRQ_POLL_NS, qp.serial);
+        }
+    }
+    let Some(inc) = g.inc.as_mut() else { return };
     if inc.rnr_notice_at != 0 && inc.rnr_notice_at <= now && !inc.closing {
         inc.push_resp(&Header::new(Op::RnrWait, h.msn), None);
         inc.rnr_notice_at = now + RNR_NOTICE_NS;
@@ -746,6 +759,14 @@ fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
         e.add_timer(inc.rnr_notice_at, qp.serial);
     }
     let retries = h.rnr_retry();
+    // Another process's SRQ does not wake us when a receive is posted:
+    // look again shortly.
+    if g.xrc_remote.is_some() {
+        if let Ok(e) = engine() {
+            e.add_timer(mono_ns() + REMOTE_SRQ_POLL_NS, qp.serial);
+        }
+    }
+    let Some(inc) = g.inc.as_mut() else { return };
     // 7 means retry forever.
     if retries < 7 {
         let d = mono_ns() + rnr_timer_ns(min_rnr) * (retries as u64 + 1);
@@ -793,17 +814,49 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // An XRC request names the SRQ (in this QP's domain) it lands in, and
     // so the PD its keys are checked against.
     if g.qp_type == IBV_QPT_XRC_RECV {
-        let srq = crate::srq::by_number(h.xrc_srqn).filter(|s| {
-            s.xrc
-                .as_ref()
-                .zip(qp.xrcd.as_ref())
-                .is_some_and(|(x, d)| Arc::ptr_eq(&x.domain, d))
-        });
+        let srq = qp
+            .xrcd
+            .as_ref()
+            .and_then(|d| crate::srq::by_number(d, h.xrc_srqn));
+        g.xrc_remote = None;
         match srq {
             Some(s) => g.xrc_srq = Some(s),
             None => {
-                inv_request(qp, g, h.msn);
-                return;
+                g.xrc_srq = None;
+                // Another process's SRQ in the domain (`remote_srq`):
+                // SENDs only.
+                let remote = qp
+                    .xrcd
+                    .as_ref()
+                    .and_then(|d| crate::remote_srq::find(d, h.xrc_srqn));
+                match remote {
+                    // Resized (or being destroyed): its receives are out
+                    // of reach.
+                    Some(r) if r.closed() => {
+                        log::warn!(
+                            "qp {:#x}: xrc srq {:#x} of another process no longer shares its queue (resized?): request refused",
+                            qp.qpn,
+                            r.entry.num
+                        );
+                        inv_request(qp, g, h.msn);
+                        return;
+                    }
+                    Some(r) if matches!(h.op, Op::Send | Op::SendImm) => g.xrc_remote = Some(r),
+                    Some(r) => {
+                        log::warn!(
+                            "qp {:#x}: {:?} into xrc srq {:#x} of another process is not supported",
+                            qp.qpn,
+                            h.op,
+                            r.entry.num
+                        );
+                        inv_request(qp, g, h.msn);
+                        return;
+                    }
+                    None => {
+                        inv_request(qp, g, h.msn);
+                        return;
+                    }
+                }
             }
         }
     }
@@ -821,6 +874,20 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
             if h.length as u64 > g.recv.room() {
                 fail_recv(qp, g, h.msn, IBV_WC_LOC_LEN_ERR, Syndrome::RemInvReq);
                 return;
+            }
+            // Another process's receive: its keys, checked now, while a
+            // NAK can still say why.
+            if g.xrc_remote
+                .as_ref()
+                .is_some_and(|r| !r.check(&g.recv, h.length as u64))
+            {
+                fail_recv(qp, g, h.msn, IBV_WC_LOC_PROT_ERR, Syndrome::RemOp);
+                return;
+            }
+            if g.xrc_remote.is_some() {
+                // (The receive's room bounds it.)
+                g.xrc_bounce
+                    .resize(h.length as usize, std::cell::Cell::new(0));
             }
             // SEND_WITH_INV invalidates a type 2 window of this QP's PD; an
             // rkey that names none is an invalid request.
@@ -1011,6 +1078,16 @@ fn dest_iov(
         if !g.claimed {
             return Err(DestError::Local);
         }
+        if g.xrc_remote.is_some() {
+            // Into our bounce buffer (sized to the message at its header).
+            let end = (off as usize).checked_add(len).ok_or(DestError::Local)?;
+            let b = g
+                .xrc_bounce
+                .get(off as usize..end)
+                .ok_or(DestError::Local)?;
+            v[0] = iov(b.as_ptr() as *const u8, len);
+            return Ok(1);
+        }
         t.sge_iovs(g.recv.sges(), off as u64, len, g.recv.pd_id, true, v)
             .map_err(|_| DestError::Local)
     } else {
@@ -1155,6 +1232,24 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
             dest_error(qp, g, &h, e, 0);
             return;
         }
+    }
+    // Another process's receive: the message goes there now, so a failure
+    // (its memory unmapped since, the process gone) can still be NAKed.
+    if let Some(r) = g.xrc_remote.clone().filter(|_| g.claimed && h.length > 0) {
+        let end = (bulk + tail) as usize;
+        if let Some(b) = g.xrc_bounce.get(bulk as usize..end) {
+            for (c, v) in b.iter().zip(&tail_bytes[..tail as usize]) {
+                c.set(*v);
+            }
+        }
+        let placed = g.xrc_bounce.len() >= end
+            // SAFETY: the bounce buffer holds the message's `end` bytes.
+            && unsafe { r.write(&g.recv, g.xrc_bounce.as_ptr() as *const u8, end) };
+        if !placed {
+            dest_error(qp, g, &h, DestError::Local, 0);
+            return;
+        }
+        g.xrc_placed = true;
     }
     let imm = h.flags & FLAG_IMM != 0;
     let peer = g.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);

@@ -240,6 +240,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         xrcd,
         srq,
         opened_from: None,
+        foreign: false,
         mbox: inner.rq.mailbox().cloned().or(srq_box),
         inner: Mutex::new(inner),
         async_events: Arc::new(EventCounter::default()),
@@ -273,6 +274,10 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     }
     if let Some(d) = &qp.xrcd {
         d.users.fetch_add(1, Ordering::AcqRel);
+        // Other processes of the domain may open it.
+        if let Some(r) = &d.reg {
+            r.set_qp(qp.qpn, IBV_QPS_RESET);
+        }
     }
     for cq in qp.cqs() {
         cq.qp_refs.fetch_add(1, Ordering::AcqRel);
@@ -326,7 +331,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     // SAFETY: qp came from create_qp_ex; this call claimed it, so only it
     // reclaims it.
     let q = unsafe { Qp::from_ibv(qp) };
-    if q.opened_from.is_some() {
+    if q.opened_from.is_some() || q.foreign {
         return close_opened(qp, q);
     }
     if let Ok(e) = engine() {
@@ -356,6 +361,9 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     }
     if let Some(d) = &q.xrcd {
         d.users.fetch_sub(1, Ordering::AcqRel);
+        if let Some(r) = &d.reg {
+            r.remove_qp(q.qpn);
+        }
     }
     if !q.pd.is_null() {
         // SAFETY: the PD outlives its QPs.
@@ -370,9 +378,10 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
 }
 
 /// `ibv_open_qp`: another handle to an XRC receive QP of the domain,
-/// found by number. The handle forwards modify and query to the QP and
-/// closes with `ibv_destroy_qp` without touching the QP. Domains live in one
-/// process, so only that process's QPs can be opened.
+/// found by number. For a QP of this process the handle forwards modify
+/// and query to the QP; for another process's (found in the domain's
+/// registry) query reports the QP's state and modify is EOPNOTSUPP. Either
+/// closes with `ibv_destroy_qp` without touching the QP.
 fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, c_int> {
     let need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
     if a.comp_mask & need != need || a.comp_mask & !(need | IBV_QP_OPEN_ATTR_CONTEXT) != 0 {
@@ -387,19 +396,33 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
             w.upgrade().is_some_and(|q| {
                 q.qpn == a.qp_num
                     && q.opened_from.is_none()
+                    && !q.foreign
                     && q.xrcd.as_ref().is_some_and(|d| Arc::ptr_eq(d, &domain))
             })
         })
-        .and_then(|w| w.upgrade())
-        .ok_or(libc::EINVAL)?;
-    if target.inner.lock().destroyed {
-        return Err(libc::EINVAL);
-    }
+        .and_then(|w| w.upgrade());
+    let (target, state) = match target {
+        Some(t) => {
+            if t.inner.lock().destroyed {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: the target's public struct is ours; reading plain
+            // fields.
+            let state = unsafe { (*t.ibv.get()).qp_base.state };
+            (Some(t), state)
+        }
+        None => {
+            let state = domain
+                .reg
+                .as_ref()
+                .and_then(|r| r.find_qp(a.qp_num))
+                .ok_or(libc::EINVAL)?;
+            (None, state)
+        }
+    };
     let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
-    // SAFETY: the target's public struct is ours; reading plain fields.
-    let state = unsafe { (*target.ibv.get()).qp_base.state };
     let mut ibv = ibv_qp_ex::zeroed();
-    ibv.qp_base.qp_num = target.qpn;
+    ibv.qp_base.qp_num = a.qp_num;
     ibv.qp_base.state = state;
     ibv.qp_base.qp_type = IBV_QPT_XRC_RECV;
     ibv.qp_base.context = context;
@@ -418,10 +441,12 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
     };
     let inner = QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None, None)?;
     domain.users.fetch_add(1, Ordering::AcqRel);
+    let mut inner = QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None);
+    inner.state = state;
     let handle = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
         serial,
-        qpn: target.qpn,
+        qpn: a.qp_num,
         // SAFETY: context comes from this provider.
         ctx: unsafe { Context::shared_of(context) },
         pd: std::ptr::null_mut(),
@@ -430,7 +455,8 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         recv_cq: None,
         xrcd: Some(domain),
         srq: None,
-        opened_from: Some(target),
+        foreign: target.is_none(),
+        opened_from: target,
         mbox: None,
         inner: Mutex::new(inner),
         async_events: Arc::new(EventCounter::default()),

@@ -26,7 +26,7 @@ use verbs_rt::Handles;
 
 /// The QPs handed out and not destroyed.
 pub static QPS: Handles<Weak<Qp>> = Handles::new();
-static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+pub(crate) static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// The live QP behind an application pointer, if it is one of ours. The
 /// control verbs look a QP up instead of trusting the pointer: librdmacm

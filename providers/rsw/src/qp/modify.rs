@@ -371,6 +371,10 @@ pub(crate) unsafe extern "C" fn modify_qp(
     let Some(q) = live_target(qp) else {
         return libc::EINVAL;
     };
+    // Another process's QP: its state machine is not ours to drive.
+    if q.foreign {
+        return libc::EOPNOTSUPP;
+    }
     if attr.is_null() {
         return libc::EINVAL;
     }
@@ -399,6 +403,19 @@ pub(crate) unsafe extern "C" fn query_qp(
     let Some(q) = live_target(qp) else {
         return libc::EINVAL;
     };
+    // Another process's QP: its state as its domain's registry has it
+    // (EINVAL once it is destroyed).
+    if q.foreign {
+        let st = q
+            .xrcd
+            .as_ref()
+            .and_then(|d| d.reg.as_ref())
+            .and_then(|r| r.find_qp(q.qpn));
+        match st {
+            Some(st) => q.inner.lock().state = st,
+            None => return libc::EINVAL,
+        }
+    }
     let g = q.inner.lock();
     if g.destroyed {
         return libc::EINVAL;

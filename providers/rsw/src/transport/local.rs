@@ -557,6 +557,17 @@ impl Peer {
         self.mbox.as_ref().map(super::mailbox::atomic_word)
     }
 
+    /// The mailbox at `off` in the peer's file (an XRC SRQ's, found in
+    /// its domain's registry).
+    pub fn mailbox_at(&self, off: u64) -> Option<super::mailbox::PeerBox> {
+        super::mailbox::PeerBox::at(self.mbox.as_ref()?, off)
+    }
+
+    /// The peer's pid.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
     /// The peer QP's `min_rnr_timer`.
     pub fn rnr_timer(&self, qpn: u32) -> u8 {
         self.map

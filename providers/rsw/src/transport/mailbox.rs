@@ -38,9 +38,10 @@ const CLOSED: u64 = 1 << 63;
 const HDR: usize = 64;
 const RECV_HDR: usize = 16;
 const SGE: usize = size_of::<ibv_sge>();
-/// A completion slot: the completion (32 bytes), then for a small SEND
+/// A completion slot: the completion (40 bytes), then for a small SEND
 /// its receive's first SGE (16) and its payload ([`INLINE_MAX`]).
-const CQE: usize = 32 + 16 + INLINE_MAX;
+const CQE: usize = CQE_SGE + 16 + INLINE_MAX;
+const CQE_SGE: usize = 40;
 /// SENDs up to this size travel inside the completion: the sender makes
 /// no syscall, the receiver copies the bytes into its receive when it
 /// moves the completion to its CQ.
@@ -90,6 +91,9 @@ pub struct Delivered {
     pub flags: u32,
     pub status: u32,
     pub src_qp: u32,
+    /// The QP that received it, when not the mailbox's own: an XRC
+    /// receive QP of another process delivering into an XRC SRQ's ring.
+    pub qp_num: u32,
 }
 
 pub const FLAG_IMM: u32 = 1;
@@ -117,6 +121,8 @@ impl Delivered {
             self.flags,
             self.status,
             self.src_qp,
+            self.qp_num,
+            0,
         ];
         for (i, v) in w.iter().enumerate() {
             // SAFETY: p is a CQE slot of CQE bytes in a live mapping,
@@ -128,8 +134,8 @@ impl Delivered {
             // SAFETY: the slot has 16 bytes for the SGE and INLINE_MAX for
             // the payload after the completion; 8-aligned.
             unsafe {
-                std::ptr::write_volatile(p.add(32) as *mut ibv_sge, i.sge);
-                std::ptr::copy_nonoverlapping(i.data.as_ptr(), p.add(48), n);
+                std::ptr::write_volatile(p.add(CQE_SGE) as *mut ibv_sge, i.sge);
+                std::ptr::copy_nonoverlapping(i.data.as_ptr(), p.add(CQE_SGE + 16), n);
             }
         }
     }
@@ -143,8 +149,8 @@ impl Delivered {
         };
         // SAFETY: as in `write`; a peer-written length is clamped above.
         unsafe {
-            i.sge = std::ptr::read_volatile(p.add(32) as *const ibv_sge);
-            std::ptr::copy_nonoverlapping(p.add(48), i.data.as_mut_ptr(), i.len);
+            i.sge = std::ptr::read_volatile(p.add(CQE_SGE) as *const ibv_sge);
+            std::ptr::copy_nonoverlapping(p.add(CQE_SGE + 16), i.data.as_mut_ptr(), i.len);
         }
         i
     }
@@ -160,6 +166,7 @@ impl Delivered {
             flags: r(5),
             status: r(6),
             src_qp: r(7),
+            qp_num: r(8),
         }
     }
 }
@@ -488,6 +495,13 @@ pub struct PeerBox {
     max_sge: usize,
 }
 
+// SAFETY: the region is only accessed through atomics and volatile copies
+// of plain data; whoever holds a PeerBox keeps the peer's mapping (its
+// `Peer`) alive.
+unsafe impl Send for PeerBox {}
+// SAFETY: as above.
+unsafe impl Sync for PeerBox {}
+
 /// A receive a peer's queue offers: take it with [`PeerBox::commit`].
 pub struct Offered {
     head: u64,
@@ -682,6 +696,7 @@ mod tests {
             wr_id: 12,
             byte_len: 5,
             flags: FLAG_INLINE,
+            qp_num: 0xabcd,
             ..Delivered::default()
         };
         p.deliver(&d, Some(&i));

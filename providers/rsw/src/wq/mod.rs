@@ -58,6 +58,12 @@ pub struct QpInner {
     pub claimed: bool,
     /// XRC receive QP: the SRQ the request being received named.
     pub xrc_srq: Option<Arc<Srq>>,
+    /// ... when it is another process's (`remote_srq`): the payload is
+    /// received into `xrc_bounce`, then written into the owner's receive.
+    pub xrc_remote: Option<Arc<crate::remote_srq::RemoteSrq>>,
+    pub xrc_bounce: Vec<std::cell::Cell<u8>>,
+    /// The message is already in the owner's receive (`finish_request`).
+    pub xrc_placed: bool,
     pub listener: Option<Listener>,
     /// UD: the QP's datagram socket and the multicast groups it joined.
     pub dgram: Option<Dgram>,
@@ -155,6 +161,9 @@ impl QpInner {
             recv: RecvWqe::EMPTY,
             claimed: false,
             xrc_srq: None,
+            xrc_remote: None,
+            xrc_bounce: Vec::new(),
+            xrc_placed: false,
             listener,
             dgram,
             mcast: Vec::new(),
@@ -271,6 +280,9 @@ pub struct Qp {
     pub srq: Option<Arc<Srq>>,
     /// A handle `ibv_open_qp` made: modify and query go to this QP.
     pub opened_from: Option<Arc<Qp>>,
+    /// A handle `ibv_open_qp` returned for another process's receive QP:
+    /// query reads its state from the domain's registry; nothing else.
+    pub foreign: bool,
     /// The receive queue's mailbox (`transport::mailbox`), reachable
     /// without the lock (arming a CQ needs it).
     pub mbox: Option<Arc<Mailbox>>,
@@ -430,6 +442,12 @@ impl Qp {
         // programs only read it.
         unsafe { std::ptr::write_volatile(&raw mut (*self.ibv.get()).qp_base.state, s) };
         self.publish(g);
+        // Other processes of the domain see it (`ibv_open_qp`, query).
+        if g.qp_type == IBV_QPT_XRC_RECV && self.opened_from.is_none() && !self.foreign {
+            if let Some(r) = self.xrcd.as_ref().and_then(|d| d.reg.as_ref()) {
+                r.set_qp(self.qpn, s);
+            }
+        }
     }
 
     /// Tells same-host requesters what our responder accepts
@@ -507,6 +525,23 @@ impl Qp {
     /// stalls; an SRQ remembers to wake us).
     pub fn claim_recv(&self, g: &mut QpInner) -> bool {
         if !g.claimed {
+            if let Some(r) = g.xrc_remote.clone() {
+                g.claimed = match r.claim(&mut g.recv) {
+                    crate::remote_srq::Claim::Taken => true,
+                    crate::remote_srq::Claim::Empty => false,
+                    crate::remote_srq::Claim::Closed => {
+                        // Resized: its receives are out of our reach; the
+                        // RNR wait ends as its retries run out.
+                        log::warn!(
+                            "qp {:#x}: xrc srq {:#x} of another process stopped sharing its queue",
+                            self.qpn,
+                            r.entry.num
+                        );
+                        false
+                    }
+                };
+                return g.claimed;
+            }
             // An XRC receive QP takes from the SRQ the request named.
             let srq = self.srq.as_ref().or(g.xrc_srq.as_ref());
             g.claimed = match srq {
@@ -563,6 +598,9 @@ impl Qp {
 
     pub fn complete_recv(&self, g: &mut QpInner, e: Cqe) {
         self.drain_mailbox(g);
+        if let Some(r) = g.xrc_remote.clone() {
+            return self.complete_remote(g, &r, e);
+        }
         if e.status != IBV_WC_SUCCESS {
             Counters::bump(&g.stats.resp_cqe_error);
         }
@@ -572,6 +610,44 @@ impl Qp {
                 ..e
             });
         }
+    }
+
+    /// A receive of another process's XRC SRQ: the payload (in
+    /// `xrc_bounce`) goes into its buffers, the completion into its ring.
+    fn complete_remote(&self, g: &mut QpInner, r: &crate::remote_srq::RemoteSrq, mut e: Cqe) {
+        let placed = std::mem::take(&mut g.xrc_placed);
+        if e.status == IBV_WC_SUCCESS && e.byte_len > 0 && !placed {
+            let len = (e.byte_len as usize).min(g.xrc_bounce.len());
+            // SAFETY: the bounce buffer holds at least `len` bytes.
+            if !unsafe { r.write(&g.recv, g.xrc_bounce.as_ptr() as *const u8, len) } {
+                e.status = IBV_WC_LOC_PROT_ERR;
+                e.byte_len = 0;
+            }
+        }
+        if e.status != IBV_WC_SUCCESS {
+            Counters::bump(&g.stats.resp_cqe_error);
+        }
+        let mut flags = 0;
+        if e.wc_flags & IBV_WC_WITH_IMM != 0 {
+            flags |= mailbox::FLAG_IMM;
+        }
+        if e.solicited {
+            flags |= mailbox::FLAG_SOLICITED;
+        }
+        // A large message's buffer is not kept.
+        if g.xrc_bounce.capacity() > 1 << 20 {
+            g.xrc_bounce = Vec::new();
+        }
+        r.complete(&mailbox::Delivered {
+            wr_id: e.wr_id,
+            byte_len: e.byte_len,
+            imm: e.imm,
+            opcode: e.opcode,
+            flags,
+            status: e.status,
+            src_qp: e.src_qp,
+            qp_num: self.qpn,
+        });
     }
 
     /// Moves to the error state: flushes both queues and takes the
@@ -616,6 +692,17 @@ impl Qp {
         g.tx_blocked = false;
         // Delivered before the error: they complete first.
         self.drain_mailbox(g);
+        if let Some(r) = g.xrc_remote.clone() {
+            if let Some(wr_id) = self.take_claimed(g) {
+                let e = Cqe {
+                    wr_id,
+                    status: IBV_WC_WR_FLUSH_ERR,
+                    opcode: IBV_WC_RECV,
+                    ..Cqe::default()
+                };
+                self.complete_remote(g, &r, e);
+            }
+        }
         let claimed = self.take_claimed(g);
         // Cloned: the loop below borrows the queue.
         let cq = self.recv_cq_for(g).cloned();

@@ -301,6 +301,15 @@ impl RecvWqe {
         &self.sges[..self.nsge as usize]
     }
 
+    /// A receive taken elsewhere (another process's XRC SRQ).
+    pub fn set(&mut self, wr_id: u64, pd_id: u32, sges: &[ibv_sge]) {
+        let n = sges.len().min(self.sges.len());
+        self.wr_id = wr_id;
+        self.pd_id = pd_id;
+        self.nsge = n as u32;
+        self.sges[..n].copy_from_slice(&sges[..n]);
+    }
+
     /// Bytes its scatter list holds.
     pub fn room(&self) -> u64 {
         self.sges().iter().map(|s| s.length as u64).sum()
