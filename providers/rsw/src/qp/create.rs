@@ -439,9 +439,8 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         max_recv_sge: 0,
         max_inline_data: 0,
     };
-    let inner = QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None, None)?;
+    let mut inner = QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None, None)?;
     domain.users.fetch_add(1, Ordering::AcqRel);
-    let mut inner = QpInner::new(IBV_QPT_XRC_RECV, false, &none, None, None);
     inner.state = state;
     let handle = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
