@@ -241,11 +241,6 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     let (ctx, pd) = unsafe { (Context::shared_of(context), Pd::from_ibv(a.pd)) };
     let alloc = pd.allocator().cloned();
     let (wr, sge) = (at.max_wr as usize, max_sge as usize);
-    let rq = if xrc.is_some() {
-        RecvQueue::new(wr, sge, alloc.as_ref(), RES_TYPE_SRQ)?
-    } else {
-        RecvQueue::shared(wr, sge, alloc.as_ref(), RES_TYPE_SRQ)?
-    };
     let mut ibv = ibv_srq::zeroed();
     ibv.context = context;
     ibv.srq_context = a.srq_context;
@@ -255,9 +250,9 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     let reg = xrc.as_ref().and_then(|x| x.domain.reg.as_ref());
     let registered = reg.is_some();
     let rq = if xrc.is_some() && reg.is_none() {
-        RecvQueue::new(at.max_wr as usize, max_sge as usize)
+        RecvQueue::new(wr, sge, alloc.as_ref(), RES_TYPE_SRQ)?
     } else {
-        RecvQueue::shared(at.max_wr as usize, max_sge as usize)
+        RecvQueue::shared(wr, sge, alloc.as_ref(), RES_TYPE_SRQ)?
     };
     let (num, kick) = match reg {
         None => (srq_number(), None),
