@@ -122,3 +122,26 @@ HIDDEN int rsw_guard_fadd64(uint64_t *p, uint64_t add, uint64_t *orig)
 	*orig = seen;
 	return 0;
 }
+
+/* Reads one byte of every page of [p, p + n): whether all of it is mapped
+ * and readable, without copying it. */
+HIDDEN int rsw_guard_touch(const void *p, size_t n)
+{
+	sigjmp_buf jb;
+	const volatile unsigned char *b = p;
+	size_t off;
+
+	if (n == 0)
+		return 0;
+	if (sigsetjmp(jb, 0))
+		return -1;
+	armed = &jb;
+	BARRIER();
+	(void)b[0];
+	for (off = 4096 - ((uintptr_t)p & 4095); off < n; off += 4096)
+		(void)b[off];
+	(void)b[n - 1];
+	BARRIER();
+	armed = NULL;
+	return 0;
+}

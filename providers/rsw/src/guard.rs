@@ -16,6 +16,7 @@ extern "C" {
     fn rsw_guard_copy(dst: *mut u8, src: *const u8, n: usize) -> c_int;
     fn rsw_guard_cas64(p: *mut u64, cmp: u64, swap: u64, orig: *mut u64) -> c_int;
     fn rsw_guard_fadd64(p: *mut u64, add: u64, orig: *mut u64) -> c_int;
+    fn rsw_guard_touch(p: *const u8, n: usize) -> c_int;
 }
 
 /// The memory was not accessible.
@@ -40,6 +41,17 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize) -> Result<(), Fault> 
         0 => Ok(()),
         _ => Err(Fault),
     }
+}
+
+/// Whether `n` bytes at `p` are all mapped and readable (one byte of each
+/// page is read).
+///
+/// # Safety
+/// `p` is memory the application registered (it may have been unmapped
+/// since: that is what this finds out).
+pub unsafe fn readable(p: *const u8, n: usize) -> bool {
+    // SAFETY: forwarded contract; a fault returns -1 instead of crashing.
+    unsafe { rsw_guard_touch(p, n) == 0 }
 }
 
 /// Atomic compare-and-swap on 8 aligned bytes; returns the value seen.

@@ -359,3 +359,36 @@ fn local_buffers_that_vanish() {
     assert_eq!(wait_wc(p.cq_a).status, IBV_WC_LOC_PROT_ERR);
     still_serving();
 }
+
+/// Over the same-host path too (up after a first exchange): a SEND that
+/// gathers from memory unmapped since its registration fails locally, and
+/// the peer keeps the receive it would have taken.
+#[test]
+fn a_vanished_gather_spares_the_peer_receive() {
+    let p = Pair::new();
+    let a = p.buf(64);
+    let b = p.buf(64);
+    assert_eq!(post_recv(p.b, 1, &mut [b.sge(0, 64)]), 0);
+    let mut sg = [a.sge(0, 8)];
+    let mut w = send_wr(1, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    assert_eq!(wait_wc(p.cq_a).status, IBV_WC_SUCCESS);
+    assert_eq!(wait_wc(p.cq_b).status, IBV_WC_SUCCESS);
+
+    let (m, mr) = vanished_mr(p.pd);
+    let dst = p.buf(8192);
+    assert_eq!(post_recv(p.b, 2, &mut [dst.sge(0, 8192)]), 0);
+    let mut sg = [ibv_sge {
+        addr: m as u64,
+        length: 8192,
+        // SAFETY: a live MR.
+        lkey: unsafe { (*mr).lkey },
+    }];
+    let mut w = send_wr(3, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(p.a, &mut w), 0);
+    let wc = wait_wc(p.cq_a);
+    assert_eq!((wc.status, wc.wr_id), (IBV_WC_LOC_PROT_ERR, 3));
+    // Nothing reached the peer: its receive is still posted.
+    assert_no_wc(p.cq_b, std::time::Duration::from_millis(50));
+    assert_eq!(qp_state(p.b), IBV_QPS_RTS);
+}

@@ -864,16 +864,33 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
         }
         inline = Some(i);
     }
-    if !mbox.commit(&o) {
-        return Direct::No;
-    }
-    let moved = len == 0
-        || inline.is_some()
-        || with_local_iovs(qp, g, seq, false, |v| {
+    let moved = if len == 0 || inline.is_some() {
+        if !mbox.commit(&o) {
+            return Direct::No;
+        }
+        true
+    } else {
+        // Our own buffers are proven readable before the peer's receive is
+        // taken: a gather from memory we unmapped is our local error (TCP
+        // reports it), and must not cost the peer its receive.
+        let copied = with_local_iovs(qp, g, seq, false, |v| {
+            // SAFETY: the iovecs are registered memory of ours, checked
+            // under the key table's lock (held); a fault is caught.
+            let ours = v
+                .iter()
+                .all(|x| unsafe { crate::guard::readable(x.iov_base as *const u8, x.iov_len) });
+            if !ours || !mbox.commit(&o) {
+                return None;
+            }
             // SAFETY: as in `direct`; the remote iovecs are the peer's,
             // checked by its kernel.
-            unsafe { peer.write_v(v, &remote[..n], len as usize) }
-        }) == Some(true);
+            Some(unsafe { peer.write_v(v, &remote[..n], len as usize) })
+        });
+        match copied {
+            Some(Some(moved)) => moved,
+            _ => return Direct::No,
+        }
+    };
     let imm = matches!(w.op, Op::SendImm | Op::WriteImm);
     let mut flags = 0;
     if imm {
