@@ -164,15 +164,18 @@ fn posted_atomics_run_in_order() {
     let p = Pair::with(ConnOpts::default(), ConnOpts::default(), |a| {
         a.cap.max_send_wr = 64
     });
-    let mut target = p.buf(16);
+    let mut target = p.buf(32);
     let res = p.buf(8 * 40);
-    let (x, y) = (target.addr(), target.addr() + 8);
+    // x and y adjacent, z past a word the batch leaves alone.
+    let (x, y, z) = (target.addr(), target.addr() + 8, target.addr() + 24);
     fetch_add(p.a, p.cq_a, &res, y, target.rkey());
     // SAFETY: in bounds and aligned.
     unsafe {
         let m = target.bytes_mut().as_mut_ptr() as *mut u64;
         *m = 10;
         *m.add(1) = 0;
+        *m.add(2) = 0xdead;
+        *m.add(3) = 1;
     }
     // (target, opcode, compare_add, swap, what it must find)
     let mut ops = vec![
@@ -181,6 +184,8 @@ fn posted_atomics_run_in_order() {
         (y, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, 0, 0),
         (x, IBV_WR_ATOMIC_CMP_AND_SWP, 15, 7, 100),
         (x, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, 0, 100),
+        (z, IBV_WR_ATOMIC_FETCH_AND_ADD, 7, 0, 1),
+        (z, IBV_WR_ATOMIC_CMP_AND_SWP, 8, 3, 8),
     ];
     for i in 0..25 {
         ops.push((y, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, 0, i + 1));
@@ -207,7 +212,10 @@ fn posted_atomics_run_in_order() {
     for (i, &(_, _, _, _, want)) in ops.iter().enumerate() {
         assert_eq!(read_u64(&res, 8 * i), want, "op {i}");
     }
-    assert_eq!((read_u64(&target, 0), read_u64(&target, 8)), (101, 26));
+    assert_eq!(
+        (0..4).map(|i| read_u64(&target, 8 * i)).collect::<Vec<_>>(),
+        [101, 26, 0xdead, 3]
+    );
     if local::enabled() {
         assert_eq!(local::direct_ops() - before, ops.len() as u64);
     }

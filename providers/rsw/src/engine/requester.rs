@@ -523,6 +523,37 @@ const ATOMIC_PATIENCE_NS: u64 = 10_000_000;
 /// many posted.
 const ATOMIC_BATCH: usize = 32;
 
+/// Fills `lv`/`rv` with one iovec pair per run of adjacent `words` (sorted
+/// addresses in the peer) that `take` keeps, the local side pointing at
+/// the runs' values in the array at `vals` (indexed like `words`; written
+/// through the iovecs when they are read into); returns how many.
+fn word_runs(
+    words: &[u64],
+    take: impl Fn(usize) -> bool,
+    vals: *mut u64,
+    lv: &mut [libc::iovec; ATOMIC_BATCH],
+    rv: &mut [libc::iovec; ATOMIC_BATCH],
+) -> usize {
+    let mut runs = 0;
+    let mut i = 0;
+    while i < words.len() {
+        if !take(i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i + 1 < words.len() && take(i + 1) && words[i + 1] == words[i] + 8 {
+            i += 1;
+        }
+        let len = (i + 1 - start) * 8;
+        lv[runs] = iov(vals.wrapping_add(start) as *const u8, len);
+        rv[runs] = iov(words[start] as *const u8, len);
+        runs += 1;
+        i += 1;
+    }
+    runs
+}
+
 /// How long atomics held back for a batch wait at most, for a program
 /// that neither posts more nor polls (rare: the timer costs a wake-up of
 /// the progress thread, so not much shorter).
@@ -617,62 +648,57 @@ fn atomic(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Direc
     if n == 0 {
         return Direct::No;
     }
-    // Each distinct word once.
-    let mut words = [(0u64, 0u64); ATOMIC_BATCH];
+    // Each distinct word once, by address: adjacent words travel as one
+    // iovec (the kernel pins memory per iovec, the bulk of a call's cost).
+    let mut words = [0u64; ATOMIC_BATCH];
     let mut nw = 0;
     for &(_, at) in &ops[..n] {
-        if !words[..nw].iter().any(|&(a, _)| a == at) {
-            words[nw] = (at, 0);
+        if let Err(i) = words[..nw].binary_search(&at) {
+            words.copy_within(i..nw, i + 1);
+            words[i] = at;
             nw += 1;
         }
     }
     let Some(held) = crate::transport::atomics::lock(word, ATOMIC_PATIENCE_NS) else {
         return Direct::No;
     };
-    let mut vals = [0u64; ATOMIC_BATCH];
+    let mut old = [0u64; ATOMIC_BATCH];
     let mut lv = [iov(std::ptr::null(), 0); ATOMIC_BATCH];
     let mut rv = [iov(std::ptr::null(), 0); ATOMIC_BATCH];
-    for i in 0..nw {
-        lv[i] = iov(vals[i..].as_mut_ptr() as *const u8, 8);
-        rv[i] = iov(words[i].0 as *const u8, 8);
-    }
-    // SAFETY: the local iovecs cover `vals`; the remote ones are words the
+    let runs = word_runs(&words[..nw], |_| true, old.as_mut_ptr(), &mut lv, &mut rv);
+    // SAFETY: the local iovecs cover `old`; the remote ones are words the
     // peer's table grants atomic rights to.
-    if !unsafe { peer.read_v(&lv[..nw], &rv[..nw], nw * 8) } {
+    if !unsafe { peer.read_v(&lv[..runs], &rv[..runs], nw * 8) } {
         return Direct::No;
     }
-    for i in 0..nw {
-        words[i].1 = vals[i];
-    }
     // In posting order, each seeing the ones before it.
+    let mut new = old;
     let mut found = [0u64; ATOMIC_BATCH];
     for (k, &(_, at)) in ops[..n].iter().enumerate() {
         let w = g.sq.wqe(seq + k as u64);
-        let cur = &mut words[..nw]
-            .iter_mut()
-            .find(|(a, _)| *a == at)
-            .expect("read")
-            .1;
-        found[k] = *cur;
-        *cur = match w.op {
-            Op::CmpSwap if *cur == w.compare_add => w.swap,
-            Op::CmpSwap => *cur,
+        let i = words[..nw].binary_search(&at).unwrap_or(0);
+        let cur = new[i];
+        found[k] = cur;
+        new[i] = match w.op {
+            Op::CmpSwap if cur == w.compare_add => w.swap,
+            Op::CmpSwap => cur,
             _ => cur.wrapping_add(w.compare_add),
         };
     }
-    let mut nc = 0;
+    let mut changed = [false; ATOMIC_BATCH];
     for i in 0..nw {
-        if words[i].1 != vals[i] {
-            vals[nc] = words[i].1;
-            rv[nc] = iov(words[i].0 as *const u8, 8);
-            nc += 1;
-        }
+        changed[i] = new[i] != old[i];
     }
-    for i in 0..nc {
-        lv[i] = iov(vals[i..].as_ptr() as *const u8, 8);
-    }
+    let bytes = changed.iter().filter(|&&c| c).count() * 8;
+    let runs = word_runs(
+        &words[..nw],
+        |i| changed[i],
+        new.as_mut_ptr(),
+        &mut lv,
+        &mut rv,
+    );
     // SAFETY: as for the read.
-    if nc > 0 && !unsafe { peer.write_v(&lv[..nc], &rv[..nc], nc * 8) } {
+    if runs > 0 && !unsafe { peer.write_v(&lv[..runs], &rv[..runs], bytes) } {
         // The words read a moment ago cannot be written (the target
         // unmapped or protected its memory): some may have been, so
         // nothing may run again over TCP; the responder would fail it
