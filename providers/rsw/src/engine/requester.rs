@@ -1043,6 +1043,9 @@ fn sent_unacked(qp: &Qp, g: &mut QpInner) {
 
 /// Reads responses until the socket is empty.
 fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
+    if let Some(out) = g.out.as_mut() {
+        out.conn.fresh();
+    }
     loop {
         let out = g.out.as_mut().ok_or(Broken::Lost)?;
         if out.rx_read.is_some() {
@@ -1243,7 +1246,7 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
 /// Receives READ response payload straight into the WQE's buffers; false
 /// when the socket is empty.
 fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
-    let out = g.out.as_ref().ok_or(Broken::Lost)?;
+    let out = g.out.as_mut().ok_or(Broken::Lost)?;
     let rd = out.rx_read.as_ref().ok_or(Broken::Lost)?;
     let (seq, done, left) = (rd.seq, rd.done as u64, rd.left as usize);
     let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
@@ -1260,7 +1263,7 @@ fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
         // SAFETY: the iovecs cover registered, locally writable memory
         // checked under the MR table lock, held across the call.
         Some(n) => unsafe { out.conn.recv_iov(&v[..n]) },
-        None => discard(&out.conn, left),
+        None => discard(&mut out.conn, left),
     };
     // Released before completing: what follows may end in enter_error,
     // which takes the table again, and a recursive read lock deadlocks
@@ -1317,7 +1320,7 @@ fn finish_read(qp: &Qp, g: &mut QpInner) {
 
 /// Reads and drops up to `len` bytes (payload bound for memory we may not
 /// touch).
-pub fn discard(conn: &Conn, len: usize) -> std::io::Result<usize> {
+pub fn discard(conn: &mut Conn, len: usize) -> std::io::Result<usize> {
     let mut buf = [0u8; 4096];
     let take = len.min(buf.len());
     let v = [iov(buf.as_mut_ptr(), take)];

@@ -13,10 +13,12 @@
 //! requester has failed, and whatever it sent after the refused request must
 //! not be executed.
 //!
-//! Acknowledgements are ordered against visibility as on hardware: the
-//! requester never learns of success before the data and the receive
-//! completion are visible here, and they never become visible before the
-//! ACK is in the kernel (see `finish_request`).
+//! Acknowledgements are ordered against visibility: a WRITE's data never
+//! becomes visible before its ACK is in the kernel, nor the ACK transmitted
+//! before the data is visible; a SEND's receive completion is written only
+//! once its ACK is in the kernel (see `finish_request`). Bytes are read
+//! ahead by the transport (`Conn::recv_iov`), so a burst of messages is
+//! parsed out of one read.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -242,6 +244,7 @@ pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
         return;
     };
     if p.hello.is_none() {
+        p.conn.fresh();
         while p.got < HDR_LEN {
             let v = [iov(p.buf[p.got..].as_ptr(), HDR_LEN - p.got)];
             // SAFETY: the iovec covers the unfilled part of our buffer.
@@ -349,6 +352,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 rnr_notice_at: 0,
                 tail: [0; TAIL as usize],
                 peer_direct: false,
+                held: 0,
             });
             offer_local(qp, g, &p_ends);
             super::requester::apply_timeouts(g);
@@ -407,6 +411,9 @@ fn closed_by(e: &std::io::Error) -> Step {
 
 /// Runs the incoming connection as far as it goes without blocking.
 pub fn pump(qp: &Qp, g: &mut QpInner) {
+    if let Some(inc) = g.inc.as_mut() {
+        inc.conn.fresh();
+    }
     loop {
         let Some(inc) = g.inc.as_mut() else { return };
         if inc.closing {
@@ -456,7 +463,7 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             }
             Rx::Payload(..) => receive_payload(qp, g),
             Rx::Discard(left) => {
-                let r = super::requester::discard(&inc.conn, left as usize);
+                let r = super::requester::discard(&mut inc.conn, left as usize);
                 match r {
                     Ok(0) => Step::Closed,
                     Ok(k) => {
@@ -492,7 +499,16 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
         g.inc = None;
         return;
     }
+    release_held(g);
     settle(qp, g);
+}
+
+/// Transmits ACKs held in the kernel while WRITEs' tails landed.
+fn release_held(g: &mut QpInner) {
+    if let Some(inc) = g.inc.as_mut().filter(|i| i.held > 0) {
+        inc.held = 0;
+        inc.conn.push();
+    }
 }
 
 /// Closes a finished connection or updates what it is polled for.
@@ -1073,7 +1089,7 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
                 return Step::More;
             }
         };
-        let Some(inc) = g.inc.as_ref() else {
+        let Some(inc) = g.inc.as_mut() else {
             return Step::Closed;
         };
         // SAFETY: the iovecs cover registered memory with the needed
@@ -1140,51 +1156,26 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     let imm = h.flags & FLAG_IMM != 0;
     let peer = g.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
     let reliable = g.reliable();
+    // What a SEND brings is the application's to see only through its
+    // receive completion, which follows the ACK here: its tail may be
+    // placed first, and the ACK go out at once, with no cork to release.
+    // A WRITE's bytes are seen the moment they land (programs poll the
+    // last byte), so its ACK is held in the kernel while the tail lands.
+    let send = matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
     if let Some(inc) = g.inc.as_mut() {
         inc.rx = Rx::Header;
         if reliable {
             inc.ack(h.msn);
         }
     }
-    let alive = send_responses(qp, g, true);
-    {
-        let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-        let table = mr::table();
-        // Checked above; only an MR deregistered in between (a program bug)
-        // makes this fail, and then the tail is not placed. Nor is it when
-        // the application unmapped the memory: the ACK is already out, as
-        // hardware's would be before it wrote into pages it had pinned.
-        if let Ok(n) = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v) {
-            // An atomic write's 8 bytes land at once (the target is one
-            // aligned piece: checked at the request's header).
-            if h.op == Op::AtomicWrite && n == 1 && (v[0].iov_base as usize).is_multiple_of(8) {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&tail_bytes[..8]);
-                // SAFETY: 8 aligned bytes of registered memory with remote
-                // write rights, checked under the MR table lock (held); a
-                // fault is caught.
-                let _ = unsafe { guard::store64(v[0].iov_base as *mut u64, u64::from_ne_bytes(b)) };
-            } else {
-                let mut off = 0;
-                for piece in &v[..n] {
-                    // SAFETY: the destination is registered memory with the
-                    // needed rights, checked under the MR table lock (held); the
-                    // source is our local copy of the tail; a fault is caught.
-                    let placed = unsafe {
-                        guard::copy(
-                            piece.iov_base as *mut u8,
-                            tail_bytes.as_ptr().add(off),
-                            piece.iov_len,
-                        )
-                    };
-                    if placed.is_err() {
-                        break;
-                    }
-                    off += piece.iov_len;
-                }
-            }
-        }
-    }
+    let alive = if send {
+        place_tail(qp, g, &h, &tail_bytes);
+        send_responses(qp, g, false)
+    } else {
+        let alive = send_responses(qp, g, true);
+        place_tail(qp, g, &h, &tail_bytes);
+        alive
+    };
     let inv = h.op == Op::SendInv;
     let opcode = match h.op {
         Op::Send | Op::SendImm | Op::SendInv => Some(IBV_WC_RECV),
@@ -1218,9 +1209,62 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     }
     if !alive {
         g.inc = None;
-    } else if let Some(inc) = g.inc.as_ref().filter(|_| reliable) {
-        // Release the held ACK (UC queued none: no syscall for it).
-        inc.conn.push();
+    } else if let Some(inc) = g.inc.as_mut().filter(|_| reliable && !send) {
+        // The held ACK is released when this pass over the connection
+        // ends (`pump`), one push for a batch of WRITEs; a long batch
+        // releases it on the way.
+        inc.held += 1;
+        if inc.held >= MAX_HELD {
+            inc.held = 0;
+            inc.conn.push();
+        }
+    }
+}
+
+/// WRITEs whose ACKs may wait in the kernel for one push.
+const MAX_HELD: u32 = 16;
+
+/// Places the last bytes of a request's payload (see [`TAIL`]).
+fn place_tail(qp: &Qp, g: &QpInner, h: &Header, tail_bytes: &[u8; TAIL as usize]) {
+    let tail = h.length.min(TAIL);
+    let bulk = h.length - tail;
+    {
+        let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+        let table = mr::table();
+        // Checked above; only an MR deregistered in between (a program bug)
+        // makes this fail, and then the tail is not placed. Nor is it when
+        // the application unmapped the memory: the ACK is already out, as
+        // hardware's would be before it wrote into pages it had pinned.
+        if let Ok(n) = dest_iov(qp, g, h, bulk, tail as usize, &table, &mut v) {
+            // An atomic write's 8 bytes land at once (the target is one
+            // aligned piece: checked at the request's header).
+            if h.op == Op::AtomicWrite && n == 1 && (v[0].iov_base as usize).is_multiple_of(8) {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&tail_bytes[..8]);
+                // SAFETY: 8 aligned bytes of registered memory with remote
+                // write rights, checked under the MR table lock (held); a
+                // fault is caught.
+                let _ = unsafe { guard::store64(v[0].iov_base as *mut u64, u64::from_ne_bytes(b)) };
+            } else {
+                let mut off = 0;
+                for piece in &v[..n] {
+                    // SAFETY: the destination is registered memory with the
+                    // needed rights, checked under the MR table lock (held); the
+                    // source is our local copy of the tail; a fault is caught.
+                    let placed = unsafe {
+                        guard::copy(
+                            piece.iov_base as *mut u8,
+                            tail_bytes.as_ptr().add(off),
+                            piece.iov_len,
+                        )
+                    };
+                    if placed.is_err() {
+                        break;
+                    }
+                    off += piece.iov_len;
+                }
+            }
+        }
     }
 }
 
