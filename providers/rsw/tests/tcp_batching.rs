@@ -18,6 +18,7 @@ const STAGE: usize = 64 << 10;
 
 struct Responder {
     _c: Ctx,
+    pd: *mut ibv_pd,
     q: *mut ibv_qp,
     cq: *mut ibv_cq,
     buf: Buf,
@@ -45,6 +46,7 @@ impl Responder {
         s.write_all(&hello(peer, qpn(q))).unwrap();
         let r = Responder {
             _c: c,
+            pd,
             q,
             cq,
             buf,
@@ -68,14 +70,24 @@ impl Responder {
         rsw::qp::socket_calls(self.q).expect("live QP")[0].0
     }
 
+    /// Writes by the QP's incoming connection that sent bytes.
+    fn writes(&self) -> u64 {
+        rsw::qp::socket_calls(self.q).expect("live QP")[0].1
+    }
+
     /// Waits for the cumulative ACK of message `msn` (RNR notices and
-    /// earlier ACKs may come first).
-    fn wait_ack(&mut self, msn: u32) {
+    /// earlier ACKs may come first); returns how many ACKs came.
+    fn wait_ack(&mut self, msn: u32) -> usize {
+        let mut acks = 0;
         loop {
             let h = read_response(&mut self.s);
             match h.op {
-                Op::Ack if h.msn == msn => return,
-                Op::Ack | Op::RnrWait => assert!(h.msn <= msn, "ack beyond: {h:?}"),
+                Op::Ack if h.msn == msn => return acks + 1,
+                Op::Ack => {
+                    assert!(h.msn < msn, "ack beyond: {h:?}");
+                    acks += 1;
+                }
+                Op::RnrWait => assert!(h.msn <= msn, "RNR beyond: {h:?}"),
                 _ => panic!("unexpected response {h:?}"),
             }
         }
@@ -129,15 +141,21 @@ fn a_burst_of_small_sends_takes_a_few_reads() {
     let mut r = Responder::new(5101, N, 64);
     r.post(0, N);
     let payloads: Vec<Vec<u8>> = (0..N).map(|i| payload(i, 1 + i % 60)).collect();
-    let before = r.reads();
+    let (reads0, writes0) = (r.reads(), r.writes());
     // One write: the bytes arrive together (well within a loopback
     // segment), as a requester's queued messages do.
     r.s.write_all(&sends(0, &payloads)).unwrap();
     r.check(0, &payloads);
-    r.wait_ack(N as u32 - 1);
-    let reads = r.reads() - before;
-    // Two reads per message before read-ahead (header, then payload).
+    let acks = r.wait_ack(N as u32 - 1);
+    let reads = r.reads() - reads0;
+    let writes = r.writes() - writes0;
+    // Two reads per message before read-ahead (header, then payload), and
+    // an ACK each.
     assert!(reads <= 4, "{N} SENDs took {reads} reads");
+    assert!(
+        writes <= 4 && acks <= 4,
+        "{N} SENDs took {writes} writes, {acks} ACKs"
+    );
     assert_eq!(qp_state(r.q), IBV_QPS_RTR);
 }
 
@@ -206,5 +224,75 @@ fn messages_read_ahead_wait_for_their_receives() {
         assert_eq!(&r.buf.snapshot()[at..at + p.len()], &p[..]);
     }
     r.wait_ack(N as u32 - 1);
+    assert_eq!(qp_state(r.q), IBV_QPS_RTR);
+}
+
+#[test]
+fn a_mixed_burst_completes_in_order() {
+    // SENDs around WRITEs (with and without immediate) in one burst: the
+    // SENDs' shared ACK must not let a later completion overtake them.
+    let mut r = Responder::new(5104, 8, 64);
+    let mut target = Buf::new(r.pd, 256, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    target.bytes_mut().fill(0);
+    r.post(0, 8);
+    let mut bytes = Vec::new();
+    let mut msn = 0;
+    let mut push = |h: &mut Header, p: &[u8]| {
+        h.msn = msn;
+        msn += 1;
+        h.length = p.len() as u32;
+        h.set_rnr_retry(7);
+        let mut hb = [0u8; HDR_LEN];
+        h.encode(&mut hb);
+        bytes.extend_from_slice(&hb);
+        bytes.extend_from_slice(p);
+    };
+    // (what, immediate) of each receive completion expected, in order.
+    let mut want = Vec::new();
+    for round in 0..3u32 {
+        for k in 0..2u32 {
+            let mut h = Header::new(Op::SendImm, 0);
+            h.flags = FLAG_IMM;
+            h.imm = round * 10 + k;
+            push(&mut h, &[round as u8 + 1; 20]);
+            want.push((IBV_WC_RECV, round * 10 + k, 20));
+        }
+        let mut w = Header::new(Op::Write, 0);
+        w.rkey = target.rkey();
+        w.remote_addr = target.addr() + round as u64 * 64;
+        push(&mut w, &[0xa0 + round as u8; 64]);
+        if round < 2 {
+            let mut wi = Header::new(Op::WriteImm, 0);
+            wi.flags = FLAG_IMM;
+            wi.imm = 0x100 + round;
+            wi.rkey = target.rkey();
+            wi.remote_addr = target.addr() + 192 + round as u64 * 8;
+            push(&mut wi, &[0xc0 + round as u8; 8]);
+            want.push((IBV_WC_RECV_RDMA_WITH_IMM, 0x100 + round, 8));
+        }
+    }
+    let last = msn - 1;
+    r.s.write_all(&bytes).unwrap();
+    let wcs = wait_wcs(r.cq, want.len());
+    for (i, (w, &(op, imm, len))) in wcs.iter().zip(&want).enumerate() {
+        assert_eq!(
+            (w.status, w.wr_id, w.opcode, w.imm_data(), w.byte_len),
+            (IBV_WC_SUCCESS, i as u64, op, imm, len),
+            "completion {i}"
+        );
+    }
+    let mem = r.buf.snapshot();
+    for (i, (op, imm, _)) in want.iter().enumerate() {
+        if *op == IBV_WC_RECV {
+            assert_eq!(&mem[i * 64..i * 64 + 20], &[(imm / 10) as u8 + 1; 20]);
+        }
+    }
+    r.wait_ack(last);
+    let t = target.snapshot();
+    for round in 0..3usize {
+        assert_eq!(&t[round * 64..round * 64 + 64], &[0xa0 + round as u8; 64]);
+    }
+    assert_eq!(&t[192..200], &[0xc0; 8]);
+    assert_eq!(&t[200..208], &[0xc1; 8]);
     assert_eq!(qp_state(r.q), IBV_QPS_RTR);
 }

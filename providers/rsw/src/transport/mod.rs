@@ -171,6 +171,13 @@ impl Conn {
         }
     }
 
+    /// Bytes read ahead and not yet taken by [`Conn::recv_iov`].
+    pub fn staged(&self) -> usize {
+        match self {
+            Conn::Tcp(c) => c.staged(),
+        }
+    }
+
     /// The `recvmsg` and `sendmsg` calls that moved bytes so far.
     pub fn calls(&self) -> (u64, u64) {
         match self {

@@ -149,6 +149,10 @@ impl TcpConn {
         self.drained = false;
     }
 
+    pub fn staged(&self) -> usize {
+        self.stage.len() - self.start
+    }
+
     pub fn calls(&self) -> (u64, u64) {
         (self.calls.reads.get(), self.calls.writes.get())
     }
