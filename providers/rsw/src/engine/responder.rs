@@ -414,7 +414,9 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
     run(qp, g);
     // Normally settled already; here if the connection ended on the way
     // (its data did arrive: the receives complete).
-    settle_acks(qp, g);
+    if !g.acked_later.is_empty() {
+        settle_acks(qp, g);
+    }
 }
 
 fn run(qp: &Qp, g: &mut QpInner) {
