@@ -338,3 +338,68 @@ fn a_burst_of_writes_is_acknowledged() {
     assert_no_wc(r.cq, std::time::Duration::from_millis(10));
     assert_eq!(qp_state(r.q), IBV_QPS_RTR);
 }
+
+#[test]
+fn a_posted_list_goes_out_in_few_writes() {
+    // A requester facing a hand-written responder: a list of SENDs posted
+    // at once leaves in a few `sendmsg` calls, every request intact and in
+    // order, and completes on one cumulative ACK.
+    const N: usize = 16;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake = l.local_addr().unwrap().port() as u32;
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let cq = c.cq(64, null_mut());
+    let mut a = c.qp_attr(pd, cq, cq);
+    a.cap.max_send_wr = 64;
+    let q = c.create_qp(&mut a);
+    let o = ConnOpts::default();
+    to_init(q, o.access);
+    to_rtr(q, fake, &o);
+    to_rts(q, &o);
+    let (mut s, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut hb = [0u8; HDR_LEN];
+    std::io::Read::read_exact(&mut s, &mut hb).unwrap();
+    let mut src = Buf::new(pd, N * 32, IBV_ACCESS_LOCAL_WRITE);
+    for i in 0..N {
+        src.bytes_mut()[i * 32..i * 32 + 32].copy_from_slice(&payload(i, 32));
+    }
+    let mut sges: Vec<[ibv_sge; 1]> = (0..N).map(|i| [src.sge(i * 32, 32)]).collect();
+    let mut wrs: Vec<ibv_send_wr> = sges
+        .iter_mut()
+        .enumerate()
+        .map(|(i, sg)| send_wr(i as u64, IBV_WR_SEND, sg, IBV_SEND_SIGNALED))
+        .collect();
+    for i in 0..N - 1 {
+        let next: *mut ibv_send_wr = &mut wrs[i + 1];
+        wrs[i].next = next;
+    }
+    let before = rsw::qp::socket_calls(q).unwrap()[1].1;
+    assert_eq!(post_send(q, &mut wrs[0]), 0);
+    for i in 0..N {
+        std::io::Read::read_exact(&mut s, &mut hb).unwrap();
+        let h = Header::decode(&hb).unwrap();
+        assert_eq!(
+            (h.op, h.msn, h.length),
+            (Op::Send, i as u32, 32),
+            "request {i}"
+        );
+        let mut p = [0u8; 32];
+        std::io::Read::read_exact(&mut s, &mut p).unwrap();
+        assert_eq!(&p[..], &payload(i, 32)[..], "payload {i}");
+    }
+    let writes = rsw::qp::socket_calls(q).unwrap()[1].1 - before;
+    // One per request before they were gathered.
+    assert!(writes <= 3, "{N} SENDs took {writes} writes");
+    let ack = Header::new(Op::Ack, N as u32 - 1);
+    ack.encode(&mut hb);
+    s.write_all(&hb).unwrap();
+    let wcs = wait_wcs(cq, N);
+    for (i, w) in wcs.iter().enumerate() {
+        assert_eq!(
+            (w.status, w.wr_id, w.opcode),
+            (IBV_WC_SUCCESS, i as u64, IBV_WC_SEND)
+        );
+    }
+}
