@@ -1162,40 +1162,17 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                     return Ok(());
                 }
             }
-            let rnr_retry = g.attr.rnr_retry;
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
             let msn = out.next_msn;
-            out.next_msn = msn.wrapping_add(1);
-            let w = g.sq.wqe_mut(seq);
-            w.msn = msn;
-            let mut h = Header::new(w.op, msn);
-            h.length = w.len;
-            h.rkey = w.rkey;
-            h.remote_addr = w.remote_addr;
-            h.compare_add = w.compare_add;
-            h.swap = w.swap;
-            h.xrc_srqn = w.xrc_srqn;
-            if matches!(w.op, Op::SendImm | Op::WriteImm) {
-                h.flags |= FLAG_IMM;
-                h.imm = w.imm;
-            }
-            // The rkey to invalidate travels where the immediate would.
-            if w.op == Op::SendInv {
-                h.imm = w.imm;
-            }
-            if w.solicited {
-                h.flags |= FLAG_SOLICITED;
-            }
-            h.set_rnr_retry(rnr_retry);
+            let (mut h, payload) = request_header(g, seq, msn);
             h.fault = mark.0 as u8;
             h.syndrome = mark.1;
-            let payload = if w.op.request_has_payload() {
-                w.len as usize
-            } else {
-                0
-            };
+            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            out.next_msn = msn.wrapping_add(1);
+            g.sq.wqe_mut(seq).msn = msn;
             Counters::bump(&g.stats.sent_pkts);
             Counters::add(&g.stats.sent_bytes, payload as u64);
+            let out = g.out.as_mut().ok_or(Broken::Lost)?;
             h.encode(&mut out.tx_hdr);
             out.tx_active = true;
             out.tx_seq = seq;
@@ -1209,10 +1186,98 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
     }
 }
 
-/// Sends more of the message in progress; false when the socket is full.
+/// The wire header of request `seq` as message `msn`, and its payload
+/// length.
+fn request_header(g: &QpInner, seq: u64, msn: u32) -> (Header, usize) {
+    let w = g.sq.wqe(seq);
+    let mut h = Header::new(w.op, msn);
+    h.length = w.len;
+    h.rkey = w.rkey;
+    h.remote_addr = w.remote_addr;
+    h.compare_add = w.compare_add;
+    h.swap = w.swap;
+    h.xrc_srqn = w.xrc_srqn;
+    if matches!(w.op, Op::SendImm | Op::WriteImm) {
+        h.flags |= FLAG_IMM;
+        h.imm = w.imm;
+    }
+    // The rkey to invalidate travels where the immediate would.
+    if w.op == Op::SendInv {
+        h.imm = w.imm;
+    }
+    if w.solicited {
+        h.flags |= FLAG_SOLICITED;
+    }
+    h.set_rnr_retry(g.attr.rnr_retry);
+    let payload = if w.op.request_has_payload() {
+        w.len as usize
+    } else {
+        0
+    };
+    (h, payload)
+}
+
+/// Requests queued behind the one in progress that may join its
+/// `sendmsg`.
+const MAX_TX_GATHER: usize = 8;
+
+/// A queued request put in a `sendmsg` beside the one in progress; it
+/// becomes transmitted (its message number, the ring's cursor) only if
+/// some of it went.
+struct Gathered {
+    seq: u64,
+    msn: u32,
+    hdr: [u8; HDR_LEN],
+    total: usize,
+    payload: usize,
+}
+
+/// Whether requests queued behind the one in progress may go in the same
+/// `sendmsg`: plain requests on the connection, none of the per-request
+/// decisions `transmit` makes (injected faults, the same-host path, local
+/// operations) in the way.
+fn may_gather(g: &QpInner) -> bool {
+    g.state == IBV_QPS_RTS
+        && !g.tx_blocked
+        && g.faults.is_none()
+        && g.out
+            .as_ref()
+            .is_some_and(|o| o.direct.is_none() && !o.announce)
+}
+
+/// Sends more of the message in progress, and the plain requests queued
+/// behind it in the same call; false when the socket is full.
 fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
+    // Which queued requests join, chosen before the key table is held
+    // (`local_ok` takes it; a second read lock on this thread would
+    // deadlock against a waiting `dereg_mr`).
+    let mut more: [Option<Gathered>; MAX_TX_GATHER] = Default::default();
+    let mut m = 0;
+    if may_gather(g) {
+        let out = g.out.as_ref().ok_or(Broken::Lost)?;
+        let mut msn = out.next_msn;
+        let mut seq = g.sq.next_to_transmit();
+        while let Some(s) = seq.filter(|_| m < MAX_TX_GATHER) {
+            if g.sq.wqe(s).op.is_local() || !local_ok(qp, g, s) {
+                break;
+            }
+            let (h, payload) = request_header(g, s, msn);
+            let mut hdr = [0u8; HDR_LEN];
+            h.encode(&mut hdr);
+            more[m] = Some(Gathered {
+                seq: s,
+                msn,
+                hdr,
+                total: HDR_LEN + payload,
+                payload,
+            });
+            m += 1;
+            msn = msn.wrapping_add(1);
+            seq = g.sq.queued_after(s);
+        }
+    }
     let out = g.out.as_ref().ok_or(Broken::Lost)?;
-    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV * 2];
     let mut n = 0;
     if out.tx_off < HDR_LEN {
         v[n] = iov(out.tx_hdr[out.tx_off..].as_ptr(), HDR_LEN - out.tx_off);
@@ -1220,7 +1285,7 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
     }
     let skip = out.tx_off.saturating_sub(HDR_LEN);
     let payload_left = out.tx_total - HDR_LEN - skip;
-    let table;
+    let table = mr::table();
     if payload_left > 0 {
         let seq = out.tx_seq;
         let w = g.sq.wqe(seq);
@@ -1229,7 +1294,6 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
             v[n] = iov(d[skip..].as_ptr(), d.len() - skip);
             n += 1;
         } else {
-            table = mr::table();
             // The MR may have been deregistered since the WQE started: with
             // part of the message on the wire there is no clean way back, so
             // the connection is given up.
@@ -1245,12 +1309,41 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
                 .map_err(|_| Broken::Lost)?;
         }
     }
-    // SAFETY: every iovec points into our header buffer, the WQE's inline
-    // buffer, or registered memory validated under the MR table lock, which
+    // The gathered requests' iovecs, as long as they fit and their memory
+    // is still registered.
+    let mut joined = 0;
+    for x in more.iter().take(m).flatten() {
+        if n + 1 + crate::device::MAX_SGE as usize > v.len() {
+            break;
+        }
+        let at = n;
+        v[n] = iov(x.hdr.as_ptr(), HDR_LEN);
+        n += 1;
+        if x.payload > 0 {
+            if g.sq.wqe(x.seq).inline {
+                let d = g.sq.inline_data(x.seq);
+                v[n] = iov(d.as_ptr(), d.len());
+                n += 1;
+            } else {
+                match table.sge_iovs(g.sq.sges(x.seq), 0, x.payload, qp.pd_id, false, &mut v[n..]) {
+                    Ok(c) => n += c,
+                    Err(_) => {
+                        n = at;
+                        break;
+                    }
+                }
+            }
+        }
+        joined += 1;
+    }
+    let m = joined;
+    // SAFETY: every iovec points into our header buffers, the WQEs' inline
+    // buffers, or registered memory validated under the MR table lock, which
     // is held across the call.
     let r = unsafe { out.conn.send_iov(&v[..n], false) };
+    drop(table);
     match r {
-        Ok(k) => {
+        Ok(mut k) => {
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
             if out.tx_was_full && k > 0 {
                 out.tx_was_full = false;
@@ -1258,11 +1351,40 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
             }
             let reliable = g.reliable();
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
-            out.tx_off += k;
+            let first = k.min(out.tx_total - out.tx_off);
+            out.tx_off += first;
+            k -= first;
             if out.tx_off == out.tx_total {
                 out.tx_active = false;
                 if !reliable && out.tx_seq != TX_HELLO && out.tx_seq != TX_DOORBELL {
                     sent_unacked(qp, g);
+                }
+            }
+            // Gathered requests that went, wholly or in part, are
+            // transmitted now, in order; the one cut short is the message
+            // in progress.
+            for x in more.iter().take(m).flatten() {
+                if k == 0 {
+                    break;
+                }
+                g.sq.wqe_mut(x.seq).msn = x.msn;
+                g.sq.transmitted();
+                Counters::bump(&g.stats.sent_pkts);
+                Counters::add(&g.stats.sent_bytes, x.payload as u64);
+                let out = g.out.as_mut().ok_or(Broken::Lost)?;
+                out.next_msn = x.msn.wrapping_add(1);
+                if k >= x.total {
+                    k -= x.total;
+                    if !reliable {
+                        sent_unacked(qp, g);
+                    }
+                } else {
+                    out.tx_hdr = x.hdr;
+                    out.tx_active = true;
+                    out.tx_seq = x.seq;
+                    out.tx_off = k;
+                    out.tx_total = x.total;
+                    k = 0;
                 }
             }
             Ok(true)
@@ -1292,6 +1414,9 @@ fn sent_unacked(qp: &Qp, g: &mut QpInner) {
 
 /// Reads responses until the socket is empty.
 fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
+    if let Some(out) = g.out.as_mut() {
+        out.conn.fresh();
+    }
     loop {
         let out = g.out.as_mut().ok_or(Broken::Lost)?;
         if out.rx_read.is_some() {
@@ -1492,7 +1617,7 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
 /// Receives READ response payload straight into the WQE's buffers; false
 /// when the socket is empty.
 fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
-    let out = g.out.as_ref().ok_or(Broken::Lost)?;
+    let out = g.out.as_mut().ok_or(Broken::Lost)?;
     let rd = out.rx_read.as_ref().ok_or(Broken::Lost)?;
     let (seq, done, left) = (rd.seq, rd.done as u64, rd.left as usize);
     let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
@@ -1509,7 +1634,7 @@ fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
         // SAFETY: the iovecs cover registered, locally writable memory
         // checked under the MR table lock, held across the call.
         Some(n) => unsafe { out.conn.recv_iov(&v[..n]) },
-        None => discard(&out.conn, left),
+        None => discard(&mut out.conn, left),
     };
     // Released before completing: what follows may end in enter_error,
     // which takes the table again, and a recursive read lock deadlocks
@@ -1566,7 +1691,7 @@ fn finish_read(qp: &Qp, g: &mut QpInner) {
 
 /// Reads and drops up to `len` bytes (payload bound for memory we may not
 /// touch).
-pub fn discard(conn: &Conn, len: usize) -> std::io::Result<usize> {
+pub fn discard(conn: &mut Conn, len: usize) -> std::io::Result<usize> {
     let mut buf = [0u8; 4096];
     let take = len.min(buf.len());
     let v = [iov(buf.as_mut_ptr(), take)];

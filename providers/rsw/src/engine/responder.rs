@@ -13,10 +13,12 @@
 //! requester has failed, and whatever it sent after the refused request must
 //! not be executed.
 //!
-//! Acknowledgements are ordered against visibility as on hardware: the
-//! requester never learns of success before the data and the receive
-//! completion are visible here, and they never become visible before the
-//! ACK is in the kernel (see `finish_request`).
+//! Acknowledgements are ordered against visibility: a WRITE's data never
+//! becomes visible before its ACK is in the kernel, nor the ACK transmitted
+//! before the data is visible; a SEND's receive completion is written only
+//! once its ACK is in the kernel (see `finish_request`). Bytes are read
+//! ahead by the transport (`Conn::recv_iov`), so a burst of messages is
+//! parsed out of one read.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -245,6 +247,7 @@ pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
         return;
     };
     if p.hello.is_none() {
+        p.conn.fresh();
         while p.got < HDR_LEN {
             let v = [iov(p.buf[p.got..].as_ptr(), HDR_LEN - p.got)];
             // SAFETY: the iovec covers the unfilled part of our buffer.
@@ -352,6 +355,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 rnr_notice_at: 0,
                 tail: [0; TAIL as usize],
                 peer_direct: false,
+                held: 0,
             });
             offer_local(qp, g, &p_ends);
             super::requester::apply_timeouts(g);
@@ -410,6 +414,18 @@ fn closed_by(e: &std::io::Error) -> Step {
 
 /// Runs the incoming connection as far as it goes without blocking.
 pub fn pump(qp: &Qp, g: &mut QpInner) {
+    run(qp, g);
+    // Normally settled already; here if the connection ended on the way
+    // (its data did arrive: the receives complete).
+    if !g.acked_later.is_empty() {
+        settle_acks(qp, g);
+    }
+}
+
+fn run(qp: &Qp, g: &mut QpInner) {
+    if let Some(inc) = g.inc.as_mut() {
+        inc.conn.fresh();
+    }
     loop {
         let Some(inc) = g.inc.as_mut() else { return };
         if inc.closing {
@@ -459,7 +475,7 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             }
             Rx::Payload(..) => receive_payload(qp, g),
             Rx::Discard(left) => {
-                let r = super::requester::discard(&inc.conn, left as usize);
+                let r = super::requester::discard(&mut inc.conn, left as usize);
                 match r {
                     Ok(0) => Step::Closed,
                     Ok(k) => {
@@ -481,21 +497,32 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             Step::More => continue,
             Step::Blocked => break,
             Step::Closed => {
+                settle_acks(qp, g);
                 g.inc = None;
                 return;
             }
             Step::Vanished => {
+                settle_acks(qp, g);
                 g.inc = None;
                 qp.peer_vanished(g);
                 return;
             }
         }
     }
-    if !flush(qp, g) {
+    if !settle_acks(qp, g) {
         g.inc = None;
         return;
     }
+    release_held(g);
     settle(qp, g);
+}
+
+/// Transmits ACKs held in the kernel while WRITEs' tails landed.
+fn release_held(g: &mut QpInner) {
+    if let Some(inc) = g.inc.as_mut().filter(|i| i.held > 0) {
+        inc.held = 0;
+        inc.conn.push();
+    }
 }
 
 /// Closes a finished connection or updates what it is polled for.
@@ -630,6 +657,7 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
         _ => {
             // Not a request: the peer is broken. InfiniBand calls this an
             // invalid request on the responder's work queue.
+            settle_acks(qp, g);
             qp.async_event(IBV_EVENT_QP_REQ_ERR);
             qp.enter_error(g, &"the peer sent a header that is not a request");
             Step::Closed
@@ -651,6 +679,7 @@ fn remote_ok(qp: &Qp, g: &QpInner, h: &Header, len: u64, need: u32) -> bool {
 /// A request named memory it may not touch: NAK it, and the responder QP
 /// fails with an access error (InfiniBand class C responder error).
 fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
+    settle_acks(qp, g);
     Counters::bump(&g.stats.resp_remote_access_errors);
     if let Some(inc) = g.inc.as_mut() {
         inc.nak(msn, Syndrome::RemAccess);
@@ -666,6 +695,7 @@ fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
 /// NAK it as an invalid request; the responder QP fails (InfiniBand class
 /// B/C responder error, `IBV_EVENT_QP_REQ_ERR`).
 fn inv_request(qp: &Qp, g: &mut QpInner, msn: u32) {
+    settle_acks(qp, g);
     Counters::bump(&g.stats.resp_remote_invalid_request);
     if let Some(inc) = g.inc.as_mut() {
         inc.nak(msn, Syndrome::RemInvReq);
@@ -747,6 +777,7 @@ fn hold(qp: &Qp, g: &mut QpInner, h: Header, until: u64, rnr_exceeded: bool) {
 }
 
 fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
+    settle_acks(qp, g);
     Counters::bump(&g.stats.send_rnr_err);
     let min_rnr = g.attr.min_rnr_timer;
     let Some(inc) = g.inc.as_mut() else { return };
@@ -781,6 +812,10 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // Not a request: the same-host requester left completions in our
     // mailbox while our CQ is armed.
     if h.op == Op::Doorbell {
+        if !settle_acks(qp, g) {
+            g.inc = None;
+            return;
+        }
         if h.flags & DOORBELL_DIRECT != 0 {
             if let Some(inc) = g.inc.as_mut() {
                 inc.peer_direct = true;
@@ -796,6 +831,14 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     if g.state == IBV_QPS_RTR && !g.comm_est_sent {
         g.comm_est_sent = true;
         qp.async_event(IBV_EVENT_COMM_EST);
+    }
+    // Only a run of SENDs shares one ACK; anything else may answer,
+    // complete or fail, and must come after what was acknowledged.
+    let plain_send =
+        h.fault == Fault::None as u8 && matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
+    if !plain_send && !settle_acks(qp, g) {
+        g.inc = None;
+        return;
     }
     if h.fault != Fault::None as u8 {
         injected(qp, g, h);
@@ -1107,6 +1150,7 @@ fn dest_iov(
 }
 
 fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
+    settle_acks(qp, g);
     match e {
         // UC: the target MR went away mid-message; the rest is dropped.
         DestError::Remote if !g.reliable() => {
@@ -1129,6 +1173,7 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
 /// The receive a request lands in cannot take it: the receive completes
 /// with `status`, the requester is told `syn`, and the QP fails.
 fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syndrome) {
+    settle_acks(qp, g);
     if g.reliable() {
         if let Some(inc) = g.inc.as_mut() {
             inc.nak(msn, syn);
@@ -1169,7 +1214,7 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
                 return Step::More;
             }
         };
-        let Some(inc) = g.inc.as_ref() else {
+        let Some(inc) = g.inc.as_mut() else {
             return Step::Closed;
         };
         // SAFETY: the iovecs cover registered memory with the needed
@@ -1254,13 +1299,125 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     let imm = h.flags & FLAG_IMM != 0;
     let peer = g.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
     let reliable = g.reliable();
+    // What a SEND brings is the application's to see only through its
+    // receive completion, which follows the ACK here: its tail may be
+    // placed first, and the ACK go out at once, with no cork to release.
+    // A WRITE's bytes are seen the moment they land (programs poll the
+    // last byte), so its ACK is held in the kernel while the tail lands.
+    let send = matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
     if let Some(inc) = g.inc.as_mut() {
         inc.rx = Rx::Header;
         if reliable {
             inc.ack(h.msn);
         }
     }
-    let alive = send_responses(qp, g, true);
+    // SENDs whose successors are already read ahead share one ACK, sent
+    // when the run ends; their completions wait for it (`acked_later`).
+    // Not across XRC requests: each names its SRQ, whose CQ its
+    // completion goes to.
+    let acked = send && reliable;
+    let later = acked
+        && g.qp_type != IBV_QPT_XRC_RECV
+        && g.acked_later.len() < MAX_ACKED_LATER
+        && g.inc.as_ref().is_some_and(|i| i.conn.staged() >= HDR_LEN);
+    let alive = if send {
+        place_tail(qp, g, &h, &tail_bytes);
+        true
+    } else {
+        // Nothing waits in `acked_later`: the WRITE's header settled it.
+        let alive = send_responses(qp, g, true);
+        place_tail(qp, g, &h, &tail_bytes);
+        alive
+    };
+    let inv = h.op == Op::SendInv;
+    let opcode = match h.op {
+        Op::Send | Op::SendImm | Op::SendInv => Some(IBV_WC_RECV),
+        Op::WriteImm => Some(IBV_WC_RECV_RDMA_WITH_IMM),
+        _ => None,
+    };
+    if let Some(opcode) = opcode {
+        if let Some(wr_id) = qp.take_claimed(g) {
+            let cqe = Cqe {
+                wr_id,
+                status: IBV_WC_SUCCESS,
+                opcode,
+                byte_len: h.length,
+                // The invalidated rkey shares the immediate's field.
+                imm: if imm || inv { h.imm } else { 0 },
+                src_qp: peer,
+                wc_flags: if imm {
+                    IBV_WC_WITH_IMM
+                } else if inv {
+                    IBV_WC_WITH_INV
+                } else {
+                    0
+                },
+                solicited: h.flags & FLAG_SOLICITED != 0,
+                ..Cqe::default()
+            };
+            if acked {
+                if g.acked_later.capacity() == 0 {
+                    g.acked_later.reserve_exact(MAX_ACKED_LATER);
+                }
+                g.acked_later.push(cqe);
+            } else {
+                qp.complete_recv(g, cqe);
+            }
+        }
+    }
+    let alive = if acked && !later {
+        settle_acks(qp, g)
+    } else {
+        alive
+    };
+    if !alive {
+        g.inc = None;
+    } else if let Some(inc) = g.inc.as_mut().filter(|_| reliable && !send) {
+        // The held ACK is released when this pass over the connection
+        // ends (`pump`), one push for a batch of WRITEs; a long batch
+        // releases it on the way.
+        inc.held += 1;
+        if inc.held >= MAX_HELD {
+            inc.held = 0;
+            inc.conn.push();
+        }
+    }
+}
+
+/// WRITEs whose ACKs may wait in the kernel for one push.
+const MAX_HELD: u32 = 16;
+
+/// SENDs that may share one ACK.
+const MAX_ACKED_LATER: usize = 32;
+
+/// Hands the queued responses (the ACK of a run of SENDs) to the kernel,
+/// then writes the receive completions that waited for it, in order; false
+/// if the connection failed. With the socket full the ACK stays queued and
+/// the completions are written anyway, as a lone SEND's would be.
+fn settle_acks(qp: &Qp, g: &mut QpInner) -> bool {
+    if g.acked_later.is_empty() {
+        return flush(qp, g);
+    }
+    // What a same-host peer placed before our ACK came first; what it
+    // places once it has the ACK comes after (`complete_recv_drained`).
+    qp.drain_mailbox(g);
+    let alive = flush(qp, g);
+    {
+        let done = std::mem::take(&mut g.acked_later);
+        for &e in &done {
+            qp.complete_recv_drained(g, e);
+        }
+        // Keep the reserved room for the next run.
+        g.acked_later = done;
+        g.acked_later.clear();
+    }
+    alive
+}
+
+/// Places the last bytes of a request's payload (see [`TAIL`]).
+fn place_tail(qp: &Qp, g: &QpInner, h: &Header, tail_bytes: &[u8; TAIL as usize]) {
+    let tail = h.length.min(TAIL);
+    let bulk = h.length - tail;
     {
         let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
         let table = mr::table();
@@ -1268,7 +1425,7 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         // makes this fail, and then the tail is not placed. Nor is it when
         // the application unmapped the memory: the ACK is already out, as
         // hardware's would be before it wrote into pages it had pinned.
-        if let Ok(n) = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v) {
+        if let Ok(n) = dest_iov(qp, g, h, bulk, tail as usize, &table, &mut v) {
             // An atomic write's 8 bytes land at once (the target is one
             // aligned piece: checked at the request's header).
             if h.op == Op::AtomicWrite && n == 1 && (v[0].iov_base as usize).is_multiple_of(8) {
@@ -1299,43 +1456,6 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
             }
         }
     }
-    let inv = h.op == Op::SendInv;
-    let opcode = match h.op {
-        Op::Send | Op::SendImm | Op::SendInv => Some(IBV_WC_RECV),
-        Op::WriteImm => Some(IBV_WC_RECV_RDMA_WITH_IMM),
-        _ => None,
-    };
-    if let Some(opcode) = opcode {
-        if let Some(wr_id) = qp.take_claimed(g) {
-            qp.complete_recv(
-                g,
-                Cqe {
-                    wr_id,
-                    status: IBV_WC_SUCCESS,
-                    opcode,
-                    byte_len: h.length,
-                    // The invalidated rkey shares the immediate's field.
-                    imm: if imm || inv { h.imm } else { 0 },
-                    src_qp: peer,
-                    wc_flags: if imm {
-                        IBV_WC_WITH_IMM
-                    } else if inv {
-                        IBV_WC_WITH_INV
-                    } else {
-                        0
-                    },
-                    solicited: h.flags & FLAG_SOLICITED != 0,
-                    ..Cqe::default()
-                },
-            );
-        }
-    }
-    if !alive {
-        g.inc = None;
-    } else if let Some(inc) = g.inc.as_ref().filter(|_| reliable) {
-        // Release the held ACK (UC queued none: no syscall for it).
-        inc.conn.push();
-    }
 }
 
 // ---- responses ----------------------------------------------------------------
@@ -1346,45 +1466,58 @@ fn flush(qp: &Qp, g: &mut QpInner) -> bool {
     send_responses(qp, g, false)
 }
 
+/// Responses gathered into one `sendmsg` at most.
+const MAX_GATHER: usize = 8;
+
 /// As [`flush`]; with `hold` the kernel keeps the bytes until
-/// `Conn::push`.
+/// `Conn::push`. Queued responses go out together, several in one
+/// `sendmsg`.
 fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
     loop {
         let Some(inc) = g.inc.as_mut() else {
             return true;
         };
-        let Some(r) = inc.resp.front() else {
+        if inc.resp.is_empty() {
             return true;
-        };
-        let mut v = [iov(std::ptr::null(), 0); 2];
-        let mut n = 0;
-        if r.off < HDR_LEN {
-            v[0] = iov(r.hdr[r.off..].as_ptr(), HDR_LEN - r.off);
-            n = 1;
         }
+        let mut v = [iov(std::ptr::null(), 0); 2 * MAX_GATHER];
+        let mut n = 0;
         let table = mr::table();
-        if let Some(d) = &r.read {
-            let left = d.len - d.sent;
-            if left > 0 {
-                match table.remote(
-                    d.rkey,
-                    d.addr.wrapping_add(d.sent as u64),
-                    left as u64,
-                    d.pd,
-                    IBV_ACCESS_REMOTE_READ,
-                    qp.qpn,
-                ) {
-                    Ok(p) => {
-                        v[n] = iov(p, left as usize);
-                        n += 1;
+        for r in inc.resp.iter().take(MAX_GATHER) {
+            let before = n;
+            if r.off < HDR_LEN {
+                v[n] = iov(r.hdr[r.off..].as_ptr(), HDR_LEN - r.off);
+                n += 1;
+            }
+            if let Some(d) = &r.read {
+                let left = d.len - d.sent;
+                if left > 0 {
+                    match table.remote(
+                        d.rkey,
+                        d.addr.wrapping_add(d.sent as u64),
+                        left as u64,
+                        d.pd,
+                        IBV_ACCESS_REMOTE_READ,
+                        qp.qpn,
+                    ) {
+                        Ok(p) => {
+                            v[n] = iov(p, left as usize);
+                            n += 1;
+                        }
+                        // The MR was deregistered mid-response: the
+                        // requester cannot be told cleanly any more; drop
+                        // the connection.
+                        Err(_) if before == 0 => return false,
+                        // Send the responses before it first.
+                        Err(_) => {
+                            n = before;
+                            break;
+                        }
                     }
-                    // The MR was deregistered mid-response: the requester
-                    // cannot be told cleanly any more; drop the connection.
-                    Err(_) => return false,
                 }
             }
         }
-        // SAFETY: the iovecs cover our header buffer and registered memory
+        // SAFETY: the iovecs cover our header buffers and registered memory
         // with remote read rights, checked under the MR table lock (held).
         let res = unsafe { inc.conn.send_iov(&v[..n], hold) };
         drop(table);
@@ -1406,18 +1539,22 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
             }
             Err(_) => return false,
         };
-        let Some(r) = inc.resp.front_mut() else {
-            return true;
-        };
-        let h = (HDR_LEN - r.off.min(HDR_LEN)).min(k);
-        r.off += h;
-        k -= h;
-        let mut done = r.off == HDR_LEN;
-        if let Some(d) = r.read.as_mut() {
-            d.sent += k as u32;
-            done = done && d.sent == d.len;
-        }
-        if done {
+        // Retire what went out, in order; the first one not finished
+        // keeps its progress.
+        while let Some(r) = inc.resp.front_mut() {
+            let h = (HDR_LEN - r.off.min(HDR_LEN)).min(k);
+            r.off += h;
+            k -= h;
+            let mut done = r.off == HDR_LEN;
+            if let Some(d) = r.read.as_mut() {
+                let m = ((d.len - d.sent) as usize).min(k);
+                d.sent += m as u32;
+                k -= m;
+                done = done && d.sent == d.len;
+            }
+            if !done {
+                break;
+            }
             if let Some(d) = &r.read {
                 inc.read_bytes -= d.len as u64;
             }

@@ -38,6 +38,18 @@ fn live(qp: *mut ibv_qp) -> Option<Arc<Qp>> {
     QPS.get(qp).and_then(|w| w.upgrade())
 }
 
+/// Socket calls that moved bytes on a QP's connections so far:
+/// `(reads, writes)` of the incoming (responder) and outgoing (requester)
+/// ones; `None` for a pointer that is not a live QP of ours. For tests and
+/// diagnostics of the TCP path's batching.
+pub fn socket_calls(qp: *mut ibv_qp) -> Option<[(u64, u64); 2]> {
+    let q = live(qp)?;
+    let g = q.inner.lock();
+    let inc = g.incoming_conn().map_or((0, 0), |c| c.calls());
+    let out = g.out.as_ref().map_or((0, 0), |o| o.conn.calls());
+    Some([inc, out])
+}
+
 /// The QP a control verb acts on: the QP itself, or the one an opened
 /// handle stands for.
 fn live_target(qp: *mut ibv_qp) -> Option<Arc<Qp>> {

@@ -165,6 +165,29 @@ impl Conn {
         }
     }
 
+    /// Something may have arrived (the descriptor fired, or a thread
+    /// polls): the next [`Conn::recv_iov`] asks the socket even if the
+    /// last one found it empty.
+    pub fn fresh(&mut self) {
+        match self {
+            Conn::Tcp(c) => c.fresh(),
+        }
+    }
+
+    /// Bytes read ahead and not yet taken by [`Conn::recv_iov`].
+    pub fn staged(&self) -> usize {
+        match self {
+            Conn::Tcp(c) => c.staged(),
+        }
+    }
+
+    /// The `recvmsg` and `sendmsg` calls that moved bytes so far.
+    pub fn calls(&self) -> (u64, u64) {
+        match self {
+            Conn::Tcp(c) => c.calls(),
+        }
+    }
+
     /// Transmits what [`Conn::send_iov`] held back.
     pub fn push(&self) {
         match self {
@@ -173,11 +196,13 @@ impl Conn {
     }
 
     /// Non-blocking scatter receive; `Ok(0)` is end of stream,
-    /// `ErrorKind::WouldBlock` when nothing is available.
+    /// `ErrorKind::WouldBlock` when nothing is available. Reads ahead:
+    /// bytes beyond `iov` are kept for the next call, so the caller must
+    /// read on until it would block before waiting for the descriptor.
     ///
     /// # Safety
     /// Every iovec must describe writable memory for the whole call.
-    pub unsafe fn recv_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
+    pub unsafe fn recv_iov(&mut self, iov: &[libc::iovec]) -> io::Result<usize> {
         match self {
             // SAFETY: forwarded contract.
             Conn::Tcp(c) => unsafe { c.recv_iov(iov) },

@@ -6,6 +6,7 @@
 //! namespace, which makes QP numbers unique across processes with no daemon
 //! and no coordination.
 
+use std::cell::Cell;
 use std::io;
 use std::mem::zeroed;
 use std::net::SocketAddr;
@@ -53,7 +54,7 @@ impl TcpListener {
                             .and_then(|a| SocketAddr::try_from(a).ok())
                             .map_or([0; 16], |a| addr_gid(&a));
                         let local = local_gid(&fd).unwrap_or([0; 16]);
-                        return Ok(Some((TcpConn { fd }, Endpoints { peer, local })));
+                        return Ok(Some((TcpConn::new(fd), Endpoints { peer, local })));
                     }
                     Err(e) => io::Error::from(e),
                 };
@@ -68,8 +69,34 @@ impl TcpListener {
     }
 }
 
+/// Bytes one read may take beyond what the caller asked for: the start
+/// of the messages that follow, so a burst of small messages (or a header
+/// and its payload) costs one `recvmsg` instead of two per message.
+const STAGE: usize = 64 << 10;
+
 pub struct TcpConn {
     fd: OwnedFd,
+    /// Stream bytes read ahead of the caller: `stage[start..]` (the
+    /// vector's length is where they end). Its capacity is reserved at
+    /// the first read and never grows, so no read allocates after that;
+    /// pages are only touched as far as data has come.
+    stage: Vec<u8>,
+    start: usize,
+    /// The last `recvmsg` returned less than it had room for: the socket
+    /// was empty then, so the next read reports "would block" without
+    /// asking again, until `fresh` says something may have come (the
+    /// descriptor fired, or a thread polls).
+    drained: bool,
+    calls: Calls,
+}
+
+/// How many `recvmsg`/`sendmsg` calls of a connection moved bytes (the
+/// ones that found the socket empty or full are not counted): diagnostics
+/// and tests, see `qp::socket_calls`.
+#[derive(Default)]
+pub struct Calls {
+    pub reads: Cell<u64>,
+    pub writes: Cell<u64>,
 }
 
 impl Drop for TcpConn {
@@ -108,6 +135,28 @@ pub enum ConnectError {
 }
 
 impl TcpConn {
+    fn new(fd: OwnedFd) -> TcpConn {
+        TcpConn {
+            fd,
+            stage: Vec::new(),
+            start: 0,
+            drained: false,
+            calls: Calls::default(),
+        }
+    }
+
+    pub fn fresh(&mut self) {
+        self.drained = false;
+    }
+
+    pub fn staged(&self) -> usize {
+        self.stage.len() - self.start
+    }
+
+    pub fn calls(&self) -> (u64, u64) {
+        (self.calls.reads.get(), self.calls.writes.get())
+    }
+
     /// Connects to `remote` from the address `local` (our GID), so the peer
     /// sees the source address it was told at RTR. Creating or binding the
     /// socket fails with `Err(ConnectError::Local)`; anything the network
@@ -132,7 +181,7 @@ impl TcpConn {
         if src.is_ipv4() == dst.is_ipv4() && *local != [0; 16] {
             rnet::bind(&fd, &src).map_err(|e| ConnectError::Local(e.into()))?;
         }
-        let conn = TcpConn { fd };
+        let conn = TcpConn::new(fd);
         loop {
             let e = match rnet::connect(&conn.fd, &dst) {
                 Ok(()) => return Ok(Connecting::Ready(super::Conn::Tcp(conn))),
@@ -190,6 +239,9 @@ impl TcpConn {
                     libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | more,
                 )
             };
+            if n > 0 {
+                self.calls.writes.set(self.calls.writes.get() + 1);
+            }
             if n >= 0 {
                 return Ok(n as usize);
             }
@@ -206,23 +258,96 @@ impl TcpConn {
         tune(&self.fd);
     }
 
+    /// Receives into `iov`: from the bytes read ahead if there are any
+    /// (copied, so a destination unmapped since its registration fails
+    /// with EFAULT as `recvmsg` would), else with one `recvmsg` that also
+    /// reads ahead whatever follows, up to [`STAGE`] bytes. A large
+    /// payload still goes straight from the socket into its destination.
+    ///
     /// # Safety
     /// Every iovec must describe writable memory.
-    pub unsafe fn recv_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
+    pub unsafe fn recv_iov(&mut self, iov: &[libc::iovec]) -> io::Result<usize> {
+        let want: usize = iov.iter().map(|v| v.iov_len).sum();
+        if self.start < self.stage.len() && want > 0 {
+            // SAFETY: forwarded contract.
+            return unsafe { self.unstage(iov) };
+        }
+        if self.drained && want > 0 {
+            self.drained = false;
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
+        if self.stage.capacity() == 0 {
+            self.stage.reserve_exact(STAGE);
+        }
+        self.stage.clear();
+        self.start = 0;
+        let mut v = [crate::util::iov(std::ptr::null(), 0); super::MAX_IOV + 1];
+        let n = iov.len().min(super::MAX_IOV);
+        v[..n].copy_from_slice(&iov[..n]);
+        let room = if want > 0 { self.stage.capacity() } else { 0 };
+        v[n] = crate::util::iov(self.stage.as_mut_ptr(), room);
         // SAFETY: a zeroed msghdr is valid; we only set the iovec fields.
         let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-        msg.msg_iovlen = iov.len();
+        msg.msg_iov = v.as_mut_ptr();
+        msg.msg_iovlen = n + 1;
         loop {
-            // SAFETY: msg points to iovecs the caller vouches for.
-            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-            if n >= 0 {
-                return Ok(n as usize);
+            // SAFETY: msg points to the caller's iovecs, which it vouches
+            // for, and to our stage's reserved (unused) capacity.
+            let r = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+            if r > 0 {
+                self.calls.reads.set(self.calls.reads.get() + 1);
+            }
+            if r >= 0 {
+                let r = r as usize;
+                self.drained = r < want + room;
+                if r > want {
+                    // SAFETY: the kernel wrote these bytes of the reserved
+                    // capacity.
+                    unsafe { self.stage.set_len(r - want) };
+                }
+                return Ok(r.min(want));
             }
             let e = io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EINTR) {
                 return Err(e);
             }
         }
+    }
+
+    /// Copies bytes read ahead into `iov`, as many as fit.
+    ///
+    /// # Safety
+    /// Every iovec must describe memory the application registered for us
+    /// to write, or ours.
+    unsafe fn unstage(&mut self, iov: &[libc::iovec]) -> io::Result<usize> {
+        let mut done = 0;
+        for v in iov {
+            let k = v.iov_len.min(self.stage.len() - self.start);
+            if k == 0 {
+                continue;
+            }
+            // SAFETY: the source is initialised stage bytes; the caller
+            // vouches for the destination, and a fault there (memory
+            // unmapped since) is caught.
+            let r = unsafe {
+                crate::guard::copy(
+                    v.iov_base as *mut u8,
+                    self.stage.as_ptr().add(self.start),
+                    k,
+                )
+            };
+            if r.is_err() {
+                if done > 0 {
+                    break;
+                }
+                return Err(io::Error::from_raw_os_error(libc::EFAULT));
+            }
+            self.start += k;
+            done += k;
+            if self.start == self.stage.len() {
+                break;
+            }
+        }
+        Ok(done)
     }
 }

@@ -128,6 +128,9 @@ pub struct InConn {
     /// requests come through memory, this connection only carries what
     /// cannot (so polling does not read it; the progress thread does).
     pub(crate) peer_direct: bool,
+    /// ACKs sent with a hold (WRITEs whose tails landed since) and not
+    /// pushed out yet: `responder::pump` releases them when it stops.
+    pub(crate) held: u32,
 }
 
 impl InConn {

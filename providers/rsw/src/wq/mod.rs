@@ -75,6 +75,10 @@ pub struct QpInner {
     pub block_self_mcast: bool,
     pub out: Option<OutConn>,
     pub inc: Option<InConn>,
+    /// Receive completions of SENDs whose (cumulative) ACK is queued but
+    /// not yet handed to the kernel: the responder writes them once it is
+    /// (`responder::settle_acks`), within the same pass.
+    pub acked_later: Vec<Cqe>,
     pub pending: Vec<Option<PendingConn>>,
     /// Counts connections put in `pending`, for their token ids.
     pub pending_seq: usize,
@@ -171,6 +175,7 @@ impl QpInner {
             block_self_mcast: false,
             out: None,
             inc: None,
+            acked_later: Vec::new(),
             pending: Vec::new(),
             pending_seq: 0,
             remote: None,
@@ -598,6 +603,13 @@ impl Qp {
 
     pub fn complete_recv(&self, g: &mut QpInner, e: Cqe) {
         self.drain_mailbox(g);
+        self.complete_recv_drained(g, e);
+    }
+
+    /// As [`Qp::complete_recv`] for a caller that drained the mailbox
+    /// itself, before the ACK that lets a same-host peer place the next
+    /// SEND there went out: what the peer placed since comes after this.
+    pub fn complete_recv_drained(&self, g: &mut QpInner, e: Cqe) {
         if let Some(r) = g.xrc_remote.clone() {
             return self.complete_remote(g, &r, e);
         }

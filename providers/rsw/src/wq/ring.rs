@@ -242,6 +242,11 @@ impl SendQueue {
         (self.tx < self.tail).then_some(self.tx)
     }
 
+    /// The WQE queued after `seq`, if any (`seq` itself queued).
+    pub fn queued_after(&self, seq: u64) -> Option<u64> {
+        (seq + 1 < self.tail).then_some(seq + 1)
+    }
+
     /// The WQE `next_to_transmit` named has started going out.
     pub fn transmitted(&mut self) {
         self.tx += 1;
