@@ -276,6 +276,7 @@ for round in $(seq 1 "$runs"); do
         done
         perftest "atomic_lat:8:$path" 5 ib_atomic_lat -n 2000
         perftest "send_bw:2:$path" 5 ib_send_bw -s 2 -n 100000
+        perftest "atomic_bw:8:$path" 5 ib_atomic_bw -n 100000
         scale=$mib
         for t in write read send; do
             perftest "${t}_bw:65536:$path" 4 ib_${t}_bw -s 65536 -n 20000

@@ -94,6 +94,7 @@ def main():
         ("ib_read_lat", "read_lat", 64, "rt"),
         ("ib_atomic_lat", "atomic_lat", 8, "rt"),
         ("ib_send_bw (message rate)", "send_bw", 2, "rate"),
+        ("ib_atomic_bw (fetch-and-add rate)", "atomic_bw", 8, "rate"),
         ("ib_write_bw", "write_bw", 65536, "bw"),
         ("ib_write_bw", "write_bw", 1048576, "bw"),
         ("ib_read_bw", "read_bw", 65536, "bw"),
