@@ -19,17 +19,6 @@ struct xrc {
 	struct vt_buf s, r;
 };
 
-static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx, int fd, int oflags)
-{
-	struct ibv_xrcd_init_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-	a.fd = fd;
-	a.oflags = oflags;
-	return ibv_open_xrcd(ctx, &a);
-}
-
 static struct ibv_srq *xrc_srq(struct vt_env *e, struct ibv_xrcd *xrcd,
 			       struct ibv_cq *cq, struct ibv_pd *pd)
 {
@@ -47,46 +36,6 @@ static struct ibv_srq *xrc_srq(struct vt_env *e, struct ibv_xrcd *xrcd,
 	return CHECK_PTR(ibv_create_srq_ex(e->ctx, &a));
 }
 
-static void xrc_modify(struct ibv_qp *qp, uint32_t dest, struct vt_env *e,
-		       int tgt)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = VT_PORT;
-	a.qp_access_flags = tgt ? VT_ACCESS_ALL : 0;
-	CHECK_OK(ibv_modify_qp(qp, &a,
-			       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				       IBV_QP_ACCESS_FLAGS));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest;
-	a.path_mtu = IBV_MTU_1024;
-	a.min_rnr_timer = 12;
-	a.max_dest_rd_atomic = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = e->gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = VT_PORT;
-	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-	if (tgt)
-		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	CHECK_OK(ibv_modify_qp(qp, &a, mask));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
-	if (!tgt)
-		mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			IBV_QP_MAX_QP_RD_ATOMIC;
-	CHECK_OK(ibv_modify_qp(qp, &a, mask));
-}
-
 static void xrc_open(struct xrc *x)
 {
 	struct ibv_qp_init_attr_ex a;
@@ -94,7 +43,7 @@ static void xrc_open(struct xrc *x)
 	memset(x, 0, sizeof(*x));
 	vt_env_open(&x->e);
 	CHECK(x->e.dev.device_cap_flags & IBV_DEVICE_XRC);
-	x->xrcd = CHECK_PTR(open_xrcd(x->e.ctx, -1, O_CREAT));
+	x->xrcd = CHECK_PTR(vt_open_xrcd(x->e.ctx, -1, O_CREAT));
 	x->scq = CHECK_PTR(ibv_create_cq(x->e.ctx, 32, NULL, NULL, 0));
 	x->rcq = CHECK_PTR(ibv_create_cq(x->e.ctx, 32, NULL, NULL, 0));
 	x->srq = xrc_srq(&x->e, x->xrcd, x->rcq, x->e.pd);
@@ -113,8 +62,8 @@ static void xrc_open(struct xrc *x)
 	a.comp_mask = IBV_QP_INIT_ATTR_PD;
 	a.pd = x->e.pd;
 	x->ini = CHECK_PTR(ibv_create_qp_ex(x->e.ctx, &a));
-	xrc_modify(x->tgt, x->ini->qp_num, &x->e, 1);
-	xrc_modify(x->ini, x->tgt->qp_num, &x->e, 0);
+	vt_xrc_modify(x->tgt, x->ini->qp_num, &x->e, 1);
+	vt_xrc_modify(x->ini, x->tgt->qp_num, &x->e, 0);
 	vt_buf_reg(&x->e, &x->s, 8192, IBV_ACCESS_LOCAL_WRITE);
 	vt_buf_reg(&x->e, &x->r, 8192, VT_ACCESS_ALL);
 	vt_fill(x->s.p, 8192, 8);
@@ -153,12 +102,12 @@ static void xrcd_open_rules(void)
 	CHECK(fd >= 0);
 	unlink(path);
 	/* No domain for the file yet, and no O_CREAT. */
-	CHECK_NULL_ERRNO(open_xrcd(e.ctx, fd, 0), EAGAIN);
-	struct ibv_xrcd *a = CHECK_PTR(open_xrcd(e.ctx, fd, O_CREAT));
+	CHECK_NULL_ERRNO(vt_open_xrcd(e.ctx, fd, 0), EAGAIN);
+	struct ibv_xrcd *a = CHECK_PTR(vt_open_xrcd(e.ctx, fd, O_CREAT));
 	/* The same file: the same domain, with or without O_CREAT. */
-	struct ibv_xrcd *b = CHECK_PTR(open_xrcd(e.ctx, fd, 0));
-	struct ibv_xrcd *c = CHECK_PTR(open_xrcd(e.ctx, fd, O_CREAT));
-	CHECK_NULL_ERRNO(open_xrcd(e.ctx, fd, O_CREAT | O_EXCL), EINVAL);
+	struct ibv_xrcd *b = CHECK_PTR(vt_open_xrcd(e.ctx, fd, 0));
+	struct ibv_xrcd *c = CHECK_PTR(vt_open_xrcd(e.ctx, fd, O_CREAT));
+	CHECK_NULL_ERRNO(vt_open_xrcd(e.ctx, fd, O_CREAT | O_EXCL), EINVAL);
 	struct ibv_xrcd_init_attr bad;
 	memset(&bad, 0, sizeof(bad));
 	bad.comp_mask = IBV_XRCD_INIT_ATTR_FD;
@@ -177,7 +126,7 @@ static void xrcd_open_rules(void)
 	CHECK_OK(ibv_close_xrcd(a));
 	CHECK_OK(ibv_destroy_cq(cq));
 	/* Its last handle closed, the file's domain is gone. */
-	CHECK_NULL_ERRNO(open_xrcd(e.ctx, fd, 0), EAGAIN);
+	CHECK_NULL_ERRNO(vt_open_xrcd(e.ctx, fd, 0), EAGAIN);
 	close(fd);
 }
 
@@ -255,7 +204,7 @@ static void xrc_unknown_srqn(void)
 
 	xrc_open(&x);
 	/* An XRC SRQ of another domain does not count either. */
-	struct ibv_xrcd *d2 = CHECK_PTR(open_xrcd(x.e.ctx, -1, O_CREAT));
+	struct ibv_xrcd *d2 = CHECK_PTR(vt_open_xrcd(x.e.ctx, -1, O_CREAT));
 	struct ibv_srq *foreign = xrc_srq(&x.e, d2, x.rcq, x.e.pd);
 	uint32_t fn;
 	CHECK_OK(ibv_get_srq_num(foreign, &fn));
@@ -310,8 +259,8 @@ static void xrc_queues_and_wr_api(void)
 	a.comp_mask = IBV_QP_INIT_ATTR_XRCD;
 	a.xrcd = x.xrcd;
 	struct ibv_qp *tgt2 = CHECK_PTR(ibv_create_qp_ex(x.e.ctx, &a));
-	xrc_modify(tgt2, ini2->qp_num, &x.e, 1);
-	xrc_modify(ini2, tgt2->qp_num, &x.e, 0);
+	vt_xrc_modify(tgt2, ini2->qp_num, &x.e, 1);
+	vt_xrc_modify(ini2, tgt2->qp_num, &x.e, 0);
 	post_xsrq(x.srq, 9, x.r.p + 2048, 512, x.r.mr->lkey);
 	struct ibv_qp_ex *qx = CHECK_PTR(ibv_qp_to_qp_ex(ini2));
 	ibv_wr_start(qx);
@@ -345,8 +294,8 @@ static void xrc_open_qp(void)
 	struct ibv_qp_init_attr ia;
 
 	vt_env_open(&e);
-	struct ibv_xrcd *xrcd = CHECK_PTR(open_xrcd(e.ctx, -1, O_CREAT));
-	struct ibv_xrcd *other = CHECK_PTR(open_xrcd(e.ctx, -1, O_CREAT));
+	struct ibv_xrcd *xrcd = CHECK_PTR(vt_open_xrcd(e.ctx, -1, O_CREAT));
+	struct ibv_xrcd *other = CHECK_PTR(vt_open_xrcd(e.ctx, -1, O_CREAT));
 	struct ibv_cq *scq = CHECK_PTR(ibv_create_cq(e.ctx, 8, NULL, NULL, 0));
 	struct ibv_cq *rcq = CHECK_PTR(ibv_create_cq(e.ctx, 8, NULL, NULL, 0));
 	struct ibv_srq *srq = xrc_srq(&e, xrcd, rcq, e.pd);
@@ -383,8 +332,8 @@ static void xrc_open_qp(void)
 	CHECK(h->qp_context == &oa);
 
 	/* Connected through the opened handle. */
-	xrc_modify(h, ini->qp_num, &e, 1);
-	xrc_modify(ini, tgt->qp_num, &e, 0);
+	vt_xrc_modify(h, ini->qp_num, &e, 1);
+	vt_xrc_modify(ini, tgt->qp_num, &e, 0);
 	CHECK_OK(ibv_query_qp(tgt, &at, IBV_QP_STATE, &ia));
 	CHECK_EQ(at.qp_state, IBV_QPS_RTS);
 	CHECK_OK(ibv_query_qp(h, &at, IBV_QP_STATE, &ia));

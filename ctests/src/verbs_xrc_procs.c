@@ -37,17 +37,6 @@ static int same_host_path(void)
 	return !t || strcmp(t, "tcp") != 0;
 }
 
-static struct ibv_xrcd *open_xrcd(struct ibv_context *ctx, int fd, int oflags)
-{
-	struct ibv_xrcd_init_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-	a.fd = fd;
-	a.oflags = oflags;
-	return ibv_open_xrcd(ctx, &a);
-}
-
 static struct ibv_srq *xrc_srq(struct vt_env *e, struct ibv_xrcd *xrcd,
 			       struct ibv_cq *cq)
 {
@@ -63,46 +52,6 @@ static struct ibv_srq *xrc_srq(struct vt_env *e, struct ibv_xrcd *xrcd,
 	a.cq = cq;
 	a.pd = e->pd;
 	return CHECK_PTR(ibv_create_srq_ex(e->ctx, &a));
-}
-
-static void xrc_modify(struct ibv_qp *qp, uint32_t dest, struct vt_env *e,
-		       int tgt)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = VT_PORT;
-	a.qp_access_flags = tgt ? VT_ACCESS_ALL : 0;
-	CHECK_OK(ibv_modify_qp(qp, &a,
-			       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				       IBV_QP_ACCESS_FLAGS));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest;
-	a.path_mtu = IBV_MTU_1024;
-	a.min_rnr_timer = 12;
-	a.max_dest_rd_atomic = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = e->gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = VT_PORT;
-	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-	if (tgt)
-		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-	CHECK_OK(ibv_modify_qp(qp, &a, mask));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
-	if (!tgt)
-		mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			IBV_QP_MAX_QP_RD_ATOMIC;
-	CHECK_OK(ibv_modify_qp(qp, &a, mask));
 }
 
 /* A temporary file naming a domain (removed from the directory at once:
@@ -184,7 +133,7 @@ static void sender_open(struct sender *a, int dfd, int oflags)
 	struct ibv_qp_init_attr_ex q;
 
 	vt_env_open(&a->e);
-	a->xrcd = CHECK_PTR(open_xrcd(a->e.ctx, dfd, oflags));
+	a->xrcd = CHECK_PTR(vt_open_xrcd(a->e.ctx, dfd, oflags));
 	a->scq = CHECK_PTR(ibv_create_cq(a->e.ctx, 32, NULL, NULL, 0));
 	memset(&q, 0, sizeof(q));
 	q.qp_type = IBV_QPT_XRC_RECV;
@@ -199,8 +148,8 @@ static void sender_open(struct sender *a, int dfd, int oflags)
 	q.comp_mask = IBV_QP_INIT_ATTR_PD;
 	q.pd = a->e.pd;
 	a->ini = CHECK_PTR(ibv_create_qp_ex(a->e.ctx, &q));
-	xrc_modify(a->tgt, a->ini->qp_num, &a->e, 1);
-	xrc_modify(a->ini, a->tgt->qp_num, &a->e, 0);
+	vt_xrc_modify(a->tgt, a->ini->qp_num, &a->e, 1);
+	vt_xrc_modify(a->ini, a->tgt->qp_num, &a->e, 0);
 	vt_buf_reg(&a->e, &a->s, SRC_LEN, IBV_ACCESS_LOCAL_WRITE);
 	vt_fill(a->s.p, SRC_LEN, SEED);
 }
@@ -252,7 +201,7 @@ struct owner {
 static void owner_open(struct owner *b, int dfd, int oflags, int channel)
 {
 	vt_env_open(&b->e);
-	b->xrcd = CHECK_PTR(open_xrcd(b->e.ctx, dfd, oflags));
+	b->xrcd = CHECK_PTR(vt_open_xrcd(b->e.ctx, dfd, oflags));
 	b->ch = channel ? CHECK_PTR(ibv_create_comp_channel(b->e.ctx)) : NULL;
 	b->cq = CHECK_PTR(ibv_create_cq(b->e.ctx, 32, NULL, b->ch, 0));
 	b->srq = xrc_srq(&b->e, b->xrcd, b->cq);
@@ -463,12 +412,12 @@ static void opener(int fd, int dfd)
 
 	vt_env_open(&e);
 	/* No process has the file's domain. */
-	CHECK_NULL_ERRNO(open_xrcd(e.ctx, dfd, 0), EAGAIN);
+	CHECK_NULL_ERRNO(vt_open_xrcd(e.ctx, dfd, 0), EAGAIN);
 	send_byte(fd, '1');
 	expect_byte(fd, '2');
 	/* A has it now: O_EXCL refuses, plain opening joins. */
-	CHECK_NULL_ERRNO(open_xrcd(e.ctx, dfd, O_CREAT | O_EXCL), EINVAL);
-	struct ibv_xrcd *x = CHECK_PTR(open_xrcd(e.ctx, dfd, 0));
+	CHECK_NULL_ERRNO(vt_open_xrcd(e.ctx, dfd, O_CREAT | O_EXCL), EINVAL);
+	struct ibv_xrcd *x = CHECK_PTR(vt_open_xrcd(e.ctx, dfd, 0));
 	struct ibv_cq *cq = CHECK_PTR(ibv_create_cq(e.ctx, 4, NULL, NULL, 0));
 	struct ibv_srq *srq = xrc_srq(&e, x, cq);
 	uint32_t n;
@@ -480,8 +429,8 @@ static void opener(int fd, int dfd)
 	send_byte(fd, '4');
 	expect_byte(fd, '5');
 	/* Every process closed it: gone. */
-	CHECK_NULL_ERRNO(open_xrcd(e.ctx, dfd, 0), EAGAIN);
-	struct ibv_xrcd *y = CHECK_PTR(open_xrcd(e.ctx, dfd, O_CREAT | O_EXCL));
+	CHECK_NULL_ERRNO(vt_open_xrcd(e.ctx, dfd, 0), EAGAIN);
+	struct ibv_xrcd *y = CHECK_PTR(vt_open_xrcd(e.ctx, dfd, O_CREAT | O_EXCL));
 	CHECK_OK(ibv_close_xrcd(y));
 	send_byte(fd, '6');
 }
@@ -495,7 +444,7 @@ static void xrcd_errno_across_processes(void)
 	vt_env_open(&e);
 	pid_t pid = spawn(&sock, dfd, opener);
 	expect_byte(sock, '1');
-	struct ibv_xrcd *x = CHECK_PTR(open_xrcd(e.ctx, dfd, O_CREAT | O_EXCL));
+	struct ibv_xrcd *x = CHECK_PTR(vt_open_xrcd(e.ctx, dfd, O_CREAT | O_EXCL));
 	send_byte(sock, '2');
 	vt_read_all(sock, &theirs, sizeof(theirs));
 	/* SRQ numbers are the domain's: ours differs from B's. */
@@ -506,7 +455,7 @@ static void xrcd_errno_across_processes(void)
 	send_byte(sock, '3');
 	expect_byte(sock, '4');
 	/* B left; A still has the domain. */
-	struct ibv_xrcd *x2 = CHECK_PTR(open_xrcd(e.ctx, dfd, 0));
+	struct ibv_xrcd *x2 = CHECK_PTR(vt_open_xrcd(e.ctx, dfd, 0));
 	CHECK_OK(ibv_close_xrcd(x2));
 	CHECK_OK(ibv_destroy_srq(srq));
 	CHECK_OK(ibv_close_xrcd(x));
@@ -576,7 +525,7 @@ static void xrc_owner_killed(void)
 	vt_write_all(sock2, &s, sizeof(s));
 	expect_byte(sock2, 'k');
 	/* A opens the domain again without O_CREAT: it is still there. */
-	struct ibv_xrcd *again = CHECK_PTR(open_xrcd(a.e.ctx, dfd, 0));
+	struct ibv_xrcd *again = CHECK_PTR(vt_open_xrcd(a.e.ctx, dfd, 0));
 	CHECK_OK(ibv_close_xrcd(again));
 	/* The dead owner's SRQ is absent. */
 	xsend(&a, 300, n1, 0, 16, 0);

@@ -692,3 +692,57 @@ void vt_read_all(int fd, void *p, size_t len)
 		len -= (size_t)r;
 	}
 }
+
+/* An XRC domain (fd -1: unnamed) with the given open flags. */
+struct ibv_xrcd *vt_open_xrcd(struct ibv_context *ctx, int fd, int oflags)
+{
+	struct ibv_xrcd_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+	a.fd = fd;
+	a.oflags = oflags;
+	return ibv_open_xrcd(ctx, &a);
+}
+
+/* Moves an XRC QP to RTS towards dest: the receive (target) side when
+ * tgt, else the send side, each with the attributes its type takes. */
+void vt_xrc_modify(struct ibv_qp *qp, uint32_t dest, struct vt_env *e,
+		       int tgt)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = VT_PORT;
+	a.qp_access_flags = tgt ? VT_ACCESS_ALL : 0;
+	CHECK_OK(ibv_modify_qp(qp, &a,
+			       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_ACCESS_FLAGS));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.dest_qp_num = dest;
+	a.path_mtu = IBV_MTU_1024;
+	a.min_rnr_timer = 12;
+	a.max_dest_rd_atomic = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = e->gid;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = VT_PORT;
+	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	if (tgt)
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	CHECK_OK(ibv_modify_qp(qp, &a, mask));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+	if (!tgt)
+		mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC;
+	CHECK_OK(ibv_modify_qp(qp, &a, mask));
+}

@@ -252,6 +252,9 @@ struct vt_qp_opts {
 void vt_default_opts(struct vt_qp_opts *o);
 
 /* An RC QP in RESET; `cap` (optional) receives the capabilities granted. */
+struct ibv_xrcd *vt_open_xrcd(struct ibv_context *ctx, int fd, int oflags);
+void vt_xrc_modify(struct ibv_qp *qp, uint32_t dest, struct vt_env *e,
+		   int tgt);
 struct ibv_qp *vt_create_qp(struct ibv_pd *pd, struct ibv_cq *scq,
 			    struct ibv_cq *rcq, const struct vt_qp_opts *o,
 			    struct ibv_qp_cap *cap);
