@@ -90,6 +90,9 @@ pub trait Target: Send + Sync {
     fn on_kick(&self);
     /// A deadline the target set has passed.
     fn on_timer(&self, now: u64);
+    /// The process is exiting (`exit`, not a signal): last words, best
+    /// effort, without waiting for anything.
+    fn at_exit(&self) {}
 }
 
 pub struct Engine {
@@ -121,6 +124,8 @@ pub fn engine() -> io::Result<&'static Engine> {
     FORK_HOOK.call_once(|| {
         // SAFETY: registers a plain extern "C" function, once.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+        // SAFETY: registers a plain extern "C" function, once.
+        unsafe { libc::atexit(at_exit) };
     });
     let e: &'static Engine = Box::leak(Box::new(Engine::new()?));
     std::thread::Builder::new()
@@ -189,6 +194,24 @@ pub fn unwatch(fd: RawFd) {
     if !p.is_null() {
         // SAFETY: engines are leaked, never freed.
         let _ = unsafe { &*p }.poller.delete(fd);
+    }
+}
+
+/// Gives every QP its last words (see [`Target::at_exit`]). The table is
+/// only tried: a thread that exits while another holds it loses nothing
+/// worse than those words.
+extern "C" fn at_exit() {
+    let p = ENGINE.load(Ordering::Acquire);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: engines are leaked, never freed.
+    let e = unsafe { &*p };
+    let Some(qps) = e.qps.try_lock() else { return };
+    let live: Vec<_> = qps.values().filter_map(Weak::upgrade).collect();
+    drop(qps);
+    for t in live {
+        t.at_exit();
     }
 }
 

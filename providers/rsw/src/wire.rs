@@ -12,7 +12,7 @@
 //! | off | size | field                                             |
 //! |-----|------|---------------------------------------------------|
 //! | 0   | 1    | opcode ([`Op`])                                   |
-//! | 1   | 1    | flags ([`FLAG_SOLICITED`], [`FLAG_IMM`], RNR retry)|
+//! | 1   | 1    | flags ([`FLAG_SOLICITED`], [`FLAG_IMM`], [`FLAG_ACK`], RNR retry)|
 //! | 2   | 1    | NAK syndrome ([`Syndrome`])                       |
 //! | 3   | 1    | requests: an injected fault ([`Fault`]), else 0     |
 //! | 4   | 4    | message sequence number                           |
@@ -21,7 +21,8 @@
 //! | 16  | 8    | remote address                                    |
 //! | 24  | 4    | immediate data (raw bits as the sender posted)    |
 //! | 28  | 4    | XRC: the SRQ number the request lands in          |
-//! | 32  | 8    | compare / add operand, or atomic original value   |
+//! | 32  | 8    | compare / add operand, or atomic original value;  |
+//! |     |      | with [`FLAG_ACK`], the acknowledged MSN           |
 //! | 40  | 8    | swap operand                                      |
 //!
 //! This module is pure (no I/O) so it can be unit tested in isolation.
@@ -34,6 +35,11 @@ pub const HELLO_MAGIC: u32 = u32::from_le_bytes(*b"RSW1");
 /// Protocol version carried in the hello; a peer with another version is
 /// refused rather than misread.
 pub const PROTO_VERSION: u16 = 1;
+/// In a hello's features: the sender's responder applies [`FLAG_ACK`] on
+/// the requests it receives (a peer without it never gets one).
+pub const FEATURE_ACK_ON_REQUEST: u32 = 1 << 0;
+/// Features this build offers in its hellos.
+pub const FEATURES: u32 = FEATURE_ACK_ON_REQUEST;
 
 /// The request asks for a solicited event at the responder.
 pub const FLAG_SOLICITED: u8 = 1 << 0;
@@ -41,6 +47,14 @@ pub const FLAG_SOLICITED: u8 = 1 << 0;
 pub const FLAG_IMM: u8 = 1 << 1;
 /// On a doorbell: the requester took the same-host offer.
 pub const DOORBELL_DIRECT: u8 = 1 << 2;
+/// On a request that has no operand (see [`Op::carries_ack`]): it also
+/// acknowledges every request up to the MSN in `compare_add`'s low 32
+/// bits that travelled the other way, on the connection from the QP that
+/// receives this one. A QP pair's two directions are two connections; this
+/// lets an ACK ride on the next request in the reverse direction instead
+/// of costing a message of its own. Only sent to a peer whose hello
+/// announced [`FEATURE_ACK_ON_REQUEST`].
+pub const FLAG_ACK: u8 = 1 << 3;
 const RNR_SHIFT: u8 = 4;
 const RNR_MASK: u8 = 0x7;
 
@@ -120,6 +134,15 @@ impl Op {
     /// Work the requester does itself, in send-queue order.
     pub fn is_local(self) -> bool {
         matches!(self, Op::BindMw | Op::LocalInv)
+    }
+
+    /// Requests with no operand in `compare_add`, which may carry an ACK
+    /// for the reverse direction there ([`FLAG_ACK`]).
+    pub fn carries_ack(self) -> bool {
+        matches!(
+            self,
+            Op::Send | Op::SendImm | Op::SendInv | Op::Write | Op::WriteImm | Op::ReadReq
+        )
     }
 
     /// Requests whose payload follows the header.
@@ -301,6 +324,9 @@ pub struct Hello {
     pub dst_qpn: u32,
     /// The requester's starting PSN (informational).
     pub psn: u32,
+    /// What the sender's side understands ([`FEATURES`]); 0 from a build
+    /// that predates the field (the bytes were zero).
+    pub features: u32,
 }
 
 impl Hello {
@@ -312,6 +338,7 @@ impl Hello {
         out[24..28].copy_from_slice(&self.src_qpn.to_le_bytes());
         out[28..32].copy_from_slice(&self.dst_qpn.to_le_bytes());
         out[32..36].copy_from_slice(&self.psn.to_le_bytes());
+        out[36..40].copy_from_slice(&self.features.to_le_bytes());
     }
 
     /// As [`Header::parse`], for a hello.
@@ -334,6 +361,7 @@ impl Hello {
             src_qpn: le32(&b[24..28]),
             dst_qpn: le32(&b[28..32]),
             psn: le32(&b[32..36]),
+            features: le32(&b[36..40]),
         })
     }
 }
@@ -497,6 +525,7 @@ mod tests {
             src_qpn: 40000,
             dst_qpn: 40001,
             psn: 0xabcdef,
+            features: FEATURES,
         };
         let mut b = [0u8; HDR_LEN];
         h.encode(&mut b);
@@ -606,6 +635,7 @@ mod tests {
                     src_qpn: src,
                     dst_qpn: dst,
                     psn: src ^ dst,
+                    features: src,
                 }
                 .encode(&mut b);
                 out.push(b);
@@ -650,7 +680,7 @@ mod tests {
                     let mut r = [0u8; HDR_LEN];
                     h.encode(&mut r);
                     assert_eq!(r[..6], b[..6]);
-                    assert_eq!(r[8..36], b[8..36]);
+                    assert_eq!(r[8..40], b[8..40]);
                 }
             }
             if !short {

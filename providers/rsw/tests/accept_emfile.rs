@@ -128,6 +128,7 @@ fn accept_out_of_descriptors_does_not_spin() {
         src_qpn: FAKE,
         dst_qpn: port,
         psn: 0,
+        features: 0,
     }
     .encode(&mut h);
     s.write_all(&h).unwrap();

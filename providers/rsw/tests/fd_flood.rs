@@ -120,6 +120,7 @@ fn a_connection_flood_cannot_take_the_victims_descriptors() {
                 src_qpn: 6000 + i as u32,
                 dst_qpn: port,
                 psn: 0,
+                features: 0,
             }
             .encode(&mut h);
             // The victim may have closed it already.

@@ -35,6 +35,7 @@ fn reset_of_a_stalled_connection_does_not_spin() {
         src_qpn: 4300,
         dst_qpn: qpn(q),
         psn: 0,
+        features: 0,
     }
     .encode(&mut b);
     s.write_all(&b).unwrap();

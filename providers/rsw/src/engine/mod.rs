@@ -32,7 +32,18 @@ impl Producer for Qp {
             m.set_want_kick(true);
             if m.has_completions() {
                 self.kick();
+                return;
             }
+        }
+        // The program waits for events now, not polling: an ACK held back
+        // for its next request is sent by the progress thread (a kick; sent
+        // also when the QP is busy elsewhere, where it costs little).
+        let kick = self
+            .inner
+            .try_lock()
+            .is_none_or(|g| g.inc.as_ref().is_some_and(|i| i.ack_owed));
+        if kick {
+            self.kick();
         }
     }
 }
@@ -98,6 +109,14 @@ impl Target for Qp {
         responder::on_timer(self, &mut g, now);
         requester::on_timer(self, &mut g, now);
     }
+
+    fn at_exit(&self) {
+        if let Some(mut g) = self.inner.try_lock() {
+            if let Some(inc) = g.inc.as_mut() {
+                inc.send_owed_ack();
+            }
+        }
+    }
 }
 
 impl Qp {
@@ -130,7 +149,12 @@ impl Qp {
             .as_ref()
             .is_some_and(|i| !i.peer_direct || srq_private)
         {
+            // An ACK held back since the last poll, which no request of
+            // ours carried: now it goes.
+            responder::send_owed_ack(self, &mut g);
+            g.defer_acks = true;
             responder::pump(self, &mut g);
+            g.defer_acks = false;
         }
         let quiet = g.out.as_ref().is_some_and(|o| {
             o.direct.is_some() && !o.announce && !o.tx_active && !g.sq.in_flight()
@@ -141,7 +165,7 @@ impl Qp {
             if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) || g.atomics_deferred {
                 requester::pump(self, &mut g);
             }
-        } else if g.out.is_some() {
+        } else if requester::wants_poll(&mut g) {
             requester::on_event(self, &mut g, libc::EPOLLIN as u32);
         }
     }

@@ -17,8 +17,8 @@ use crate::stats::Counters;
 use crate::transport::{local, mailbox, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
-    msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED,
-    HDR_LEN,
+    msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURES, FLAG_ACK, FLAG_IMM,
+    FLAG_SOLICITED, HDR_LEN,
 };
 use crate::wq::conn::{OutConn, ReadRx, RNR_DIRECT_NS};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
@@ -62,6 +62,7 @@ fn broken_by(e: &std::io::Error) -> Broken {
 pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
     g.out = None;
     g.peer_gone = false;
+    g.acked_upto = None;
     if g.faults.is_none() {
         g.faults = crate::faults::QpFaults::for_qp(qp.qpn);
     }
@@ -83,6 +84,7 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         src_qpn: qp.qpn,
         dst_qpn: remote.qpn,
         psn: g.attr.sq_psn,
+        features: FEATURES,
     }
     .encode(&mut hello);
     let events = if connected {
@@ -269,6 +271,37 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
     }
     pump(qp, g);
 }
+
+/// Whether a thread polling our CQ should read our connection now. Not
+/// when nothing is unanswered and nothing waits to go (whatever the peer
+/// may still say, a close or a same-host offer, the progress thread
+/// reads); and only one poll in [`RIDE_POLL_EVERY`] while the peer's ACKs
+/// come on its requests (`acks_ride`) and nothing waits for a READ or
+/// atomic response: a syscall a poll is most of a poll's cost.
+pub fn wants_poll(g: &mut QpInner) -> bool {
+    let Some(out) = g.out.as_ref() else {
+        return false;
+    };
+    if !out.connected
+        || out.tx_active
+        || out.rx_read.is_some()
+        || out.rx_got > 0
+        || g.sq.next_to_transmit().is_some()
+    {
+        return true;
+    }
+    let Some(head) = g.sq.oldest_in_flight() else {
+        return false;
+    };
+    if !g.acks_ride || g.sq.wqe(head).expects_data() {
+        return true;
+    }
+    g.polls_skipped = g.polls_skipped.wrapping_add(1);
+    g.polls_skipped.is_multiple_of(RIDE_POLL_EVERY)
+}
+
+/// See [`wants_poll`].
+const RIDE_POLL_EVERY: u8 = 8;
 
 /// Runs the transmit side as far as it goes without blocking, and settles
 /// WQEs that can no longer reach the peer.
@@ -1167,6 +1200,15 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             let (mut h, payload) = request_header(g, seq, msn);
             h.fault = mark.0 as u8;
             h.syndrome = mark.1;
+            // The ACK our responder owes the peer rides along, if nothing
+            // of ours is unanswered (so the peer has read all before this
+            // request and reads this header next, whatever it waits for).
+            if h.op.carries_ack() && !g.sq.in_flight() {
+                if let Some(a) = g.inc.as_mut().and_then(|i| i.take_owed_ack()) {
+                    h.flags |= FLAG_ACK;
+                    h.compare_add = a as u64;
+                }
+            }
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
             out.next_msn = msn.wrapping_add(1);
             g.sq.wqe_mut(seq).msn = msn;
@@ -1486,6 +1528,58 @@ fn ack(qp: &Qp, g: &mut QpInner, msn: u32, inclusive: bool) -> Result<(), Broken
     Ok(())
 }
 
+/// The peer's responder acknowledged up to `msn` on a request of its own
+/// (`wire::FLAG_ACK`). That ACK did not come in order with the responses
+/// on our connection, so a READ or atomic before `msn` may still wait for
+/// its response: completion stops there and goes on when it is in.
+pub fn acked_by_peer(qp: &Qp, g: &mut QpInner, msn: u32) {
+    if g.out.is_none() || !g.reliable() {
+        return;
+    }
+    if g.acked_upto.is_none_or(|m| msn_before(m, msn)) {
+        g.acked_upto = Some(msn);
+    }
+    complete_acked(qp, g);
+}
+
+/// Completes what [`acked_by_peer`] acknowledged, up to the first WQE
+/// still waiting for its own response.
+fn complete_acked(qp: &Qp, g: &mut QpInner) {
+    let Some(msn) = g.acked_upto else { return };
+    let mut done = true;
+    while let Some(seq) = g.sq.oldest_in_flight() {
+        let w = *g.sq.wqe(seq);
+        if w.local_err != 0
+            || (g
+                .out
+                .as_ref()
+                .is_some_and(|o| o.tx_active && o.tx_seq == seq))
+        {
+            done = false;
+            break;
+        }
+        if w.local_ok {
+            g.sq.retire_oldest();
+            qp.complete_send(g, &w, IBV_WC_SUCCESS);
+            continue;
+        }
+        if msn_before(msn, w.msn) {
+            break;
+        }
+        if w.expects_data() {
+            done = false;
+            break;
+        }
+        g.sq.retire_oldest();
+        qp.complete_send(g, &w, IBV_WC_SUCCESS);
+        g.acks_ride = true;
+    }
+    if done {
+        g.acked_upto = None;
+    }
+    qp.after_send_completions(g);
+}
+
 /// The head WQE, which a response for `msn` must be about.
 fn head_for(g: &QpInner, msn: u32) -> Result<u64, Broken> {
     let seq = g.sq.oldest_in_flight().ok_or(Broken::BadResponse)?;
@@ -1498,6 +1592,12 @@ fn head_for(g: &QpInner, msn: u32) -> Result<u64, Broken> {
 fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
     match h.op {
         Op::Ack => {
+            if g.sq
+                .oldest_in_flight()
+                .is_some_and(|s| !msn_before(h.msn, g.sq.wqe(s).msn))
+            {
+                g.acks_ride = false;
+            }
             ack(qp, g, h.msn, true)?;
             qp.after_send_completions(g);
         }
@@ -1557,6 +1657,7 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
                 );
             } else {
                 qp.after_send_completions(g);
+                complete_acked(qp, g);
             }
         }
         Op::RnrWait => {
@@ -1686,6 +1787,7 @@ fn finish_read(qp: &Qp, g: &mut QpInner) {
         );
     } else {
         qp.after_send_completions(g);
+        complete_acked(qp, g);
     }
 }
 

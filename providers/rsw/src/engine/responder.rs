@@ -16,9 +16,12 @@
 //! Acknowledgements are ordered against visibility: a WRITE's data never
 //! becomes visible before its ACK is in the kernel, nor the ACK transmitted
 //! before the data is visible; a SEND's receive completion is written only
-//! once its ACK is in the kernel (see `finish_request`). Bytes are read
-//! ahead by the transport (`Conn::recv_iov`), so a burst of messages is
-//! parsed out of one read.
+//! once its ACK is in the kernel (see `finish_request`) — except on a
+//! polling thread, where the ACK may wait for the QP's next request to the
+//! peer to carry it (`wire::FLAG_ACK`, see `may_owe_ack`): then it is sent
+//! at the latest by the next poll, the progress thread's next look, or the
+//! connection's close (at exit too). Bytes are read ahead by the transport
+//! (`Conn::recv_iov`), so a burst of messages is parsed out of one read.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -35,7 +38,8 @@ use crate::stats::Counters;
 use crate::transport::{canon_gid, local, Endpoints, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
-    Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
+    Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURE_ACK_ON_REQUEST, FLAG_ACK,
+    FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
 };
 use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
@@ -356,6 +360,8 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 tail: [0; TAIL as usize],
                 peer_direct: false,
                 held: 0,
+                peer_takes_acks: hello.features & FEATURE_ACK_ON_REQUEST != 0,
+                ack_owed: false,
             });
             offer_local(qp, g, &p_ends);
             super::requester::apply_timeouts(g);
@@ -509,12 +515,74 @@ fn run(qp: &Qp, g: &mut QpInner) {
             }
         }
     }
-    if !settle_acks(qp, g) {
+    // An ACK held back is not flushed here (`owe_ack`).
+    let held = g.acked_later.is_empty() && owe_ack(qp, g);
+    if !held && !settle_acks(qp, g) {
         g.inc = None;
         return;
     }
     release_held(g);
     settle(qp, g);
+}
+
+/// How long an ACK waits for a request of ours to carry it, at most (the
+/// program stopped polling and posting): then the progress thread sends it.
+const ACK_DEFER_NS: u64 = 500_000;
+
+/// Whether a SEND's ACK may wait for our next request to carry it: on the
+/// polling thread, which comes back within moments (to poll again, which
+/// sends it, or to post, which carries it), to a peer that takes ACKs on
+/// requests, with our connection to it up. A ping-pong then costs one
+/// message each way, not two. The receive completion is written at once,
+/// before the ACK is in the kernel; the ACK is still sent when the
+/// connection closes (`InConn`'s drop, at exit too).
+fn may_owe_ack(g: &QpInner) -> bool {
+    g.defer_acks
+        && g.qp_type == IBV_QPT_RC
+        && g.inc
+            .as_ref()
+            .is_some_and(|i| i.peer_takes_acks && !i.closing)
+        && g.out
+            .as_ref()
+            .is_some_and(|o| o.connected && o.direct.is_none())
+}
+
+/// At the end of a pass: holds back the ACK if it is all there is to send
+/// (see [`may_owe_ack`]), with a timer as the backstop; true if held.
+fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
+    if !may_owe_ack(g) {
+        return false;
+    }
+    let Some(inc) = g.inc.as_mut() else {
+        return false;
+    };
+    if inc.resp.len() != 1 || inc.resp[0].op != Op::Ack || inc.resp[0].off != 0 {
+        return false;
+    }
+    inc.ack_owed = true;
+    // One timer at a time (as for held atomics): a QP in a ping-pong owes
+    // an ACK most of the time, and a timer per message would wake the
+    // progress thread at the message rate.
+    let now = mono_ns();
+    if g.ack_timer_at <= now {
+        g.ack_timer_at = now + ACK_DEFER_NS;
+        if let Ok(e) = engine() {
+            e.add_timer(g.ack_timer_at, qp.serial);
+        }
+    }
+    true
+}
+
+/// Sends an ACK held back for a request to carry (the program polls
+/// again: it posted nothing that took it).
+pub fn send_owed_ack(qp: &Qp, g: &mut QpInner) {
+    if g.inc.as_ref().is_some_and(|i| i.ack_owed) {
+        if !flush(qp, g) {
+            g.inc = None;
+            return;
+        }
+        settle(qp, g);
+    }
 }
 
 /// Transmits ACKs held in the kernel while WRITEs' tails landed.
@@ -536,7 +604,8 @@ fn settle(qp: &Qp, g: &mut QpInner) {
     if !inc.closing && !inc.backlogged() && !matches!(inc.rx, Rx::Stalled(_) | Rx::Held { .. }) {
         want |= libc::EPOLLIN as u32;
     }
-    if !inc.resp.is_empty() {
+    // An ACK held back waits for a request or the timer, not for room.
+    if !inc.resp.is_empty() && !inc.ack_owed {
         want |= libc::EPOLLOUT as u32;
     }
     if want != inc.events {
@@ -563,6 +632,10 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 }
 
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
+    if g.ack_timer_at != 0 && g.ack_timer_at <= now {
+        g.ack_timer_at = 0;
+        send_owed_ack(qp, g);
+    }
     for p in g.pending.iter_mut() {
         if p.as_ref().is_some_and(|c| c.deadline <= now) {
             let peer = p.as_ref().map_or([0; 16], |c| c.ends.peer);
@@ -651,6 +724,12 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
     inc.rx_got = 0;
     match Header::decode(&inc.rx_hdr) {
         Ok(h) if h.op.is_request() => {
+            // Applied as the header is read, before the request may wait
+            // for a receive (RNR): the peer may wait for this ACK to post
+            // the receive that request needs.
+            if h.flags & FLAG_ACK != 0 && h.op.carries_ack() {
+                super::requester::acked_by_peer(qp, g, h.compare_add as u32);
+            }
             on_request(qp, g, h);
             Step::More
         }
@@ -1315,7 +1394,9 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // when the run ends; their completions wait for it (`acked_later`).
     // Not across XRC requests: each names its SRQ, whose CQ its
     // completion goes to.
-    let acked = send && reliable;
+    // Unless the ACK waits for a request of ours to carry it: then the
+    // completion is written at once (`may_owe_ack`).
+    let acked = send && reliable && !may_owe_ack(g);
     let later = acked
         && g.qp_type != IBV_QPT_XRC_RECV
         && g.acked_later.len() < MAX_ACKED_LATER
@@ -1480,6 +1561,7 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
         if inc.resp.is_empty() {
             return true;
         }
+        inc.ack_owed = false;
         let mut v = [iov(std::ptr::null(), 0); 2 * MAX_GATHER];
         let mut n = 0;
         let table = mr::table();

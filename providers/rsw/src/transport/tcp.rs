@@ -74,6 +74,10 @@ impl TcpListener {
 /// and its payload) costs one `recvmsg` instead of two per message.
 const STAGE: usize = 64 << 10;
 
+/// Reads of up to this many bytes go through the stage (see
+/// `TcpConn::recv_small`); larger ones land in place.
+const SMALL_READ: usize = 256;
+
 pub struct TcpConn {
     fd: OwnedFd,
     /// Stream bytes read ahead of the caller: `stage[start..]` (the
@@ -281,6 +285,10 @@ impl TcpConn {
         }
         self.stage.clear();
         self.start = 0;
+        if want > 0 && want <= SMALL_READ {
+            // SAFETY: forwarded contract.
+            return unsafe { self.recv_small(iov) };
+        }
         let mut v = [crate::util::iov(std::ptr::null(), 0); super::MAX_IOV + 1];
         let n = iov.len().min(super::MAX_IOV);
         v[..n].copy_from_slice(&iov[..n]);
@@ -306,6 +314,45 @@ impl TcpConn {
                     unsafe { self.stage.set_len(r - want) };
                 }
                 return Ok(r.min(want));
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+
+    /// A small read (a header, mostly: what a polling thread asks for
+    /// over and over) goes whole into the stage with `recv`, then is
+    /// copied out: `recvmsg`'s message and iovec import is a good part of
+    /// the cost of a call that finds the socket empty.
+    ///
+    /// # Safety
+    /// As [`TcpConn::recv_iov`]; the stage is empty and reserved.
+    unsafe fn recv_small(&mut self, iov: &[libc::iovec]) -> io::Result<usize> {
+        let room = self.stage.capacity();
+        loop {
+            // SAFETY: the stage's reserved, unused capacity, `room` bytes.
+            let r = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    self.stage.as_mut_ptr() as *mut libc::c_void,
+                    room,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                self.calls.reads.set(self.calls.reads.get() + 1);
+                let r = r as usize;
+                self.drained = r < room;
+                // SAFETY: the kernel wrote these bytes of the reserved
+                // capacity.
+                unsafe { self.stage.set_len(r) };
+                // SAFETY: forwarded contract.
+                return unsafe { self.unstage(iov) };
+            }
+            if r == 0 {
+                return Ok(0);
             }
             let e = io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EINTR) {

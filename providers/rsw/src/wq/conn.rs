@@ -131,6 +131,12 @@ pub struct InConn {
     /// ACKs sent with a hold (WRITEs whose tails landed since) and not
     /// pushed out yet: `responder::pump` releases them when it stops.
     pub(crate) held: u32,
+    /// The peer's responder takes ACKs carried on our requests
+    /// (`wire::FLAG_ACK`; its hello said so).
+    pub(crate) peer_takes_acks: bool,
+    /// The last queued response is an ACK held back for our next request
+    /// to carry (`responder::owe_ack`); any flush sends it instead.
+    pub(crate) ack_owed: bool,
 }
 
 impl InConn {
@@ -139,6 +145,7 @@ impl InConn {
     }
 
     pub(crate) fn push_resp(&mut self, h: &Header, read: Option<ReadData>) {
+        self.ack_owed = false;
         let mut hdr = [0u8; HDR_LEN];
         h.encode(&mut hdr);
         if let Some(r) = &read {
@@ -163,6 +170,22 @@ impl InConn {
         self.push_resp(&Header::new(Op::Ack, msn), None);
     }
 
+    /// The ACK held back for a request of ours to carry, taken off the
+    /// queue: the caller puts its MSN on the request.
+    pub(crate) fn take_owed_ack(&mut self) -> Option<u32> {
+        if !std::mem::take(&mut self.ack_owed) {
+            return None;
+        }
+        match self.resp.back() {
+            Some(r) if r.op == Op::Ack && r.off == 0 => {
+                let msn = u32::from_le_bytes([r.hdr[4], r.hdr[5], r.hdr[6], r.hdr[7]]);
+                self.resp.pop_back();
+                Some(msn)
+            }
+            _ => None,
+        }
+    }
+
     pub(crate) fn nak(&mut self, msn: u32, syn: Syndrome) {
         let mut h = Header::new(Op::Nak, msn);
         h.syndrome = syn as u8;
@@ -171,6 +194,31 @@ impl InConn {
         self.rx = Rx::Header;
         self.rnr_deadline = None;
         self.rnr_notice_at = 0;
+    }
+}
+
+/// A connection closing (the QP destroyed or reset, the process exiting)
+/// first hands the kernel the ACK it held back, if any: the program has
+/// seen the receive completion, so the peer's request did succeed and
+/// must not fail for want of its ACK. The one socket call outside the
+/// engines, best effort and non-blocking.
+impl Drop for InConn {
+    fn drop(&mut self) {
+        self.send_owed_ack();
+    }
+}
+
+impl InConn {
+    pub(crate) fn send_owed_ack(&mut self) {
+        if !std::mem::take(&mut self.ack_owed) {
+            return;
+        }
+        if let Some(r) = self.resp.back().filter(|r| r.op == Op::Ack && r.off == 0) {
+            let v = [crate::util::iov(r.hdr.as_ptr(), HDR_LEN)];
+            // SAFETY: the iovec covers the queued header, alive across the
+            // call.
+            let _ = unsafe { self.conn.send_iov(&v, false) };
+        }
     }
 }
 

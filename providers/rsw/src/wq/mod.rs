@@ -115,6 +115,21 @@ pub struct QpInner {
     pub atomics_deferred: bool,
     pub atomic_timer_at: u64,
     pub atomic_polls: Option<u64>,
+    /// The responder runs on the polling thread (`Qp::drive_now`), which
+    /// comes back soon: a SEND's ACK may wait for our next request to
+    /// carry it (`responder::owe_ack`); when the timer that sends it
+    /// anyway fires.
+    pub defer_acks: bool,
+    pub ack_timer_at: u64,
+    /// The peer acknowledged up to this MSN on one of its requests
+    /// (`wire::FLAG_ACK`), past a READ or atomic still waiting for its
+    /// response: the rest is completed once that response is in.
+    pub acked_upto: Option<u32>,
+    /// The peer's last ACK that completed anything came on a request of
+    /// its own, not on our connection: polling reads our connection only
+    /// now and then (`requester::wants_poll`), counting with `polls_skipped`.
+    pub acks_ride: bool,
+    pub polls_skipped: u8,
     /// The earliest time the requester connects to its peer again, and
     /// whether the connection is such a second attempt not yet answered.
     pub reconnect_at: u64,
@@ -194,6 +209,11 @@ impl QpInner {
             atomics_deferred: false,
             atomic_timer_at: 0,
             atomic_polls: None,
+            defer_acks: false,
+            ack_timer_at: 0,
+            acked_upto: None,
+            acks_ride: false,
+            polls_skipped: 0,
             reconnect_at: 0,
             reconnecting: false,
             destroyed: false,

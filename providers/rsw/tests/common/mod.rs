@@ -610,6 +610,7 @@ pub fn hello_from(src_gid: [u8; 16], src_qpn: u32, dst_qpn: u32) -> [u8; rsw::wi
         src_qpn,
         dst_qpn,
         psn: 0,
+        features: 0,
     }
     .encode(&mut b);
     b
