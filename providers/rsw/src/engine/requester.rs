@@ -1491,17 +1491,21 @@ fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
     }
 }
 
+/// The head WQE `seq` cannot be acknowledged yet: it failed locally (its
+/// error completes it, in order), or it is still being transmitted.
+fn unanswerable(g: &QpInner, seq: u64) -> bool {
+    g.sq.wqe(seq).local_err != 0
+        || g.out
+            .as_ref()
+            .is_some_and(|o| o.tx_active && o.tx_seq == seq)
+}
+
 /// Completes the WQEs before `msn` (or up to and including it) that a
 /// later response implicitly acknowledges.
 fn ack(qp: &Qp, g: &mut QpInner, msn: u32, inclusive: bool) -> Result<(), Broken> {
     while let Some(seq) = g.sq.oldest_in_flight() {
         let w = *g.sq.wqe(seq);
-        if w.local_err != 0
-            || (g
-                .out
-                .as_ref()
-                .is_some_and(|o| o.tx_active && o.tx_seq == seq))
-        {
+        if unanswerable(g, seq) {
             break;
         }
         // A bind or invalidate done locally is acknowledged by nobody.
@@ -1549,12 +1553,7 @@ fn complete_acked(qp: &Qp, g: &mut QpInner) {
     let mut done = true;
     while let Some(seq) = g.sq.oldest_in_flight() {
         let w = *g.sq.wqe(seq);
-        if w.local_err != 0
-            || (g
-                .out
-                .as_ref()
-                .is_some_and(|o| o.tx_active && o.tx_seq == seq))
-        {
+        if unanswerable(g, seq) {
             done = false;
             break;
         }
