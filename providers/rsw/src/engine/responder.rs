@@ -19,7 +19,7 @@
 //! once its ACK is in the kernel (see `finish_request`) — except on a
 //! polling thread, where the ACK may wait for the QP's next request to the
 //! peer to carry it (`wire::FLAG_ACK`, see `may_owe_ack`): then it is sent
-//! at the latest by the next poll, the progress thread's next look, or the
+//! at the latest by the next poll, a 0.5 ms timer, a CQ being armed, or the
 //! connection's close (at exit too). Bytes are read ahead by the transport
 //! (`Conn::recv_iov`), so a burst of messages is parsed out of one read.
 
