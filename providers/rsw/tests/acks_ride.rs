@@ -54,6 +54,26 @@ fn collect(cq: *mut ibv_cq, want: &[(u64, ibv_wc_opcode)]) -> Vec<u32> {
     got.into_iter().map(Option::unwrap).collect()
 }
 
+/// `n` SENDs from `a` to `b`, each received (wr_id 100 + i) and
+/// acknowledged before the next: both sides have polled their CQs.
+fn warm_up(
+    a: *mut ibv_qp,
+    cq_a: *mut ibv_cq,
+    b: *mut ibv_qp,
+    cq_b: *mut ibv_cq,
+    src: &Buf,
+    dst: &Buf,
+    n: u64,
+) {
+    for i in 0..n {
+        let mut r = [dst.sge(0, 64)];
+        assert_eq!(post_recv(b, 100 + i, &mut r), 0);
+        send(a, src, 0, 16, i);
+        collect(cq_b, &[(100 + i, IBV_WC_RECV)]);
+        collect(cq_a, &[(i, IBV_WC_SEND)]);
+    }
+}
+
 /// A ping-pong of SENDs, both sides polling: every ACK rides on the reply,
 /// so neither responder writes to its connection (it wrote one ACK per
 /// message before).
@@ -66,8 +86,8 @@ fn a_ping_pong_sends_no_ack_messages() {
     const N: usize = 300;
     const LEN: u32 = 40;
     let p = Pair::new();
-    let src_a = p.buf(LEN as usize);
-    let src_b = p.buf(LEN as usize);
+    let mut src_a = p.buf(LEN as usize);
+    let mut src_b = p.buf(LEN as usize);
     let dst_a = p.buf(LEN as usize);
     let dst_b = p.buf(LEN as usize);
     let writes = |q| rsw::qp::socket_calls(q).unwrap()[0].1;
@@ -78,11 +98,8 @@ fn a_ping_pong_sends_no_ack_messages() {
         let mut r = [dst_a.sge(0, LEN)];
         assert_eq!(post_recv(p.a, 3000 + i as u64, &mut r), 0);
         let (ping, pong) = (payload(i, LEN as usize), payload(i + 1000, LEN as usize));
-        // SAFETY: nothing reads or writes these buffers meanwhile.
-        unsafe {
-            std::ptr::copy_nonoverlapping(ping.as_ptr(), src_a.addr() as *mut u8, ping.len());
-            std::ptr::copy_nonoverlapping(pong.as_ptr(), src_b.addr() as *mut u8, pong.len());
-        }
+        src_a.bytes_mut().copy_from_slice(&ping);
+        src_b.bytes_mut().copy_from_slice(&pong);
         send(p.a, &src_a, 0, LEN, i as u64);
         // B: the ping, and B's previous pong acknowledged by this ping.
         let mut want = vec![(2000 + i as u64, IBV_WC_RECV)];
@@ -128,14 +145,13 @@ fn a_ride_waits_for_an_earlier_read() {
     tcp();
     const LEN: usize = 8 << 10;
     let p = Pair::new();
-    let src = p.buf(LEN);
+    let mut src = p.buf(LEN);
     let dst = p.buf(LEN);
     let msg = p.buf(64);
     let rx = p.buf(64);
     for round in 0..50usize {
         let data = payload(round, LEN);
-        // SAFETY: nothing reads or writes the buffer meanwhile.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), src.addr() as *mut u8, LEN) };
+        src.bytes_mut().copy_from_slice(&data);
         let mut r = [rx.sge(0, 64)];
         assert_eq!(post_recv(p.b, 50, &mut r), 0);
         let mut r = [rx.sge(0, 64)];
@@ -184,14 +200,7 @@ fn a_target_that_stops_polling_still_acknowledges() {
     let p = Pair::new();
     let src = p.buf(64);
     let dst = p.buf(64);
-    // Warm up both ways, so both sides are polled.
-    for i in 0..5u64 {
-        let mut r = [dst.sge(0, 64)];
-        assert_eq!(post_recv(p.b, 100 + i, &mut r), 0);
-        send(p.a, &src, 0, 16, i);
-        collect(p.cq_b, &[(100 + i, IBV_WC_RECV)]);
-        collect(p.cq_a, &[(i, IBV_WC_SEND)]);
-    }
+    warm_up(p.a, p.cq_a, p.b, p.cq_b, &src, &dst, 5);
     let mut r = [dst.sge(0, 64)];
     assert_eq!(post_recv(p.b, 200, &mut r), 0);
     send(p.a, &src, 0, 16, 9);
@@ -219,23 +228,16 @@ fn a_polled_target_that_arms_gets_its_event() {
     let o = ConnOpts::default();
     connect(a, &o, b, &o);
     let access = IBV_ACCESS_LOCAL_WRITE;
-    let src = Buf::new(pd, 64, access);
+    let mut src = Buf::new(pd, 64, access);
     let dst = Buf::new(pd, 64, access);
-    for i in 0..20u64 {
-        let mut r = [dst.sge(0, 64)];
-        assert_eq!(post_recv(b, 100 + i, &mut r), 0);
-        send(a, &src, 0, 16, i);
-        collect(cq_b, &[(100 + i, IBV_WC_RECV)]);
-        collect(cq_a, &[(i, IBV_WC_SEND)]);
-    }
+    warm_up(a, cq_a, b, cq_b, &src, &dst, 20);
     // SAFETY: cq_b is live.
     assert_eq!(unsafe { (*c.ctx).ops.req_notify_cq.unwrap()(cq_b, 0) }, 0);
     let waiter = cq_event_waiter(ch);
     let mut r = [dst.sge(0, 64)];
     assert_eq!(post_recv(b, 300, &mut r), 0);
     let data = payload(3, 16);
-    // SAFETY: nothing reads or writes the buffer meanwhile.
-    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), src.addr() as *mut u8, 16) };
+    src.bytes_mut()[..16].copy_from_slice(&data);
     send(a, &src, 0, 16, 30);
     let (rc, ev_cq) = waiter.join().unwrap();
     assert_eq!((rc, ev_cq), (0, cq_b as usize));

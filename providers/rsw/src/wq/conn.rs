@@ -173,17 +173,19 @@ impl InConn {
     /// The ACK held back for a request of ours to carry, taken off the
     /// queue: the caller puts its MSN on the request.
     pub(crate) fn take_owed_ack(&mut self) -> Option<u32> {
+        let r = self.owed_ack()?;
+        let msn = u32::from_le_bytes([r.hdr[4], r.hdr[5], r.hdr[6], r.hdr[7]]);
+        self.resp.pop_back();
+        Some(msn)
+    }
+
+    /// The ACK held back (the last response, not started), forgetting
+    /// that it is held: whoever asks sends it or hands it on.
+    fn owed_ack(&mut self) -> Option<&Resp> {
         if !std::mem::take(&mut self.ack_owed) {
             return None;
         }
-        match self.resp.back() {
-            Some(r) if r.op == Op::Ack && r.off == 0 => {
-                let msn = u32::from_le_bytes([r.hdr[4], r.hdr[5], r.hdr[6], r.hdr[7]]);
-                self.resp.pop_back();
-                Some(msn)
-            }
-            _ => None,
-        }
+        self.resp.back().filter(|r| r.op == Op::Ack && r.off == 0)
     }
 
     pub(crate) fn nak(&mut self, msn: u32, syn: Syndrome) {
@@ -210,10 +212,7 @@ impl Drop for InConn {
 
 impl InConn {
     pub(crate) fn send_owed_ack(&mut self) {
-        if !std::mem::take(&mut self.ack_owed) {
-            return;
-        }
-        if let Some(r) = self.resp.back().filter(|r| r.op == Op::Ack && r.off == 0) {
+        if let Some(r) = self.owed_ack() {
             let v = [crate::util::iov(r.hdr.as_ptr(), HDR_LEN)];
             // SAFETY: the iovec covers the queued header, alive across the
             // call.
