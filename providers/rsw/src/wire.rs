@@ -38,7 +38,18 @@ pub const PROTO_VERSION: u16 = 1;
 /// In a hello's features: the sender's responder applies [`FLAG_ACK`] on
 /// the requests it receives (a peer without it never gets one).
 pub const FEATURE_ACK_ON_REQUEST: u32 = 1 << 0;
-/// Features this build offers in its hellos.
+/// In a hello's features: after the hello, both directions of the
+/// connection travel in chunks (`transport::tcp`'s framing: a length, the
+/// bytes, one pad byte the reader leaves in the socket until the next
+/// chunk comes). Declared only in a hello of [`FRAMED_VERSION`], so a
+/// build that predates framing refuses the connection instead of
+/// misreading it.
+pub const FEATURE_FRAMED: u32 = 1 << 1;
+/// The hello version of a sender that declares [`FEATURE_FRAMED`]; hellos
+/// of [`PROTO_VERSION`] and this one are both accepted.
+pub const FRAMED_VERSION: u16 = 2;
+/// Features this build offers in its hellos (framing is added by the
+/// requester unless `RSW_FRAMING=0`).
 pub const FEATURES: u32 = FEATURE_ACK_ON_REQUEST;
 
 /// The request asks for a solicited event at the responder.
@@ -333,7 +344,12 @@ impl Hello {
     pub fn encode(&self, out: &mut [u8; HDR_LEN]) {
         *out = [0; HDR_LEN];
         out[0..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
-        out[4..6].copy_from_slice(&PROTO_VERSION.to_le_bytes());
+        let version = if self.features & FEATURE_FRAMED != 0 {
+            FRAMED_VERSION
+        } else {
+            PROTO_VERSION
+        };
+        out[4..6].copy_from_slice(&version.to_le_bytes());
         out[8..24].copy_from_slice(&self.src_gid);
         out[24..28].copy_from_slice(&self.src_qpn.to_le_bytes());
         out[28..32].copy_from_slice(&self.dst_qpn.to_le_bytes());
@@ -351,17 +367,21 @@ impl Hello {
             return Err(WireError::BadMagic);
         }
         let version = u16::from_le_bytes([b[4], b[5]]);
-        if version != PROTO_VERSION {
+        if version != PROTO_VERSION && version != FRAMED_VERSION {
             return Err(WireError::BadVersion(version));
         }
         let mut src_gid = [0u8; 16];
         src_gid.copy_from_slice(&b[8..24]);
+        let mut features = le32(&b[36..40]);
+        if version == PROTO_VERSION {
+            features &= !FEATURE_FRAMED;
+        }
         Ok(Hello {
             src_gid,
             src_qpn: le32(&b[24..28]),
             dst_qpn: le32(&b[28..32]),
             psn: le32(&b[32..36]),
-            features: le32(&b[36..40]),
+            features,
         })
     }
 }
@@ -541,6 +561,33 @@ mod tests {
     }
 
     #[test]
+    fn framing_is_declared_by_a_version_2_hello_only() {
+        let mut h = Hello {
+            src_gid: [7; 16],
+            src_qpn: 40000,
+            dst_qpn: 40001,
+            psn: 1,
+            features: FEATURE_ACK_ON_REQUEST | FEATURE_FRAMED,
+        };
+        let mut b = [0u8; HDR_LEN];
+        h.encode(&mut b);
+        assert_eq!(b[4..6], FRAMED_VERSION.to_le_bytes());
+        assert_eq!(Hello::decode(&b), Ok(h));
+        // Without framing the hello stays version 1, which older builds
+        // accept.
+        h.features = FEATURE_ACK_ON_REQUEST;
+        h.encode(&mut b);
+        assert_eq!(b[4..6], PROTO_VERSION.to_le_bytes());
+        assert_eq!(Hello::decode(&b), Ok(h));
+        // A version-1 hello that sets the bit does not get framing.
+        b[36..40].copy_from_slice(&(FEATURE_ACK_ON_REQUEST | FEATURE_FRAMED).to_le_bytes());
+        assert_eq!(
+            Hello::decode(&b).map(|h| h.features),
+            Ok(FEATURE_ACK_ON_REQUEST)
+        );
+    }
+
+    #[test]
     fn opcode_classes() {
         assert!(Op::Send.is_request() && Op::FetchAdd.is_request());
         assert!(!Op::Ack.is_request() && !Op::Nak.is_request());
@@ -672,15 +719,26 @@ mod tests {
                 Err(WireError::BadMagic) => assert!(b[..4] != HELLO_MAGIC.to_le_bytes()),
                 Err(WireError::BadVersion(v)) => {
                     assert_eq!(b[..4], HELLO_MAGIC.to_le_bytes());
-                    assert!(v != PROTO_VERSION && v.to_le_bytes() == b[4..6]);
+                    assert!(v != PROTO_VERSION && v != FRAMED_VERSION);
+                    assert!(v.to_le_bytes() == b[4..6]);
                 }
                 Err(e) => panic!("hello decode gave {e:?}"),
                 Ok(h) => {
                     assert!(!short);
                     let mut r = [0u8; HDR_LEN];
                     h.encode(&mut r);
-                    assert_eq!(r[..6], b[..6]);
-                    assert_eq!(r[8..40], b[8..40]);
+                    // A version-1 hello cannot declare framing; the rest
+                    // reads back as sent (the version follows the
+                    // features when encoding).
+                    let raw = le32(&b[36..40]);
+                    if b[4..6] == PROTO_VERSION.to_le_bytes() {
+                        assert_eq!(h.features, raw & !FEATURE_FRAMED);
+                    } else {
+                        assert_eq!(h.features, raw);
+                    }
+                    assert_eq!(r[..4], b[..4]);
+                    assert_eq!(r[8..36], b[8..36]);
+                    assert_eq!(r[36..40], h.features.to_le_bytes());
                 }
             }
             if !short {

@@ -114,10 +114,7 @@ fn nonsensical_response_is_bad_resp_err() {
     to_init(q, o.access);
     to_rtr(q, fake, &o);
     to_rts(q, &o);
-    let (mut s, _) = l.accept().unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    let mut hb = [0u8; HDR_LEN];
-    s.read_exact(&mut hb).unwrap();
+    let (mut s, mut hb) = FakeWire::accept(l.accept().unwrap().0);
     let h = Hello::decode(&hb).unwrap();
     assert_eq!((h.src_qpn, h.dst_qpn, h.src_gid), (qpn(q), fake, lo_gid()));
 

@@ -357,10 +357,7 @@ fn a_posted_list_goes_out_in_few_writes() {
     to_init(q, o.access);
     to_rtr(q, fake, &o);
     to_rts(q, &o);
-    let (mut s, _) = l.accept().unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    let mut hb = [0u8; HDR_LEN];
-    std::io::Read::read_exact(&mut s, &mut hb).unwrap();
+    let (mut s, mut hb) = FakeWire::accept(l.accept().unwrap().0);
     let mut src = Buf::new(pd, N * 32, IBV_ACCESS_LOCAL_WRITE);
     for i in 0..N {
         src.bytes_mut()[i * 32..i * 32 + 32].copy_from_slice(&payload(i, 32));
@@ -378,7 +375,7 @@ fn a_posted_list_goes_out_in_few_writes() {
     let before = rsw::qp::socket_calls(q).unwrap()[1].1;
     assert_eq!(post_send(q, &mut wrs[0]), 0);
     for i in 0..N {
-        std::io::Read::read_exact(&mut s, &mut hb).unwrap();
+        s.read_exact(&mut hb).unwrap();
         let h = Header::decode(&hb).unwrap();
         assert_eq!(
             (h.op, h.msn, h.length),
@@ -386,7 +383,7 @@ fn a_posted_list_goes_out_in_few_writes() {
             "request {i}"
         );
         let mut p = [0u8; 32];
-        std::io::Read::read_exact(&mut s, &mut p).unwrap();
+        s.read_exact(&mut p).unwrap();
         assert_eq!(&p[..], &payload(i, 32)[..], "payload {i}");
     }
     let writes = rsw::qp::socket_calls(q).unwrap()[1].1 - before;

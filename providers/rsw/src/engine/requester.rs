@@ -17,8 +17,8 @@ use crate::stats::Counters;
 use crate::transport::{local, mailbox, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
-    msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURES, FLAG_ACK, FLAG_IMM,
-    FLAG_SOLICITED, HDR_LEN,
+    msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURES, FEATURE_FRAMED,
+    FLAG_ACK, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
 };
 use crate::wq::conn::{OutConn, ReadRx, RNR_DIRECT_NS};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
@@ -69,7 +69,7 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
     let Some(remote) = g.remote else {
         return Ok(());
     };
-    let (conn, connected) = match Conn::connect(&remote, &g.local_gid) {
+    let (mut conn, connected) = match Conn::connect(&remote, &g.local_gid) {
         Ok(Connecting::Ready(c)) => (c, true),
         Ok(Connecting::Pending(c)) => (c, false),
         Err(ConnectError::Local(e)) => return Err(e.raw_os_error().unwrap_or(libc::ENOMEM)),
@@ -78,13 +78,23 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
             return Ok(());
         }
     };
+    // Framed from the first response on, and from our first request on
+    // (after the hello, which a peer reads before it knows).
+    let framed = crate::transport::tcp::framing_wanted();
+    if framed {
+        conn.set_framed(HDR_LEN);
+    }
     let mut hello = [0u8; HDR_LEN];
     Hello {
         src_gid: g.local_gid,
         src_qpn: qp.qpn,
         dst_qpn: remote.qpn,
         psn: g.attr.sq_psn,
-        features: FEATURES,
+        features: if framed {
+            FEATURES | FEATURE_FRAMED
+        } else {
+            FEATURES
+        },
     }
     .encode(&mut hello);
     let events = if connected {

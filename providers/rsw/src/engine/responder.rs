@@ -38,8 +38,8 @@ use crate::stats::Counters;
 use crate::transport::{canon_gid, local, Endpoints, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
-    Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURE_ACK_ON_REQUEST, FLAG_ACK,
-    FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
+    Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURE_ACK_ON_REQUEST, FEATURE_FRAMED,
+    FLAG_ACK, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
 };
 use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
@@ -269,7 +269,13 @@ pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
             }
         }
         match Hello::decode(&p.buf) {
-            Ok(h) if h.dst_qpn == qp.qpn => p.hello = Some(h),
+            Ok(h) if h.dst_qpn == qp.qpn => {
+                // Whatever follows the hello is framed if it says so.
+                if h.features & FEATURE_FRAMED != 0 {
+                    p.conn.set_framed(0);
+                }
+                p.hello = Some(h);
+            }
             h => {
                 let peer = p.ends.peer;
                 g.pending[slot] = None;

@@ -165,6 +165,14 @@ impl Conn {
         }
     }
 
+    /// Frames both directions from now on, sends after `plain` more bytes
+    /// (see `tcp`'s module comment).
+    pub fn set_framed(&mut self, plain: usize) {
+        match self {
+            Conn::Tcp(c) => c.set_framed(plain),
+        }
+    }
+
     /// Something may have arrived (the descriptor fired, or a thread
     /// polls): the next [`Conn::recv_iov`] asks the socket even if the
     /// last one found it empty.

@@ -616,6 +616,71 @@ pub fn hello_from(src_gid: [u8; 16], src_qpn: u32, dst_qpn: u32) -> [u8; rsw::wi
     b
 }
 
+/// A hand-written responder's end of the connection a QP opened to it:
+/// after the hello (read raw, as it travels), it speaks the chunk framing
+/// the hello declared (`rsw::transport::tcp`): each write one chunk, reads
+/// stripped of framing.
+pub struct FakeWire {
+    pub s: std::net::TcpStream,
+    framed: bool,
+    /// Bytes left in the chunk being read; a pad follows its end.
+    left: usize,
+    pad: bool,
+}
+
+impl FakeWire {
+    /// Reads the hello from `s`; returns the wire and the hello's bytes.
+    pub fn accept(mut s: std::net::TcpStream) -> (FakeWire, [u8; rsw::wire::HDR_LEN]) {
+        use std::io::Read;
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut hb = [0u8; rsw::wire::HDR_LEN];
+        s.read_exact(&mut hb).unwrap();
+        let h = rsw::wire::Hello::decode(&hb).expect("a hello");
+        let framed = h.features & rsw::wire::FEATURE_FRAMED != 0;
+        let w = FakeWire {
+            s,
+            framed,
+            left: 0,
+            pad: false,
+        };
+        (w, hb)
+    }
+
+    pub fn read_exact(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
+        use std::io::Read;
+        if !self.framed {
+            return self.s.read_exact(buf);
+        }
+        let mut at = 0;
+        while at < buf.len() {
+            if self.left == 0 {
+                let mut b = [0u8; 5];
+                let skip = self.pad as usize;
+                self.s.read_exact(&mut b[..skip + 4])?;
+                self.left = u32::from_le_bytes(b[skip..skip + 4].try_into().unwrap()) as usize;
+                self.pad = true;
+                continue;
+            }
+            let k = self.left.min(buf.len() - at);
+            self.s.read_exact(&mut buf[at..at + k])?;
+            self.left -= k;
+            at += k;
+        }
+        Ok(())
+    }
+
+    pub fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        if !self.framed || b.is_empty() {
+            return self.s.write_all(b);
+        }
+        let mut c = (b.len() as u32).to_le_bytes().to_vec();
+        c.extend_from_slice(b);
+        c.push(0);
+        self.s.write_all(&c)
+    }
+}
+
 /// A hello from the loopback GID.
 pub fn hello(src_qpn: u32, dst_qpn: u32) -> [u8; rsw::wire::HDR_LEN] {
     hello_from(lo_gid(), src_qpn, dst_qpn)
