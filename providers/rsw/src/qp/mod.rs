@@ -50,6 +50,16 @@ pub fn socket_calls(qp: *mut ibv_qp) -> Option<[(u64, u64); 2]> {
     Some([inc, out])
 }
 
+/// Connections a QP holds before knowing they are its peer's (accepted,
+/// not yet promoted); `None` for a pointer that is not a live QP of ours.
+/// For tests of the per-QP cap (the process-wide count moves with other
+/// tests' connections).
+pub fn held_connections(qp: *mut ibv_qp) -> Option<usize> {
+    let q = live(qp)?;
+    let g = q.inner.lock();
+    Some(g.pending.iter().filter(|p| p.is_some()).count())
+}
+
 /// The QP a control verb acts on: the QP itself, or the one an opened
 /// handle stands for.
 fn live_target(qp: *mut ibv_qp) -> Option<Arc<Qp>> {
