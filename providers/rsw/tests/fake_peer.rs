@@ -169,3 +169,88 @@ fn held_connection_is_used_after_rtr() {
     assert_eq!((r.status, r.wr_id, r.byte_len), (IBV_WC_SUCCESS, 3, 3));
     assert_eq!(&buf.snapshot()[..3], b"abc");
 }
+
+#[test]
+fn an_rnr_notice_overtaken_by_a_riding_ack_is_ignored() {
+    // The peer's responder waited for a receive for our SEND (an RNR wait
+    // notice on our connection), then took it and let the ACK ride on its
+    // own SEND, on the other connection. If we read that SEND first, the
+    // notice arrives for a message already complete: it must not fail
+    // the QP (it did, 1 run in 10 of pyverbs' rdma_cm async traffic test).
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake = l.local_addr().unwrap().port() as u32;
+    let c = Ctx::open();
+    let pd = c.alloc_pd();
+    let cq = c.cq(16, null_mut());
+    let q = c.qp(pd, cq, cq);
+    let o = ConnOpts::default();
+    to_init(q, o.access);
+    to_rtr(q, fake, &o);
+    to_rts(q, &o);
+    let (mut out, hb) = FakeWire::accept(l.accept().unwrap().0);
+    let h = Hello::decode(&hb).unwrap();
+    assert!(h.features & rsw::wire::FEATURE_ACK_ON_REQUEST != 0);
+    // Our requester toward the QP: a hello that takes ACKs on requests.
+    let mut inc = connect_to(qpn(q));
+    let mut hello_b = [0u8; HDR_LEN];
+    Hello {
+        src_gid: lo_gid(),
+        src_qpn: fake,
+        dst_qpn: qpn(q),
+        psn: 0,
+        features: rsw::wire::FEATURE_ACK_ON_REQUEST,
+    }
+    .encode(&mut hello_b);
+    inc.write_all(&hello_b).unwrap();
+
+    let buf = Buf::new(pd, 64, IBV_ACCESS_LOCAL_WRITE);
+    assert_eq!(post_recv(q, 7, &mut [buf.sge(32, 32)]), 0);
+    let mut sg = [buf.sge(0, 16)];
+    let mut w = send_wr(1, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(q, &mut w), 0);
+    let mut req = [0u8; HDR_LEN];
+    out.read_exact(&mut req).unwrap();
+    let r = Header::decode(&req).unwrap();
+    assert_eq!((r.op, r.msn, r.length), (Op::Send, 0, 16));
+    let mut payload = [0u8; 16];
+    out.read_exact(&mut payload).unwrap();
+
+    // Our SEND to the QP, carrying the ACK for its message 0.
+    let mut s = Header::new(Op::Send, 0);
+    s.length = 4;
+    s.flags |= rsw::wire::FLAG_ACK;
+    s.compare_add = 0;
+    s.encode(&mut req);
+    inc.write_all(&req).unwrap();
+    inc.write_all(&[1, 2, 3, 4]).unwrap();
+    let mut wcs = wait_wcs(cq, 2);
+    wcs.sort_by_key(|w| w.wr_id);
+    assert_eq!(
+        (wcs[0].status, wcs[0].wr_id, wcs[0].opcode),
+        (IBV_WC_SUCCESS, 1, IBV_WC_SEND)
+    );
+    assert_eq!(
+        (wcs[1].status, wcs[1].wr_id, wcs[1].opcode),
+        (IBV_WC_SUCCESS, 7, IBV_WC_RECV)
+    );
+    assert_eq!(
+        (wcs[1].byte_len, &buf.bytes()[32..36]),
+        (4, &[1u8, 2, 3, 4][..])
+    );
+
+    // Only now the notice for message 0, then a second SEND and its ACK:
+    // the QP works on.
+    Header::new(Op::RnrWait, 0).encode(&mut req);
+    out.write_all(&req).unwrap();
+    let mut w = send_wr(2, IBV_WR_SEND, &mut sg, IBV_SEND_SIGNALED);
+    assert_eq!(post_send(q, &mut w), 0);
+    out.read_exact(&mut req).unwrap();
+    let r = Header::decode(&req).unwrap();
+    assert_eq!((r.op, r.msn), (Op::Send, 1));
+    out.read_exact(&mut payload).unwrap();
+    Header::new(Op::Ack, 1).encode(&mut req);
+    out.write_all(&req).unwrap();
+    let w2 = wait_wc(cq);
+    assert_eq!((w2.status, w2.wr_id), (IBV_WC_SUCCESS, 2));
+    assert_eq!(qp_state(q), IBV_QPS_RTS);
+}

@@ -1673,6 +1673,15 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
             // The responder is alive and waiting for a receive: not a
             // reason to give up, however long it takes.
             ack(qp, g, h.msn, false)?;
+            // A notice sent before the message's ACK can arrive after it
+            // when that ACK rode on the peer's request (the other
+            // connection, read first): stale, nothing to do.
+            let stale =
+                g.sq.oldest_in_flight()
+                    .is_none_or(|s| msn_before(h.msn, g.sq.wqe(s).msn));
+            if stale {
+                return Ok(());
+            }
             head_for(g, h.msn)?;
             if g.rnr_counted != Some(h.msn) {
                 g.rnr_counted = Some(h.msn);
