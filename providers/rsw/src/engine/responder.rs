@@ -435,8 +435,13 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
 }
 
 fn run(qp: &Qp, g: &mut QpInner) {
+    let polled = g.defer_acks;
     if let Some(inc) = g.inc.as_mut() {
-        inc.conn.fresh();
+        if polled {
+            inc.conn.fresh_polled();
+        } else {
+            inc.conn.fresh();
+        }
     }
     loop {
         let Some(inc) = g.inc.as_mut() else { return };
