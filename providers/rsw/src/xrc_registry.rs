@@ -29,7 +29,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::transport::local::Mapping;
+use crate::transport::shm::Mapping;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"RSWXRCD1");
 const MEMBERS: usize = 256;

@@ -14,7 +14,7 @@ use crate::faults::Action;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
 use crate::stats::Counters;
-use crate::transport::{local, mailbox, Conn, ConnectError, Connecting, MAX_IOV};
+use crate::transport::{local, mailbox, shm, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
     msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURES, FEATURE_FRAMED,
@@ -1694,13 +1694,13 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
         Op::Doorbell => {}
         Op::Offer => {
             let out = g.out.as_mut().ok_or(Broken::Lost)?;
-            if local::enabled() && out.direct.is_none() {
+            if shm::enabled() && out.direct.is_none() {
                 match local::Peer::open(h.remote_addr, h.rkey, h.compare_add) {
                     Ok(p) => {
                         out.direct = Some(p);
                         out.announce = true;
                     }
-                    Err(why) => local::fell_back(qp.qpn, &why),
+                    Err(why) => shm::fell_back(qp.qpn, &why),
                 }
             }
         }

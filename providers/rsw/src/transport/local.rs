@@ -27,12 +27,13 @@
 //! default) uses it when it can.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use verbs_abi::IBV_ACCESS_LOCAL_WRITE;
 use verbs_rt::ForkFresh;
 
+use super::shm::{enabled, Mapping};
 use crate::util::iov;
 
 /// QP numbers are 16-bit (a listener's TCP port), so QPs are slots by
@@ -104,51 +105,7 @@ const QP_AREA: usize = QP_SLOTS * size_of::<QpSlot>();
 const KEY_AREA: usize = KEY_SLOTS * size_of::<KeySlot>();
 const TABLE_LEN: usize = HEADER_LEN + QP_AREA + KEY_AREA;
 
-/// A mapped table: ours (writable) or a peer's (read-only).
-pub(crate) struct Mapping {
-    pub(crate) base: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is only accessed through atomics; it lives until the
-// Mapping is dropped.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
-
 impl Mapping {
-    pub(crate) fn map(
-        fd: std::os::fd::BorrowedFd,
-        len: usize,
-        writable: bool,
-    ) -> std::io::Result<Mapping> {
-        let prot = if writable {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_READ
-        };
-        use std::os::fd::AsRawFd;
-        // SAFETY: a fresh shared mapping of the whole table; nothing else
-        // is mapped there.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Mapping {
-            base: p as *mut u8,
-            len,
-        })
-    }
-
     fn header(&self) -> &Header {
         // SAFETY: the header is at the start of the mapping, which holds
         // TABLE_LEN bytes and is page-aligned.
@@ -169,13 +126,6 @@ impl Mapping {
         unsafe {
             &*(self.base.add(HEADER_LEN + QP_AREA) as *const KeySlot).add(i & (KEY_SLOTS - 1))
         }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, no longer referenced.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
 }
 
@@ -207,42 +157,6 @@ fn read_slot<T>(seq: &AtomicU32, f: impl Fn() -> T) -> Option<T> {
         }
     }
     None
-}
-
-// ---- the mode ---------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Tcp,
-    Auto,
-    /// Asked for: a same-host connection that cannot use it is reported.
-    Required,
-}
-
-static MODE: LazyLock<Mode> = LazyLock::new(|| match std::env::var("RSW_TRANSPORT").as_deref() {
-    Ok("tcp") => Mode::Tcp,
-    Ok("local" | "shm") => Mode::Required,
-    _ => Mode::Auto,
-});
-
-pub fn mode() -> Mode {
-    *MODE
-}
-
-/// Off under fault injection: faults act where the connection's
-/// responder runs, which the same-host path would bypass.
-pub fn enabled() -> bool {
-    mode() != Mode::Tcp && !crate::faults::active()
-}
-
-/// Logs why a same-host connection of QP `qpn` stays on TCP: a warning
-/// when the path was asked for (`RSW_TRANSPORT=local`), else at info level.
-pub fn fell_back(qpn: u32, why: &str) {
-    if mode() == Mode::Required {
-        log::warn!("qp {qpn:#x}: same-host path unavailable, using TCP: {why}");
-    } else {
-        log::info!("qp {qpn:#x}: same-host path unavailable, using TCP: {why}");
-    }
 }
 
 // ---- our table ----------------------------------------------------------------------

@@ -28,7 +28,7 @@ const NO_SGE: ibv_sge = ibv_sge {
 };
 use verbs_rt::ForkFresh;
 
-use super::local::{self, Mapping};
+use super::shm::{self, Mapping};
 use crate::device::MAX_SGE;
 use crate::util::mono_ns;
 
@@ -187,7 +187,7 @@ struct Alloc {
 }
 
 static FILE: ForkFresh<Option<File>> = ForkFresh::new(|| {
-    if !local::enabled() {
+    if !shm::enabled() {
         return None;
     }
     let fd = rustix::fs::memfd_create(c"rsw-mailbox", rustix::fs::MemfdFlags::CLOEXEC).ok()?;

@@ -11,12 +11,13 @@
 //! TCP carries every connection (UDP the datagrams). Between processes of
 //! one host, `local` (published tables), `mailbox` (shared receive and
 //! completion rings) and `atomics` (the per-process atomic lock) let the
-//! requester do the target's work itself; the connection stays for what
-//! they do not cover.
+//! requester do the target's work itself, on `shm` (mapped files and the
+//! path's on/off switch); the connection stays for what they do not cover.
 
 pub mod atomics;
 pub mod local;
 pub mod mailbox;
+pub mod shm;
 mod sock;
 pub mod tcp;
 pub mod udp;
