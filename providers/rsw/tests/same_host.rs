@@ -5,11 +5,11 @@
 mod common;
 
 use common::*;
-use rsw::transport::local;
+use rsw::transport::{local, shm};
 use verbs_abi::*;
 
 fn on() -> bool {
-    local::enabled()
+    shm::enabled()
 }
 
 fn write_wr(sg: &mut [ibv_sge], wr_id: u64, addr: u64, rkey: u32) -> ibv_send_wr {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::*;
-use rsw::transport::local;
+use rsw::transport::{local, shm};
 use rsw::verbs_rs_provider_v1 as OPS;
 use verbs_abi::*;
 
@@ -128,7 +128,7 @@ fn atomics_go_direct() {
     let got = target.snapshot();
     assert!(got[..16].iter().chain(&got[24..]).all(|&b| b == 0));
     let n = local::direct_ops() - before;
-    if local::enabled() {
+    if shm::enabled() {
         assert_eq!(n, 3, "all three went over the same-host path");
     } else {
         assert_eq!(n, 0);
@@ -216,7 +216,7 @@ fn posted_atomics_run_in_order() {
         (0..4).map(|i| read_u64(&target, 8 * i)).collect::<Vec<_>>(),
         [101, 26, 0xdead, 3]
     );
-    if local::enabled() {
+    if shm::enabled() {
         assert_eq!(local::direct_ops() - before, ops.len() as u64);
     }
 }
@@ -226,7 +226,7 @@ fn posted_atomics_run_in_order() {
 /// still sees them done.
 #[test]
 fn a_burst_is_done_together_and_without_a_poll() {
-    if std::env::var(ROLE).is_ok() || !local::enabled() {
+    if std::env::var(ROLE).is_ok() || !shm::enabled() {
         return;
     }
     let _s = serial();
@@ -318,7 +318,7 @@ fn child_role() {
     if std::env::var(ROLE).is_err() {
         return;
     }
-    assert!(!local::enabled(), "the child runs with RSW_TRANSPORT=tcp");
+    assert!(!shm::enabled(), "the child runs with RSW_TRANSPORT=tcp");
     let c = Ctx::open();
     let pd = c.alloc_pd();
     let cq = c.cq(16, null_mut());
@@ -348,7 +348,7 @@ fn child_role() {
 
 #[test]
 fn direct_and_tcp_atomics_exclude_each_other() {
-    if std::env::var(ROLE).is_ok() || !local::enabled() {
+    if std::env::var(ROLE).is_ok() || !shm::enabled() {
         return;
     }
     let _s = serial();

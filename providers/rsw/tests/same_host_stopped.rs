@@ -11,7 +11,7 @@ use std::ptr::null_mut;
 use std::time::Duration;
 
 use common::*;
-use rsw::transport::local;
+use rsw::transport::{local, shm};
 use verbs_abi::*;
 
 const LEN: usize = 1 << 20;
@@ -109,7 +109,7 @@ fn stopped_target_is_written_and_read() {
     assert_eq!(post_send(q, &mut w), 0);
     assert_eq!(wait_wc(cq).status, IBV_WC_SUCCESS);
 
-    if local::enabled() {
+    if shm::enabled() {
         // SAFETY: signalling our own child.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
         let mut st = 0;
