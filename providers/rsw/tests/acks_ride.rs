@@ -209,6 +209,81 @@ fn a_target_that_stops_polling_still_acknowledges() {
     collect(p.cq_a, &[(9, IBV_WC_SEND)]);
 }
 
+/// A ping-pong of SENDs longer than the retry budget (one ACK timeout, no
+/// retries), both sides polling: no ACK travels on its own, yet the riding
+/// ones are the peer's sign of life, and no SEND fails.
+#[test]
+fn riding_acks_keep_the_retry_timer_content() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    tcp();
+    let o = ConnOpts {
+        timeout: 13,
+        retry_cnt: 0,
+        ..ConnOpts::default()
+    };
+    let p = Pair::with(o, o, |_| {});
+    let (mut src_a, mut src_b) = (p.buf(32), p.buf(32));
+    let (dst_a, dst_b) = (p.buf(32), p.buf(32));
+    // 33.5 ms a timeout: three of them with something in flight almost
+    // all along.
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(120);
+    let mut i = 0u64;
+    while std::time::Instant::now() < end || i < 50 {
+        assert_eq!(post_recv(p.b, 20_000 + i, &mut [dst_b.sge(0, 32)]), 0);
+        assert_eq!(post_recv(p.a, 30_000 + i, &mut [dst_a.sge(0, 32)]), 0);
+        let (ping, pong) = (payload(i as usize, 32), payload(i as usize + 7, 32));
+        src_a.bytes_mut().copy_from_slice(&ping);
+        src_b.bytes_mut().copy_from_slice(&pong);
+        send(p.a, &src_a, 0, 32, i);
+        let mut want = vec![(20_000 + i, IBV_WC_RECV)];
+        if i > 0 {
+            want.push((10_000 + i - 1, IBV_WC_SEND));
+        }
+        collect(p.cq_b, &want);
+        assert_eq!(dst_b.snapshot(), ping, "ping {i}");
+        send(p.b, &src_b, 0, 32, 10_000 + i);
+        collect(p.cq_a, &[(i, IBV_WC_SEND), (30_000 + i, IBV_WC_RECV)]);
+        assert_eq!(dst_a.snapshot(), pong, "pong {i}");
+        i += 1;
+    }
+    collect(p.cq_b, &[(10_000 + i - 1, IBV_WC_SEND)]);
+}
+
+/// The target read its connection by polling, then stops polling: the
+/// progress thread takes the connection back (within the backstop), so
+/// a WRITE to it, which needs no receive, completes.
+#[test]
+fn a_target_that_stops_polling_serves_writes() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    tcp();
+    let p = Pair::new();
+    let mut src = p.buf(64);
+    let dst = p.buf(64);
+    warm_up(p.a, p.cq_a, p.b, p.cq_b, &src, &dst, 20);
+    // B is not polled from here on.
+    for round in 1..=3u8 {
+        src.bytes_mut().fill(round);
+        let mut sg = [src.sge(0, 64)];
+        let mut w = send_wr(
+            500 + round as u64,
+            IBV_WR_RDMA_WRITE,
+            &mut sg,
+            IBV_SEND_SIGNALED,
+        );
+        w.wr.rdma = ibv_send_wr_rdma {
+            remote_addr: dst.addr(),
+            rkey: dst.rkey(),
+        };
+        assert_eq!(post_send(p.a, &mut w), 0);
+        collect(p.cq_a, &[(500 + round as u64, IBV_WC_RDMA_WRITE)]);
+        assert!(dst.snapshot().iter().all(|&b| b == round), "round {round}");
+    }
+}
+
 /// The target receives by polling (holding its ACKs), then waits for
 /// completion events: the ACK goes at once (arming kicks the progress
 /// thread), and the next message raises its event.

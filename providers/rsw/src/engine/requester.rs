@@ -1550,6 +1550,9 @@ pub fn acked_by_peer(qp: &Qp, g: &mut QpInner, msn: u32) {
     if g.out.is_none() || !g.reliable() {
         return;
     }
+    // The peer is alive (see the retry timer): in a ping-pong whose ACKs
+    // all ride, nothing else arrives on our connection.
+    g.ack_progress = true;
     if g.acked_upto.is_none_or(|m| msn_before(m, msn)) {
         g.acked_upto = Some(msn);
     }

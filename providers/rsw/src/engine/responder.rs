@@ -19,9 +19,17 @@
 //! once its ACK is in the kernel (see `finish_request`) — except on a
 //! polling thread, where the ACK may wait for the QP's next request to the
 //! peer to carry it (`wire::FLAG_ACK`, see `may_owe_ack`): then it is sent
-//! at the latest by the next poll, a 0.5 ms timer, a CQ being armed, or the
-//! connection's close (at exit too). Bytes are read ahead by the transport
-//! (`Conn::recv_iov`), so a burst of messages is parsed out of one read.
+//! at the latest by the next poll, a CQ being armed, the connection's close
+//! (at exit too), or the 0.5 ms backstop timer once polling stopped. Bytes
+//! are read ahead by the transport (`Conn::recv_iov`), so a burst of
+//! messages is parsed out of one read.
+//!
+//! While a thread polls, it reads the connection itself, and its descriptor
+//! is not watched for data (`QpInner::poll_owned`): every arrival would
+//! otherwise wake the progress thread, which finds the data taken and, on
+//! a machine with as many busy pollers as cores, takes a poller's core
+//! for nothing. The same backstop timer hands the connection back when a
+//! whole period passes without a poll; arming a CQ hands it back at once.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -571,17 +579,30 @@ fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
         return false;
     }
     inc.ack_owed = true;
-    // One timer at a time (as for held atomics): a QP in a ping-pong owes
-    // an ACK most of the time, and a timer per message would wake the
-    // progress thread at the message rate.
-    let now = mono_ns();
-    if g.ack_timer_at <= now {
-        g.ack_timer_at = now + ACK_DEFER_NS;
+    arm_backstop(qp, g);
+    true
+}
+
+/// Arms the polling thread's backstop (an ACK held back, the incoming
+/// connection owned by the poller), one timer at a time (as for held
+/// atomics): a QP in a ping-pong is in that state most of the time, and a
+/// timer per message would wake the progress thread at the message rate.
+fn arm_backstop(qp: &Qp, g: &mut QpInner) {
+    if g.ack_timer_at == 0 {
+        g.ack_timer_at = mono_ns() + ACK_DEFER_NS;
         if let Ok(e) = engine() {
             e.add_timer(g.ack_timer_at, qp.serial);
         }
     }
-    true
+}
+
+/// The progress thread serves the incoming connection again (the program
+/// stopped polling, or waits for a completion event).
+pub fn unown_poll(qp: &Qp, g: &mut QpInner) {
+    if g.poll_owned {
+        g.poll_owned = false;
+        settle(qp, g);
+    }
 }
 
 /// Sends an ACK held back for a request to carry (the program polls
@@ -612,7 +633,17 @@ fn settle(qp: &Qp, g: &mut QpInner) {
         return;
     }
     let mut want = 0u32;
-    if !inc.closing && !inc.backlogged() && !matches!(inc.rx, Rx::Stalled(_) | Rx::Held { .. }) {
+    if g.defer_acks && !g.poll_owned && !inc.closing {
+        g.poll_owned = true;
+        g.polls_seen = g.polls;
+        arm_backstop(qp, g);
+    }
+    let Some(inc) = g.inc.as_mut() else { return };
+    if !inc.closing
+        && !g.poll_owned
+        && !inc.backlogged()
+        && !matches!(inc.rx, Rx::Stalled(_) | Rx::Held { .. })
+    {
         want |= libc::EPOLLIN as u32;
     }
     // An ACK held back waits for a request or the timer, not for room.
@@ -645,7 +676,14 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     if g.ack_timer_at != 0 && g.ack_timer_at <= now {
         g.ack_timer_at = 0;
-        send_owed_ack(qp, g);
+        if g.poll_owned && g.polls != g.polls_seen {
+            // Still polling: the poller sends what is owed itself.
+            g.polls_seen = g.polls;
+            arm_backstop(qp, g);
+        } else {
+            send_owed_ack(qp, g);
+            unown_poll(qp, g);
+        }
     }
     for p in g.pending.iter_mut() {
         if p.as_ref().is_some_and(|c| c.deadline <= now) {

@@ -121,6 +121,14 @@ pub struct QpInner {
     /// anyway fires.
     pub defer_acks: bool,
     pub ack_timer_at: u64,
+    /// A polling thread reads the incoming connection: its descriptor is
+    /// not watched for data (each arrival would wake the progress thread,
+    /// which finds the data taken and costs a poller its core), until the
+    /// backstop timer sees that no poll came since the one before
+    /// (`polls` against `polls_seen`) or the program arms a CQ.
+    pub poll_owned: bool,
+    pub polls: u32,
+    pub polls_seen: u32,
     /// The peer acknowledged up to this MSN on one of its requests
     /// (`wire::FLAG_ACK`), past a READ or atomic still waiting for its
     /// response: the rest is completed once that response is in.
@@ -211,6 +219,9 @@ impl QpInner {
             atomic_polls: None,
             defer_acks: false,
             ack_timer_at: 0,
+            poll_owned: false,
+            polls: 0,
+            polls_seen: 0,
             acked_upto: None,
             acks_ride: false,
             polls_skipped: 0,
