@@ -599,6 +599,7 @@ fn arm_backstop(qp: &Qp, g: &mut QpInner) {
 /// The progress thread serves the incoming connection again (the program
 /// stopped polling, or waits for a completion event).
 pub fn unown_poll(qp: &Qp, g: &mut QpInner) {
+    g.poll_took = false;
     if g.poll_owned {
         g.poll_owned = false;
         settle(qp, g);
@@ -633,7 +634,7 @@ fn settle(qp: &Qp, g: &mut QpInner) {
         return;
     }
     let mut want = 0u32;
-    if g.defer_acks && !g.poll_owned && !inc.closing {
+    if g.defer_acks && g.poll_took && !g.poll_owned && !inc.closing {
         g.poll_owned = true;
         g.polls_seen = g.polls;
         arm_backstop(qp, g);
@@ -676,9 +677,11 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     if g.ack_timer_at != 0 && g.ack_timer_at <= now {
         g.ack_timer_at = 0;
-        if g.poll_owned && g.polls != g.polls_seen {
-            // Still polling: the poller sends what is owed itself.
+        if g.poll_owned && g.polls != g.polls_seen && g.poll_took {
+            // Still polling, and requests come: the poller sends what is
+            // owed itself.
             g.polls_seen = g.polls;
+            g.poll_took = false;
             arm_backstop(qp, g);
         } else {
             send_owed_ack(qp, g);
@@ -773,6 +776,7 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
     inc.rx_got = 0;
     match Header::decode(&inc.rx_hdr) {
         Ok(h) if h.op.is_request() => {
+            g.poll_took |= g.defer_acks;
             // Applied as the header is read, before the request may wait
             // for a receive (RNR): the peer may wait for this ACK to post
             // the receive that request needs.
