@@ -210,8 +210,9 @@ fn a_target_that_stops_polling_still_acknowledges() {
 }
 
 /// A ping-pong of SENDs longer than the retry budget (one ACK timeout, no
-/// retries), both sides polling: no ACK travels on its own, yet the riding
-/// ones are the peer's sign of life, and no SEND fails.
+/// retries), both sides polling: the ACKs ride, and the riding ones count
+/// as the peer's sign of life (`requester::acked_by_peer`), so no SEND
+/// fails for want of bytes on the requester's own connection.
 #[test]
 fn riding_acks_keep_the_retry_timer_content() {
     if std::env::var(ROLE).is_ok() {
@@ -252,8 +253,9 @@ fn riding_acks_keep_the_retry_timer_content() {
 }
 
 /// The target read its connection by polling, then stops polling: the
-/// progress thread takes the connection back (within the backstop), so
-/// a WRITE to it, which needs no receive, completes.
+/// progress thread serves the connection, so a WRITE to it, which needs
+/// no receive, completes (a poller that took the connection from the
+/// progress thread's watch would have to hand it back).
 #[test]
 fn a_target_that_stops_polling_serves_writes() {
     if std::env::var(ROLE).is_ok() {

@@ -36,13 +36,12 @@ impl Producer for Qp {
             }
         }
         // The program waits for events now, not polling: an ACK held back
-        // for its next request is sent by the progress thread, which also
-        // takes the incoming connection back from the poller (a kick; sent
+        // for its next request is sent by the progress thread (a kick; sent
         // also when the QP is busy elsewhere, where it costs little).
         let kick = self
             .inner
             .try_lock()
-            .is_none_or(|g| g.poll_owned || g.inc.as_ref().is_some_and(|i| i.ack_owed));
+            .is_none_or(|g| g.inc.as_ref().is_some_and(|i| i.ack_owed));
         if kick {
             self.kick();
         }
@@ -90,7 +89,6 @@ impl Target for Qp {
             return;
         }
         self.check_cq_overrun(&mut g);
-        responder::unown_poll(self, &mut g);
         self.drain_mailbox(&mut g);
         // A receive was posted to our SRQ while a same-host peer waited.
         self.wake_waiting_peer(&mut g);
@@ -155,7 +153,6 @@ impl Qp {
             // ours carried: now it goes.
             responder::send_owed_ack(self, &mut g);
             g.defer_acks = true;
-            g.polls = g.polls.wrapping_add(1);
             responder::pump(self, &mut g);
             g.defer_acks = false;
         }

@@ -19,17 +19,9 @@
 //! once its ACK is in the kernel (see `finish_request`) — except on a
 //! polling thread, where the ACK may wait for the QP's next request to the
 //! peer to carry it (`wire::FLAG_ACK`, see `may_owe_ack`): then it is sent
-//! at the latest by the next poll, a CQ being armed, the connection's close
-//! (at exit too), or the 0.5 ms backstop timer once polling stopped. Bytes
-//! are read ahead by the transport (`Conn::recv_iov`), so a burst of
-//! messages is parsed out of one read.
-//!
-//! While a thread polls, it reads the connection itself, and its descriptor
-//! is not watched for data (`QpInner::poll_owned`): every arrival would
-//! otherwise wake the progress thread, which finds the data taken and, on
-//! a machine with as many busy pollers as cores, takes a poller's core
-//! for nothing. The same backstop timer hands the connection back when a
-//! whole period passes without a poll; arming a CQ hands it back at once.
+//! at the latest by the next poll, a 0.5 ms timer, a CQ being armed, or the
+//! connection's close (at exit too). Bytes are read ahead by the transport
+//! (`Conn::recv_iov`), so a burst of messages is parsed out of one read.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -579,31 +571,17 @@ fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
         return false;
     }
     inc.ack_owed = true;
-    arm_backstop(qp, g);
-    true
-}
-
-/// Arms the polling thread's backstop (an ACK held back, the incoming
-/// connection owned by the poller), one timer at a time (as for held
-/// atomics): a QP in a ping-pong is in that state most of the time, and a
-/// timer per message would wake the progress thread at the message rate.
-fn arm_backstop(qp: &Qp, g: &mut QpInner) {
-    if g.ack_timer_at == 0 {
-        g.ack_timer_at = mono_ns() + ACK_DEFER_NS;
+    // One timer at a time (as for held atomics): a QP in a ping-pong owes
+    // an ACK most of the time, and a timer per message would wake the
+    // progress thread at the message rate.
+    let now = mono_ns();
+    if g.ack_timer_at <= now {
+        g.ack_timer_at = now + ACK_DEFER_NS;
         if let Ok(e) = engine() {
             e.add_timer(g.ack_timer_at, qp.serial);
         }
     }
-}
-
-/// The progress thread serves the incoming connection again (the program
-/// stopped polling, or waits for a completion event).
-pub fn unown_poll(qp: &Qp, g: &mut QpInner) {
-    g.poll_took = false;
-    if g.poll_owned {
-        g.poll_owned = false;
-        settle(qp, g);
-    }
+    true
 }
 
 /// Sends an ACK held back for a request to carry (the program polls
@@ -634,17 +612,7 @@ fn settle(qp: &Qp, g: &mut QpInner) {
         return;
     }
     let mut want = 0u32;
-    if g.defer_acks && g.poll_took && !g.poll_owned && !inc.closing {
-        g.poll_owned = true;
-        g.polls_seen = g.polls;
-        arm_backstop(qp, g);
-    }
-    let Some(inc) = g.inc.as_mut() else { return };
-    if !inc.closing
-        && !g.poll_owned
-        && !inc.backlogged()
-        && !matches!(inc.rx, Rx::Stalled(_) | Rx::Held { .. })
-    {
+    if !inc.closing && !inc.backlogged() && !matches!(inc.rx, Rx::Stalled(_) | Rx::Held { .. }) {
         want |= libc::EPOLLIN as u32;
     }
     // An ACK held back waits for a request or the timer, not for room.
@@ -677,16 +645,7 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     if g.ack_timer_at != 0 && g.ack_timer_at <= now {
         g.ack_timer_at = 0;
-        if g.poll_owned && g.polls != g.polls_seen && g.poll_took {
-            // Still polling, and requests come: the poller sends what is
-            // owed itself.
-            g.polls_seen = g.polls;
-            g.poll_took = false;
-            arm_backstop(qp, g);
-        } else {
-            send_owed_ack(qp, g);
-            unown_poll(qp, g);
-        }
+        send_owed_ack(qp, g);
     }
     for p in g.pending.iter_mut() {
         if p.as_ref().is_some_and(|c| c.deadline <= now) {
@@ -776,7 +735,6 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
     inc.rx_got = 0;
     match Header::decode(&inc.rx_hdr) {
         Ok(h) if h.op.is_request() => {
-            g.poll_took |= g.defer_acks;
             // Applied as the header is read, before the request may wait
             // for a receive (RNR): the peer may wait for this ACK to post
             // the receive that request needs.

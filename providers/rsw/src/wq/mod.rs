@@ -121,16 +121,6 @@ pub struct QpInner {
     /// anyway fires.
     pub defer_acks: bool,
     pub ack_timer_at: u64,
-    /// A polling thread reads the incoming connection: its descriptor is
-    /// not watched for data (each arrival would wake the progress thread,
-    /// which finds the data taken and costs a poller its core), until the
-    /// backstop timer sees a period with no poll (`polls` against
-    /// `polls_seen`) or no request taken by one (`poll_took`), or the
-    /// program arms a CQ.
-    pub poll_owned: bool,
-    pub polls: u32,
-    pub polls_seen: u32,
-    pub poll_took: bool,
     /// The peer acknowledged up to this MSN on one of its requests
     /// (`wire::FLAG_ACK`), past a READ or atomic still waiting for its
     /// response: the rest is completed once that response is in.
@@ -221,10 +211,6 @@ impl QpInner {
             atomic_polls: None,
             defer_acks: false,
             ack_timer_at: 0,
-            poll_owned: false,
-            polls: 0,
-            polls_seen: 0,
-            poll_took: false,
             acked_upto: None,
             acks_ride: false,
             polls_skipped: 0,
