@@ -21,14 +21,14 @@
 //! poll, off the latency path, takes it alone); `SO_RCVLOWAT` 2 keeps the
 //! lone pad from waking the progress thread, and a thread that polls
 //! looks (`MSG_PEEK`) before it reads at a chunk's end, so its polls
-//! between messages leave the pad too. Linux also acknowledges at once
-//! whenever more than `rcv_mss` bytes came since its last ACK, and
-//! `rcv_mss` starts at 536: each side's first chunk is therefore filler
-//! of a few KiB ([`FILLER`]) that raises it to the path's MSS. With both,
-//! a ping-pong of 64-byte SENDs between namespaces sends 1.09 TCP
-//! segments a message (1.5 without). Chunks are a transport matter: they
-//! need not align with messages, and callers see the same byte stream
-//! either way.
+//! between messages leave the pad too. (Linux also acknowledges whenever
+//! more than `rcv_mss` bytes came since its last ACK, and `rcv_mss` starts
+//! at 536; a first chunk of filler that raised it to the MSS saved more
+//! ACKs, but a young connection's congestion window, 10 segments, then
+//! filled with small messages before any ACK was due, and they waited for
+//! the delayed-ACK timer: 44 ms.) Chunks are a transport matter: they need
+//! not align with messages, and callers see the same byte stream either
+//! way.
 
 use std::cell::Cell;
 use std::io;
@@ -116,27 +116,6 @@ const HDR_GUESS: usize = crate::wire::HDR_LEN;
 
 /// The pad byte closing every chunk.
 static PAD: [u8; 1] = [0];
-
-/// A chunk length with this bit set announces filler: that many bytes
-/// (less the bit) the reader drops, then the pad as usual.
-const FILLER: u32 = 1 << 31;
-/// The filler each side sends once, as its first chunk. Linux acknowledges
-/// at once whenever more than `rcv_mss` bytes came since its last ACK, and
-/// `rcv_mss` starts at 536 and only grows when a segment that large
-/// arrives: without one, a stream of 100-byte messages drew a pure ACK
-/// every fifth message (`nstat`), on the latency path as above. One chunk
-/// of a few KiB raises it to the path's MSS for the connection's life.
-const FILL: usize = 4096;
-/// The filler chunk as it goes on the wire: length, zeros, pad.
-static FILLER_CHUNK: [u8; 4 + FILL + 1] = {
-    let mut b = [0u8; 4 + FILL + 1];
-    let len = (FILLER | FILL as u32).to_le_bytes();
-    b[0] = len[0];
-    b[1] = len[1];
-    b[2] = len[2];
-    b[3] = len[3];
-    b
-};
 /// Iovecs a framed send may use: the caller's (a requester gathers up to
 /// twice `MAX_IOV`), the length and the pad.
 const FRAMED_IOV: usize = 2 * super::MAX_IOV + 2;
@@ -171,8 +150,6 @@ enum RxPhase {
     Len(usize, [u8; 4]),
     /// This many bytes of the chunk are still to come.
     Data(usize),
-    /// This many bytes of filler are still to come (dropped).
-    Skip(usize),
     /// The pad closing a chunk is next.
     Pad,
 }
@@ -191,19 +168,9 @@ impl RxPhase {
                 if got + k < 4 {
                     return (k, RxPhase::Len(got + k, len));
                 }
-                let n = u32::from_le_bytes(len);
-                match ((n & !FILLER) as usize, n & FILLER != 0) {
-                    (0, _) => (k, RxPhase::Pad),
-                    (n, true) => (k, RxPhase::Skip(n)),
-                    (n, false) => (k, RxPhase::Data(n)),
-                }
-            }
-            RxPhase::Skip(left) => {
-                let k = left.min(b.len());
-                if k == left {
-                    (k, RxPhase::Pad)
-                } else {
-                    (k, RxPhase::Skip(left - k))
+                match u32::from_le_bytes(len) as usize {
+                    0 => (k, RxPhase::Pad),
+                    n => (k, RxPhase::Data(n)),
                 }
             }
             RxPhase::Data(_) => (0, self),
@@ -257,8 +224,6 @@ pub struct TcpConn {
     tx_framed: bool,
     tx_plain: Cell<usize>,
     tx: Cell<TxChunk>,
-    /// Bytes of `FILLER_CHUNK` still to send before the first chunk.
-    tx_filler: Cell<usize>,
     /// Reads are framed; where the stream is (`stage[start..]` is parsed
     /// from this phase on).
     rx_framed: bool,
@@ -327,7 +292,6 @@ impl TcpConn {
             tx_framed: false,
             tx_plain: Cell::new(0),
             tx: Cell::new(TxChunk::default()),
-            tx_filler: Cell::new(0),
             rx_framed: false,
             rx: RxPhase::START,
             peek_pad: false,
@@ -341,7 +305,6 @@ impl TcpConn {
         self.rx_framed = true;
         self.tx_framed = true;
         self.tx_plain.set(plain);
-        self.tx_filler.set(FILLER_CHUNK.len());
         let two: libc::c_int = 2;
         // SAFETY: a valid socket and a c_int option value.
         unsafe {
@@ -484,28 +447,8 @@ impl TcpConn {
             self.tx_plain.set(plain - r);
             return Ok(r);
         }
-        self.send_filler()?;
         // SAFETY: forwarded contract.
         unsafe { self.send_chunk(iov, hold) }
-    }
-
-    /// Sends what is left of the filler chunk (see [`FILLER`]); "would
-    /// block" until all of it is in the socket.
-    fn send_filler(&self) -> io::Result<()> {
-        while self.tx_filler.get() > 0 {
-            let left = self.tx_filler.get();
-            let v = [crate::util::iov(
-                FILLER_CHUNK[FILLER_CHUNK.len() - left..].as_ptr(),
-                left,
-            )];
-            // SAFETY: a static buffer.
-            let r = unsafe { self.sendmsg(&v, false)? };
-            if r == 0 {
-                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
-            }
-            self.tx_filler.set(left - r);
-        }
-        Ok(())
     }
 
     /// One `sendmsg` of the chunk in progress (or a new one holding all of
@@ -521,7 +464,7 @@ impl TcpConn {
         }
         let mut c = self.tx.get();
         if c.idle() {
-            let len = want.min((FILLER - 1) as usize);
+            let len = want.min(u32::MAX as usize);
             c = TxChunk {
                 len: (len as u32).to_le_bytes(),
                 len_left: 4,
@@ -776,7 +719,7 @@ impl TcpConn {
                 }
             }
             let ask = match self.rx {
-                RxPhase::Data(left) | RxPhase::Skip(left) => left,
+                RxPhase::Data(left) => left,
                 RxPhase::Pad => 5 + self.guess,
                 RxPhase::Len(got, _) => 4 - got + self.guess,
             }
@@ -1117,25 +1060,6 @@ mod tests {
         }
     }
 
-    fn rcv_mss(c: &TcpConn) -> u32 {
-        // SAFETY: a zeroed tcp_info is valid; getsockopt writes at most
-        // `len` bytes of it.
-        let mut ti: libc::tcp_info = unsafe { zeroed() };
-        let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
-        // SAFETY: as above.
-        let r = unsafe {
-            libc::getsockopt(
-                c.fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                &mut ti as *mut libc::tcp_info as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        assert_eq!(r, 0);
-        ti.tcpi_rcv_mss
-    }
-
     /// Reads exactly `got.len()` bytes, polling with a bound.
     fn read_all(b: &mut TcpConn, got: &mut [u8], polled: bool) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -1156,25 +1080,6 @@ mod tests {
                 Err(e) => panic!("recv: {e}"),
             }
         }
-    }
-
-    #[test]
-    fn the_first_chunk_is_filler_that_raises_the_readers_mss_unseen() {
-        let (a, mut b) = pair(None);
-        // A fresh connection acknowledges every 536 bytes.
-        assert!(rcv_mss(&b) <= 536, "rcv_mss {}", rcv_mss(&b));
-        let msg: Vec<u8> = (0..100u8).collect();
-        for _ in 0..3 {
-            let v = [crate::util::iov(msg.as_ptr(), msg.len())];
-            // SAFETY: the iovec covers `msg`.
-            assert_eq!(unsafe { a.send_iov(&v, false) }.unwrap(), msg.len());
-            let mut got = [0u8; 100];
-            read_all(&mut b, &mut got, false);
-            // The filler's bytes never reach the reader.
-            assert_eq!(got[..], msg[..]);
-        }
-        assert!(rcv_mss(&b) >= FILL as u32, "rcv_mss {}", rcv_mss(&b));
-        assert_eq!(inq(&b), 1);
     }
 
     #[test]
@@ -1206,5 +1111,55 @@ mod tests {
         let e = unsafe { b.recv_iov(&v) }.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         assert_eq!(inq(&b), 0);
+    }
+
+    /// (unacknowledged segments, congestion window) of `c`'s sending side.
+    fn in_flight(c: &TcpConn) -> (u32, u32) {
+        // SAFETY: a zeroed tcp_info is valid; getsockopt writes at most
+        // `len` bytes of it.
+        let mut ti: libc::tcp_info = unsafe { zeroed() };
+        let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: as above.
+        let r = unsafe {
+            libc::getsockopt(
+                c.fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                &mut ti as *mut libc::tcp_info as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0);
+        (ti.tcpi_unacked, ti.tcpi_snd_cwnd)
+    }
+
+    /// A ping-pong of small messages on young connections (congestion
+    /// window 10), two one-way streams as a QP pair has, read by polling
+    /// threads that leave the pad: the reader's kernel acknowledges often
+    /// enough that a sender never has a window's worth unacknowledged
+    /// (its next message would wait for the delayed-ACK timer, 40 ms or
+    /// more: what a filler chunk raising `rcv_mss` did).
+    #[test]
+    fn small_messages_never_fill_a_young_window() {
+        for size in [48usize, 60, 100, 200] {
+            let (a1, mut b1) = pair(None);
+            let (mut a2, b2) = pair(None);
+            let msg = vec![7u8; size];
+            let mut got = vec![0u8; size];
+            for round in 0..100 {
+                for (tx, rx) in [(&a1, &mut b1), (&b2, &mut a2)] {
+                    let v = [crate::util::iov(msg.as_ptr(), size)];
+                    // SAFETY: the iovec covers `msg`.
+                    assert_eq!(unsafe { tx.send_iov(&v, false) }.unwrap(), size);
+                    let (unacked, cwnd) = in_flight(tx);
+                    assert!(
+                        unacked < cwnd,
+                        "{size} B, round {round}: {unacked} segments unacknowledged, window {cwnd}"
+                    );
+                    read_all(rx, &mut got, true);
+                    assert_eq!(got, msg);
+                }
+            }
+        }
     }
 }

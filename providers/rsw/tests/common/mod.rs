@@ -616,9 +616,6 @@ pub fn hello_from(src_gid: [u8; 16], src_qpn: u32, dst_qpn: u32) -> [u8; rsw::wi
     b
 }
 
-/// A chunk length with this bit set announces filler the reader drops.
-const FILLER: u32 = 1 << 31;
-
 /// A hand-written responder's end of the connection a QP opened to it:
 /// after the hello (read raw, as it travels), it speaks the chunk framing
 /// the hello declared (`rsw::transport::tcp`): each write one chunk, reads
@@ -660,15 +657,8 @@ impl FakeWire {
                 let mut b = [0u8; 5];
                 let skip = self.pad as usize;
                 self.s.read_exact(&mut b[..skip + 4])?;
-                let n = u32::from_le_bytes(b[skip..skip + 4].try_into().unwrap());
+                self.left = u32::from_le_bytes(b[skip..skip + 4].try_into().unwrap()) as usize;
                 self.pad = true;
-                if n & FILLER != 0 {
-                    // Filler (the sender's first chunk): dropped.
-                    let mut fill = vec![0u8; (n & !FILLER) as usize];
-                    self.s.read_exact(&mut fill)?;
-                    continue;
-                }
-                self.left = n as usize;
                 continue;
             }
             let k = self.left.min(buf.len() - at);
