@@ -35,7 +35,7 @@ use crate::util::mono_ns;
 /// The mailbox file: sparse; only the pages of live rings are memory.
 pub const FILE_LEN: usize = 1 << 34;
 const CLOSED: u64 = 1 << 63;
-const HDR: usize = 64;
+const HDR: usize = 192;
 const RECV_HDR: usize = 16;
 const SGE: usize = size_of::<ibv_sge>();
 /// A completion slot: the completion (40 bytes), then for a small SEND
@@ -50,22 +50,31 @@ const PAGE: u64 = 4096;
 /// How long a freed region rests before another QP gets it.
 const QUARANTINE_NS: u64 = 2_000_000_000;
 
+/// The ring indices, one cache line per writer: the peers that deliver
+/// write the first, the owner the second (a line both sides wrote moved
+/// between their cores on every store of either: `ib_send_bw` 2 B spent
+/// half its time in those stores).
 #[repr(C)]
 struct Hdr {
     rq_head: AtomicU64,
-    rq_tail: AtomicU64,
-    cq_head: AtomicU64,
     cq_tail: AtomicU64,
-    /// The owner waits for completions (its CQ is armed): a peer that
-    /// delivers one rings the doorbell (`Op::Doorbell`).
-    want_kick: AtomicU32,
-    cap: AtomicU32,
-    max_sge: AtomicU32,
     /// A peer's SEND has waited a while for a receive (or for room for
     /// its completion): the owner rings it (`Op::Doorbell` on the
     /// connection) when it posts one or drains.
     rnr_waiting: AtomicU32,
+    _peers: [u8; 44],
+    rq_tail: AtomicU64,
+    cq_head: AtomicU64,
+    /// The owner waits for completions (its CQ is armed): a peer that
+    /// delivers one rings the doorbell (`Op::Doorbell`).
+    want_kick: AtomicU32,
+    _owner: [u8; 44],
+    cap: AtomicU32,
+    max_sge: AtomicU32,
+    _fixed: [u8; 56],
 }
+
+const _: () = assert!(size_of::<Hdr>() == HDR);
 
 /// Completion ring slots per receive slot: receives taken but not yet
 /// moved to the CQ free their slot, so more can be posted and taken.
