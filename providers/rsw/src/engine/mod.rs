@@ -11,7 +11,9 @@ pub mod responder;
 
 use crate::cq::Producer;
 use crate::progress::{engine, Kind, Target};
-use crate::wq::Qp;
+use verbs_abi::{IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD};
+
+use crate::wq::{Qp, QpInner};
 
 /// What a CQ calls on the QPs that complete into it.
 impl Producer for Qp {
@@ -120,6 +122,21 @@ impl Target for Qp {
 }
 
 impl Qp {
+    /// Before the QP goes: requests the peer sent that have already
+    /// arrived are taken and acknowledged, as a NIC acknowledges on
+    /// arrival, so the peer's work requests complete rather than time
+    /// out (`ibv_srq_pingpong` over TCP failed now and then: each side
+    /// posts a few SENDs past its count and destroys its QPs once the
+    /// count is reached, with the other's last SENDs in its socket).
+    pub fn take_arrived(&self, g: &mut QpInner) {
+        if g.dgram.is_none()
+            && g.inc.is_some()
+            && matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD)
+        {
+            responder::pump(self, g);
+        }
+    }
+
     /// One non-blocking progress step on the calling thread (from
     /// `poll_cq`); does nothing if another thread holds the QP.
     pub fn drive_now(&self) {

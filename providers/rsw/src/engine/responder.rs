@@ -435,13 +435,8 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
 }
 
 fn run(qp: &Qp, g: &mut QpInner) {
-    let polled = g.defer_acks;
     if let Some(inc) = g.inc.as_mut() {
-        if polled {
-            inc.conn.fresh_polled();
-        } else {
-            inc.conn.fresh();
-        }
+        inc.conn.fresh();
     }
     loop {
         let Some(inc) = g.inc.as_mut() else { return };

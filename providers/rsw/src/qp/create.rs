@@ -324,6 +324,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         if g.destroyed {
             return libc::EINVAL;
         }
+        held.take_arrived(&mut g);
         g.destroyed = true;
         held.publish(&g);
     }

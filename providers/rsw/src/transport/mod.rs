@@ -183,13 +183,6 @@ impl Conn {
         }
     }
 
-    /// See [`tcp::TcpConn::fresh_polled`].
-    pub fn fresh_polled(&mut self) {
-        match self {
-            Conn::Tcp(c) => c.fresh_polled(),
-        }
-    }
-
     /// Bytes read ahead and not yet taken by [`Conn::recv_iov`].
     pub fn staged(&self) -> usize {
         match self {

@@ -19,16 +19,14 @@
 //! The reader reads up to the end of a chunk's bytes and no further, so
 //! the pad stays in the socket until the next chunk arrives (or a later
 //! poll, off the latency path, takes it alone); `SO_RCVLOWAT` 2 keeps the
-//! lone pad from waking the progress thread, and a thread that polls
-//! looks (`MSG_PEEK`) before it reads at a chunk's end, so its polls
-//! between messages leave the pad too. (Linux also acknowledges whenever
-//! more than `rcv_mss` bytes came since its last ACK, and `rcv_mss` starts
-//! at 536; a first chunk of filler that raised it to the MSS saved more
-//! ACKs, but a young connection's congestion window, 10 segments, then
-//! filled with small messages before any ACK was due, and they waited for
-//! the delayed-ACK timer: 44 ms.) Chunks are a transport matter: they need
-//! not align with messages, and callers see the same byte stream either
-//! way.
+//! lone pad from waking the progress thread. Chunks are a transport
+//! matter: they need not align with messages, and callers see the same
+//! byte stream either way. (Two ways to save the kernel more ACKs were
+//! tried and dropped, see docs/architecture.md: a polling reader that
+//! peeks before it takes a lone pad, and a first chunk of filler that
+//! raises `rcv_mss`; both let small messages fill a young connection's
+//! congestion window before any ACK was due, and the next one waited for
+//! the delayed-ACK timer.)
 
 use std::cell::Cell;
 use std::io;
@@ -228,9 +226,6 @@ pub struct TcpConn {
     /// from this phase on).
     rx_framed: bool,
     rx: RxPhase,
-    /// A polling thread reads (`fresh_polled`): at a chunk's end, look
-    /// before reading, so a pad alone stays in the socket.
-    peek_pad: bool,
     /// The last chunk's length: a read at a chunk boundary asks for this
     /// much after the pad and length, so a ping-pong's same-sized chunks
     /// are read exactly.
@@ -294,7 +289,6 @@ impl TcpConn {
             tx: Cell::new(TxChunk::default()),
             rx_framed: false,
             rx: RxPhase::START,
-            peek_pad: false,
             guess: HDR_GUESS,
         }
     }
@@ -320,17 +314,6 @@ impl TcpConn {
 
     pub fn fresh(&mut self) {
         self.drained = false;
-        self.peek_pad = false;
-    }
-
-    /// As [`TcpConn::fresh`], for a thread that polls: on a framed stream
-    /// at a chunk's end, a pad alone is left in the socket (taking it
-    /// would empty the socket, and Linux would acknowledge then: a pure
-    /// ACK each message). The progress thread, woken by the descriptor
-    /// (more than the pad, or the end of the stream), takes it.
-    pub fn fresh_polled(&mut self) {
-        self.drained = false;
-        self.peek_pad = true;
     }
 
     pub fn staged(&self) -> usize {
@@ -695,29 +678,6 @@ impl TcpConn {
                     return unsafe { self.recv_direct(iov, left) };
                 }
             }
-            if self.rx == RxPhase::Pad && self.peek_pad {
-                let mut two = [0u8; 2];
-                // SAFETY: two bytes of our own.
-                let r = unsafe {
-                    libc::recv(
-                        self.fd.as_raw_fd(),
-                        two.as_mut_ptr() as *mut libc::c_void,
-                        2,
-                        libc::MSG_DONTWAIT | libc::MSG_PEEK,
-                    )
-                };
-                if r == 1 {
-                    self.drained = false;
-                    return Err(io::Error::from_raw_os_error(libc::EAGAIN));
-                }
-                if r < 0 {
-                    let e = io::Error::last_os_error();
-                    if e.raw_os_error() != Some(libc::EINTR) {
-                        return Err(e);
-                    }
-                    continue;
-                }
-            }
             let ask = match self.rx {
                 RxPhase::Data(left) => left,
                 RxPhase::Pad => 5 + self.guess,
@@ -1061,16 +1021,12 @@ mod tests {
     }
 
     /// Reads exactly `got.len()` bytes, polling with a bound.
-    fn read_all(b: &mut TcpConn, got: &mut [u8], polled: bool) {
+    fn read_all(b: &mut TcpConn, got: &mut [u8]) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let mut n = 0;
         while n < got.len() {
             assert!(std::time::Instant::now() < deadline, "stuck at {n}");
-            if polled {
-                b.fresh_polled();
-            } else {
-                b.fresh();
-            }
+            b.fresh();
             let v = [crate::util::iov(got[n..].as_mut_ptr(), got.len() - n)];
             // SAFETY: the iovec covers the rest of `got`.
             match unsafe { b.recv_iov(&v) } {
@@ -1080,37 +1036,6 @@ mod tests {
                 Err(e) => panic!("recv: {e}"),
             }
         }
-    }
-
-    #[test]
-    fn a_polling_reader_leaves_a_lone_pad_across_polls() {
-        let (a, mut b) = pair(None);
-        let msg = [9u8; 60];
-        for _ in 0..3 {
-            let v = [crate::util::iov(msg.as_ptr(), msg.len())];
-            // SAFETY: the iovec covers `msg`.
-            assert_eq!(unsafe { a.send_iov(&v, false) }.unwrap(), 60);
-            let mut got = [0u8; 60];
-            read_all(&mut b, &mut got, true);
-            assert_eq!(got, msg);
-            // Polls that find only the pad leave it; a plain read (the
-            // progress thread's) would take it.
-            for _ in 0..3 {
-                b.fresh_polled();
-                let v = [crate::util::iov(got.as_mut_ptr(), got.len())];
-                // SAFETY: the iovec covers `got`.
-                let e = unsafe { b.recv_iov(&v) }.unwrap_err();
-                assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
-                assert_eq!(inq(&b), 1);
-            }
-        }
-        b.fresh();
-        let mut one = [0u8; 1];
-        let v = [crate::util::iov(one.as_mut_ptr(), 1)];
-        // SAFETY: the iovec covers `one`.
-        let e = unsafe { b.recv_iov(&v) }.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
-        assert_eq!(inq(&b), 0);
     }
 
     /// (unacknowledged segments, congestion window) of `c`'s sending side.
@@ -1134,11 +1059,11 @@ mod tests {
     }
 
     /// A ping-pong of small messages on young connections (congestion
-    /// window 10), two one-way streams as a QP pair has, read by polling
-    /// threads that leave the pad: the reader's kernel acknowledges often
-    /// enough that a sender never has a window's worth unacknowledged
-    /// (its next message would wait for the delayed-ACK timer, 40 ms or
-    /// more: what a filler chunk raising `rcv_mss` did).
+    /// window 10), two one-way streams as a QP pair has, read to each
+    /// chunk's end: the reader's kernel acknowledges often enough that a
+    /// sender never has a window's worth unacknowledged (its next message
+    /// would wait for the delayed-ACK timer, 40 ms or more: what a filler
+    /// chunk raising `rcv_mss` did).
     #[test]
     fn small_messages_never_fill_a_young_window() {
         for size in [48usize, 60, 100, 200] {
@@ -1156,7 +1081,7 @@ mod tests {
                         unacked < cwnd,
                         "{size} B, round {round}: {unacked} segments unacknowledged, window {cwnd}"
                     );
-                    read_all(rx, &mut got, true);
+                    read_all(rx, &mut got);
                     assert_eq!(got, msg);
                 }
             }
