@@ -51,9 +51,10 @@ const PAGE: u64 = 4096;
 const QUARANTINE_NS: u64 = 2_000_000_000;
 
 /// The ring indices, one cache line per writer: the peers that deliver
-/// write the first, the owner the second (a line both sides wrote moved
-/// between their cores on every store of either: `ib_send_bw` 2 B spent
-/// half its time in those stores).
+/// write the first, the owner the second, so neither side's store has to
+/// take a line the other just wrote (they shared one; the sequentially
+/// consistent stores on it were the hottest instructions of
+/// `ib_send_bw` 2 B).
 #[repr(C)]
 struct Hdr {
     rq_head: AtomicU64,
