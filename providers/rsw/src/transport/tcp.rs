@@ -22,11 +22,12 @@
 //! lone pad from waking the progress thread. Chunks are a transport
 //! matter: they need not align with messages, and callers see the same
 //! byte stream either way. (Two ways to save the kernel more ACKs were
-//! tried and dropped, see docs/architecture.md: a polling reader that
-//! peeks before it takes a lone pad, and a first chunk of filler that
-//! raises `rcv_mss`; both let small messages fill a young connection's
-//! congestion window before any ACK was due, and the next one waited for
-//! the delayed-ACK timer.)
+//! tried and dropped, see docs/architecture.md: a first chunk of filler
+//! that raises `rcv_mss`, which let small messages fill a young
+//! connection's congestion window before any ACK was due, so the next one
+//! waited for the delayed-ACK timer; and a polling reader that peeks
+//! before it takes a lone pad, with which `ibv_srq_pingpong` over TCP
+//! failed now and then.)
 
 use std::cell::Cell;
 use std::io;
