@@ -121,7 +121,67 @@ impl Target for Qp {
     }
 }
 
+/// Whether a connection of the QP is still being made: ours not yet
+/// connected, or the peer's not yet accepted, in a state that takes it.
+fn setting_up(g: &QpInner) -> bool {
+    if !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) {
+        return false;
+    }
+    let out = g.out.as_ref().is_some_and(|o| !o.connected);
+    let inc = g.inc.is_none() && !g.inc_bound && g.listener.is_some() && g.accept_resume.is_none();
+    out || inc
+}
+
+/// Polls between two looks at a connection being made, after the first
+/// few: each look is a syscall or two, and a peer that never connects
+/// must not make every poll pay for them.
+const SETUP_POLL_EVERY: u32 = 16;
+const SETUP_POLLS_EAGER: u32 = 1024;
+
 impl Qp {
+    /// Makes the QP's connections from a polling thread: completes our
+    /// connect, accepts the peer's and reads its hello. Otherwise only the
+    /// progress thread would, and on a machine with as many polling
+    /// threads as cores it may not run for milliseconds (a 1000-message
+    /// `ib_send_bw` took 2-15 ms to start, both programs spinning).
+    fn drive_setup(&self, g: &mut QpInner) {
+        g.setup_polls = g.setup_polls.wrapping_add(1);
+        if g.setup_polls > SETUP_POLLS_EAGER && !g.setup_polls.is_multiple_of(SETUP_POLL_EVERY) {
+            return;
+        }
+        if let Some(fd) = g.out.as_ref().filter(|o| !o.connected).map(|o| o.conn.fd()) {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            // SAFETY: one pollfd of ours, no waiting.
+            let n = unsafe { libc::poll(&mut p, 1, 0) };
+            if n == 1 {
+                let mut ev = 0;
+                for (from, to) in [
+                    (libc::POLLOUT, libc::EPOLLOUT),
+                    (libc::POLLERR, libc::EPOLLERR),
+                    (libc::POLLHUP, libc::EPOLLHUP),
+                ] {
+                    if p.revents & from != 0 {
+                        ev |= to as u32;
+                    }
+                }
+                requester::on_event(self, g, ev);
+            }
+        }
+        if g.inc.is_none() && !g.inc_bound && g.accept_resume.is_none() {
+            responder::on_listener(self, g);
+            for slot in 0..g.pending.len() {
+                if g.inc.is_some() {
+                    break;
+                }
+                responder::on_pending(self, g, slot);
+            }
+        }
+    }
+
     /// Before the QP goes: requests the peer sent that have already
     /// arrived are taken and acknowledged, as a NIC acknowledges on
     /// arrival, so the peer's work requests complete rather than time
@@ -151,6 +211,9 @@ impl Qp {
             return;
         }
         self.drain_mailbox(&mut g);
+        if setting_up(&g) {
+            self.drive_setup(&mut g);
+        }
         // Connections the same-host path replaced carry little; reading
         // them here would cost two syscalls a poll, so the progress thread
         // serves them. Not for a QP on an SRQ that does not share its

@@ -804,12 +804,14 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
         }
     }
     if now >= out.rnr_tick {
-        if let Some((_, _, m)) = peer.mailbox(remote.qpn) {
-            m.set_rnr_waiting();
-        }
+        let rung = peer
+            .mailbox(remote.qpn)
+            .is_some_and(|(_, _, m)| m.set_rnr_waiting());
         // Slow ticks from now on, in case a doorbell is lost to a peer
-        // that went away, and to notice the RNR budget's end.
-        out.rnr_tick = now + RNR_DIRECT_NS * 100;
+        // that went away, and to notice the RNR budget's end; quick ones
+        // where the peer cannot be trusted to see the flag (`shm::asym`).
+        let tick = if rung { RNR_DIRECT_NS * 100 } else { RNR_DIRECT_NS };
+        out.rnr_tick = now + tick;
         if let Ok(e) = engine() {
             e.add_timer(out.rnr_tick, qp.serial);
         }

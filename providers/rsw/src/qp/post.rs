@@ -493,7 +493,9 @@ unsafe fn post_recv_inner(
     }
     let mut g = q.inner.lock();
     let mut rc = 0;
-    let was_empty = g.rq.is_empty();
+    // Only a stalled incoming connection needs to hear of a first receive;
+    // asked first, as a mailbox's head is a line same-host peers write.
+    let was_empty = g.is_stalled() && g.rq.is_empty();
     while !wr.is_null() {
         // SAFETY: wr is an element of the caller's list.
         let w = unsafe { &*wr };

@@ -49,7 +49,7 @@ const TOMBSTONE: u32 = 0x8000_0000;
 /// How many times a reader retries a slot being written.
 const READ_TRIES: usize = 64;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RSWLOCL4");
+const MAGIC: u64 = u64::from_le_bytes(*b"RSWLOCL5");
 const HEADER_LEN: usize = 4096;
 
 #[repr(C)]

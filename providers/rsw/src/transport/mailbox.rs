@@ -36,12 +36,16 @@ use crate::util::mono_ns;
 pub const FILE_LEN: usize = 1 << 34;
 const CLOSED: u64 = 1 << 63;
 const HDR: usize = 192;
+/// A receive slot: wr_id (8), SGE count (4), sequence (4), the SGEs.
 const RECV_HDR: usize = 16;
+const RECV_SEQ: usize = 12;
 const SGE: usize = size_of::<ibv_sge>();
 /// A completion slot: the completion (40 bytes), then for a small SEND
 /// its receive's first SGE (16) and its payload ([`INLINE_MAX`]).
 const CQE: usize = CQE_SGE + 16 + INLINE_MAX;
 const CQE_SGE: usize = 40;
+/// Where a completion slot's sequence word sits (its tenth u32).
+const CQE_SEQ: usize = 36;
 /// SENDs up to this size travel inside the completion: the sender makes
 /// no syscall, the receiver copies the bytes into its receive when it
 /// moves the completion to its CQ.
@@ -49,30 +53,50 @@ pub const INLINE_MAX: usize = 80;
 const PAGE: u64 = 4096;
 /// How long a freed region rests before another QP gets it.
 const QUARANTINE_NS: u64 = 2_000_000_000;
+/// In the file's first page, after the atomic lock word: whether the
+/// owning process issues asymmetric fences (`shm::asym`).
+const FILE_ASYM: usize = 64;
 
-/// The ring indices, one cache line per writer: the peers that deliver
-/// write the first, the owner the second, so neither side's store has to
-/// take a line the other just wrote (they shared one; the sequentially
-/// consistent stores on it were the hottest instructions of
-/// `ib_send_bw` 2 B).
+/// A slot's sequence word: the ring position it was filled for, plus one
+/// (so a zeroed slot is never current), truncated to 32 bits (rings are
+/// far smaller).
+fn seq_word(p: *mut u8, at: usize) -> &'static AtomicU32 {
+    // SAFETY: `at` is a 4-aligned offset inside a slot of a mapping that
+    // lives for the process's life (ours) or the peer's (`PeerBox`).
+    unsafe { &*(p.add(at) as *const AtomicU32) }
+}
+
+fn seq_of(pos: u64) -> u32 {
+    pos.wrapping_add(1) as u32
+}
+
+/// The ring indices and flags, one cache line per writer: the peers that
+/// deliver write the first, the owner the second, the third is written
+/// rarely. Neither side reads the other's index on its way: a posted
+/// receive and a delivered completion each carry their sequence number in
+/// their slot, and the room each side needs is checked against a cached
+/// copy of the other's index, read again only when that says full. So a
+/// message moves only the slots' lines between the cores (on the 2-core
+/// Intel VM every line that crossed was a stall of ~0.1 us on the side
+/// that needed it, and `ib_send_bw` 2 B reached half its target).
 #[repr(C)]
 struct Hdr {
     rq_head: AtomicU64,
     cq_tail: AtomicU64,
+    _peers: [u8; 48],
+    rq_tail: AtomicU64,
+    cq_head: AtomicU64,
+    _owner: [u8; 48],
+    /// The owner waits for completions (its CQ is armed): a peer that
+    /// delivers one rings the doorbell (`Op::Doorbell`).
+    want_kick: AtomicU32,
     /// A peer's SEND has waited a while for a receive (or for room for
     /// its completion): the owner rings it (`Op::Doorbell` on the
     /// connection) when it posts one or drains.
     rnr_waiting: AtomicU32,
-    _peers: [u8; 44],
-    rq_tail: AtomicU64,
-    cq_head: AtomicU64,
-    /// The owner waits for completions (its CQ is armed): a peer that
-    /// delivers one rings the doorbell (`Op::Doorbell`).
-    want_kick: AtomicU32,
-    _owner: [u8; 44],
     cap: AtomicU32,
     max_sge: AtomicU32,
-    _fixed: [u8; 56],
+    _rare: [u8; 48],
 }
 
 const _: () = assert!(size_of::<Hdr>() == HDR);
@@ -132,7 +156,6 @@ impl Delivered {
             self.status,
             self.src_qp,
             self.qp_num,
-            0,
         ];
         for (i, v) in w.iter().enumerate() {
             // SAFETY: p is a CQE slot of CQE bytes in a live mapping,
@@ -203,6 +226,9 @@ static FILE: ForkFresh<Option<File>> = ForkFresh::new(|| {
     let fd = rustix::fs::memfd_create(c"rsw-mailbox", rustix::fs::MemfdFlags::CLOEXEC).ok()?;
     rustix::fs::ftruncate(&fd, FILE_LEN as u64).ok()?;
     let map = Mapping::map(fd.as_fd(), FILE_LEN, true).ok()?;
+    // SAFETY: the first page is the file's own (see `atomic_word`).
+    let asym = unsafe { &*(map.base.add(FILE_ASYM) as *const AtomicU32) };
+    asym.store(shm::asym() as u32, Ordering::Release);
     Some(File {
         fd,
         map,
@@ -267,6 +293,9 @@ pub struct Mailbox {
     len: u64,
     cap: usize,
     max_sge: usize,
+    /// The receive ring's head as last read: at most the real one, read
+    /// again only when the ring looks full (the line is the peers').
+    head_seen: AtomicU64,
 }
 
 // SAFETY: the region is only accessed through atomics and volatile copies
@@ -293,6 +322,7 @@ impl Mailbox {
             len,
             cap,
             max_sge,
+            head_seen: AtomicU64::new(0),
         };
         let h = m.hdr();
         // Fresh or punched: zero; the ring starts closed.
@@ -333,29 +363,41 @@ impl Mailbox {
         self.len() == 0
     }
 
+    /// Whether the queue has no room; the head is read from the peers'
+    /// line only when the cached one says so.
     pub fn is_full(&self) -> bool {
-        self.len() >= self.cap
+        let t = self.tail();
+        if t.wrapping_sub(self.head_seen.load(Ordering::Relaxed)) < self.cap as u64 {
+            return false;
+        }
+        let head = self.index();
+        self.head_seen.store(head, Ordering::Relaxed);
+        t.wrapping_sub(head) >= self.cap as u64
     }
 
     /// Posts a receive (the queue has room; one poster at a time: the
-    /// QP's lock).
+    /// QP's lock). Peers see it by its slot's sequence word.
     pub fn push(&self, wr_id: u64, sges: &[ibv_sge]) {
         let t = self.tail();
         let p = recv_slot(self.base, self.cap, self.max_sge, t);
         write_recv(p, wr_id, sges);
-        self.hdr().rq_tail.store(t + 1, Ordering::SeqCst);
+        seq_word(p, RECV_SEQ).store(seq_of(t), Ordering::Release);
+        self.hdr().rq_tail.store(t + 1, Ordering::Release);
     }
 
     /// Whether a peer waits for a receive or for room (and forget it):
-    /// after posting or draining, which the peer's re-check then sees.
+    /// after posting or draining, which the peer's re-check then sees
+    /// (its `set_rnr_waiting` fences for both of us where it can).
     pub fn take_rnr_waiting(&self) -> bool {
+        shm::light_fence(true);
         let h = self.hdr();
-        h.rnr_waiting.load(Ordering::SeqCst) != 0 && h.rnr_waiting.swap(0, Ordering::SeqCst) != 0
+        h.rnr_waiting.load(Ordering::Relaxed) != 0 && h.rnr_waiting.swap(0, Ordering::SeqCst) != 0
     }
 
     /// Whether a peer waits (see `take_rnr_waiting`), without forgetting it.
     pub fn rnr_waiting(&self) -> bool {
-        self.hdr().rnr_waiting.load(Ordering::SeqCst) != 0
+        shm::light_fence(true);
+        self.hdr().rnr_waiting.load(Ordering::Relaxed) != 0
     }
 
     /// Takes the oldest receive: `f` gets its wr_id and scatter list;
@@ -411,20 +453,21 @@ impl Mailbox {
     pub fn pop_completion(&self) -> Option<(Delivered, Option<Inline>)> {
         let h = self.hdr();
         let head = h.cq_head.load(Ordering::Relaxed);
-        if head == h.cq_tail.load(Ordering::Acquire) {
+        let p = cqe_slot(self.base, self.cap, self.max_sge, head);
+        if seq_word(p, CQE_SEQ).load(Ordering::Acquire) != seq_of(head) {
             return None;
         }
-        let p = cqe_slot(self.base, self.cap, self.max_sge, head);
         let d = Delivered::read(p);
         let inline =
             (d.flags & FLAG_INLINE != 0).then(|| Delivered::read_inline(p, d.byte_len as usize));
-        h.cq_head.store(head + 1, Ordering::SeqCst);
+        h.cq_head.store(head + 1, Ordering::Release);
         Some((d, inline))
     }
 
     pub fn has_completions(&self) -> bool {
-        let h = self.hdr();
-        h.cq_head.load(Ordering::SeqCst) != h.cq_tail.load(Ordering::SeqCst)
+        let head = self.hdr().cq_head.load(Ordering::Relaxed);
+        let p = cqe_slot(self.base, self.cap, self.max_sge, head);
+        seq_word(p, CQE_SEQ).load(Ordering::Acquire) == seq_of(head)
     }
 
     /// Drops undelivered completions (reset).
@@ -434,11 +477,19 @@ impl Mailbox {
             .store(h.cq_tail.load(Ordering::Acquire), Ordering::Release);
     }
 
-    /// Whether peers should ring the doorbell after delivering. Set before
-    /// the owner checks `has_completions` (both sequentially consistent,
-    /// as the peer's publish-then-check): one of them sees the other.
+    /// Whether peers should ring the doorbell after delivering. Set (and
+    /// fenced for both sides) before the owner checks `has_completions`,
+    /// as the peer publishes then checks: one of them sees the other.
+    /// Stored only when it changes, so peers keep the line cached.
     pub fn set_want_kick(&self, on: bool) {
-        self.hdr().want_kick.store(on as u32, Ordering::SeqCst);
+        let w = &self.hdr().want_kick;
+        if (w.load(Ordering::Relaxed) != 0) == on {
+            return;
+        }
+        w.store(on as u32, Ordering::SeqCst);
+        if on {
+            shm::heavy_fence();
+        }
     }
 }
 
@@ -503,6 +554,10 @@ pub struct PeerBox {
     base: *mut u8,
     cap: usize,
     max_sge: usize,
+    /// The completion ring's head as last read (see `Mailbox::head_seen`).
+    head_seen: AtomicU64,
+    /// The owner issues asymmetric fences (`shm::heavy_fence`).
+    owner_asym: bool,
 }
 
 // SAFETY: the region is only accessed through atomics and volatile copies
@@ -539,7 +594,15 @@ impl PeerBox {
         if off as usize + region_len(cap, max_sge) > FILE_LEN {
             return None;
         }
-        Some(PeerBox { base, cap, max_sge })
+        // SAFETY: the file's first page is its own (see `atomic_word`).
+        let asym = unsafe { &*(map.base.add(FILE_ASYM) as *const AtomicU32) };
+        Some(PeerBox {
+            base,
+            cap,
+            max_sge,
+            head_seen: AtomicU64::new(0),
+            owner_asym: asym.load(Ordering::Acquire) != 0,
+        })
     }
 
     fn hdr(&self) -> &Hdr {
@@ -562,11 +625,14 @@ impl PeerBox {
         if h.rq_head.load(Ordering::Acquire) & CLOSED != 0 {
             return Err(true);
         }
-        let cq_used = h
-            .cq_tail
-            .load(Ordering::Relaxed)
-            .wrapping_sub(h.cq_head.load(Ordering::Acquire));
-        if cq_used >= (CQ_PER_RQ * self.cap) as u64 {
+        let room = (CQ_PER_RQ * self.cap) as u64;
+        let tail = h.cq_tail.load(Ordering::Relaxed);
+        if tail.wrapping_sub(self.head_seen.load(Ordering::Relaxed)) < room {
+            return Ok(());
+        }
+        let head = h.cq_head.load(Ordering::Acquire);
+        self.head_seen.store(head, Ordering::Relaxed);
+        if tail.wrapping_sub(head) >= room {
             return Err(false);
         }
         Ok(())
@@ -580,7 +646,8 @@ impl PeerBox {
         if head & CLOSED != 0 {
             return Err(true);
         }
-        if head == h.rq_tail.load(Ordering::Acquire) {
+        let p = recv_slot(self.base, self.cap, self.max_sge, head);
+        if seq_word(p, RECV_SEQ).load(Ordering::Acquire) != seq_of(head) {
             return Err(false);
         }
         let mut o = Offered {
@@ -589,15 +656,18 @@ impl PeerBox {
             nsge: 0,
             sges: [NO_SGE; MAX_SGE as usize],
         };
-        let p = recv_slot(self.base, self.cap, self.max_sge, head);
         (o.wr_id, o.nsge) = read_recv(p, self.max_sge, &mut o.sges);
         Ok(o)
     }
 
     /// Asks the owner to ring us when it posts a receive or drains; the
     /// caller peeks again afterwards (so one of the two sees the other).
-    pub fn set_rnr_waiting(&self) {
+    /// False when the ring may not come: an owner that leaves the fence to
+    /// its peers, and we cannot issue it (then keep looking).
+    pub fn set_rnr_waiting(&self) -> bool {
         self.hdr().rnr_waiting.store(1, Ordering::SeqCst);
+        shm::heavy_fence();
+        !self.owner_asym || shm::asym()
     }
 
     /// Takes the receive `peek` offered; false if something took it first
@@ -614,9 +684,13 @@ impl PeerBox {
     pub fn deliver(&self, d: &Delivered, inline: Option<&Inline>) -> bool {
         let h = self.hdr();
         let t = h.cq_tail.load(Ordering::Relaxed);
-        d.write(cqe_slot(self.base, self.cap, self.max_sge, t), inline);
-        h.cq_tail.store(t + 1, Ordering::SeqCst);
-        h.want_kick.load(Ordering::SeqCst) != 0
+        let p = cqe_slot(self.base, self.cap, self.max_sge, t);
+        d.write(p, inline);
+        seq_word(p, CQE_SEQ).store(seq_of(t), Ordering::Release);
+        h.cq_tail.store(t + 1, Ordering::Release);
+        // The owner's arming fences for both of us where it can.
+        shm::light_fence(self.owner_asym);
+        h.want_kick.load(Ordering::Relaxed) != 0
     }
 }
 
@@ -652,10 +726,11 @@ impl Target {
 
     /// Also on the SRQ's mailbox, so the owner's post to the SRQ needs to
     /// look at its QPs only when someone waits.
-    pub fn set_rnr_waiting(&self) {
-        self.own.set_rnr_waiting();
-        if let Some(s) = &self.srq {
-            s.set_rnr_waiting();
+    pub fn set_rnr_waiting(&self) -> bool {
+        let own = self.own.set_rnr_waiting();
+        match &self.srq {
+            Some(s) => s.set_rnr_waiting() && own,
+            None => own,
         }
     }
 }

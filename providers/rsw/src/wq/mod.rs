@@ -99,6 +99,9 @@ pub struct QpInner {
     pub accept_resume: Option<u64>,
     /// An incoming connection was accepted since RTR; no other may be.
     pub inc_bound: bool,
+    /// Polls while a connection of the QP is still being made (see
+    /// `Qp::drive_setup`).
+    pub setup_polls: u32,
     /// The retry timer (see `requester`): when it next ticks (0: not
     /// running), whether the peer showed signs of life since the last tick,
     /// consecutive ticks without any, and until when an RNR wait notice
@@ -201,6 +204,7 @@ impl QpInner {
             sqd_notify: false,
             accept_resume: None,
             inc_bound: false,
+            setup_polls: 0,
             ack_tick_at: 0,
             ack_progress: false,
             ack_idle: 0,
