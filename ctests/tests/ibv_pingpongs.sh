@@ -13,15 +13,20 @@ host=127.0.0.1
 # GID index option; empty: LID-only addressing (no GRH in the AH).
 gid="-g 0"
 
+# Extra environment of the server and of the client (VAR=value words).
+srv_env="" cli_env=""
+
 # pingpong PROGRAM NAME ARGS...
 pingpong() {
     prog=$1 name=$2; shift 2
     port=$(free_port)
-    timeout 60 "$prog" -d "$dev" $gid -p "$port" "$@" > "$work/$name.srv" 2>&1 &
+    # shellcheck disable=SC2086 # one word per assignment
+    env $srv_env timeout 60 "$prog" -d "$dev" $gid -p "$port" "$@" > "$work/$name.srv" 2>&1 &
     srv=$!
     bg_pids="$bg_pids $srv"
     wait_listen "$port"
-    timeout 60 "$prog" -d "$dev" $gid -p "$port" "$@" "$host" > "$work/$name.cli" 2>&1
+    # shellcheck disable=SC2086 # one word per assignment
+    env $cli_env timeout 60 "$prog" -d "$dev" $gid -p "$port" "$@" "$host" > "$work/$name.cli" 2>&1
     crc=$?
     wait "$srv"; src=$?
     if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
@@ -56,3 +61,9 @@ pingpong ibv_xsrq_pingpong xsrq_default
 pingpong ibv_xsrq_pingpong xsrq_events -e -n 50
 pingpong ibv_xsrq_pingpong xsrq_big -s 65536 -n 100
 pingpong ibv_srq_pingpong srq_64qps -q 64 -r 128 -n 1000
+# The same-host doorbells between a process that fences for its peers
+# (membarrier) and one that cannot (RSW_NO_MEMBARRIER): each side waits
+# for completion events, so a lost doorbell hangs the run.
+srv_env=RSW_NO_MEMBARRIER=1 pingpong ibv_srq_pingpong srq_events_mixed_a -e -n 2000
+cli_env=RSW_NO_MEMBARRIER=1 pingpong ibv_srq_pingpong srq_events_mixed_b -e -n 2000
+srv_env=RSW_NO_MEMBARRIER=1 pingpong ibv_uc_pingpong uc_events_mixed -e -c -n 2000

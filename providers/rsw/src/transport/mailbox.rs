@@ -810,4 +810,52 @@ mod tests {
         assert_eq!(p.peek().err(), Some(true));
         assert!(m.take(|id, _| assert_eq!(id, 14)));
     }
+
+    /// Each side checks room against its cached copy of the other's
+    /// index: a full ring is seen as full, and room made by the other
+    /// side is seen as soon as the cache says full.
+    #[test]
+    fn cached_indices_see_full_and_freed() {
+        let Some(m) = Mailbox::new(2, 1) else {
+            return; // RSW_TRANSPORT=tcp
+        };
+        let f = FILE.get().as_ref().unwrap();
+        let p = PeerBox::at(&f.map, m.offset()).expect("valid header");
+        m.set_open(true);
+        assert_eq!(p.peek().err(), Some(false), "nothing posted");
+        m.push(1, &[sge(0x1000, 8, 7)]);
+        assert!(!m.is_full());
+        m.push(2, &[sge(0x1000, 8, 7)]);
+        assert!(m.is_full(), "two of two posted");
+        let o = p.peek().ok().expect("offered");
+        assert_eq!(o.wr_id, 1);
+        assert!(p.commit(&o));
+        assert!(!m.is_full(), "the peer took one: room again");
+        m.push(3, &[sge(0x1000, 8, 7)]);
+        assert!(m.is_full());
+        // The completion ring holds CQ_PER_RQ * cap = 4; then the peer
+        // waits, though receives are posted.
+        for i in 0..4 {
+            let d = Delivered {
+                wr_id: 100 + i,
+                ..Delivered::default()
+            };
+            p.deliver(&d, None);
+        }
+        assert_eq!(p.peek().err(), Some(false), "no room for a completion");
+        assert_eq!(m.pop_completion().map(|(d, _)| d.wr_id), Some(100));
+        let o = p.peek().ok().expect("room again once the owner took one");
+        assert_eq!(o.wr_id, 2);
+        for i in 101..104 {
+            assert_eq!(m.pop_completion().map(|(d, _)| d.wr_id), Some(i));
+        }
+        assert!(m.pop_completion().is_none());
+        assert!(!m.has_completions());
+        // A slot written on an earlier lap is not taken for a new one.
+        assert!(p.commit(&o));
+        let o = p.peek().ok().expect("receive 3");
+        assert_eq!(o.wr_id, 3);
+        assert!(p.commit(&o));
+        assert_eq!(p.peek().err(), Some(false), "all taken; old slots stay old");
+    }
 }
