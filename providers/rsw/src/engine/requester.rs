@@ -123,6 +123,7 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         announce: false,
         rnr_since: 0,
         rnr_tick: 0,
+        rnr_polls: 0,
         rtr_rung: false,
     });
     apply_timeouts(g);
@@ -783,6 +784,7 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
     let now = mono_ns();
     if out.rnr_since == 0 {
         out.rnr_since = now;
+        out.rnr_polls = cq_polls(qp);
         // A tick still pending from an earlier wait serves this one too:
         // short waits come one after another when a receiver re-posts as
         // it polls, and each would otherwise add a timer.
@@ -803,6 +805,17 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
             return Direct::Failed(IBV_WC_RNR_RETRY_EXC_ERR);
         }
     }
+    let polls = if now >= out.rnr_tick { cq_polls(qp) } else { out.rnr_polls };
+    if now >= out.rnr_tick && polls != out.rnr_polls {
+        // The program polls: each poll looks again, and a doorbell would
+        // only wake our progress thread to take the QP from the poller.
+        out.rnr_polls = polls;
+        out.rnr_tick = now + RNR_DIRECT_NS;
+        if let Ok(e) = engine() {
+            e.add_timer(out.rnr_tick, qp.serial);
+        }
+        return Direct::Wait;
+    }
     if now >= out.rnr_tick {
         let rung = peer
             .mailbox(remote.qpn)
@@ -820,6 +833,17 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
         return Direct::Retry;
     }
     Direct::Wait
+}
+
+/// How many times the QP's CQs were polled, not counting polls of an
+/// armed CQ (a program waiting for events does not look again by itself).
+fn cq_polls(qp: &Qp) -> u64 {
+    let count = |c: &Option<std::sync::Arc<crate::cq::Cq>>| {
+        c.as_ref()
+            .filter(|c| !c.is_armed())
+            .map_or(0, |c| c.polls())
+    };
+    count(&qp.send_cq).wrapping_add(count(&qp.recv_cq))
 }
 
 /// Runs `f` on the WQE's local buffers as iovecs (its inline copy, or its

@@ -46,6 +46,9 @@ pub struct OutConn {
     pub(crate) rnr_since: u64,
     /// When that wait's timer next fires.
     pub(crate) rnr_tick: u64,
+    /// The QP's CQs' poll counts when the wait began or last ticked: a
+    /// program still polling needs no doorbell.
+    pub(crate) rnr_polls: u64,
     /// The same-host peer was rung once for being in RTR (its
     /// `IBV_EVENT_COMM_EST` needs one doorbell, not one per request).
     pub(crate) rtr_rung: bool,

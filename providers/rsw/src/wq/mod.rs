@@ -340,8 +340,7 @@ unsafe impl Sync for Qp {}
 /// Copies a small SEND's payload into the receive buffer its SGE names
 /// (an lkey of `pd`, locally writable); false if the SGE does not check or
 /// the memory is gone.
-fn place_inline(i: &mailbox::Inline, pd: u32) -> bool {
-    let t = crate::mr::table();
+fn place_inline(t: &crate::mr::MrTable, i: &mailbox::Inline, pd: u32) -> bool {
     match t.local(i.sge.lkey, i.sge.addr, i.len as u64, pd, true) {
         Ok(p) if i.len > 0 => {
             // SAFETY: p is i.len bytes of registered, locally writable
@@ -408,12 +407,17 @@ impl Qp {
         let mut any = false;
         // Receives are checked against the PD of the queue they came from.
         let rpd = self.srq.as_ref().map_or(self.pd_id, |s| s.pd_id);
+        // The key table's read lock, taken once for the whole batch: a
+        // lock is a locked instruction, which waits for every store
+        // still on its way to the peer's cache lines.
+        let mut table = None;
         while let Some((mut d, inline)) = m.pop_completion() {
             any = true;
             if let Some(i) = inline {
                 // A small SEND: its bytes go into the receive's buffer now,
                 // checked against our own key table.
-                if !place_inline(&i, rpd) {
+                let t = table.get_or_insert_with(crate::mr::table);
+                if !place_inline(t, &i, rpd) {
                     d.status = IBV_WC_LOC_PROT_ERR;
                     d.byte_len = 0;
                 }
