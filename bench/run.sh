@@ -275,7 +275,10 @@ for round in $(seq 1 "$runs"); do
             perftest "read_lat:$s:$path" 5 ib_read_lat -s $s -n 2000
         done
         perftest "atomic_lat:8:$path" 5 ib_atomic_lat -n 2000
-        perftest "send_bw:2:$path" 5 ib_send_bw -s 2 -n 100000
+        # A million messages (a third of a second at the target rate): at
+        # 100000 a run lasts ~30 ms and one kernel thread taking a core
+        # for a few ms moved the figure by a third.
+        perftest "send_bw:2:$path" 5 ib_send_bw -s 2 -n 1000000
         perftest "atomic_bw:8:$path" 5 ib_atomic_bw -n 100000
         scale=$mib
         for t in write read send; do

@@ -805,7 +805,11 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
             return Direct::Failed(IBV_WC_RNR_RETRY_EXC_ERR);
         }
     }
-    let polls = if now >= out.rnr_tick { cq_polls(qp) } else { out.rnr_polls };
+    let polls = if now >= out.rnr_tick {
+        cq_polls(qp)
+    } else {
+        out.rnr_polls
+    };
     if now >= out.rnr_tick && polls != out.rnr_polls {
         // The program polls: each poll looks again, and a doorbell would
         // only wake our progress thread to take the QP from the poller.
@@ -823,7 +827,11 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
         // Slow ticks from now on, in case a doorbell is lost to a peer
         // that went away, and to notice the RNR budget's end; quick ones
         // where the peer cannot be trusted to see the flag (`shm::asym`).
-        let tick = if rung { RNR_DIRECT_NS * 100 } else { RNR_DIRECT_NS };
+        let tick = if rung {
+            RNR_DIRECT_NS * 100
+        } else {
+            RNR_DIRECT_NS
+        };
         out.rnr_tick = now + tick;
         if let Ok(e) = engine() {
             e.add_timer(out.rnr_tick, qp.serial);

@@ -140,7 +140,8 @@ pub fn heavy_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     if asym() {
         // SAFETY: membarrier takes no pointers.
-        let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) };
+        let r =
+            unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) };
         // Registered, so it cannot fail short of a kernel bug; a peer
         // relying on it would miss a doorbell, so say so.
         if r != 0 {
