@@ -210,9 +210,16 @@ impl Qp {
             datagram::receive_all(self, &mut g);
             return;
         }
-        self.drain_mailbox(&mut g);
-        if setting_up(&g) {
-            self.drive_setup(&mut g);
+        g.polling = true;
+        self.drive_polled(&mut g);
+        g.polling = false;
+    }
+
+    /// `drive_now`'s work, with the QP held.
+    fn drive_polled(&self, g: &mut QpInner) {
+        self.drain_mailbox(g);
+        if setting_up(g) {
+            self.drive_setup(g);
         }
         // Connections the same-host path replaced carry little; reading
         // them here would cost two syscalls a poll, so the progress thread
@@ -231,9 +238,9 @@ impl Qp {
         {
             // An ACK held back since the last poll, which no request of
             // ours carried: now it goes.
-            responder::send_owed_ack(self, &mut g);
+            responder::send_owed_ack(self, g);
             g.defer_acks = true;
-            responder::pump(self, &mut g);
+            responder::pump(self, g);
             g.defer_acks = false;
         }
         let quiet = g.out.as_ref().is_some_and(|o| {
@@ -243,10 +250,10 @@ impl Qp {
             // A SEND waiting for the peer's receive is retried here, and
             // atomics held back for a batch run.
             if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) || g.atomics_deferred {
-                requester::pump(self, &mut g);
+                requester::pump(self, g);
             }
-        } else if requester::wants_poll(&mut g) {
-            requester::on_event(self, &mut g, libc::EPOLLIN as u32);
+        } else if requester::wants_poll(g) {
+            requester::on_event(self, g, libc::EPOLLIN as u32);
         }
     }
 }

@@ -435,8 +435,15 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
 }
 
 fn run(qp: &Qp, g: &mut QpInner) {
+    // A polling thread probes; the progress thread was told the socket is
+    // readable.
+    let polling = g.polling;
     if let Some(inc) = g.inc.as_mut() {
-        inc.conn.fresh();
+        if polling {
+            inc.conn.fresh_probe();
+        } else {
+            inc.conn.fresh();
+        }
     }
     loop {
         let Some(inc) = g.inc.as_mut() else { return };

@@ -183,6 +183,13 @@ impl Conn {
         }
     }
 
+    /// As [`Conn::fresh`], from a thread that polls (no descriptor fired).
+    pub fn fresh_probe(&mut self) {
+        match self {
+            Conn::Tcp(c) => c.fresh_probe(),
+        }
+    }
+
     /// Bytes read ahead and not yet taken by [`Conn::recv_iov`].
     pub fn staged(&self) -> usize {
         match self {

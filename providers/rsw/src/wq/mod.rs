@@ -123,6 +123,9 @@ pub struct QpInner {
     /// carry it (`responder::owe_ack`); when the timer that sends it
     /// anyway fires.
     pub defer_acks: bool,
+    /// A thread polling a CQ drives the QP now (`Qp::drive_now`): its
+    /// reads probe the socket first (`Conn::fresh_probe`).
+    pub polling: bool,
     pub ack_timer_at: u64,
     /// The peer acknowledged up to this MSN on one of its requests
     /// (`wire::FLAG_ACK`), past a READ or atomic still waiting for its
@@ -214,6 +217,7 @@ impl QpInner {
             atomic_timer_at: 0,
             atomic_polls: None,
             defer_acks: false,
+            polling: false,
             ack_timer_at: 0,
             acked_upto: None,
             acks_ride: false,
