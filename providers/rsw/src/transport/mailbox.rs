@@ -827,7 +827,7 @@ mod tests {
         assert!(!m.is_full());
         m.push(2, &[sge(0x1000, 8, 7)]);
         assert!(m.is_full(), "two of two posted");
-        let o = p.peek().ok().expect("offered");
+        let Ok(o) = p.peek() else { panic!("offered") };
         assert_eq!(o.wr_id, 1);
         assert!(p.commit(&o));
         assert!(!m.is_full(), "the peer took one: room again");
@@ -844,7 +844,9 @@ mod tests {
         }
         assert_eq!(p.peek().err(), Some(false), "no room for a completion");
         assert_eq!(m.pop_completion().map(|(d, _)| d.wr_id), Some(100));
-        let o = p.peek().ok().expect("room again once the owner took one");
+        let Ok(o) = p.peek() else {
+            panic!("room again once the owner took one")
+        };
         assert_eq!(o.wr_id, 2);
         for i in 101..104 {
             assert_eq!(m.pop_completion().map(|(d, _)| d.wr_id), Some(i));
@@ -853,7 +855,7 @@ mod tests {
         assert!(!m.has_completions());
         // A slot written on an earlier lap is not taken for a new one.
         assert!(p.commit(&o));
-        let o = p.peek().ok().expect("receive 3");
+        let Ok(o) = p.peek() else { panic!("receive 3") };
         assert_eq!(o.wr_id, 3);
         assert!(p.commit(&o));
         assert_eq!(p.peek().err(), Some(false), "all taken; old slots stay old");
