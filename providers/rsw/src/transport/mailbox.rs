@@ -70,6 +70,19 @@ fn seq_of(pos: u64) -> u32 {
     pos.wrapping_add(1) as u32
 }
 
+/// Asks for the cache line at `p` ahead of its use (a hint: any address
+/// is allowed, nothing is read).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and changes no state a program sees.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// The ring indices and flags, one cache line per writer: the peers that
 /// deliver write the first, the owner the second, the third is written
 /// rarely. Neither side reads the other's index on its way: a posted
@@ -456,6 +469,14 @@ impl Mailbox {
         let p = cqe_slot(self.base, self.cap, self.max_sge, head);
         if seq_word(p, CQE_SEQ).load(Ordering::Acquire) != seq_of(head) {
             return None;
+        }
+        // The requester is usually ahead: ask for the next two slots now,
+        // so their transfers from its core overlap this one's processing
+        // instead of each stalling the next pop (`ib_send_bw` 2 B: about
+        // 6 % more messages in A/B runs; four ahead, or the requester
+        // asking for posted receives ahead, measured no better).
+        for k in 1..=2 {
+            prefetch(cqe_slot(self.base, self.cap, self.max_sge, head + k));
         }
         let d = Delivered::read(p);
         let inline =
