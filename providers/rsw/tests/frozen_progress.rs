@@ -28,15 +28,43 @@ extern "C" fn freeze(_: libc::c_int) {
     }
 }
 
-fn progress_tid() -> libc::pid_t {
+fn find_progress() -> Option<libc::pid_t> {
     for t in std::fs::read_dir("/proc/self/task").unwrap() {
         let dir = t.unwrap().path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         if comm.trim() == "rsw-progress" {
-            return dir.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            return dir.file_name()?.to_str()?.parse().ok();
         }
     }
-    panic!("no rsw-progress thread");
+    None
+}
+
+/// The progress thread's id. It names itself once it runs, so a moment
+/// after the engine starts it may still carry the test's name.
+fn progress_tid() -> libc::pid_t {
+    let mut tid = None;
+    assert!(
+        wait_until(|| {
+            tid = find_progress();
+            tid.is_some()
+        }),
+        "no rsw-progress thread"
+    );
+    let tid = tid.unwrap();
+    // And frozen only while it waits in epoll (holding none of the
+    // engine's locks): its current system call, as the kernel shows it.
+    let waiting = || {
+        let sys = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"));
+        let nr = sys
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<i64>().ok());
+        matches!(
+            nr,
+            Some(libc::SYS_epoll_wait | libc::SYS_epoll_pwait | libc::SYS_epoll_pwait2)
+        )
+    };
+    assert!(wait_until(waiting), "the progress thread never waited");
+    tid
 }
 
 fn pipe() -> (i32, i32) {
