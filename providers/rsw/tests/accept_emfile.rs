@@ -29,14 +29,7 @@ struct Ticks(File);
 
 impl Ticks {
     fn open() -> Ticks {
-        for t in std::fs::read_dir("/proc/self/task").unwrap() {
-            let dir = t.unwrap().path();
-            let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-            if comm.trim() == "rsw-progress" {
-                return Ticks(File::open(dir.join("stat")).unwrap());
-            }
-        }
-        panic!("no progress thread");
+        Ticks(File::open(progress_task().join("stat")).unwrap())
     }
 
     fn get(&self) -> u64 {

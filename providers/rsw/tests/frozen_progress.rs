@@ -28,29 +28,12 @@ extern "C" fn freeze(_: libc::c_int) {
     }
 }
 
-fn find_progress() -> Option<libc::pid_t> {
-    for t in std::fs::read_dir("/proc/self/task").unwrap() {
-        let dir = t.unwrap().path();
-        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if comm.trim() == "rsw-progress" {
-            return dir.file_name()?.to_str()?.parse().ok();
-        }
-    }
-    None
-}
-
-/// The progress thread's id. It names itself once it runs, so a moment
-/// after the engine starts it may still carry the test's name.
+/// The progress thread's id, once it waits in epoll.
 fn progress_tid() -> libc::pid_t {
-    let mut tid = None;
-    assert!(
-        wait_until(|| {
-            tid = find_progress();
-            tid.is_some()
-        }),
-        "no rsw-progress thread"
-    );
-    let tid = tid.unwrap();
+    let tid: libc::pid_t = progress_task()
+        .file_name()
+        .and_then(|n| n.to_str()?.parse().ok())
+        .expect("a thread id");
     // And frozen only while it waits in epoll (holding none of the
     // engine's locks): its current system call, as the kernel shows it.
     let waiting = || {

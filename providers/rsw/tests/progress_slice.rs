@@ -10,17 +10,9 @@ use common::*;
 /// The `se.slice` the scheduler reports for our progress thread, if this
 /// kernel reports one.
 fn progress_slice() -> Option<u64> {
-    for t in std::fs::read_dir("/proc/self/task").unwrap() {
-        let dir = t.unwrap().path();
-        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if comm.trim() != "rsw-progress" {
-            continue;
-        }
-        let sched = std::fs::read_to_string(dir.join("sched")).ok()?;
-        let line = sched.lines().find(|l| l.starts_with("se.slice"))?;
-        return line.split(':').nth(1)?.trim().parse().ok();
-    }
-    panic!("no rsw-progress thread");
+    let sched = std::fs::read_to_string(progress_task().join("sched")).ok()?;
+    let line = sched.lines().find(|l| l.starts_with("se.slice"))?;
+    line.split(':').nth(1)?.trim().parse().ok()
 }
 
 /// Whether the kernel takes a slice request from an unprivileged

@@ -805,22 +805,19 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
             return Direct::Failed(IBV_WC_RNR_RETRY_EXC_ERR);
         }
     }
-    let polls = if now >= out.rnr_tick {
-        cq_polls(qp)
-    } else {
-        out.rnr_polls
-    };
-    if now >= out.rnr_tick && polls != out.rnr_polls {
-        // The program polls: each poll looks again, and a doorbell would
-        // only wake our progress thread to take the QP from the poller.
-        out.rnr_polls = polls;
-        out.rnr_tick = now + RNR_DIRECT_NS;
-        if let Ok(e) = engine() {
-            e.add_timer(out.rnr_tick, qp.serial);
-        }
-        return Direct::Wait;
-    }
     if now >= out.rnr_tick {
+        let polls = cq_polls(qp);
+        if polls != out.rnr_polls {
+            // The program polls: each poll looks again, and a doorbell
+            // would only wake our progress thread to take the QP from the
+            // poller.
+            out.rnr_polls = polls;
+            out.rnr_tick = now + RNR_DIRECT_NS;
+            if let Ok(e) = engine() {
+                e.add_timer(out.rnr_tick, qp.serial);
+            }
+            return Direct::Wait;
+        }
         let rung = peer
             .mailbox(remote.qpn)
             .is_some_and(|(_, _, m)| m.set_rnr_waiting());

@@ -60,9 +60,10 @@ const FILE_ASYM: usize = 64;
 /// A slot's sequence word: the ring position it was filled for, plus one
 /// (so a zeroed slot is never current), truncated to 32 bits (rings are
 /// far smaller).
-fn seq_word(p: *mut u8, at: usize) -> &'static AtomicU32 {
+fn seq_word<'a>(p: *mut u8, at: usize) -> &'a AtomicU32 {
     // SAFETY: `at` is a 4-aligned offset inside a slot of a mapping that
-    // lives for the process's life (ours) or the peer's (`PeerBox`).
+    // outlives the use: ours lives for the process's life, a peer's as
+    // long as its `PeerBox`, whose methods alone call this.
     unsafe { &*(p.add(at) as *const AtomicU32) }
 }
 

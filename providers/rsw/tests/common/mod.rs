@@ -543,21 +543,37 @@ pub fn ack_async(ev: &mut ibv_async_event) {
     unsafe { OPS.ack_async_event.unwrap()(ev) };
 }
 
+/// The /proc directory of the progress thread (`rsw-progress`). The
+/// thread names itself once it runs, so just after the engine starts it
+/// may still carry its parent's name: wait (bounded) for it.
+pub fn progress_task() -> std::path::PathBuf {
+    let find = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .map(|t| t.unwrap().path())
+            .find(|dir| {
+                std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim() == "rsw-progress")
+            })
+    };
+    let mut found = None;
+    assert!(
+        wait_until(|| {
+            found = find();
+            found.is_some()
+        }),
+        "no rsw-progress thread"
+    );
+    found.unwrap()
+}
+
 /// CPU time (clock ticks) used so far by the thread named `rsw-progress`.
 pub fn progress_ticks() -> u64 {
-    for t in std::fs::read_dir("/proc/self/task").unwrap() {
-        let dir = t.unwrap().path();
-        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if comm.trim() == "rsw-progress" {
-            let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
-            // Fields after the parenthesised name; utime and stime are the
-            // 14th and 15th fields of the whole line.
-            let rest = &stat[stat.rfind(')').unwrap() + 2..];
-            let f: Vec<&str> = rest.split(' ').collect();
-            return f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-        }
-    }
-    panic!("no progress thread");
+    let stat = std::fs::read_to_string(progress_task().join("stat")).unwrap();
+    // Fields after the parenthesised name; utime and stime are the 14th
+    // and 15th fields of the whole line.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
 /// Reaps a forked child within `d`, killing it (by pid) if it overstays;
