@@ -149,27 +149,10 @@ impl Qp {
         if g.setup_polls > SETUP_POLLS_EAGER && !g.setup_polls.is_multiple_of(SETUP_POLL_EVERY) {
             return;
         }
-        if let Some(fd) = g.out.as_ref().filter(|o| !o.connected).map(|o| o.conn.fd()) {
-            let mut p = libc::pollfd {
-                fd,
-                events: libc::POLLOUT,
-                revents: 0,
-            };
-            // SAFETY: one pollfd of ours, no waiting.
-            let n = unsafe { libc::poll(&mut p, 1, 0) };
-            if n == 1 {
-                let mut ev = 0;
-                for (from, to) in [
-                    (libc::POLLOUT, libc::EPOLLOUT),
-                    (libc::POLLERR, libc::EPOLLERR),
-                    (libc::POLLHUP, libc::EPOLLHUP),
-                ] {
-                    if p.revents & from != 0 {
-                        ev |= to as u32;
-                    }
-                }
-                requester::on_event(self, g, ev);
-            }
+        let connecting = g.out.as_ref().filter(|o| !o.connected);
+        let ev = connecting.map_or(0, |o| o.conn.connect_events());
+        if ev != 0 {
+            requester::on_event(self, g, ev);
         }
         if g.inc.is_none() && !g.inc_bound && g.accept_resume.is_none() {
             responder::on_listener(self, g);

@@ -145,6 +145,13 @@ impl Conn {
         }
     }
 
+    /// See [`tcp::TcpConn::connect_events`].
+    pub fn connect_events(&self) -> u32 {
+        match self {
+            Conn::Tcp(c) => c.connect_events(),
+        }
+    }
+
     /// After the descriptor reported writable while connecting: Ok when the
     /// connection is up, the connect error otherwise.
     pub fn finish_connect(&self) -> io::Result<()> {

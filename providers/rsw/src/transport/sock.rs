@@ -19,6 +19,24 @@ pub(super) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// The events of `events` (`POLL*`, which Linux numbers as `EPOLL*`) that
+/// the socket has now, asked without waiting: `poll(2)` reads a socket's
+/// state without taking its lock, where a `recv` on an empty socket does.
+pub(super) fn events_now(fd: RawFd, events: libc::c_short) -> u32 {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of ours, no waiting.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    if n == 1 {
+        p.revents as u16 as u32
+    } else {
+        0
+    }
+}
+
 /// A non-blocking, close-on-exec socket (`family` and `ty` as libc names
 /// them).
 pub(super) fn socket(family: libc::c_int, ty: libc::c_int) -> io::Result<OwnedFd> {

@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use rustix::net::{self as rnet, sockopt, SocketFlags};
 
-use super::sock::{addr_gid, bound_port, bound_socket, local_gid, socket, socket_addr};
+use super::sock::{addr_gid, bound_port, bound_socket, events_now, local_gid, socket, socket_addr};
 use super::{Connecting, Endpoints, RemoteAddr};
 
 /// Small request/response messages must not wait for Nagle.
@@ -345,14 +345,7 @@ impl TcpConn {
         if !std::mem::take(&mut self.probe) {
             return false;
         }
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd of ours, no waiting.
-        let n = unsafe { libc::poll(&mut p, 1, 0) };
-        if n == 0 {
+        if events_now(self.fd.as_raw_fd(), libc::POLLIN) == 0 {
             self.drained = true;
             return true;
         }
@@ -452,6 +445,12 @@ impl TcpConn {
     pub fn finish_connect(&self) -> io::Result<()> {
         sockopt::socket_error(&self.fd)??;
         Ok(())
+    }
+
+    /// While connecting: what the descriptor would report now (`EPOLL*`
+    /// bits: OUT once the connect is done, ERR/HUP if it failed).
+    pub fn connect_events(&self) -> u32 {
+        events_now(self.fd.as_raw_fd(), libc::POLLOUT)
     }
 
     /// Sends what `iov` holds, or its start; with framing, as (part of) a
