@@ -125,6 +125,68 @@ impl Ring {
     }
 }
 
+/// The ring behind its lock, with a summary a polling thread reads without
+/// it: polling an empty CQ is what a spinning program does most, and the
+/// lock's two locked instructions were a good part of each round.
+struct RingCell {
+    m: Mutex<Ring>,
+    /// As of the last unlock: no completion, no error, not armed.
+    idle: AtomicBool,
+}
+
+impl RingCell {
+    fn new(r: Ring) -> RingCell {
+        RingCell {
+            m: Mutex::new(r),
+            idle: AtomicBool::new(true),
+        }
+    }
+
+    fn lock(&self) -> RingGuard<'_> {
+        RingGuard {
+            g: self.m.lock(),
+            idle: &self.idle,
+        }
+    }
+
+    /// Whether the ring was empty, unarmed and without error when last
+    /// unlocked. Read without the lock: a completion being added right now
+    /// is seen by the next poll.
+    fn idle(&self) -> bool {
+        self.idle.load(Ordering::Acquire)
+    }
+}
+
+/// The ring, locked; the summary is written as it is unlocked, so it never
+/// misses a change.
+struct RingGuard<'a> {
+    g: parking_lot::MutexGuard<'a, Ring>,
+    idle: &'a AtomicBool,
+}
+
+impl std::ops::Deref for RingGuard<'_> {
+    type Target = Ring;
+    fn deref(&self) -> &Ring {
+        &self.g
+    }
+}
+
+impl std::ops::DerefMut for RingGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Ring {
+        &mut self.g
+    }
+}
+
+impl Drop for RingGuard<'_> {
+    fn drop(&mut self) {
+        let r = &*self.g;
+        self.idle.store(
+            r.len == 0 && !r.error && r.arm == ARM_NONE,
+            Ordering::Release,
+        );
+    }
+}
+
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// What completes into a CQ (a QP), registered from above so the CQ can
@@ -155,7 +217,7 @@ pub struct Cq {
     pub ibv: UnsafeCell<ibv_cq_ex>,
     pub serial: u64,
     pub ctx: Arc<CtxShared>,
-    ring: Mutex<Ring>,
+    ring: RingCell,
     channel: *mut ibv_comp_channel,
     chan_wr: RawFd,
     wc_flags: u64,
@@ -369,8 +431,7 @@ impl Cq {
     /// serves it), and completions made while it polls after re-arming
     /// would raise events for entries that same poll then consumes.
     fn wants_drive(&self) -> bool {
-        let r = self.ring.lock();
-        r.len == 0 && r.arm == ARM_NONE
+        self.ring.idle()
     }
 
     /// For a channel event about to be returned: if every completion is
@@ -498,7 +559,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         ibv: UnsafeCell::new(ibv),
         serial,
         ctx,
-        ring: Mutex::new(ring),
+        ring: RingCell::new(ring),
         channel: a.channel,
         chan_wr,
         wc_flags: a.wc_flags,
@@ -646,6 +707,9 @@ pub(crate) unsafe extern "C" fn poll_cq(
     c.polled();
     if c.wants_drive() {
         c.drive();
+        if c.ring.idle() {
+            return 0;
+        }
     }
     let mut r = c.ring.lock();
     if r.len == 0 && r.error {
@@ -773,6 +837,9 @@ unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr)
     c.polled();
     if c.wants_drive() {
         c.drive();
+        if c.ring.idle() {
+            return libc::ENOENT;
+        }
     }
     advance(c)
 }

@@ -1360,16 +1360,34 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     if let Some(inc) = g.inc.as_ref() {
         tail_bytes[..tail as usize].copy_from_slice(&inc.tail[..tail as usize]);
     }
-    // Refuse now, while a NAK can still say why.
-    {
+    let send = matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
+    // Refuse now, while a NAK can still say why. A SEND's tail is placed
+    // here too, under the same look at the key table: the application
+    // sees it only through the receive completion, which comes later
+    // (another process's receive takes the message whole, below).
+    let placed = {
         let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
         let table = mr::table();
-        if let Err(e) = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v) {
-            drop(table);
-            dest_error(qp, g, &h, e, 0);
-            return;
+        let r = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v).and_then(|n| {
+            if !send || g.xrc_remote.is_some() {
+                return Ok(false);
+            }
+            // SAFETY: the iovecs cover registered memory with the needed
+            // rights, checked under the key table's lock (held); the source
+            // is our copy of the tail; a fault is caught.
+            unsafe { copy_out(&v[..n], &tail_bytes) }
+                .map(|()| true)
+                .map_err(|_| DestError::Local)
+        });
+        drop(table);
+        match r {
+            Ok(placed) => placed,
+            Err(e) => {
+                dest_error(qp, g, &h, e, 0);
+                return;
+            }
         }
-    }
+    };
     // Another process's receive: the message goes there now, so a failure
     // (its memory unmapped since, the process gone) can still be NAKed.
     if let Some(r) = g.xrc_remote.clone().filter(|_| g.claimed && h.length > 0) {
@@ -1396,7 +1414,6 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // placed first, and the ACK go out at once, with no cork to release.
     // A WRITE's bytes are seen the moment they land (programs poll the
     // last byte), so its ACK is held in the kernel while the tail lands.
-    let send = matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
     if let Some(inc) = g.inc.as_mut() {
         inc.rx = Rx::Header;
         if reliable {
@@ -1415,7 +1432,9 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         && g.acked_later.len() < MAX_ACKED_LATER
         && g.inc.as_ref().is_some_and(|i| i.conn.staged() >= HDR_LEN);
     let alive = if send {
-        place_tail(qp, g, &h, &tail_bytes);
+        if !placed {
+            place_tail(qp, g, &h, &tail_bytes);
+        }
         true
     } else {
         // Nothing waits in `acked_later`: the WRITE's header settled it.
@@ -1530,26 +1549,35 @@ fn place_tail(qp: &Qp, g: &QpInner, h: &Header, tail_bytes: &[u8; TAIL as usize]
                 // fault is caught.
                 let _ = unsafe { guard::store64(v[0].iov_base as *mut u64, u64::from_ne_bytes(b)) };
             } else {
-                let mut off = 0;
-                for piece in &v[..n] {
-                    // SAFETY: the destination is registered memory with the
-                    // needed rights, checked under the MR table lock (held); the
-                    // source is our local copy of the tail; a fault is caught.
-                    let placed = unsafe {
-                        guard::copy(
-                            piece.iov_base as *mut u8,
-                            tail_bytes.as_ptr().add(off),
-                            piece.iov_len,
-                        )
-                    };
-                    if placed.is_err() {
-                        break;
-                    }
-                    off += piece.iov_len;
-                }
+                // SAFETY: the destination is registered memory with the
+                // needed rights, checked under the MR table lock (held).
+                let _ = unsafe { copy_out(&v[..n], tail_bytes) };
             }
         }
     }
+}
+
+/// Copies the first bytes of `src` into the pieces `v` describes, in
+/// order; stops at the first fault.
+///
+/// # Safety
+/// Every piece must be writable memory that stays mapped or faults (the
+/// copy is guarded), and together they must not exceed `src`.
+unsafe fn copy_out(v: &[libc::iovec], src: &[u8]) -> Result<(), guard::Fault> {
+    let mut off = 0;
+    for piece in v {
+        debug_assert!(off + piece.iov_len <= src.len());
+        // SAFETY: per the contract; the source range is within `src`.
+        unsafe {
+            guard::copy(
+                piece.iov_base as *mut u8,
+                src.as_ptr().add(off),
+                piece.iov_len,
+            )?
+        };
+        off += piece.iov_len;
+    }
+    Ok(())
 }
 
 // ---- responses ----------------------------------------------------------------
