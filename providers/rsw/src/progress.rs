@@ -46,6 +46,35 @@ pub enum Kind {
     Group(usize),
 }
 
+thread_local! {
+    /// Set by [`keep_looking`] on the progress thread.
+    static LOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Called on the progress thread when it served a request that no program
+/// thread would have (nobody polls for it): it does not sleep in `epoll`
+/// for the next [`LOOK_NS`], since waking it costs more than a round trip.
+/// Spent only where the thread had work to do, so a program that polls
+/// (and so serves its peer itself) never has it compete for a core.
+pub fn keep_looking() {
+    LOOK.set(true);
+}
+
+/// How long the progress thread keeps looking after serving a request
+/// nobody polled for (see [`keep_looking`]); `RSW_PROGRESS_SPIN_US`
+/// changes it, 0 turns it off.
+const LOOK_NS: u64 = 50_000;
+
+fn look_ns() -> u64 {
+    match std::env::var("RSW_PROGRESS_SPIN_US") {
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .map_or(LOOK_NS, |us| us.saturating_mul(1000)),
+        Err(_) => LOOK_NS,
+    }
+}
+
 const TOK_EVENTFD: u64 = Poller::WAKE;
 const TOK_TIMER: u64 = u64::MAX - 1;
 const MAX_PENDING_SLOTS: usize = 1 << 14;
@@ -314,8 +343,20 @@ impl Engine {
         let mut evs: Vec<Event> = Vec::with_capacity(64);
         let mut kicks: Vec<u64> = Vec::with_capacity(64);
         let mut due: Vec<u64> = Vec::with_capacity(16);
+        let look_ns = look_ns();
+        let mut look_until = 0u64;
         loop {
-            self.poller.wait(&mut evs, None);
+            // Looking: epoll without sleeping, until the moment passes.
+            let looking = look_until != 0 && mono_ns() < look_until;
+            if looking {
+                // A program thread that shares this core runs first: the
+                // look costs only idle time.
+                std::thread::yield_now();
+            } else {
+                look_until = 0;
+            }
+            self.poller
+                .wait(&mut evs, looking.then_some(std::time::Duration::ZERO));
             for ev in &evs {
                 let (tok, bits) = poller::parts(ev);
                 match tok {
@@ -328,6 +369,9 @@ impl Engine {
                         }
                     }
                 }
+            }
+            if LOOK.replace(false) && look_ns > 0 {
+                look_until = mono_ns() + look_ns;
             }
         }
     }

@@ -68,6 +68,12 @@ pub const DOORBELL_DIRECT: u8 = 1 << 2;
 pub const FLAG_ACK: u8 = 1 << 3;
 const RNR_SHIFT: u8 = 4;
 const RNR_MASK: u8 = 0x7;
+/// On a READ or an atomic: nothing else of the requester's is unanswered,
+/// so it waits for this answer (a latency-bound requester). Tells a
+/// responder whose program is not polling that the next request comes
+/// about a round trip later (see `progress::keep_looking`). A build that
+/// predates it ignores it.
+pub const FLAG_WAITS: u8 = 1 << 7;
 
 /// Message types. Requests travel requester → responder on the requester's
 /// outgoing connection; responses come back on the same connection, in
@@ -527,6 +533,33 @@ mod tests {
         h.set_rnr_retry(0);
         assert_eq!(h.rnr_retry(), 0);
         assert_eq!(h.flags, FLAG_SOLICITED);
+    }
+
+    #[test]
+    fn every_flag_has_its_own_bit() {
+        let mut h = Header::new(Op::ReadReq, 0);
+        h.flags = FLAG_WAITS | FLAG_ACK;
+        h.set_rnr_retry(7);
+        let mut b = [0u8; HDR_LEN];
+        h.encode(&mut b);
+        let d = Header::decode(&b).unwrap();
+        assert_eq!(
+            (d.rnr_retry(), d.flags & !(RNR_MASK << RNR_SHIFT)),
+            (7, FLAG_WAITS | FLAG_ACK)
+        );
+        let all = [
+            FLAG_SOLICITED,
+            FLAG_IMM,
+            DOORBELL_DIRECT,
+            FLAG_ACK,
+            FLAG_WAITS,
+        ];
+        let mut seen = RNR_MASK << RNR_SHIFT;
+        for f in all {
+            assert_eq!(f.count_ones(), 1);
+            assert_eq!(seen & f, 0, "flag {f:#x} shares a bit");
+            seen |= f;
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::transport::{local, mailbox, shm, Conn, ConnectError, Connecting, MAX_
 use crate::util::{iov, mono_ns};
 use crate::wire::{
     msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURES, FEATURE_FRAMED,
-    FLAG_ACK, FLAG_IMM, FLAG_SOLICITED, HDR_LEN,
+    FLAG_ACK, FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN,
 };
 use crate::wq::conn::{OutConn, ReadRx, RNR_DIRECT_NS};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
@@ -784,7 +784,7 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
     let now = mono_ns();
     if out.rnr_since == 0 {
         out.rnr_since = now;
-        out.rnr_polls = cq_polls(qp);
+        out.rnr_polls = qp.cq_polls();
         // A tick still pending from an earlier wait serves this one too:
         // short waits come one after another when a receiver re-posts as
         // it polls, and each would otherwise add a timer.
@@ -806,7 +806,7 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
         }
     }
     if now >= out.rnr_tick {
-        let polls = cq_polls(qp);
+        let polls = qp.cq_polls();
         if polls != out.rnr_polls {
             // The program polls: each poll looks again, and a doorbell
             // would only wake our progress thread to take the QP from the
@@ -838,17 +838,6 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
         return Direct::Retry;
     }
     Direct::Wait
-}
-
-/// How many times the QP's CQs were polled, not counting polls of an
-/// armed CQ (a program waiting for events does not look again by itself).
-fn cq_polls(qp: &Qp) -> u64 {
-    let count = |c: &Option<std::sync::Arc<crate::cq::Cq>>| {
-        c.as_ref()
-            .filter(|c| !c.is_armed())
-            .map_or(0, |c| c.polls())
-    };
-    count(&qp.send_cq).wrapping_add(count(&qp.recv_cq))
 }
 
 /// Runs `f` on the WQE's local buffers as iovecs (its inline copy, or its
@@ -1244,6 +1233,9 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             // The ACK our responder owes the peer rides along, if nothing
             // of ours is unanswered (so the peer has read all before this
             // request and reads this header next, whatever it waits for).
+            if matches!(h.op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd) && !g.sq.in_flight() {
+                h.flags |= FLAG_WAITS;
+            }
             if h.op.carries_ack() && !g.sq.in_flight() {
                 if let Some(a) = g.inc.as_mut().and_then(|i| i.take_owed_ack()) {
                     h.flags |= FLAG_ACK;

@@ -126,6 +126,9 @@ pub struct QpInner {
     /// A thread polling a CQ drives the QP now (`Qp::drive_now`): its
     /// reads probe the socket first (`Conn::fresh_probe`).
     pub polling: bool,
+    /// The QP's CQ poll count when the progress thread last served one of
+    /// the peer's requests (`responder::served_by_progress`).
+    pub served_polls: u64,
     pub ack_timer_at: u64,
     /// The peer acknowledged up to this MSN on one of its requests
     /// (`wire::FLAG_ACK`), past a READ or atomic still waiting for its
@@ -218,6 +221,7 @@ impl QpInner {
             atomic_polls: None,
             defer_acks: false,
             polling: false,
+            served_polls: u64::MAX,
             ack_timer_at: 0,
             acked_upto: None,
             acks_ride: false,
@@ -370,6 +374,18 @@ pub fn rnr_timer_ns(code: u8) -> u64 {
 }
 
 impl Qp {
+    /// How many times the QP's CQs were polled, not counting polls of an
+    /// armed CQ (a program waiting for events does not look again by
+    /// itself).
+    pub fn cq_polls(&self) -> u64 {
+        let count = |c: &Option<Arc<Cq>>| {
+            c.as_ref()
+                .filter(|c| !c.is_armed())
+                .map_or(0, |c| c.polls())
+        };
+        count(&self.send_cq).wrapping_add(count(&self.recv_cq))
+    }
+
     /// # Safety
     /// `qp` must come from our `create_qp_ex` and not be destroyed.
     pub unsafe fn from_ibv<'a, T>(qp: *mut T) -> &'a Qp {
