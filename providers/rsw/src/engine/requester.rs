@@ -1230,14 +1230,15 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             let (mut h, payload) = request_header(g, seq, msn);
             h.fault = mark.0 as u8;
             h.syndrome = mark.1;
+            let alone = !g.sq.in_flight();
             // A READ or atomic alone in flight: we wait for its answer.
-            if matches!(h.op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd) && !g.sq.in_flight() {
+            if alone && matches!(h.op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd) {
                 h.flags |= FLAG_WAITS;
             }
             // The ACK our responder owes the peer rides along, if nothing
             // of ours is unanswered (so the peer has read all before this
             // request and reads this header next, whatever it waits for).
-            if h.op.carries_ack() && !g.sq.in_flight() {
+            if alone && h.op.carries_ack() {
                 if let Some(a) = g.inc.as_mut().and_then(|i| i.take_owed_ack()) {
                     h.flags |= FLAG_ACK;
                     h.compare_add = a as u64;

@@ -737,7 +737,12 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
     inc.rx_got = 0;
     match Header::decode(&inc.rx_hdr) {
         Ok(h) if h.op.is_request() => {
-            if !g.polling && h.flags & FLAG_WAITS != 0 {
+            // The flag is the peer's word; only a READ or an atomic earns
+            // the look.
+            if !g.polling
+                && h.flags & FLAG_WAITS != 0
+                && matches!(h.op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd)
+            {
                 served_by_progress(qp, g);
             }
             // Applied as the header is read, before the request may wait

@@ -27,9 +27,10 @@
 //! needs to queue what it brings, so a spinning reader held the data it
 //! waited for in the socket's backlog (TCP `ib_send_lat` 3.65 -> 3.3 us
 //! on loopback). Not on the outgoing connection, whose responses come in
-//! runs: there the extra call per read cut `ib_send_bw` 2 B to a sixth. (Two ways to save the kernel more ACKs were
-//! tried and dropped, see docs/architecture.md: a first chunk of filler
-//! that raises `rcv_mss`, which let small messages fill a young
+//! runs: there the extra call per read cut `ib_send_bw` 2 B to a sixth.
+//! (Two ways to save the kernel more ACKs were tried and dropped, see
+//! docs/architecture.md: a first chunk of filler that raises `rcv_mss`,
+//! which let small messages fill a young
 //! connection's congestion window before any ACK was due, so the next one
 //! waited for the delayed-ACK timer; and a polling reader that peeks
 //! before it takes a lone pad, with which `ibv_srq_pingpong` over TCP
