@@ -199,6 +199,12 @@ done
 ((list_only)) && exit 0
 
 if ((failed)); then
+	# Again at the very end, briefly: a CI page that keeps only the head
+	# and the tail of a long run still shows why each test failed.
+	for name in "${failed_names[@]}"; do
+		echo "---- $name ended with:"
+		grep -v '^# exit status' "$LOGDIR/${name//\//_}.log" | tail -n 12 | sed 's/^/    /'
+	done
 	echo "failed: ${failed_names[*]}"
 	echo "logs: $LOGDIR"
 fi

@@ -98,17 +98,24 @@ else
 	step "throwaway root: mmdebstrap $suite (cached afterwards in ${tarball#"$repo"/})"
 	rm -f "$cache"/root-*.tar "$cache"/root-*.tar.tmp
 	# In a mount namespace of its own: the mounts mmdebstrap makes in the
-	# root it builds can never outlive it on the host.
-	if ! unshare --mount --propagation private --fork --kill-child \
-		mmdebstrap --variant=apt --format=tar --skip=cleanup/apt --include="$include" \
-		"$suite" "$tarball.tmp" "$mirror" </dev/null >"$cache/mmdebstrap.log" 2>&1; then
+	# root it builds can never outlive it on the host. A mirror answers
+	# badly now and then (a dropped connection, a hash mismatch while it
+	# syncs): up to three tries, and only a mirror that fails all three
+	# is a skip rather than a failure.
+	netfail='Failed to fetch|Hash Sum mismatch|Temporary failure resolving|Could not resolve|Unable to connect|Network is unreachable|Connection (refused|timed out|failed)|Could not connect|Undetermined Error|Error reading from server|Bad header line|unexpected size'
+	for try in 1 2 3; do
+		if unshare --mount --propagation private --fork --kill-child \
+			mmdebstrap --variant=apt --format=tar --skip=cleanup/apt --include="$include" \
+			"$suite" "$tarball.tmp" "$mirror" </dev/null >"$cache/mmdebstrap.log" 2>&1; then
+			break
+		fi
 		rm -f "$tarball.tmp"
 		tail -n 20 "$cache/mmdebstrap.log"
-		if grep -qE 'Failed to fetch|Temporary failure resolving|Could not resolve|Unable to connect|Network is unreachable|Connection (refused|timed out)' "$cache/mmdebstrap.log"; then
-			skip "no Debian mirror reachable for mmdebstrap"
-		fi
-		fail "mmdebstrap (log: $cache/mmdebstrap.log)"
-	fi
+		grep -qE "$netfail" "$cache/mmdebstrap.log" || fail "mmdebstrap (log: $cache/mmdebstrap.log)"
+		((try < 3)) || skip "no Debian mirror answered mmdebstrap in 3 tries"
+		echo "mmdebstrap: the mirror failed (try $try of 3); again in $((try * 10)) s"
+		sleep $((try * 10)) # backing off from a mirror, not synchronising
+	done
 	mv "$tarball.tmp" "$tarball"
 fi
 
