@@ -100,8 +100,9 @@ else
 	# In a mount namespace of its own: the mounts mmdebstrap makes in the
 	# root it builds can never outlive it on the host. A mirror answers
 	# badly now and then (a dropped connection, a hash mismatch while it
-	# syncs): up to three tries, and only a mirror that fails all three
-	# is a skip rather than a failure.
+	# syncs): up to three tries whatever went wrong (each failure's log
+	# is shown); after three, a mirror that never answered is a skip and
+	# anything else a failure.
 	netfail='Failed to fetch|Hash Sum mismatch|Temporary failure resolving|Could not resolve|Unable to connect|Network is unreachable|Connection (refused|timed out|failed)|Could not connect|Undetermined Error|Error reading from server|Bad header line|unexpected size'
 	for try in 1 2 3; do
 		if unshare --mount --propagation private --fork --kill-child \
@@ -111,9 +112,12 @@ else
 		fi
 		rm -f "$tarball.tmp"
 		tail -n 20 "$cache/mmdebstrap.log"
-		grep -qE "$netfail" "$cache/mmdebstrap.log" || fail "mmdebstrap (log: $cache/mmdebstrap.log)"
-		((try < 3)) || skip "no Debian mirror answered mmdebstrap in 3 tries"
-		echo "mmdebstrap: the mirror failed (try $try of 3); again in $((try * 10)) s"
+		if ((try == 3)); then
+			grep -qE "$netfail" "$cache/mmdebstrap.log" &&
+				skip "no Debian mirror answered mmdebstrap in 3 tries"
+			fail "mmdebstrap failed 3 times (log: $cache/mmdebstrap.log)"
+		fi
+		echo "mmdebstrap failed (try $try of 3); again in $((try * 10)) s"
 		sleep $((try * 10)) # backing off from a mirror, not synchronising
 	done
 	mv "$tarball.tmp" "$tarball"
