@@ -14,6 +14,8 @@
 #   sockperf (TCP ping-pong one-way median; message rate) and iperf3 (TCP
 #   bandwidth) on the same path; memcpy, process_vm_writev from a parent
 #   into its child, and a shared-memory ping-pong (bench/*.c, cc -O2).
+#   Not a target's baseline: bench/tcp_pingpong.c, rsw's TCP wire layout
+#   with nothing else, on the same paths (what the layout itself costs).
 #
 # Each figure is the median of BENCH_RUNS (default 3) rounds; a round
 # measures everything once, baselines interleaved with ours, so drift on a
@@ -222,6 +224,23 @@ sockperf_run() {
     record "$key" "$best"
 }
 
+# tcp_pp_run KEY SIZE: bench/tcp_pingpong.c, rsw's wire layout (two
+# one-way connections, framed messages, a reader that asks poll(2) before
+# recv) with nothing else, on the path: one-way median (us) of 200000
+# exchanges.
+tcp_pp_run() {
+    key=$1 size=$2 v=""
+    port=$(free_port)
+    "${srv_pre[@]}" timeout 60 "$work/tcp_pingpong" server "$port" "$size" > "$work/srv" 2>&1 &
+    srv=$!
+    if wait_listen "$port" "$srv_ns"; then
+        v=$("${cli_pre[@]}" timeout 60 "$work/tcp_pingpong" client "$addr" "$port" "$size" 200000 2> "$work/cli")
+    fi
+    wait $srv 2>/dev/null
+    [ -n "$v" ] || { failed "$key.r$round"; v=fail; }
+    record "$key" "$v"
+}
+
 # iperf3_run KEY SIZE: TCP bandwidth (GB/s received) with SIZE-byte writes,
 # the better of two 2-second runs.
 iperf3_run() {
@@ -243,7 +262,7 @@ iperf3_run() {
 }
 
 # The baseline programs, compiled here so they are this machine's best.
-for p in memcpy_bw pvw_bw shm_pingpong; do
+for p in memcpy_bw pvw_bw shm_pingpong tcp_pingpong; do
     cc -O2 -o "$work/$p" "$repo/bench/$p.c" || { echo "bench: cannot compile bench/$p.c" >&2; exit 1; }
 done
 
@@ -265,6 +284,7 @@ for round in $(seq 1 "$runs"); do
         echo "   $path" >&2
         if [ $path != lo-tcp ]; then   # kernel TCP is the same for lo and lo-tcp
             for s in 14 64; do sockperf_run "sockperf_lat:$s:$path" ping-pong $s; done
+            for s in 2 64; do tcp_pp_run "tcp_pp:$s:$path" $s; done
             sockperf_run "sockperf_rate:14:$path" throughput 14
             for s in 65536 1048576; do iperf3_run "iperf3:$s:$path" $s; done
         fi
