@@ -23,7 +23,7 @@ use std::cell::UnsafeCell;
 use std::os::fd::RawFd;
 use std::os::raw::{c_int, c_uint};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use verbs_abi::*;
@@ -202,11 +202,9 @@ pub trait Producer: Send + Sync {
     fn armed(&self) {}
 }
 
-fn kick_all(qps: &[Weak<dyn Producer>]) {
-    for w in qps {
-        if let Some(q) = w.upgrade() {
-            q.kick();
-        }
+fn kick_all(qps: &[Arc<dyn Producer>]) {
+    for q in qps {
+        q.kick();
     }
 }
 
@@ -238,8 +236,10 @@ pub struct Cq {
     /// ring comes from (at creation and on resize).
     parent: *mut ibv_pd,
     alloc: Option<Arc<Allocator>>,
-    /// The same QPs, for polling-driven progress.
-    qps: Mutex<Vec<Weak<dyn Producer>>>,
+    /// The same QPs, for polling-driven progress. Held strongly from
+    /// attach to detach (which every destroy does first): a poll then
+    /// drives them with no reference count to take and give back.
+    qps: Mutex<Vec<Arc<dyn Producer>>>,
     /// Counts `ibv_poll_cq`/`ibv_start_poll` calls: a requester tells a
     /// program that posts in a burst from one that polls between posts.
     polls: AtomicU64,
@@ -368,8 +368,8 @@ impl Cq {
     }
 
     pub fn attach_qp<P: Producer + 'static>(&self, qp: &Arc<P>) {
-        let w: Weak<dyn Producer> = Arc::downgrade(qp) as Weak<dyn Producer>;
-        self.qps.lock().push(w);
+        let a: Arc<dyn Producer> = qp.clone();
+        self.qps.lock().push(a);
         // Armed before the QP existed (a program may arm a new CQ first).
         if self.ring.lock().arm != ARM_NONE {
             qp.armed();
@@ -377,9 +377,18 @@ impl Cq {
     }
 
     pub fn detach_qp<P>(&self, qp: *const P) {
-        self.qps
-            .lock()
-            .retain(|w| w.as_ptr() as *const () != qp as *const ());
+        let mut gone = Vec::new();
+        {
+            let mut qps = self.qps.lock();
+            while let Some(i) = qps
+                .iter()
+                .position(|a| Arc::as_ptr(a) as *const () == qp as *const ())
+            {
+                gone.push(qps.remove(i));
+            }
+        }
+        // Dropped outside the lock, in case one was the last reference.
+        drop(gone);
     }
 
     /// Runs the transport of this CQ's QPs on the polling thread. A program
@@ -388,10 +397,8 @@ impl Cq {
     /// makes the progress itself. QPs busy elsewhere are skipped.
     fn drive(&self) {
         let qps = self.qps.lock();
-        for w in qps.iter() {
-            if let Some(q) = w.upgrade() {
-                q.drive();
-            }
+        for q in qps.iter() {
+            q.drive();
         }
         // An overrun met while driving could not kick the QPs (`push`
         // found this lock held): kick them now.
@@ -452,10 +459,8 @@ impl Cq {
 
     /// Tells the producers the CQ is armed (see [`Producer::armed`]).
     fn tell_armed(&self) {
-        for w in self.qps.lock().iter() {
-            if let Some(q) = w.upgrade() {
-                q.armed();
-            }
+        for q in self.qps.lock().iter() {
+            q.armed();
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::wire::{
 };
 use crate::wq::conn::{OutConn, ReadRx, RNR_DIRECT_NS};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
+use parking_lot::RwLockReadGuard;
 
 /// Marks the hello as what is being transmitted (it belongs to no WQE).
 const TX_HELLO: u64 = u64::MAX;
@@ -439,13 +440,12 @@ fn run_local(qp: &Qp, g: &QpInner, seq: u64) -> Result<(), ibv_wc_status> {
 }
 
 /// Checks the local buffers of a WQE before it goes out.
-fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
+fn local_ok(t: &mr::MrTable, qp: &Qp, g: &QpInner, seq: u64) -> bool {
     let w = g.sq.wqe(seq);
     if w.inline {
         return true;
     }
     let write = w.expects_data();
-    let t = mr::table();
     g.sq.sges(seq).iter().all(|s| {
         t.local(s.lkey, s.addr, s.length as u64, qp.pd_id, write)
             .is_ok()
@@ -1115,6 +1115,10 @@ fn inject(qp: &Qp, g: &mut QpInner, seq: u64) -> Gate {
 
 fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
     loop {
+        // A request going out on the connection is checked and sent
+        // under one look at the key table (each look is two locked
+        // instructions on the latency path).
+        let mut held = None;
         let out = g.out.as_mut().ok_or(Broken::Lost)?;
         if !out.connected {
             return Ok(());
@@ -1162,19 +1166,30 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                     }
                 }
             }
-            if !local_ok(qp, g, seq) {
+            // Over the connection (no same-host path): nothing between
+            // the check and the send completes work, so the look is held.
+            let plain = g.out.as_ref().is_some_and(|o| o.direct.is_none());
+            let table = mr::table();
+            if !local_ok(&table, qp, g, seq) {
+                drop(table);
                 g.sq.wqe_mut(seq).local_err = IBV_WC_LOC_PROT_ERR;
                 g.sq.transmitted();
                 g.tx_blocked = true;
                 qp.after_send_completions(g);
                 return Ok(());
             }
-            if defer_atomic(qp, g, seq) {
-                return Ok(());
-            }
-            let d = match direct(qp, g, seq) {
-                Direct::Wait => rnr_wait(qp, g),
-                d => d,
+            let d = if plain {
+                held = Some(table);
+                Direct::No
+            } else {
+                drop(table);
+                if defer_atomic(qp, g, seq) {
+                    return Ok(());
+                }
+                match direct(qp, g, seq) {
+                    Direct::Wait => rnr_wait(qp, g),
+                    d => d,
+                }
             };
             if let Some(out) = g.out.as_mut() {
                 if !matches!(d, Direct::Wait | Direct::Hold | Direct::Retry) {
@@ -1257,7 +1272,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             out.tx_total = HDR_LEN + payload;
             g.sq.transmitted();
         }
-        if !send_some(qp, g)? {
+        if !send_some(qp, g, held)? {
             return Ok(());
         }
     }
@@ -1324,10 +1339,15 @@ fn may_gather(g: &QpInner) -> bool {
 
 /// Sends more of the message in progress, and the plain requests queued
 /// behind it in the same call; false when the socket is full.
-fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
-    // Which queued requests join, chosen before the key table is held
-    // (`local_ok` takes it; a second read lock on this thread would
-    // deadlock against a waiting `dereg_mr`).
+fn send_some(
+    qp: &Qp,
+    g: &mut QpInner,
+    held: Option<RwLockReadGuard<'static, mr::MrTable>>,
+) -> Result<bool, Broken> {
+    // One look at the key table for the whole call: `transmit`'s, if it
+    // holds one (a second read lock on this thread would deadlock against
+    // a waiting `dereg_mr`).
+    let table = held.unwrap_or_else(mr::table);
     let mut more: [Option<Gathered>; MAX_TX_GATHER] = Default::default();
     let mut m = 0;
     if may_gather(g) {
@@ -1335,7 +1355,7 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
         let mut msn = out.next_msn;
         let mut seq = g.sq.next_to_transmit();
         while let Some(s) = seq.filter(|_| m < MAX_TX_GATHER) {
-            if g.sq.wqe(s).op.is_local() || !local_ok(qp, g, s) {
+            if g.sq.wqe(s).op.is_local() || !local_ok(&table, qp, g, s) {
                 break;
             }
             let (h, payload) = request_header(g, s, msn);
@@ -1362,7 +1382,6 @@ fn send_some(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
     }
     let skip = out.tx_off.saturating_sub(HDR_LEN);
     let payload_left = out.tx_total - HDR_LEN - skip;
-    let table = mr::table();
     if payload_left > 0 {
         let seq = out.tx_seq;
         let w = g.sq.wqe(seq);
