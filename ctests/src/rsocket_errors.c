@@ -29,6 +29,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -210,7 +212,8 @@ static void recv_all(int s, uint8_t *buf, size_t len)
 /* rsocket's arguments, and descriptors that are no rsocket. */
 static void case_create(void)
 {
-	int p[2], s, dead;
+	int p[2], s, dead, hole;
+	struct rlimit lim;
 	char c = 0;
 	struct sockaddr_in sin = loop4(0);
 
@@ -225,13 +228,27 @@ static void case_create(void)
 	CHECK(rfcntl(s, F_GETFD) & FD_CLOEXEC);
 	CHECK_OK(rclose(s));
 
-	/* Not an rsocket: EBADF with nothing open there, ENOTSOCK otherwise. */
+	/* Not an rsocket: EBADF with nothing open there, ENOTSOCK otherwise.
+	 * A closed rsocket's number is free for the kernel to hand out again,
+	 * and the libraries' own threads open files (the first ones read
+	 * cgroup files as they start), so once closed it may name a file:
+	 * either error is right, acting on the old rsocket is not. EBADF
+	 * exactly is checked on numbers no open can be given: negative, and
+	 * at or over the descriptor limit. */
 	dead = rsocket(AF_INET, SOCK_STREAM, 0);
 	CHECK(dead >= 0);
 	CHECK_OK(rclose(dead));
-	CHECK_ERR(rclose(dead), EBADF);
+	errno = 0;
+	CHECK(rclose(dead) == -1 && (errno == EBADF || errno == ENOTSOCK));
+	errno = 0;
+	CHECK(rbind(dead, (struct sockaddr *)&sin, sizeof(sin)) == -1 &&
+	      (errno == EBADF || errno == ENOTSOCK));
+	CHECK_OK(getrlimit(RLIMIT_NOFILE, &lim));
+	hole = lim.rlim_cur > INT_MAX ? INT_MAX : (int)lim.rlim_cur;
 	CHECK_ERR(rsend(-1, &c, 1, 0), EBADF);
-	CHECK_ERR(rbind(dead, (struct sockaddr *)&sin, sizeof(sin)), EBADF);
+	CHECK_ERR(rclose(hole), EBADF);
+	CHECK_ERR(rbind(hole, (struct sockaddr *)&sin, sizeof(sin)), EBADF);
+	CHECK_ERR(rrecv(hole, &c, 1, 0), EBADF);
 	CHECK_OK(pipe(p));
 	CHECK_ERR(rsend(p[1], &c, 1, 0), ENOTSOCK);
 	CHECK_ERR(rrecv(p[0], &c, 1, 0), ENOTSOCK);
