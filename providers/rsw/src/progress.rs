@@ -253,9 +253,15 @@ pub fn engine() -> io::Result<&'static Engine> {
         unsafe { libc::atexit(at_exit) };
     });
     let e: &'static Engine = Box::leak(Box::new(Engine::new()?));
+    // Files the thread needs are opened here, inside the call that
+    // started it: a descriptor the library opens later, on its own
+    // thread, could take a number the program just closed and still
+    // names (a program's `close` then `open` race, which rsocket's
+    // EBADF checks met).
+    let look = Look::new();
     std::thread::Builder::new()
         .name("rsw-progress".into())
-        .spawn(move || e.run())?;
+        .spawn(move || e.run(look))?;
     ENGINE.store(e as *const Engine as *mut Engine, Ordering::Release);
     Ok(e)
 }
@@ -434,12 +440,11 @@ impl Engine {
         let _ = timerfd_settime(&self.tfd, TimerfdTimerFlags::ABSTIME, &spec);
     }
 
-    fn run(&self) {
+    fn run(&self, mut look: Look) {
         short_slice();
         let mut evs: Vec<Event> = Vec::with_capacity(64);
         let mut kicks: Vec<u64> = Vec::with_capacity(64);
         let mut due: Vec<u64> = Vec::with_capacity(16);
-        let mut look = Look::new();
         loop {
             let looking = look.on();
             if looking {
