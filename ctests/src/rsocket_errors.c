@@ -230,11 +230,11 @@ static void case_create(void)
 
 	/* Not an rsocket: EBADF with nothing open there, ENOTSOCK otherwise.
 	 * A closed rsocket's number is free for the kernel to hand out again,
-	 * and the libraries' own threads open files (the first ones read
-	 * cgroup files as they start), so once closed it may name a file:
-	 * either error is right, acting on the old rsocket is not. EBADF
-	 * exactly is checked on numbers no open can be given: negative, and
-	 * at or over the descriptor limit. */
+	 * and any thread of the process may open a file meanwhile (rsw's
+	 * progress thread once did, as it started), so once closed it may
+	 * name a file: either error is right, acting on the old rsocket is
+	 * not. EBADF exactly is checked on numbers no open can be given:
+	 * negative, and at or over the descriptor limit. */
 	dead = rsocket(AF_INET, SOCK_STREAM, 0);
 	CHECK(dead >= 0);
 	CHECK_OK(rclose(dead));

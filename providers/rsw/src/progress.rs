@@ -253,11 +253,10 @@ pub fn engine() -> io::Result<&'static Engine> {
         unsafe { libc::atexit(at_exit) };
     });
     let e: &'static Engine = Box::leak(Box::new(Engine::new()?));
-    // Files the thread needs are opened here, inside the call that
-    // started it: a descriptor the library opens later, on its own
-    // thread, could take a number the program just closed and still
-    // names (a program's `close` then `open` race, which rsocket's
-    // EBADF checks met).
+    // What the thread needs open is opened here, inside the program's
+    // call: opened later on the thread, a descriptor could take a number
+    // the program closed a moment before and still uses (a closed
+    // rsocket's number named /proc/self/cgroup in rsocket_errors).
     let look = Look::new();
     std::thread::Builder::new()
         .name("rsw-progress".into())
