@@ -737,6 +737,12 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
     inc.rx_got = 0;
     match Header::decode(&inc.rx_hdr) {
         Ok(h) if h.op.is_request() => {
+            if !g.polling {
+                crate::progress::served(matches!(
+                    h.op,
+                    Op::Write | Op::AtomicWrite | Op::ReadReq | Op::CmpSwap | Op::FetchAdd
+                ));
+            }
             // The flag is the peer's word; only a READ or an atomic earns
             // the look.
             if !g.polling
