@@ -68,10 +68,12 @@ pub const DOORBELL_DIRECT: u8 = 1 << 2;
 pub const FLAG_ACK: u8 = 1 << 3;
 const RNR_SHIFT: u8 = 4;
 const RNR_MASK: u8 = 0x7;
-/// On a READ or an atomic: nothing else of the requester's is unanswered,
-/// so it waits for this answer (a latency-bound requester). Tells a
-/// responder whose program is not polling that the next request comes
-/// about a round trip later (see `progress::keep_looking`). A build that
+/// On a one-sided request (WRITE without immediate, READ, atomic):
+/// nothing else of the requester's is unanswered, so it waits for this
+/// answer (a latency-bound requester). Tells a responder whose program is
+/// not polling that the next request comes about a round trip later (on
+/// a READ or an atomic, see `progress::keep_looking`), and that a program
+/// may be waiting for its data (see `progress::served`). A build that
 /// predates it ignores it.
 pub const FLAG_WAITS: u8 = 1 << 7;
 

@@ -1246,8 +1246,13 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             h.fault = mark.0 as u8;
             h.syndrome = mark.1;
             let alone = !g.sq.in_flight();
-            // A READ or atomic alone in flight: we wait for its answer.
-            if alone && matches!(h.op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd) {
+            // A one-sided request alone in flight: we wait for its answer.
+            if alone
+                && matches!(
+                    h.op,
+                    Op::Write | Op::AtomicWrite | Op::ReadReq | Op::CmpSwap | Op::FetchAdd
+                )
+            {
                 h.flags |= FLAG_WAITS;
             }
             // The ACK our responder owes the peer rides along, if nothing

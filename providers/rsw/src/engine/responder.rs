@@ -737,11 +737,12 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
     inc.rx_got = 0;
     match Header::decode(&inc.rx_hdr) {
         Ok(h) if h.op.is_request() => {
+            // A lone one-sided request (the flag is only ever set on
+            // those): a program may wait for its data without polling. A
+            // stream of them gets no boost: it would take the core from
+            // the requester's threads (TCP `ib_read_bw` lost a fifth).
             if !g.polling {
-                crate::progress::served(matches!(
-                    h.op,
-                    Op::Write | Op::AtomicWrite | Op::ReadReq | Op::CmpSwap | Op::FetchAdd
-                ));
+                crate::progress::served(h.flags & FLAG_WAITS != 0);
             }
             // The flag is the peer's word; only a READ or an atomic earns
             // the look.
