@@ -53,11 +53,12 @@ thread_local! {
     static SERVED: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
-/// Called where the progress thread serves a request: whether it was
-/// one-sided (a WRITE without immediate, a READ, an atomic), which no
-/// program thread polls for, so that a program waiting for one spins on
-/// its memory or sleeps, and only this thread's getting a core ends the
-/// wait. The thread's weight follows (see [`Weight`]).
+/// Called where the progress thread serves a request: whether it was a
+/// lone one-sided request (a WRITE without immediate, a READ or an atomic
+/// with nothing else of its requester's unanswered, `wire::FLAG_WAITS`),
+/// which no program thread polls for, so that a program waiting for one
+/// spins on its memory or sleeps, and only this thread's getting a core
+/// ends the wait. The thread's weight follows (see [`Weight`]).
 pub fn served(one_sided: bool) {
     SERVED.set(Some(one_sided));
 }
@@ -287,7 +288,7 @@ pub fn engine() -> io::Result<&'static Engine> {
 /// older kernels refuse or ignore it, which changes nothing.
 ///
 /// A higher weight ([`NICE_BOOST`] nice steps above the thread that
-/// started it) while the requests it serves are one-sided (see
+/// started it) while the requests it serves are lone one-sided ones (see
 /// [`served`]), where the process may (`CAP_SYS_NICE`, or an
 /// `RLIMIT_NICE` that allows it). A program waiting for an RDMA WRITE by
 /// spinning on its own memory waits for this thread to run, and with two
@@ -298,7 +299,8 @@ pub fn engine() -> io::Result<&'static Engine> {
 /// took 30 us; boosted, 26-33 us in every run. Not while it serves SENDs:
 /// their program polls or waits for the completion, a poller serves its
 /// peer itself, and a boosted thread woken beside it preempted it (TCP
-/// `ib_send_lat` 3.6 -> 4.1 us).
+/// `ib_send_lat` 3.6 -> 4.1 us). Nor for a stream of one-sided requests,
+/// where it would take the core from the requester's threads.
 struct Weight {
     nice: i32,
     boost_nice: i32,
@@ -385,7 +387,7 @@ impl Weight {
 const SLICE_NS: u64 = 100_000;
 
 /// How many nice steps above its starter the progress thread asks to run
-/// while it serves one-sided requests.
+/// while it serves lone one-sided requests.
 const NICE_BOOST: i32 = 10;
 
 /// The shortest time between two changes of the progress thread's weight.
