@@ -49,7 +49,8 @@ pub enum Kind {
 thread_local! {
     /// Set by [`keep_looking`] on the progress thread.
     static LOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Set by [`served`]: whether the last request served was one-sided.
+    /// Set by [`served`]: whether the last request served was a lone
+    /// one-sided one.
     static SERVED: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
@@ -327,7 +328,7 @@ impl Weight {
             refused: boost_nice == nice,
             changed_ns: 0,
         };
-        if !w.set(nice) {
+        if !Weight::set(nice) {
             log::debug!(
                 "progress thread: no short time slice ({}); a busy thread pinned to the same core delays it",
                 std::io::Error::last_os_error()
@@ -336,7 +337,8 @@ impl Weight {
         w
     }
 
-    fn set(&self, nice: i32) -> bool {
+    /// Asks for the short slice at `nice`; whether the kernel agreed.
+    fn set(nice: i32) -> bool {
         #[repr(C)]
         struct SchedAttr {
             size: u32,
@@ -374,7 +376,7 @@ impl Weight {
             return;
         }
         let nice = if boost { self.boost_nice } else { self.nice };
-        if self.set(nice) {
+        if Weight::set(nice) {
             self.boosted = boost;
             self.changed_ns = now;
         } else if boost {

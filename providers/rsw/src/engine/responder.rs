@@ -739,8 +739,10 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
         Ok(h) if h.op.is_request() => {
             // A lone one-sided request (the flag is only ever set on
             // those): a program may wait for its data without polling. A
-            // stream of them gets no boost: it would take the core from
-            // the requester's threads (TCP `ib_read_bw` lost a fifth).
+            // stream of them gets no boost, which would take the core
+            // from the requester's threads (TCP `ib_read_bw` with the
+            // boost on every one-sided request: a fifth less in
+            // alternating runs, within this VM's noise, so not certain).
             if !g.polling {
                 crate::progress::served(h.flags & FLAG_WAITS != 0);
             }
