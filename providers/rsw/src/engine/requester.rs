@@ -1488,6 +1488,11 @@ fn send_some(
                     k = 0;
                 }
             }
+            // The answer takes a round trip: the time to let the kernel
+            // acknowledge what came in, rather than inside the next read.
+            if let Some(inc) = g.inc.as_mut() {
+                inc.conn.ack_early();
+            }
             Ok(true)
         }
         Err(e) if e.kind() == ErrorKind::WouldBlock => {

@@ -197,6 +197,14 @@ impl Conn {
         }
     }
 
+    /// See [`tcp::TcpConn::ack_early`]: for the incoming connection, after
+    /// a send on the outgoing one.
+    pub fn ack_early(&mut self) {
+        match self {
+            Conn::Tcp(c) => c.ack_early(),
+        }
+    }
+
     /// Bytes read ahead and not yet taken by [`Conn::recv_iov`].
     pub fn staged(&self) -> usize {
         match self {
