@@ -611,12 +611,73 @@ static void wait_interrupted_by_signal(void)
 	ibv_ack_cq_events(c.cq_b, 1);
 }
 
+/*
+ * The verbs are no thread-cancellation points: a thread with a cancel
+ * pending sends, polls and receives through them, and is cancelled only
+ * where it asks. (The system calls under a TCP QP's data path are
+ * cancellation points in libc's wrappers; a thread cancelled inside one
+ * would die holding its QP.)
+ */
+struct cancel_pending {
+	struct chpair *c;
+	atomic_int ready, requested, through;
+};
+
+static void *verbs_with_cancel_pending(void *arg)
+{
+	struct cancel_pending *p = arg;
+	int old;
+
+	CHECK_OK(pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old));
+	atomic_store(&p->ready, 1);
+	uint64_t until = vt_now_ms() + VT_POLL_MS;
+	while (!atomic_load(&p->requested) && vt_now_ms() < until)
+		sched_yield();
+	CHECK(atomic_load(&p->requested));
+	/* Deferred: the pending cancel acts at the next cancellation point. */
+	CHECK_OK(pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old));
+	for (int i = 0; i < 20; i++) {
+		struct ibv_wc wc;
+
+		for (int k = 0; k < 50; k++)
+			CHECK_EQ(ibv_poll_cq(p->c->cq_b, 1, &wc), 0);
+		chpair_send(p->c, 0);
+		expect_recv_wc(p->c);
+		atomic_store(&p->through, i + 1);
+	}
+	pthread_testcancel();
+	return NULL;
+}
+
+static void verbs_are_no_cancellation_points(void)
+{
+	struct chpair c;
+	struct cancel_pending p = { .c = &c };
+	pthread_t th;
+	void *ret = NULL;
+
+	chpair_open(&c, true);
+	CHECK_OK(pthread_create(&th, NULL, verbs_with_cancel_pending, &p));
+	uint64_t until = vt_now_ms() + VT_POLL_MS;
+	while (!atomic_load(&p.ready) && vt_now_ms() < until)
+		sched_yield();
+	CHECK_OK(pthread_cancel(th));
+	atomic_store(&p.requested, 1);
+	CHECK_OK(pthread_join(th, &ret));
+	CHECK(ret == PTHREAD_CANCELED);
+	CHECK_EQ(atomic_load(&p.through), 20);
+	/* Nothing was left held: the pair works on. */
+	chpair_send(&c, 0);
+	expect_recv_wc(&c);
+	CHECK_CQ_EMPTY(c.cq_b);
+}
+
 static const struct vt_case cases[] = {
 	VT_CASE(channel_blocking),	VT_CASE(channel_nonblock),
 	VT_CASE(solicited_only),	VT_CASE(shared_channel),
 	VT_CASE(ack_then_destroy),	VT_CASE(destroy_waits_for_ack),
 	VT_CASE(async_cq_overrun),	VT_CASE(async_nonblock),
 	VT_CASE(async_comm_est),	VT_CASE(wait_interrupted_by_signal),
-	VT_CASE(one_completion_per_event),
+	VT_CASE(one_completion_per_event), VT_CASE(verbs_are_no_cancellation_points),
 };
 VT_MAIN(cases)

@@ -93,11 +93,14 @@ pub fn read_record(fd: RawFd, buf: &mut [u8]) -> io::Result<()> {
 }
 
 /// Writes one record to a non-blocking pipe. A full pipe drops the record:
-/// the consumer is already far behind and has events to read.
+/// the consumer is already far behind and has events to read. Through
+/// `syscall(2)`: libc's `write` is a thread-cancellation point, and this
+/// runs inside the data path's verbs (see `transport::sock`).
 pub fn write_record(fd: RawFd, buf: &[u8]) {
     loop {
         // SAFETY: buf is valid for reads of buf.len() bytes.
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        let n =
+            unsafe { libc::syscall(libc::SYS_write, fd as libc::c_long, buf.as_ptr(), buf.len()) };
         if n < 0 && last_errno() == libc::EINTR {
             continue;
         }

@@ -45,7 +45,9 @@ use std::time::Duration;
 
 use rustix::net::{self as rnet, sockopt, SocketFlags};
 
-use super::sock::{addr_gid, bound_port, bound_socket, events_now, local_gid, socket, socket_addr};
+use super::sock::{
+    self, addr_gid, bound_port, bound_socket, events_now, local_gid, socket, socket_addr,
+};
 use super::{Connecting, Endpoints, RemoteAddr};
 
 /// Small request/response messages must not wait for Nagle.
@@ -273,7 +275,7 @@ impl Drop for TcpConn {
             // SAFETY: MSG_TRUNC makes TCP discard up to `len` bytes without
             // writing to the (null) buffer.
             let n = unsafe {
-                libc::recv(
+                sock::recv(
                     self.fd.as_raw_fd(),
                     std::ptr::null_mut(),
                     1 << 20,
@@ -386,7 +388,7 @@ impl TcpConn {
         let mut pad = 0u8;
         // SAFETY: one byte of ours.
         let r = unsafe {
-            libc::recv(
+            sock::recv(
                 self.fd.as_raw_fd(),
                 &mut pad as *mut u8 as *mut libc::c_void,
                 1,
@@ -602,7 +604,7 @@ impl TcpConn {
         loop {
             // SAFETY: msg points to iovecs the caller vouches for.
             let n = unsafe {
-                libc::sendmsg(
+                sock::sendmsg(
                     self.fd.as_raw_fd(),
                     &msg,
                     libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | more,
@@ -673,7 +675,7 @@ impl TcpConn {
         loop {
             // SAFETY: msg points to the caller's iovecs, which it vouches
             // for, and to our stage's reserved (unused) capacity.
-            let r = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+            let r = unsafe { sock::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
             if r > 0 {
                 self.calls.reads.set(self.calls.reads.get() + 1);
             }
@@ -706,7 +708,7 @@ impl TcpConn {
         loop {
             // SAFETY: the stage's reserved, unused capacity, `room` bytes.
             let r = unsafe {
-                libc::recv(
+                sock::recv(
                     self.fd.as_raw_fd(),
                     self.stage.as_mut_ptr() as *mut libc::c_void,
                     room,
@@ -783,7 +785,7 @@ impl TcpConn {
                 // SAFETY: the stage's reserved, unused capacity, at least
                 // `ask` bytes.
                 let r = unsafe {
-                    libc::recv(
+                    sock::recv(
                         self.fd.as_raw_fd(),
                         self.stage.as_mut_ptr() as *mut libc::c_void,
                         ask,
@@ -826,7 +828,7 @@ impl TcpConn {
         let r = loop {
             // SAFETY: msg points to part of the caller's iovecs, which it
             // vouches for, and to our stage's reserved (unused) capacity.
-            let r = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+            let r = unsafe { sock::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
             if r >= 0 {
                 break r as usize;
             }

@@ -15,7 +15,8 @@ use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::sock::{
-    bind_any, bound_port, bound_socket, cvt, setsockopt_int, sockaddr_for, sockaddr_gid, socket,
+    self, bind_any, bound_port, bound_socket, cvt, setsockopt_int, sockaddr_for, sockaddr_gid,
+    socket,
 };
 use crate::gid::{gid_as_ipv4, ipv4_mapped};
 
@@ -304,7 +305,7 @@ unsafe fn send_from(
     }
     loop {
         // SAFETY: msg points to our locals and the caller's iovecs.
-        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        let n = unsafe { sock::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
         if n >= 0 {
             return Ok(n as usize);
         }
@@ -332,7 +333,7 @@ unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec]) -> io::Result<Datagram> {
     let n = loop {
         // SAFETY: msg points to our locals and iovecs the caller vouches
         // for; MSG_TRUNC makes the result the datagram's real length.
-        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+        let n = unsafe { sock::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
         if n >= 0 {
             break n as usize;
         }
@@ -375,7 +376,7 @@ unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec]) -> io::Result<Datagram> {
 fn discard_on(fd: RawFd) -> io::Result<bool> {
     loop {
         // SAFETY: a zero-length receive into no buffer drops the datagram.
-        let n = unsafe { libc::recv(fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT) };
+        let n = unsafe { sock::recv(fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT) };
         if n >= 0 {
             return Ok(true);
         }
