@@ -134,6 +134,8 @@ static PAD: [u8; 1] = [0];
 /// Iovecs a framed send may use: the caller's (a requester gathers up to
 /// twice `MAX_IOV`), the length and the pad.
 const FRAMED_IOV: usize = 2 * super::MAX_IOV + 2;
+/// Iovecs of a framed send of a few of the caller's.
+const FEW_IOV: usize = 8;
 
 /// What a framed sender has left of the chunk in progress: a call may be
 /// cut short anywhere, and the next one continues it.
@@ -521,8 +523,17 @@ impl TcpConn {
             self.tx_plain.set(plain - r);
             return Ok(r);
         }
-        // SAFETY: forwarded contract.
-        unsafe { self.send_chunk(iov, hold) }
+        // The length and pad take two iovecs beside the caller's: a send
+        // of a few (most are a header and a payload) fits an array that
+        // costs nothing to set up, where the full one is a kilobyte of
+        // empty iovecs written per call.
+        if iov.len() + 2 <= FEW_IOV {
+            // SAFETY: forwarded contract.
+            unsafe { self.send_chunk::<FEW_IOV>(iov, hold) }
+        } else {
+            // SAFETY: forwarded contract.
+            unsafe { self.send_chunk::<FRAMED_IOV>(iov, hold) }
+        }
     }
 
     /// One `sendmsg` of the chunk in progress (or a new one holding all of
@@ -531,7 +542,11 @@ impl TcpConn {
     ///
     /// # Safety
     /// As [`TcpConn::send_iov`].
-    unsafe fn send_chunk(&self, iov: &[libc::iovec], hold: bool) -> io::Result<usize> {
+    unsafe fn send_chunk<const N: usize>(
+        &self,
+        iov: &[libc::iovec],
+        hold: bool,
+    ) -> io::Result<usize> {
         let want: usize = iov.iter().map(|v| v.iov_len).sum();
         if want == 0 {
             return Ok(0);
@@ -547,19 +562,14 @@ impl TcpConn {
                 withheld: false,
             };
         }
-        let mut v = [crate::util::iov(std::ptr::null(), 0); FRAMED_IOV];
+        let mut v = [crate::util::iov(std::ptr::null(), 0); N];
         let mut n = 0;
         if c.len_left > 0 {
             v[0] = crate::util::iov(c.len[4 - c.len_left..].as_ptr(), c.len_left);
             n = 1;
         }
         // A withheld byte is the caller's first and went already.
-        let (k, take) = slice_iov(
-            iov,
-            c.withheld as usize,
-            c.data_left,
-            &mut v[n..FRAMED_IOV - 1],
-        );
+        let (k, take) = slice_iov(iov, c.withheld as usize, c.data_left, &mut v[n..N - 1]);
         n += k;
         let pad_now = c.pad_left && take == c.data_left;
         if pad_now {
