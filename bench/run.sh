@@ -226,7 +226,7 @@ sockperf_run() {
 
 # tcp_pp_run KEY SIZE: bench/tcp_pingpong.c, rsw's wire layout (two
 # one-way connections, framed messages, a reader that asks poll(2) before
-# recv) with nothing else, on the path: one-way median (us) of 200000
+# recv and lets the kernel acknowledge early) with nothing else, on the path: one-way median (us) of 200000
 # exchanges.
 tcp_pp_run() {
     key=$1 size=$2 v=""

@@ -159,7 +159,7 @@ def main():
             rows.append((f"sockperf ping-pong, TCP, one-way median", s, path, f"sockperf_lat:{s}:{path}", "µs"))
         for s in (2, 64):
             rows.append(("C ping-pong in rsw's TCP wire layout (two one-way connections, "
-                         "framed, poll then recv; bench/tcp_pingpong.c), one-way median",
+                         "framed, poll then recv, early ACK; bench/tcp_pingpong.c), one-way median",
                          s, path, f"tcp_pp:{s}:{path}", "µs"))
         rows.append(("sockperf throughput, TCP, message rate", 14, path, f"sockperf_rate:14:{path}", "Mpps"))
         for s in (65536, 1048576):

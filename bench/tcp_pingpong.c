@@ -4,7 +4,9 @@
  * message framed as rsw frames it (a 4-byte length, a 48-byte header, the
  * payload, one pad byte the reader leaves in the socket until the next
  * message), read by a busy-polling reader that asks poll(2) before recv,
- * as a polling rsw thread does. Nothing else: no verbs, no locks, no
+ * as a polling rsw thread does, and that takes the pad alone right after
+ * its own send once 320 bytes came since it last did (so the kernel's ACK
+ * goes while it waits, as rsw's `TcpConn::ack_early`). Nothing else: no verbs, no locks, no
  * completions. Beside sockperf (one two-way connection) it tells whether
  * the layout costs anything; beside ib_send_lat it leaves what our
  * user-space path costs.
@@ -93,12 +95,36 @@ static void send_msg(int fd, uint32_t size)
 		die("sendmsg");
 }
 
-/* One message: the previous message's pad (none before the first), the
- * length, header and payload; the new pad stays in the socket. Returns -1
- * at the end of the stream. */
+#define ACK_EARLY 320
+
+/* Bytes read since the pad was last taken alone, and whether the pad of
+ * the last message is gone. */
+static size_t unacked;
+static int pad_taken;
+
+/* After our send: the pad of the message we answered, alone, once
+ * ACK_EARLY bytes came (see the top). */
+static void ack_early(int fd)
+{
+	char c;
+
+	if (unacked < ACK_EARLY)
+		return;
+	if (recv(fd, &c, 1, MSG_DONTWAIT) == 1) {
+		pad_taken = 1;
+		unacked = 0;
+	}
+}
+
+/* One message: the previous message's pad (none before the first, or if
+ * taken already), the length, header and payload; the new pad stays in
+ * the socket. Returns -1 at the end of the stream. */
 static int recv_msg(int fd, uint32_t size, int first)
 {
-	size_t want = (first ? 0 : 1) + 4 + HDR + size, got = 0;
+	size_t want = (first || pad_taken ? 0 : 1) + 4 + HDR + size, got = 0;
+
+	pad_taken = 0;
+	unacked += want;
 
 	while (got < want) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -157,8 +183,10 @@ int main(int argc, char **argv)
 		tune(req);
 		tune(rep);
 		/* Until the client closes. */
-		for (int i = 0; recv_msg(req, size, i == 0) == 0; i++)
+		for (int i = 0; recv_msg(req, size, i == 0) == 0; i++) {
 			send_msg(rep, size);
+			ack_early(req);
+		}
 	} else {
 		long iters = atol(argv[5]), warm = iters / 10;
 		uint64_t *t = malloc(sizeof(*t) * (size_t)iters);
@@ -184,6 +212,8 @@ int main(int argc, char **argv)
 			uint64_t t0 = now_ns();
 
 			send_msg(req, size);
+			if (i > -warm)
+				ack_early(rep);
 			if (recv_msg(rep, size, i == -warm))
 				die("the server closed");
 			if (i >= 0)
