@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod cma;
+pub mod driver;
 pub mod errno;
 pub mod fault_spec;
 pub mod logging;
