@@ -14,6 +14,7 @@ pub mod fault_spec;
 pub mod logging;
 pub mod provider;
 pub mod trace;
+pub mod uverbs;
 pub mod vctx;
 pub mod verbs;
 
