@@ -1,0 +1,581 @@
+//! Checks `verbs_abi::uverbs` against the kernel's RDMA UAPI headers in
+//! `/usr/include/rdma/` (Debian's linux-libc-dev).
+//!
+//! The lists below name every struct (with every field) and every constant
+//! of `src/uverbs.rs`; the test writes them as C into a temporary
+//! `uverbs_probe_items.h`, compiles `tests/uverbs_probe.c` against the
+//! headers with `cc` (or `$CC`), runs it, and compares what C prints with
+//! Rust's `size_of`/`align_of`/`offset_of!`/field sizes and constant values.
+//! It also reads `src/uverbs.rs` and fails if a struct, field or constant
+//! defined there is missing from the lists.  Skipped, with a note, where
+//! `/usr/include/rdma/ib_user_verbs.h` is absent.
+#![allow(non_camel_case_types)]
+
+use core::mem::{align_of, offset_of, size_of, MaybeUninit};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use verbs_abi::uverbs::*;
+
+/// One line of the probe's output and what Rust expects it to say.
+struct Item {
+    /// The probe macro call, e.g. `FIELD(struct ib_uverbs_cmd_hdr, in_words)`.
+    c: String,
+    /// What the numbers are, for the failure message.
+    what: &'static str,
+    rust: Vec<u64>,
+}
+
+#[derive(Default)]
+struct Lists {
+    items: Vec<Item>,
+    /// Rust struct name -> top-level fields listed.
+    structs: BTreeMap<&'static str, BTreeSet<String>>,
+    consts: BTreeSet<String>,
+    exprs: Vec<String>,
+}
+
+fn size_of_pointee<T>(_: *const T) -> usize {
+    size_of::<T>()
+}
+
+/// Widens a constant the way C's `(unsigned long long)` cast does.
+trait ToU64 {
+    fn to_u64(self) -> u64;
+}
+macro_rules! to_u64_unsigned {
+    ($($t:ty),*) => {$(impl ToU64 for $t {
+        fn to_u64(self) -> u64 {
+            u64::from(self)
+        }
+    })*};
+}
+to_u64_unsigned!(u8, u16, u32, u64);
+impl ToU64 for i32 {
+    fn to_u64(self) -> u64 {
+        i64::from(self) as u64
+    }
+}
+
+/// A field path as C spells it (`r#type` is `type`).
+fn c_path(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|p| p.strip_prefix("r#").unwrap_or(p))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// `struct name`, or for a Rust type standing for one of C's anonymous
+/// members (`name = parent.path`), the member's type via `__typeof__`.
+fn c_type(name: &str, parent: &[&str]) -> String {
+    match parent.split_first() {
+        None => format!("struct {name}"),
+        Some((p, path)) => format!("__typeof__(((struct {p} *)0)->{})", c_path(path)),
+    }
+}
+
+/// `structs! { name { field, a.b, ... } name = parent.member { ... } }`
+macro_rules! structs {
+    ($lists:ident; $( $t:ident $(= $p:ident . $($pp:ident).+ )? { $($($f:ident).+),* $(,)? } )*) => {$({
+        let cty = c_type(stringify!($t), &[$(stringify!($p), $(stringify!($pp)),+)?]);
+        $lists.items.push(Item {
+            c: format!("STRUCT({cty})"),
+            what: "size, alignment",
+            rust: vec![size_of::<$t>() as u64, align_of::<$t>() as u64],
+        });
+        let listed = $lists.structs.entry(stringify!($t)).or_default();
+        let probe = MaybeUninit::<$t>::uninit();
+        let base = probe.as_ptr();
+        $(
+            let parts = [$(stringify!($f)),+];
+            listed.insert(c_path(&parts[..1]));
+            $lists.items.push(Item {
+                c: format!("FIELD({cty}, {})", c_path(&parts)),
+                what: "offset, size",
+                rust: vec![
+                    offset_of!($t, $($f).+) as u64,
+                    // SAFETY: `addr_of!` only computes an address inside
+                    // `probe`; nothing is read, no reference is made.
+                    size_of_pointee(unsafe { core::ptr::addr_of!((*base).$($f).+) }) as u64,
+                ],
+            });
+        )*
+    })*};
+}
+
+/// `consts![lists; NAME, ...]`
+macro_rules! consts {
+    ($lists:ident; $($c:ident),* $(,)?) => {$(
+        $lists.consts.insert(stringify!($c).to_string());
+        $lists.items.push(Item {
+            c: format!("CONST({})", stringify!($c)),
+            what: "value",
+            rust: vec![$c.to_u64()],
+        });
+    )*};
+}
+
+/// `exprs![lists; F(A, B), ...]`: expressions spelled the same in C and Rust
+/// (the function-like macros, as `const fn`s here).
+macro_rules! exprs {
+    ($lists:ident; $($e:expr),* $(,)?) => {$(
+        $lists.exprs.push(stringify!($e).to_string());
+        $lists.items.push(Item {
+            c: format!("CONST({})", stringify!($e)),
+            what: "value",
+            rust: vec![($e).to_u64()],
+        });
+    )*};
+}
+
+fn lists() -> Lists {
+    let mut l = Lists::default();
+    structs! { l;
+    ib_uverbs_async_event_desc { element, event_type, reserved }
+    ib_uverbs_comp_event_desc { cq_handle }
+    ib_uverbs_cq_moderation_caps { max_cq_moderation_count, max_cq_moderation_period, reserved }
+    ib_uverbs_cmd_hdr { command, in_words, out_words }
+    ib_uverbs_ex_cmd_hdr { response, provider_in_words, provider_out_words, cmd_hdr_reserved }
+    ib_uverbs_get_context { response }
+    ib_uverbs_get_context_resp { async_fd, num_comp_vectors }
+    ib_uverbs_query_device { response }
+    ib_uverbs_query_device_resp { fw_ver, node_guid, sys_image_guid, max_mr_size, page_size_cap, vendor_id, vendor_part_id, hw_ver, max_qp, max_qp_wr, device_cap_flags, max_sge, max_sge_rd, max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom, max_ee_rd_atom, max_res_rd_atom, max_qp_init_rd_atom, max_ee_init_rd_atom, atomic_cap, max_ee, max_rdd, max_mw, max_raw_ipv6_qp, max_raw_ethy_qp, max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach, max_ah, max_fmr, max_map_per_fmr, max_srq, max_srq_wr, max_srq_sge, max_pkeys, local_ca_ack_delay, phys_port_cnt, reserved }
+    ib_uverbs_ex_query_device { comp_mask, reserved }
+    ib_uverbs_odp_caps_per_transport_caps = ib_uverbs_odp_caps.per_transport_caps { rc_odp_caps, uc_odp_caps, ud_odp_caps }
+    ib_uverbs_odp_caps { general_caps, per_transport_caps, reserved }
+    ib_uverbs_rss_caps { supported_qpts, max_rwq_indirection_tables, max_rwq_indirection_table_size, reserved }
+    ib_uverbs_tm_caps { max_rndv_hdr_size, max_num_tags, flags, max_ops, max_sge, reserved }
+    ib_uverbs_ex_query_device_resp { base, comp_mask, response_length, odp_caps, timestamp_mask, hca_core_clock, device_cap_flags_ex, rss_caps, max_wq_type_rq, raw_packet_caps, tm_caps, cq_moderation_caps, max_dm_size, xrc_odp_caps, reserved }
+    ib_uverbs_query_port { response, port_num, reserved }
+    ib_uverbs_query_port_resp { port_cap_flags, max_msg_sz, bad_pkey_cntr, qkey_viol_cntr, gid_tbl_len, pkey_tbl_len, lid, sm_lid, state, max_mtu, active_mtu, lmc, max_vl_num, sm_sl, subnet_timeout, init_type_reply, active_width, active_speed, phys_state, link_layer, flags, reserved }
+    ib_uverbs_alloc_pd { response }
+    ib_uverbs_alloc_pd_resp { pd_handle }
+    ib_uverbs_dealloc_pd { pd_handle }
+    ib_uverbs_open_xrcd { response, fd, oflags }
+    ib_uverbs_open_xrcd_resp { xrcd_handle }
+    ib_uverbs_close_xrcd { xrcd_handle }
+    ib_uverbs_reg_mr { response, start, length, hca_va, pd_handle, access_flags }
+    ib_uverbs_reg_mr_resp { mr_handle, lkey, rkey }
+    ib_uverbs_rereg_mr { response, mr_handle, flags, start, length, hca_va, pd_handle, access_flags }
+    ib_uverbs_rereg_mr_resp { lkey, rkey }
+    ib_uverbs_dereg_mr { mr_handle }
+    ib_uverbs_alloc_mw { response, pd_handle, mw_type, reserved }
+    ib_uverbs_alloc_mw_resp { mw_handle, rkey }
+    ib_uverbs_dealloc_mw { mw_handle }
+    ib_uverbs_create_comp_channel { response }
+    ib_uverbs_create_comp_channel_resp { fd }
+    ib_uverbs_create_cq { response, user_handle, cqe, comp_vector, comp_channel, reserved }
+    ib_uverbs_ex_create_cq { user_handle, cqe, comp_vector, comp_channel, comp_mask, flags, reserved }
+    ib_uverbs_create_cq_resp { cq_handle, cqe }
+    ib_uverbs_ex_create_cq_resp { base, comp_mask, response_length }
+    ib_uverbs_resize_cq { response, cq_handle, cqe }
+    ib_uverbs_resize_cq_resp { cqe, reserved }
+    ib_uverbs_poll_cq { response, cq_handle, ne }
+    ib_uverbs_wc { wr_id, status, opcode, vendor_err, byte_len, ex, qp_num, src_qp, wc_flags, pkey_index, slid, sl, dlid_path_bits, port_num, reserved }
+    ib_uverbs_poll_cq_resp { count, reserved }
+    ib_uverbs_req_notify_cq { cq_handle, solicited_only }
+    ib_uverbs_destroy_cq { response, cq_handle, reserved }
+    ib_uverbs_destroy_cq_resp { comp_events_reported, async_events_reported }
+    ib_uverbs_global_route { dgid, flow_label, sgid_index, hop_limit, traffic_class, reserved }
+    ib_uverbs_ah_attr { grh, dlid, sl, src_path_bits, static_rate, is_global, port_num, reserved }
+    ib_uverbs_qp_attr { qp_attr_mask, qp_state, cur_qp_state, path_mtu, path_mig_state, qkey, rq_psn, sq_psn, dest_qp_num, qp_access_flags, ah_attr, alt_ah_attr, max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data, pkey_index, alt_pkey_index, en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout, reserved }
+    ib_uverbs_create_qp { response, user_handle, pd_handle, send_cq_handle, recv_cq_handle, srq_handle, max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data, sq_sig_all, qp_type, is_srq, reserved }
+    ib_uverbs_ex_create_qp { user_handle, pd_handle, send_cq_handle, recv_cq_handle, srq_handle, max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data, sq_sig_all, qp_type, is_srq, reserved, comp_mask, create_flags, rwq_ind_tbl_handle, source_qpn }
+    ib_uverbs_open_qp { response, user_handle, pd_handle, qpn, qp_type, reserved }
+    ib_uverbs_create_qp_resp { qp_handle, qpn, max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data, reserved }
+    ib_uverbs_ex_create_qp_resp { base, comp_mask, response_length }
+    ib_uverbs_qp_dest { dgid, flow_label, dlid, reserved, sgid_index, hop_limit, traffic_class, sl, src_path_bits, static_rate, is_global, port_num }
+    ib_uverbs_query_qp { response, qp_handle, attr_mask }
+    ib_uverbs_query_qp_resp { dest, alt_dest, max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data, qkey, rq_psn, sq_psn, dest_qp_num, qp_access_flags, pkey_index, alt_pkey_index, qp_state, cur_qp_state, path_mtu, path_mig_state, sq_draining, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout, sq_sig_all, reserved }
+    ib_uverbs_modify_qp { dest, alt_dest, qp_handle, attr_mask, qkey, rq_psn, sq_psn, dest_qp_num, qp_access_flags, pkey_index, alt_pkey_index, qp_state, cur_qp_state, path_mtu, path_mig_state, en_sqd_async_notify, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num, timeout, retry_cnt, rnr_retry, alt_port_num, alt_timeout, reserved }
+    ib_uverbs_ex_modify_qp { base, rate_limit, reserved }
+    ib_uverbs_ex_modify_qp_resp { comp_mask, response_length }
+    ib_uverbs_destroy_qp { response, qp_handle, reserved }
+    ib_uverbs_destroy_qp_resp { events_reported }
+    ib_uverbs_sge { addr, length, lkey }
+    ib_uverbs_send_wr_rdma = ib_uverbs_send_wr.wr.rdma { remote_addr, rkey, reserved }
+    ib_uverbs_send_wr_atomic = ib_uverbs_send_wr.wr.atomic { remote_addr, compare_add, swap, rkey, reserved }
+    ib_uverbs_send_wr_ud = ib_uverbs_send_wr.wr.ud { ah, remote_qpn, remote_qkey, reserved }
+    ib_uverbs_send_wr_wr = ib_uverbs_send_wr.wr { rdma, atomic, ud }
+    ib_uverbs_send_wr { wr_id, num_sge, opcode, send_flags, ex, wr }
+    ib_uverbs_post_send { response, qp_handle, wr_count, sge_count, wqe_size }
+    ib_uverbs_post_send_resp { bad_wr }
+    ib_uverbs_recv_wr { wr_id, num_sge, reserved }
+    ib_uverbs_post_recv { response, qp_handle, wr_count, sge_count, wqe_size }
+    ib_uverbs_post_recv_resp { bad_wr }
+    ib_uverbs_post_srq_recv { response, srq_handle, wr_count, sge_count, wqe_size }
+    ib_uverbs_post_srq_recv_resp { bad_wr }
+    ib_uverbs_create_ah { response, user_handle, pd_handle, reserved, attr }
+    ib_uverbs_create_ah_resp { ah_handle }
+    ib_uverbs_destroy_ah { ah_handle }
+    ib_uverbs_attach_mcast { gid, qp_handle, mlid, reserved }
+    ib_uverbs_detach_mcast { gid, qp_handle, mlid, reserved }
+    ib_uverbs_flow_spec_hdr { r#type, size, reserved }
+    ib_uverbs_flow_eth_filter { dst_mac, src_mac, ether_type, vlan_tag }
+    ib_uverbs_flow_spec_eth { hdr, val, mask }
+    ib_uverbs_flow_ipv4_filter { src_ip, dst_ip, proto, tos, ttl, flags }
+    ib_uverbs_flow_spec_ipv4 { hdr, val, mask }
+    ib_uverbs_flow_tcp_udp_filter { dst_port, src_port }
+    ib_uverbs_flow_spec_tcp_udp { hdr, val, mask }
+    ib_uverbs_flow_ipv6_filter { src_ip, dst_ip, flow_label, next_hdr, traffic_class, hop_limit, reserved }
+    ib_uverbs_flow_spec_ipv6 { hdr, val, mask }
+    ib_uverbs_flow_spec_action_tag { hdr, tag_id, reserved1 }
+    ib_uverbs_flow_spec_action_drop { hdr }
+    ib_uverbs_flow_spec_action_handle { hdr, handle, reserved1 }
+    ib_uverbs_flow_spec_action_count { hdr, handle, reserved1 }
+    ib_uverbs_flow_tunnel_filter { tunnel_id }
+    ib_uverbs_flow_spec_tunnel { hdr, val, mask }
+    ib_uverbs_flow_spec_esp_filter { spi, seq }
+    ib_uverbs_flow_spec_esp { hdr, val, mask }
+    ib_uverbs_flow_gre_filter { c_ks_res0_ver, protocol, key }
+    ib_uverbs_flow_spec_gre { hdr, val, mask }
+    ib_uverbs_flow_mpls_filter { label }
+    ib_uverbs_flow_spec_mpls { hdr, val, mask }
+    ib_uverbs_flow_attr { r#type, size, priority, num_of_specs, reserved, port, flags }
+    ib_uverbs_create_flow { comp_mask, qp_handle, flow_attr }
+    ib_uverbs_create_flow_resp { comp_mask, flow_handle }
+    ib_uverbs_destroy_flow { comp_mask, flow_handle }
+    ib_uverbs_create_srq { response, user_handle, pd_handle, max_wr, max_sge, srq_limit }
+    ib_uverbs_create_xsrq { response, user_handle, srq_type, pd_handle, max_wr, max_sge, srq_limit, max_num_tags, xrcd_handle, cq_handle }
+    ib_uverbs_create_srq_resp { srq_handle, max_wr, max_sge, srqn }
+    ib_uverbs_modify_srq { srq_handle, attr_mask, max_wr, srq_limit }
+    ib_uverbs_query_srq { response, srq_handle, reserved }
+    ib_uverbs_query_srq_resp { max_wr, max_sge, srq_limit, reserved }
+    ib_uverbs_destroy_srq { response, srq_handle, reserved }
+    ib_uverbs_destroy_srq_resp { events_reported }
+    ib_uverbs_ex_create_wq { comp_mask, wq_type, user_handle, pd_handle, cq_handle, max_wr, max_sge, create_flags, reserved }
+    ib_uverbs_ex_create_wq_resp { comp_mask, response_length, wq_handle, max_wr, max_sge, wqn }
+    ib_uverbs_ex_destroy_wq { comp_mask, wq_handle }
+    ib_uverbs_ex_destroy_wq_resp { comp_mask, response_length, events_reported, reserved }
+    ib_uverbs_ex_modify_wq { attr_mask, wq_handle, wq_state, curr_wq_state, flags, flags_mask }
+    ib_uverbs_ex_create_rwq_ind_table { comp_mask, log_ind_tbl_size }
+    ib_uverbs_ex_create_rwq_ind_table_resp { comp_mask, response_length, ind_tbl_handle, ind_tbl_num }
+    ib_uverbs_ex_destroy_rwq_ind_table { comp_mask, ind_tbl_handle }
+    ib_uverbs_cq_moderation { cq_count, cq_period }
+    ib_uverbs_ex_modify_cq { cq_handle, attr_mask, attr, reserved }
+    }
+    consts! { l;
+    IB_USER_VERBS_ABI_VERSION,
+    IB_USER_VERBS_CMD_THRESHOLD,
+    IB_USER_VERBS_CMD_GET_CONTEXT,
+    IB_USER_VERBS_CMD_QUERY_DEVICE,
+    IB_USER_VERBS_CMD_QUERY_PORT,
+    IB_USER_VERBS_CMD_ALLOC_PD,
+    IB_USER_VERBS_CMD_DEALLOC_PD,
+    IB_USER_VERBS_CMD_CREATE_AH,
+    IB_USER_VERBS_CMD_MODIFY_AH,
+    IB_USER_VERBS_CMD_QUERY_AH,
+    IB_USER_VERBS_CMD_DESTROY_AH,
+    IB_USER_VERBS_CMD_REG_MR,
+    IB_USER_VERBS_CMD_REG_SMR,
+    IB_USER_VERBS_CMD_REREG_MR,
+    IB_USER_VERBS_CMD_QUERY_MR,
+    IB_USER_VERBS_CMD_DEREG_MR,
+    IB_USER_VERBS_CMD_ALLOC_MW,
+    IB_USER_VERBS_CMD_BIND_MW,
+    IB_USER_VERBS_CMD_DEALLOC_MW,
+    IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL,
+    IB_USER_VERBS_CMD_CREATE_CQ,
+    IB_USER_VERBS_CMD_RESIZE_CQ,
+    IB_USER_VERBS_CMD_DESTROY_CQ,
+    IB_USER_VERBS_CMD_POLL_CQ,
+    IB_USER_VERBS_CMD_PEEK_CQ,
+    IB_USER_VERBS_CMD_REQ_NOTIFY_CQ,
+    IB_USER_VERBS_CMD_CREATE_QP,
+    IB_USER_VERBS_CMD_QUERY_QP,
+    IB_USER_VERBS_CMD_MODIFY_QP,
+    IB_USER_VERBS_CMD_DESTROY_QP,
+    IB_USER_VERBS_CMD_POST_SEND,
+    IB_USER_VERBS_CMD_POST_RECV,
+    IB_USER_VERBS_CMD_ATTACH_MCAST,
+    IB_USER_VERBS_CMD_DETACH_MCAST,
+    IB_USER_VERBS_CMD_CREATE_SRQ,
+    IB_USER_VERBS_CMD_MODIFY_SRQ,
+    IB_USER_VERBS_CMD_QUERY_SRQ,
+    IB_USER_VERBS_CMD_DESTROY_SRQ,
+    IB_USER_VERBS_CMD_POST_SRQ_RECV,
+    IB_USER_VERBS_CMD_OPEN_XRCD,
+    IB_USER_VERBS_CMD_CLOSE_XRCD,
+    IB_USER_VERBS_CMD_CREATE_XSRQ,
+    IB_USER_VERBS_CMD_OPEN_QP,
+    IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
+    IB_USER_VERBS_EX_CMD_CREATE_CQ,
+    IB_USER_VERBS_EX_CMD_CREATE_QP,
+    IB_USER_VERBS_EX_CMD_MODIFY_QP,
+    IB_USER_VERBS_EX_CMD_CREATE_FLOW,
+    IB_USER_VERBS_EX_CMD_DESTROY_FLOW,
+    IB_USER_VERBS_EX_CMD_CREATE_WQ,
+    IB_USER_VERBS_EX_CMD_MODIFY_WQ,
+    IB_USER_VERBS_EX_CMD_DESTROY_WQ,
+    IB_USER_VERBS_EX_CMD_CREATE_RWQ_IND_TBL,
+    IB_USER_VERBS_EX_CMD_DESTROY_RWQ_IND_TBL,
+    IB_USER_VERBS_EX_CMD_MODIFY_CQ,
+    IB_USER_VERBS_CMD_COMMAND_MASK,
+    IB_USER_VERBS_CMD_FLAG_EXTENDED,
+    IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION,
+    IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN,
+    IB_UVERBS_WC_SEND,
+    IB_UVERBS_WC_RDMA_WRITE,
+    IB_UVERBS_WC_RDMA_READ,
+    IB_UVERBS_WC_COMP_SWAP,
+    IB_UVERBS_WC_FETCH_ADD,
+    IB_UVERBS_WC_BIND_MW,
+    IB_UVERBS_WC_LOCAL_INV,
+    IB_UVERBS_WC_TSO,
+    IB_UVERBS_CREATE_QP_MASK_IND_TABLE,
+    IB_UVERBS_CREATE_QP_SUP_COMP_MASK,
+    IB_UVERBS_WR_RDMA_WRITE,
+    IB_UVERBS_WR_RDMA_WRITE_WITH_IMM,
+    IB_UVERBS_WR_SEND,
+    IB_UVERBS_WR_SEND_WITH_IMM,
+    IB_UVERBS_WR_RDMA_READ,
+    IB_UVERBS_WR_ATOMIC_CMP_AND_SWP,
+    IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD,
+    IB_UVERBS_WR_LOCAL_INV,
+    IB_UVERBS_WR_BIND_MW,
+    IB_UVERBS_WR_SEND_WITH_INV,
+    IB_UVERBS_WR_TSO,
+    IB_UVERBS_WR_RDMA_READ_WITH_INV,
+    IB_UVERBS_WR_MASKED_ATOMIC_CMP_AND_SWP,
+    IB_UVERBS_WR_MASKED_ATOMIC_FETCH_AND_ADD,
+    IB_USER_VERBS_MAX_LOG_IND_TBL_SIZE,
+    IB_DEVICE_NAME_MAX,
+    IB_UVERBS_DEVICE_RESIZE_MAX_WR,
+    IB_UVERBS_DEVICE_BAD_PKEY_CNTR,
+    IB_UVERBS_DEVICE_BAD_QKEY_CNTR,
+    IB_UVERBS_DEVICE_RAW_MULTI,
+    IB_UVERBS_DEVICE_AUTO_PATH_MIG,
+    IB_UVERBS_DEVICE_CHANGE_PHY_PORT,
+    IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE,
+    IB_UVERBS_DEVICE_CURR_QP_STATE_MOD,
+    IB_UVERBS_DEVICE_SHUTDOWN_PORT,
+    IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT,
+    IB_UVERBS_DEVICE_SYS_IMAGE_GUID,
+    IB_UVERBS_DEVICE_RC_RNR_NAK_GEN,
+    IB_UVERBS_DEVICE_SRQ_RESIZE,
+    IB_UVERBS_DEVICE_N_NOTIFY_CQ,
+    IB_UVERBS_DEVICE_MEM_WINDOW,
+    IB_UVERBS_DEVICE_UD_IP_CSUM,
+    IB_UVERBS_DEVICE_XRC,
+    IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS,
+    IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A,
+    IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B,
+    IB_UVERBS_DEVICE_RC_IP_CSUM,
+    IB_UVERBS_DEVICE_RAW_IP_CSUM,
+    IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING,
+    IB_UVERBS_DEVICE_RAW_SCATTER_FCS,
+    IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING,
+    IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING,
+    IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS,
+    IB_UVERBS_RAW_PACKET_CAP_IP_CSUM,
+    IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP,
+    IB_UVERBS_ACCESS_OPTIONAL_FIRST,
+    IB_UVERBS_ACCESS_OPTIONAL_LAST,
+    IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS,
+    IB_UVERBS_ACCESS_LOCAL_WRITE,
+    IB_UVERBS_ACCESS_REMOTE_WRITE,
+    IB_UVERBS_ACCESS_REMOTE_READ,
+    IB_UVERBS_ACCESS_REMOTE_ATOMIC,
+    IB_UVERBS_ACCESS_MW_BIND,
+    IB_UVERBS_ACCESS_ZERO_BASED,
+    IB_UVERBS_ACCESS_ON_DEMAND,
+    IB_UVERBS_ACCESS_HUGETLB,
+    IB_UVERBS_ACCESS_RELAXED_ORDERING,
+    IB_UVERBS_ACCESS_OPTIONAL_RANGE,
+    IB_UVERBS_SRQT_BASIC,
+    IB_UVERBS_SRQT_XRC,
+    IB_UVERBS_SRQT_TM,
+    IB_UVERBS_WQT_RQ,
+    IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING,
+    IB_UVERBS_WQ_FLAGS_SCATTER_FCS,
+    IB_UVERBS_WQ_FLAGS_DELAY_DROP,
+    IB_UVERBS_WQ_FLAGS_PCI_WRITE_END_PADDING,
+    IB_UVERBS_QPT_RC,
+    IB_UVERBS_QPT_UC,
+    IB_UVERBS_QPT_UD,
+    IB_UVERBS_QPT_RAW_PACKET,
+    IB_UVERBS_QPT_XRC_INI,
+    IB_UVERBS_QPT_XRC_TGT,
+    IB_UVERBS_QPT_DRIVER,
+    IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK,
+    IB_UVERBS_QP_CREATE_SCATTER_FCS,
+    IB_UVERBS_QP_CREATE_CVLAN_STRIPPING,
+    IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING,
+    IB_UVERBS_QP_CREATE_SQ_SIG_ALL,
+    IB_UVERBS_PCF_SM,
+    IB_UVERBS_PCF_NOTICE_SUP,
+    IB_UVERBS_PCF_TRAP_SUP,
+    IB_UVERBS_PCF_OPT_IPD_SUP,
+    IB_UVERBS_PCF_AUTO_MIGR_SUP,
+    IB_UVERBS_PCF_SL_MAP_SUP,
+    IB_UVERBS_PCF_MKEY_NVRAM,
+    IB_UVERBS_PCF_PKEY_NVRAM,
+    IB_UVERBS_PCF_LED_INFO_SUP,
+    IB_UVERBS_PCF_SM_DISABLED,
+    IB_UVERBS_PCF_SYS_IMAGE_GUID_SUP,
+    IB_UVERBS_PCF_PKEY_SW_EXT_PORT_TRAP_SUP,
+    IB_UVERBS_PCF_EXTENDED_SPEEDS_SUP,
+    IB_UVERBS_PCF_CM_SUP,
+    IB_UVERBS_PCF_SNMP_TUNNEL_SUP,
+    IB_UVERBS_PCF_REINIT_SUP,
+    IB_UVERBS_PCF_DEVICE_MGMT_SUP,
+    IB_UVERBS_PCF_VENDOR_CLASS_SUP,
+    IB_UVERBS_PCF_DR_NOTICE_SUP,
+    IB_UVERBS_PCF_CAP_MASK_NOTICE_SUP,
+    IB_UVERBS_PCF_BOOT_MGMT_SUP,
+    IB_UVERBS_PCF_LINK_LATENCY_SUP,
+    IB_UVERBS_PCF_CLIENT_REG_SUP,
+    IB_UVERBS_PCF_LINK_SPEED_WIDTH_TABLE_SUP,
+    IB_UVERBS_PCF_VENDOR_SPECIFIC_MADS_TABLE_SUP,
+    IB_UVERBS_PCF_MCAST_PKEY_TRAP_SUPPRESSION_SUP,
+    IB_UVERBS_PCF_MCAST_FDB_TOP_SUP,
+    IB_UVERBS_PCF_HIERARCHY_INFO_SUP,
+    IB_UVERBS_PCF_IP_BASED_GIDS,
+    IB_UVERBS_QPF_GRH_REQUIRED
+    }
+    exprs! { l;
+
+    }
+    l
+}
+
+/// Every `pub struct`/`pub union` (with its fields), `pub const` and
+/// `pub const fn` of the module's source.
+#[allow(clippy::type_complexity)]
+fn defined(src: &str) -> (BTreeMap<String, Vec<String>>, Vec<String>, Vec<String>) {
+    let mut structs = BTreeMap::new();
+    let mut consts = Vec::new();
+    let mut fns = Vec::new();
+    let mut open: Option<(String, Vec<String>)> = None;
+    for line in src.lines() {
+        if let Some((name, fields)) = open.as_mut() {
+            if line.starts_with('}') {
+                structs.insert(core::mem::take(name), core::mem::take(fields));
+                open = None;
+            } else if let Some(rest) = line.trim_start().strip_prefix("pub ") {
+                let field = rest.split(':').next().unwrap();
+                fields.push(field.strip_prefix("r#").unwrap_or(field).to_string());
+            }
+            continue;
+        }
+        let word = |rest: &str| {
+            rest.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        if let Some(rest) = line
+            .strip_prefix("pub struct ")
+            .or_else(|| line.strip_prefix("pub union "))
+        {
+            open = Some((word(rest), Vec::new()));
+        } else if let Some(rest) = line.strip_prefix("pub const fn ") {
+            fns.push(word(rest));
+        } else if let Some(rest) = line.strip_prefix("pub const ") {
+            consts.push(word(rest));
+        }
+    }
+    assert!(open.is_none(), "unterminated struct in uverbs.rs");
+    (structs, consts, fns)
+}
+
+#[test]
+fn uverbs_matches_kernel_headers() {
+    if !Path::new("/usr/include/rdma/ib_user_verbs.h").exists() {
+        println!("note: /usr/include/rdma/ib_user_verbs.h is absent (linux-libc-dev); skipped");
+        return;
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let l = lists();
+
+    // Everything the module defines is listed.
+    let src = std::fs::read_to_string(manifest.join("src/uverbs.rs")).unwrap();
+    let (structs, consts, fns) = defined(&src);
+    let mut missing = Vec::new();
+    for (name, fields) in &structs {
+        match l.structs.get(name.as_str()) {
+            None => missing.push(format!("struct {name}")),
+            Some(listed) => missing.extend(
+                fields
+                    .iter()
+                    .filter(|f| !listed.contains(*f))
+                    .map(|f| format!("field {name}.{f}")),
+            ),
+        }
+    }
+    missing.extend(
+        consts
+            .iter()
+            .filter(|c| !l.consts.contains(*c))
+            .map(|c| format!("const {c}")),
+    );
+    missing.extend(
+        fns.iter()
+            .filter(|f| !l.exprs.iter().any(|e| e.starts_with(&format!("{f}("))))
+            .map(|f| format!("const fn {f}")),
+    );
+    assert!(
+        missing.is_empty(),
+        "defined in src/uverbs.rs but not checked by this test:\n  {}",
+        missing.join("\n  ")
+    );
+
+    // Build and run the probe.
+    let dir = std::env::temp_dir().join(format!("verbs-abi-uverbs-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let header: String = l.items.iter().map(|i| format!("{}\n", i.c)).collect();
+    std::fs::write(dir.join("uverbs_probe_items.h"), header).unwrap();
+    let exe = dir.join("uverbs_probe");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-std=gnu11", "-Wall", "-Werror", "-I"])
+        .arg(&dir)
+        .arg(manifest.join("tests/uverbs_probe.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cc}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cc} failed on tests/uverbs_probe.c:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success(), "the probe failed");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        l.items.len(),
+        "the probe printed a line per item"
+    );
+    let mut wrong = Vec::new();
+    for (item, line) in l.items.iter().zip(&lines) {
+        let c: Vec<u64> = line.split(' ').map(|n| n.parse().unwrap()).collect();
+        if c != item.rust {
+            wrong.push(format!(
+                "{}: {} C {:?}, Rust {:?}",
+                item.c, item.what, c, item.rust
+            ));
+        }
+    }
+    let n_fields = l.items.iter().filter(|i| i.c.starts_with("FIELD")).count();
+    println!(
+        "checked {} structs, {} fields, {} constants and {} expressions against the kernel headers",
+        l.structs.len(),
+        n_fields,
+        l.consts.len(),
+        l.exprs.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} of {} items differ from C:\n  {}",
+        wrong.len(),
+        l.items.len(),
+        wrong.join("\n  ")
+    );
+}
