@@ -2,7 +2,9 @@
 # Regenerates abi/rdma-core-44/ from Debian's packages on a Debian 12
 # (bookworm) x86_64 machine: the symbol lists of libibverbs.so.1 and
 # librdmacm.so.1, the struct layouts and enum values printed by probes
-# compiled against Debian's headers, and what each Debian program imports.
+# compiled against Debian's headers, the internal provider layouts printed
+# by a probe compiled against rdma-core 44's source (needs network or
+# RDMA_CORE_SRC), and what each Debian program imports.
 # Needs root for apt-get (or the packages already installed). Not run by
 # the tests: they compare against the committed files.
 set -euo pipefail
@@ -28,6 +30,11 @@ for p in layout enum; do
 done
 /tmp/abi-survey/layout > "$out/layout.txt"
 /tmp/abi-survey/enum > "$out/enums.txt"
+# rdma-core's internal provider layouts (driver.h): libibverbs-dev ships no
+# driver.h, so this probe compiles against rdma-core 44's source, downloaded
+# from the GitHub tag v44.0 unless RDMA_CORE_SRC names a local copy.
+bash "$out/driver_layout_probe.sh" ${RDMA_CORE_SRC:+"$RDMA_CORE_SRC"} > /tmp/abi-survey/driver_layout.txt
+mv /tmp/abi-survey/driver_layout.txt "$out/driver_layout.txt"
 (cd /tmp/abi-survey && python3 "$out/collect_imports.py")
 rm -rf "$out/imports"
 cp -r /tmp/abi-survey/imports "$out/imports"

@@ -19,6 +19,11 @@
 //! |-------------|------------|---------------------|
 //! | `verbs_qp`  | `u`        | `qp`, `qp_ex`       |
 //!
+//! `ib_uverbs_attr`'s anonymous union of two 8-byte integers (`data`,
+//! `data_s64`) is the one field `data: u64`, with `data_s64()` accessors.
+//! The three 1-bit bitfields of `ibv_command_buffer` are the byte `bits`
+//! with the masks `IBV_CMDB_*`.
+//!
 //! `verbs_cq` is nothing but an anonymous union, so it is a Rust `union`
 //! with the C member names (`vcq.cq`, `vcq.cq_ex`).
 //!
@@ -661,26 +666,57 @@ pub const VERBS_OPS_NUM: usize =
 // cmd_ioctl.h
 // ---------------------------------------------------------------------------
 
-/// One ioctl attribute (kernel `struct ib_uverbs_attr`, 16 bytes): `attr_id`,
-/// `len`, `flags`, then the 2-byte `attr_data` union (`enum_data.elem_id`,
-/// `enum_data.reserved` / `reserved`), then the 8-byte `data`/`data_s64`
-/// union, here one `u64`.
+/// C: `ib_uverbs_attr.attr_data.enum_data`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
+pub struct ib_uverbs_attr_enum_data {
+    pub elem_id: u8,
+    pub reserved: u8,
+}
+
+/// C: the union `attr_data` of `ib_uverbs_attr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ib_uverbs_attr_data {
+    pub enum_data: ib_uverbs_attr_enum_data,
+    pub reserved: u16,
+}
+
+/// One ioctl attribute (kernel `struct ib_uverbs_attr`, 16 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
 pub struct ib_uverbs_attr {
+    /// Command-specific attribute id.
     pub attr_id: u16,
+    /// Length of the buffer `data` points to (pointer and IDR-array
+    /// attributes).
     pub len: u16,
+    /// `UVERBS_ATTR_F_*`.
     pub flags: u16,
-    /// C: `union { struct { __u8 elem_id; __u8 reserved; } enum_data; __u16 reserved; } attr_data`.
-    pub attr_data: u16,
-    /// C: anonymous `union { __aligned_u64 data; __s64 data_s64; }`.
+    pub attr_data: ib_uverbs_attr_data,
+    /// C: the anonymous union `{ __aligned_u64 data; __s64 data_s64; }`,
+    /// here its unsigned member; [`ib_uverbs_attr::data_s64`] is the signed
+    /// view of the same 8 bytes.  A pointer, inline data, an IDR handle or
+    /// (as `data_s64`) a file descriptor.
     pub data: u64,
+}
+
+impl ib_uverbs_attr {
+    /// C: `attr.data_s64` (used by the FD_IN/FD_OUT attributes).
+    pub fn data_s64(&self) -> i64 {
+        self.data as i64
+    }
+
+    /// C: `attr.data_s64 = v`.
+    pub fn set_data_s64(&mut self, v: i64) {
+        self.data = v as u64;
+    }
 }
 
 /// The header of `RDMA_VERBS_IOCTL` (kernel `struct ib_uverbs_ioctl_hdr`),
 /// followed in memory by `num_attrs` attributes.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy)]
 pub struct ib_uverbs_ioctl_hdr {
     pub length: u16,
     pub object_id: u16,
@@ -704,7 +740,7 @@ pub const IBV_CMDB_FALLBACK_IOCTL_ONLY: u8 = 1 << 2;
 /// ioctl (a provider passes its own block as the `link` of the `ibv_cmd_*`
 /// calls).  In C the array of blocks extends `hdr.attrs`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct ibv_command_buffer {
     pub next: *mut ibv_command_buffer,
     pub next_attr: *mut ib_uverbs_attr,
@@ -755,5 +791,8 @@ crate::verbs::impl_zeroed!(
     verbs_device,
     ibv_driver,
     verbs_context_ops,
+    ib_uverbs_attr_data,
+    ib_uverbs_attr,
+    ib_uverbs_ioctl_hdr,
     ibv_command_buffer,
 );
