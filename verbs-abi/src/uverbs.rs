@@ -28,6 +28,8 @@
 //!   values (aliases from [`crate::verbs`]).
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 
+use core::mem::size_of;
+
 use crate::verbs::{__be16, __be32, __be64, impl_zeroed};
 
 // ===========================================================================
@@ -1553,3 +1555,515 @@ pub const IB_UVERBS_PCF_IP_BASED_GIDS: u32 = 1 << 26;
 
 // enum ib_uverbs_query_port_flags
 pub const IB_UVERBS_QPF_GRH_REQUIRED: u32 = 1 << 0;
+
+// enum ib_uverbs_flow_action_esp_keymat
+pub const IB_UVERBS_FLOW_ACTION_ESP_KEYMAT_AES_GCM: u32 = 0;
+
+// enum ib_uverbs_flow_action_esp_keymat_aes_gcm_iv_algo
+pub const IB_UVERBS_FLOW_ACTION_IV_ALGO_SEQ: u32 = 0;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_flow_action_esp_keymat_aes_gcm {
+    pub iv: u64,
+    /// Use enum ib_uverbs_flow_action_esp_keymat_aes_gcm_iv_algo
+    pub iv_algo: u32,
+    pub salt: u32,
+    pub icv_len: u32,
+    pub key_len: u32,
+    pub aes_key: [u32; 256 / 32],
+}
+
+// enum ib_uverbs_flow_action_esp_replay
+pub const IB_UVERBS_FLOW_ACTION_ESP_REPLAY_NONE: u32 = 0;
+pub const IB_UVERBS_FLOW_ACTION_ESP_REPLAY_BMP: u32 = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_flow_action_esp_replay_bmp {
+    pub size: u32,
+}
+
+// enum ib_uverbs_flow_action_esp_flags
+/// Default (C: `0UL << n`).
+pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO: u32 = 0;
+pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD: u32 = 1 << 0;
+/// Default (C: `0UL << n`).
+pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TUNNEL: u32 = 0;
+pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_TRANSPORT: u32 = 1 << 1;
+/// Default (C: `0UL << n`).
+pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_DECRYPT: u32 = 0;
+pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ENCRYPT: u32 = 1 << 2;
+pub const IB_UVERBS_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW: u32 = 1 << 3;
+
+/// One element of a list of filters that encapsulate the payload in ESP
+/// tunnel mode.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_flow_action_esp_encap {
+    /// `RDMA_UAPI_PTR(void *, val_ptr)`: a `flow_xxxx_filter`.
+    pub val_ptr: u64,
+    /// `RDMA_UAPI_PTR(struct ib_uverbs_flow_action_esp_encap *, next_ptr)`.
+    pub next_ptr: u64,
+    /// Length of the filter `val_ptr` points to.
+    pub len: u16,
+    /// Use flow_spec_type enum
+    pub r#type: u16,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_flow_action_esp {
+    pub spi: u32,
+    pub seq: u32,
+    pub tfc_pad: u32,
+    pub flags: u32,
+    pub hard_limit_pkts: u64,
+}
+
+// enum ib_uverbs_read_counters_flags
+/// Prefer read values from driver cache.
+pub const IB_UVERBS_READ_COUNTERS_PREFER_CACHED: u32 = 1 << 0;
+
+// enum ib_uverbs_advise_mr_advice
+pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH: u32 = 0;
+pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE: u32 = 1;
+pub const IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT: u32 = 2;
+
+// enum ib_uverbs_advise_mr_flag
+pub const IB_UVERBS_ADVISE_MR_FLAG_FLUSH: u32 = 1 << 0;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_query_port_resp_ex {
+    pub legacy_resp: ib_uverbs_query_port_resp,
+    pub port_cap_flags2: u16,
+    pub reserved: [u8; 6],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+// enum rdma_driver_id
+pub const RDMA_DRIVER_UNKNOWN: u32 = 0;
+pub const RDMA_DRIVER_MLX5: u32 = 1;
+pub const RDMA_DRIVER_MLX4: u32 = 2;
+pub const RDMA_DRIVER_CXGB3: u32 = 3;
+pub const RDMA_DRIVER_CXGB4: u32 = 4;
+pub const RDMA_DRIVER_MTHCA: u32 = 5;
+pub const RDMA_DRIVER_BNXT_RE: u32 = 6;
+pub const RDMA_DRIVER_OCRDMA: u32 = 7;
+pub const RDMA_DRIVER_NES: u32 = 8;
+pub const RDMA_DRIVER_I40IW: u32 = 9;
+pub const RDMA_DRIVER_IRDMA: u32 = RDMA_DRIVER_I40IW;
+pub const RDMA_DRIVER_VMW_PVRDMA: u32 = 10;
+pub const RDMA_DRIVER_QEDR: u32 = 11;
+pub const RDMA_DRIVER_HNS: u32 = 12;
+pub const RDMA_DRIVER_USNIC: u32 = 13;
+pub const RDMA_DRIVER_RXE: u32 = 14;
+pub const RDMA_DRIVER_HFI1: u32 = 15;
+pub const RDMA_DRIVER_QIB: u32 = 16;
+pub const RDMA_DRIVER_EFA: u32 = 17;
+pub const RDMA_DRIVER_SIW: u32 = 18;
+pub const RDMA_DRIVER_ERDMA: u32 = 19;
+
+// enum ib_uverbs_gid_type
+pub const IB_UVERBS_GID_TYPE_IB: u32 = 0;
+pub const IB_UVERBS_GID_TYPE_ROCE_V1: u32 = 1;
+pub const IB_UVERBS_GID_TYPE_ROCE_V2: u32 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_gid_entry {
+    pub gid: [u64; 2],
+    pub gid_index: u32,
+    pub port_num: u32,
+    pub gid_type: u32,
+    /// 0 if there is no netdev associated with it.
+    pub netdev_ifindex: u32,
+}
+
+// ===========================================================================
+// rdma_user_ioctl_cmds.h
+// ===========================================================================
+
+/// Documentation/userspace-api/ioctl/ioctl-number.rst
+pub const RDMA_IOCTL_MAGIC: u32 = 0x1b;
+
+/// Linux's generic `_IOC(dir, type, nr, size)` (asm-generic/ioctl.h).
+const fn ioc(dir: u32, ty: u32, nr: u32, size: usize) -> u32 {
+    (dir << 30) | ((size as u32) << 16) | (ty << 8) | nr
+}
+
+/// `_IOWR(RDMA_IOCTL_MAGIC, 1, struct ib_uverbs_ioctl_hdr)`; pass it to
+/// `ioctl(2)` on the uverbs fd (cast to the libc request type).
+pub const RDMA_VERBS_IOCTL: u32 = ioc(3, RDMA_IOCTL_MAGIC, 1, size_of::<ib_uverbs_ioctl_hdr>());
+
+// `flags` of ib_uverbs_attr
+/// User input.
+pub const UVERBS_ATTR_F_MANDATORY: u16 = 1 << 0;
+/// Kernel output; ignore it (consider it set) in mandatory attributes.
+pub const UVERBS_ATTR_F_VALID_OUTPUT: u16 = 1 << 1;
+
+/// One attribute of an ioctl command.
+///
+/// C's `attr_data` union (`struct { __u8 elem_id; __u8 reserved; }
+/// enum_data` / `__u16 reserved`) is the `u16` `attr_data`, see
+/// [`Self::elem_id`]; the anonymous union of `__aligned_u64 data` and
+/// `__s64 data_s64` is `data`, see [`Self::data_s64`].
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_attr {
+    /// command specific type attribute
+    pub attr_id: u16,
+    /// only for pointers and IDRs array
+    pub len: u16,
+    /// combination of UVERBS_ATTR_F_XXXX
+    pub flags: u16,
+    pub attr_data: u16,
+    /// ptr to command, inline data, idr/fd or ptr to __u32 array of IDRs
+    pub data: u64,
+}
+
+impl ib_uverbs_attr {
+    /// `attr_data.enum_data.elem_id` (the union's first byte).
+    pub const fn elem_id(&self) -> u8 {
+        self.attr_data.to_ne_bytes()[0]
+    }
+
+    /// Sets `attr_data.enum_data.elem_id`, clearing `enum_data.reserved`.
+    pub fn set_elem_id(&mut self, elem_id: u8) {
+        self.attr_data = u16::from_ne_bytes([elem_id, 0]);
+    }
+
+    /// `data_s64` (used by FD_IN and FD_OUT).
+    pub const fn data_s64(&self) -> i64 {
+        self.data as i64
+    }
+
+    /// Sets `data_s64`.
+    pub fn set_data_s64(&mut self, v: i64) {
+        self.data = v as u64;
+    }
+}
+
+/// The ioctl header.  Followed by `num_attrs` attributes (`struct
+/// ib_uverbs_attr attrs[]`, omitted); `length` covers header and attributes.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_uverbs_ioctl_hdr {
+    pub length: u16,
+    pub object_id: u16,
+    pub method_id: u16,
+    pub num_attrs: u16,
+    pub reserved1: u64,
+    pub driver_id: u32,
+    pub reserved2: u32,
+}
+
+// ===========================================================================
+// ib_user_ioctl_cmds.h
+// ===========================================================================
+
+pub const UVERBS_ID_NS_MASK: u16 = 0xF000;
+pub const UVERBS_ID_NS_SHIFT: u16 = 12;
+
+pub const UVERBS_UDATA_DRIVER_DATA_NS: u16 = 1;
+pub const UVERBS_UDATA_DRIVER_DATA_FLAG: u16 = 1 << UVERBS_ID_NS_SHIFT;
+
+// enum uverbs_default_objects
+/// No instances of DEVICE are allowed.
+pub const UVERBS_OBJECT_DEVICE: u16 = 0;
+pub const UVERBS_OBJECT_PD: u16 = 1;
+pub const UVERBS_OBJECT_COMP_CHANNEL: u16 = 2;
+pub const UVERBS_OBJECT_CQ: u16 = 3;
+pub const UVERBS_OBJECT_QP: u16 = 4;
+pub const UVERBS_OBJECT_SRQ: u16 = 5;
+pub const UVERBS_OBJECT_AH: u16 = 6;
+pub const UVERBS_OBJECT_MR: u16 = 7;
+pub const UVERBS_OBJECT_MW: u16 = 8;
+pub const UVERBS_OBJECT_FLOW: u16 = 9;
+pub const UVERBS_OBJECT_XRCD: u16 = 10;
+pub const UVERBS_OBJECT_RWQ_IND_TBL: u16 = 11;
+pub const UVERBS_OBJECT_WQ: u16 = 12;
+pub const UVERBS_OBJECT_FLOW_ACTION: u16 = 13;
+pub const UVERBS_OBJECT_DM: u16 = 14;
+pub const UVERBS_OBJECT_COUNTERS: u16 = 15;
+pub const UVERBS_OBJECT_ASYNC_EVENT: u16 = 16;
+
+// Driver data in and out, any method
+pub const UVERBS_ATTR_UHW_IN: u16 = UVERBS_UDATA_DRIVER_DATA_FLAG;
+pub const UVERBS_ATTR_UHW_OUT: u16 = UVERBS_UDATA_DRIVER_DATA_FLAG + 1;
+
+// enum uverbs_methods_device
+pub const UVERBS_METHOD_INVOKE_WRITE: u16 = 0;
+pub const UVERBS_METHOD_INFO_HANDLES: u16 = 1;
+pub const UVERBS_METHOD_QUERY_PORT: u16 = 2;
+pub const UVERBS_METHOD_GET_CONTEXT: u16 = 3;
+pub const UVERBS_METHOD_QUERY_CONTEXT: u16 = 4;
+pub const UVERBS_METHOD_QUERY_GID_TABLE: u16 = 5;
+pub const UVERBS_METHOD_QUERY_GID_ENTRY: u16 = 6;
+
+// enum uverbs_attrs_invoke_write_cmd_attr_ids
+pub const UVERBS_ATTR_CORE_IN: u16 = 0;
+pub const UVERBS_ATTR_CORE_OUT: u16 = 1;
+pub const UVERBS_ATTR_WRITE_CMD: u16 = 2;
+
+// enum uverbs_attrs_query_port_cmd_attr_ids
+pub const UVERBS_ATTR_QUERY_PORT_PORT_NUM: u16 = 0;
+pub const UVERBS_ATTR_QUERY_PORT_RESP: u16 = 1;
+
+// enum uverbs_attrs_get_context_attr_ids
+pub const UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS: u16 = 0;
+pub const UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT: u16 = 1;
+
+// enum uverbs_attrs_query_context_attr_ids
+pub const UVERBS_ATTR_QUERY_CONTEXT_NUM_COMP_VECTORS: u16 = 0;
+pub const UVERBS_ATTR_QUERY_CONTEXT_CORE_SUPPORT: u16 = 1;
+
+// enum uverbs_attrs_create_cq_cmd_attr_ids
+pub const UVERBS_ATTR_CREATE_CQ_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_CREATE_CQ_CQE: u16 = 1;
+pub const UVERBS_ATTR_CREATE_CQ_USER_HANDLE: u16 = 2;
+pub const UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL: u16 = 3;
+pub const UVERBS_ATTR_CREATE_CQ_COMP_VECTOR: u16 = 4;
+pub const UVERBS_ATTR_CREATE_CQ_FLAGS: u16 = 5;
+pub const UVERBS_ATTR_CREATE_CQ_RESP_CQE: u16 = 6;
+pub const UVERBS_ATTR_CREATE_CQ_EVENT_FD: u16 = 7;
+
+// enum uverbs_attrs_destroy_cq_cmd_attr_ids
+pub const UVERBS_ATTR_DESTROY_CQ_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_DESTROY_CQ_RESP: u16 = 1;
+
+// enum uverbs_attrs_create_flow_action_esp
+pub const UVERBS_ATTR_CREATE_FLOW_ACTION_ESP_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_FLOW_ACTION_ESP_ATTRS: u16 = 1;
+pub const UVERBS_ATTR_FLOW_ACTION_ESP_ESN: u16 = 2;
+pub const UVERBS_ATTR_FLOW_ACTION_ESP_KEYMAT: u16 = 3;
+pub const UVERBS_ATTR_FLOW_ACTION_ESP_REPLAY: u16 = 4;
+pub const UVERBS_ATTR_FLOW_ACTION_ESP_ENCAP: u16 = 5;
+
+// enum uverbs_attrs_modify_flow_action_esp
+pub const UVERBS_ATTR_MODIFY_FLOW_ACTION_ESP_HANDLE: u16 =
+    UVERBS_ATTR_CREATE_FLOW_ACTION_ESP_HANDLE;
+
+// enum uverbs_attrs_destroy_flow_action_esp
+pub const UVERBS_ATTR_DESTROY_FLOW_ACTION_HANDLE: u16 = 0;
+
+// enum uverbs_attrs_create_qp_cmd_attr_ids
+pub const UVERBS_ATTR_CREATE_QP_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_CREATE_QP_XRCD_HANDLE: u16 = 1;
+pub const UVERBS_ATTR_CREATE_QP_PD_HANDLE: u16 = 2;
+pub const UVERBS_ATTR_CREATE_QP_SRQ_HANDLE: u16 = 3;
+pub const UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE: u16 = 4;
+pub const UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE: u16 = 5;
+pub const UVERBS_ATTR_CREATE_QP_IND_TABLE_HANDLE: u16 = 6;
+pub const UVERBS_ATTR_CREATE_QP_USER_HANDLE: u16 = 7;
+pub const UVERBS_ATTR_CREATE_QP_CAP: u16 = 8;
+pub const UVERBS_ATTR_CREATE_QP_TYPE: u16 = 9;
+pub const UVERBS_ATTR_CREATE_QP_FLAGS: u16 = 10;
+pub const UVERBS_ATTR_CREATE_QP_SOURCE_QPN: u16 = 11;
+pub const UVERBS_ATTR_CREATE_QP_EVENT_FD: u16 = 12;
+pub const UVERBS_ATTR_CREATE_QP_RESP_CAP: u16 = 13;
+pub const UVERBS_ATTR_CREATE_QP_RESP_QP_NUM: u16 = 14;
+
+// enum uverbs_attrs_destroy_qp_cmd_attr_ids
+pub const UVERBS_ATTR_DESTROY_QP_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_DESTROY_QP_RESP: u16 = 1;
+
+// enum uverbs_methods_qp
+pub const UVERBS_METHOD_QP_CREATE: u16 = 0;
+pub const UVERBS_METHOD_QP_DESTROY: u16 = 1;
+
+// enum uverbs_attrs_create_srq_cmd_attr_ids
+pub const UVERBS_ATTR_CREATE_SRQ_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_CREATE_SRQ_PD_HANDLE: u16 = 1;
+pub const UVERBS_ATTR_CREATE_SRQ_XRCD_HANDLE: u16 = 2;
+pub const UVERBS_ATTR_CREATE_SRQ_CQ_HANDLE: u16 = 3;
+pub const UVERBS_ATTR_CREATE_SRQ_USER_HANDLE: u16 = 4;
+pub const UVERBS_ATTR_CREATE_SRQ_MAX_WR: u16 = 5;
+pub const UVERBS_ATTR_CREATE_SRQ_MAX_SGE: u16 = 6;
+pub const UVERBS_ATTR_CREATE_SRQ_LIMIT: u16 = 7;
+pub const UVERBS_ATTR_CREATE_SRQ_MAX_NUM_TAGS: u16 = 8;
+pub const UVERBS_ATTR_CREATE_SRQ_TYPE: u16 = 9;
+pub const UVERBS_ATTR_CREATE_SRQ_EVENT_FD: u16 = 10;
+pub const UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR: u16 = 11;
+pub const UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE: u16 = 12;
+pub const UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM: u16 = 13;
+
+// enum uverbs_attrs_destroy_srq_cmd_attr_ids
+pub const UVERBS_ATTR_DESTROY_SRQ_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_DESTROY_SRQ_RESP: u16 = 1;
+
+// enum uverbs_methods_srq
+pub const UVERBS_METHOD_SRQ_CREATE: u16 = 0;
+pub const UVERBS_METHOD_SRQ_DESTROY: u16 = 1;
+
+// enum uverbs_methods_cq
+pub const UVERBS_METHOD_CQ_CREATE: u16 = 0;
+pub const UVERBS_METHOD_CQ_DESTROY: u16 = 1;
+
+// enum uverbs_attrs_create_wq_cmd_attr_ids
+pub const UVERBS_ATTR_CREATE_WQ_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_CREATE_WQ_PD_HANDLE: u16 = 1;
+pub const UVERBS_ATTR_CREATE_WQ_CQ_HANDLE: u16 = 2;
+pub const UVERBS_ATTR_CREATE_WQ_USER_HANDLE: u16 = 3;
+pub const UVERBS_ATTR_CREATE_WQ_TYPE: u16 = 4;
+pub const UVERBS_ATTR_CREATE_WQ_EVENT_FD: u16 = 5;
+pub const UVERBS_ATTR_CREATE_WQ_MAX_WR: u16 = 6;
+pub const UVERBS_ATTR_CREATE_WQ_MAX_SGE: u16 = 7;
+pub const UVERBS_ATTR_CREATE_WQ_FLAGS: u16 = 8;
+pub const UVERBS_ATTR_CREATE_WQ_RESP_MAX_WR: u16 = 9;
+pub const UVERBS_ATTR_CREATE_WQ_RESP_MAX_SGE: u16 = 10;
+pub const UVERBS_ATTR_CREATE_WQ_RESP_WQ_NUM: u16 = 11;
+
+// enum uverbs_attrs_destroy_wq_cmd_attr_ids
+pub const UVERBS_ATTR_DESTROY_WQ_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_DESTROY_WQ_RESP: u16 = 1;
+
+// enum uverbs_methods_wq
+pub const UVERBS_METHOD_WQ_CREATE: u16 = 0;
+pub const UVERBS_METHOD_WQ_DESTROY: u16 = 1;
+
+// enum uverbs_methods_actions_flow_action_ops
+pub const UVERBS_METHOD_FLOW_ACTION_ESP_CREATE: u16 = 0;
+pub const UVERBS_METHOD_FLOW_ACTION_DESTROY: u16 = 1;
+pub const UVERBS_METHOD_FLOW_ACTION_ESP_MODIFY: u16 = 2;
+
+// enum uverbs_attrs_alloc_dm_cmd_attr_ids
+pub const UVERBS_ATTR_ALLOC_DM_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_ALLOC_DM_LENGTH: u16 = 1;
+pub const UVERBS_ATTR_ALLOC_DM_ALIGNMENT: u16 = 2;
+
+// enum uverbs_attrs_free_dm_cmd_attr_ids
+pub const UVERBS_ATTR_FREE_DM_HANDLE: u16 = 0;
+
+// enum uverbs_methods_dm
+pub const UVERBS_METHOD_DM_ALLOC: u16 = 0;
+pub const UVERBS_METHOD_DM_FREE: u16 = 1;
+
+// enum uverbs_attrs_reg_dm_mr_cmd_attr_ids
+pub const UVERBS_ATTR_REG_DM_MR_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_REG_DM_MR_OFFSET: u16 = 1;
+pub const UVERBS_ATTR_REG_DM_MR_LENGTH: u16 = 2;
+pub const UVERBS_ATTR_REG_DM_MR_PD_HANDLE: u16 = 3;
+pub const UVERBS_ATTR_REG_DM_MR_ACCESS_FLAGS: u16 = 4;
+pub const UVERBS_ATTR_REG_DM_MR_DM_HANDLE: u16 = 5;
+pub const UVERBS_ATTR_REG_DM_MR_RESP_LKEY: u16 = 6;
+pub const UVERBS_ATTR_REG_DM_MR_RESP_RKEY: u16 = 7;
+
+// enum uverbs_methods_mr
+pub const UVERBS_METHOD_DM_MR_REG: u16 = 0;
+pub const UVERBS_METHOD_MR_DESTROY: u16 = 1;
+pub const UVERBS_METHOD_ADVISE_MR: u16 = 2;
+pub const UVERBS_METHOD_QUERY_MR: u16 = 3;
+pub const UVERBS_METHOD_REG_DMABUF_MR: u16 = 4;
+
+// enum uverbs_attrs_mr_destroy_ids
+pub const UVERBS_ATTR_DESTROY_MR_HANDLE: u16 = 0;
+
+// enum uverbs_attrs_advise_mr_cmd_attr_ids
+pub const UVERBS_ATTR_ADVISE_MR_PD_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_ADVISE_MR_ADVICE: u16 = 1;
+pub const UVERBS_ATTR_ADVISE_MR_FLAGS: u16 = 2;
+pub const UVERBS_ATTR_ADVISE_MR_SGE_LIST: u16 = 3;
+
+// enum uverbs_attrs_query_mr_cmd_attr_ids
+pub const UVERBS_ATTR_QUERY_MR_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_QUERY_MR_RESP_LKEY: u16 = 1;
+pub const UVERBS_ATTR_QUERY_MR_RESP_RKEY: u16 = 2;
+pub const UVERBS_ATTR_QUERY_MR_RESP_LENGTH: u16 = 3;
+pub const UVERBS_ATTR_QUERY_MR_RESP_IOVA: u16 = 4;
+
+// enum uverbs_attrs_reg_dmabuf_mr_cmd_attr_ids
+pub const UVERBS_ATTR_REG_DMABUF_MR_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_REG_DMABUF_MR_PD_HANDLE: u16 = 1;
+pub const UVERBS_ATTR_REG_DMABUF_MR_OFFSET: u16 = 2;
+pub const UVERBS_ATTR_REG_DMABUF_MR_LENGTH: u16 = 3;
+pub const UVERBS_ATTR_REG_DMABUF_MR_IOVA: u16 = 4;
+pub const UVERBS_ATTR_REG_DMABUF_MR_FD: u16 = 5;
+pub const UVERBS_ATTR_REG_DMABUF_MR_ACCESS_FLAGS: u16 = 6;
+pub const UVERBS_ATTR_REG_DMABUF_MR_RESP_LKEY: u16 = 7;
+pub const UVERBS_ATTR_REG_DMABUF_MR_RESP_RKEY: u16 = 8;
+
+// enum uverbs_attrs_create_counters_cmd_attr_ids
+pub const UVERBS_ATTR_CREATE_COUNTERS_HANDLE: u16 = 0;
+
+// enum uverbs_attrs_destroy_counters_cmd_attr_ids
+pub const UVERBS_ATTR_DESTROY_COUNTERS_HANDLE: u16 = 0;
+
+// enum uverbs_attrs_read_counters_cmd_attr_ids
+pub const UVERBS_ATTR_READ_COUNTERS_HANDLE: u16 = 0;
+pub const UVERBS_ATTR_READ_COUNTERS_BUFF: u16 = 1;
+pub const UVERBS_ATTR_READ_COUNTERS_FLAGS: u16 = 2;
+
+// enum uverbs_methods_actions_counters_ops
+pub const UVERBS_METHOD_COUNTERS_CREATE: u16 = 0;
+pub const UVERBS_METHOD_COUNTERS_DESTROY: u16 = 1;
+pub const UVERBS_METHOD_COUNTERS_READ: u16 = 2;
+
+// enum uverbs_attrs_info_handles_id
+pub const UVERBS_ATTR_INFO_OBJECT_ID: u16 = 0;
+pub const UVERBS_ATTR_INFO_TOTAL_HANDLES: u16 = 1;
+pub const UVERBS_ATTR_INFO_HANDLES_LIST: u16 = 2;
+
+// enum uverbs_methods_pd
+pub const UVERBS_METHOD_PD_DESTROY: u16 = 0;
+
+// enum uverbs_attrs_pd_destroy_ids
+pub const UVERBS_ATTR_DESTROY_PD_HANDLE: u16 = 0;
+
+// enum uverbs_methods_mw
+pub const UVERBS_METHOD_MW_DESTROY: u16 = 0;
+
+// enum uverbs_attrs_mw_destroy_ids
+pub const UVERBS_ATTR_DESTROY_MW_HANDLE: u16 = 0;
+
+// enum uverbs_methods_xrcd
+pub const UVERBS_METHOD_XRCD_DESTROY: u16 = 0;
+
+// enum uverbs_attrs_xrcd_destroy_ids
+pub const UVERBS_ATTR_DESTROY_XRCD_HANDLE: u16 = 0;
+
+// enum uverbs_methods_ah
+pub const UVERBS_METHOD_AH_DESTROY: u16 = 0;
+
+// enum uverbs_attrs_ah_destroy_ids
+pub const UVERBS_ATTR_DESTROY_AH_HANDLE: u16 = 0;
+
+// enum uverbs_methods_rwq_ind_tbl
+pub const UVERBS_METHOD_RWQ_IND_TBL_DESTROY: u16 = 0;
+
+// enum uverbs_attrs_rwq_ind_tbl_destroy_ids
+pub const UVERBS_ATTR_DESTROY_RWQ_IND_TBL_HANDLE: u16 = 0;
+
+// enum uverbs_methods_flow
+pub const UVERBS_METHOD_FLOW_DESTROY: u16 = 0;
+
+// enum uverbs_attrs_flow_destroy_ids
+pub const UVERBS_ATTR_DESTROY_FLOW_HANDLE: u16 = 0;
+
+// enum uverbs_method_async_event
+pub const UVERBS_METHOD_ASYNC_EVENT_ALLOC: u16 = 0;
+
+// enum uverbs_attrs_async_event_create
+pub const UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE: u16 = 0;
+
+// enum uverbs_attrs_query_gid_table_cmd_attr_ids
+pub const UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE: u16 = 0;
+pub const UVERBS_ATTR_QUERY_GID_TABLE_FLAGS: u16 = 1;
+pub const UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES: u16 = 2;
+pub const UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES: u16 = 3;
+
+// enum uverbs_attrs_query_gid_entry_cmd_attr_ids
+pub const UVERBS_ATTR_QUERY_GID_ENTRY_PORT: u16 = 0;
+pub const UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX: u16 = 1;
+pub const UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS: u16 = 2;
+pub const UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY: u16 = 3;
