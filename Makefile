@@ -7,8 +7,11 @@
 #                     (docs/benchmarks.md; not part of test)
 #   make soak         10^7 checksummed messages, thousands of QPs (not in test)
 #   make test         build everything and run every test (ctests/harness.sh)
+#   make man          the manual pages (man/*.scd, scdoc) into build/man/;
+#                     part of `make` when scdoc is installed
 #   make install      copy build/ to $(DESTDIR)$(PREFIX) and $(DESTDIR)$(SYSCONFDIR)
-#                     (rsw-run, rsw-sysfs and rsw-stat to $(BINDIR))
+#                     (rsw-run, rsw-sysfs and rsw-stat to $(BINDIR), the
+#                     manual pages to $(MANDIR))
 #   make uninstall    remove what install copied
 #   make deb          Debian packages replacing rdma-core's, into build/deb/
 #   make lint         cargo fmt --check and cargo clippy (not part of `test`)
@@ -21,6 +24,7 @@ PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 DESTDIR    ?=
 
@@ -62,9 +66,12 @@ pcgen = sed -e 's|@PREFIX@|$(2)|g' -e 's|@LIBDIR@|$(3)|g' \
 	-e 's|@INCLUDEDIR@|$(4)|g' -e 's|@VERSION@|$(5)|g' $(1)
 
 .PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm build-tree tools ctests ctests-bin \
-	test check demo bench soak install uninstall deb lint clean
+	test check demo bench soak install uninstall deb lint clean man man-missing
 
-all: build-tree tools
+# The manual pages are built by `make` when scdoc is there (README's
+# apt-get line installs it); without it, `make` says so and goes on.
+SCDOC := $(shell command -v scdoc 2>/dev/null)
+all: build-tree tools $(if $(SCDOC),man,man-missing)
 
 # Three separate invocations, in this order: librdmacm links against the
 # libibverbs.so the first one produced.
@@ -155,6 +162,15 @@ $(BUILD)/bin/rsw-stat: tools/rsw-stat.c | build-tree
 	@mkdir -p $(@D)
 	$(CC) $(TOOLS_CFLAGS) -o $@ $<
 
+# Manual pages: man/NAME.S.scd -> build/man/manS/NAME.S, and a ".so" link
+# page for every other name a page documents (man/build.sh; well under a
+# second, so always run: it rewrites only pages that changed).
+man:
+	@man/build.sh '$(BUILD)/man'
+
+man-missing:
+	@echo "note: scdoc not found, manual pages not built (apt-get install scdoc)"
+
 # ---------------------------------------------------------------------------
 # (The harness gets make's path through SUBMAKE: a recipe naming $(MAKE)
 # directly would run even under `make -n`.)
@@ -215,6 +231,10 @@ install: all
 	$(call pcgen,pkgconfig/librdmacm.pc.in,$(PREFIX),$(call pcdir,$(LIBDIR)),$(call pcdir,$(INCLUDEDIR)),$(RDMACM_PC_VERSION)) \
 	  > '$(DESTDIR)$(LIBDIR)/pkgconfig/librdmacm.pc'
 	chmod 0644 '$(DESTDIR)$(LIBDIR)/pkgconfig/libibverbs.pc' '$(DESTDIR)$(LIBDIR)/pkgconfig/librdmacm.pc'
+	@if [ -n '$(SCDOC)' ]; then echo "install manual pages to $(DESTDIR)$(MANDIR)"; \
+	  man/build.sh --list | while read -r f; do \
+	    install -D -m 0644 '$(BUILD)/man'/"$$f" '$(DESTDIR)$(MANDIR)'/"$$f" || exit 1; done; \
+	else echo "note: scdoc not found, manual pages not installed"; fi
 	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
 	  echo ldconfig; ldconfig; fi
 
@@ -227,6 +247,7 @@ uninstall:
 	  '$(DESTDIR)$(LIBDIR)/pkgconfig/libibverbs.pc' '$(DESTDIR)$(LIBDIR)/pkgconfig/librdmacm.pc'
 	cd include && find . -type f | while read -r f; do \
 	  rm -f '$(DESTDIR)$(INCLUDEDIR)'/"$${f#./}"; done
+	man/build.sh --list | while read -r f; do rm -f '$(DESTDIR)$(MANDIR)'/"$$f"; done
 	-rmdir '$(DESTDIR)$(LIBDIR)/libibverbs' 2>/dev/null
 	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
 	  echo ldconfig; ldconfig; fi

@@ -9,6 +9,7 @@
 #                         rsw-stat (a running process's rsw counters)
 #   libibverbs-rs-dev     <infiniband/*.h>, libibverbs.so, libibverbs.pc
 #   librdmacm-rs-dev      <rdma/*.h>, <infiniband/ib.h>, librdmacm.so, librdmacm.pc
+#   (and the manual pages: below, "Manual pages")
 #
 # Called by `make deb`:
 #   build.sh ROOT WORK OUT
@@ -81,6 +82,47 @@ take ibverbs-provider-rsw "$libdir/libibverbs/librsw-rdmav34.so" etc/libibverbs.
 take rsw-tools usr/bin/rsw-run usr/bin/rsw-sysfs usr/bin/rsw-stat
 take libibverbs-rs-dev "$libdir/libibverbs.so" "$libdir/pkgconfig/libibverbs.pc" "${verbs_headers[@]}"
 take librdmacm-rs-dev "$libdir/librdmacm.so" "$libdir/pkgconfig/librdmacm.pc" "${rdmacm_headers[@]}"
+
+# Manual pages (man/*.scd, installed by make install in usr/share/man):
+# the library calls and their overviews go with the headers (-dev), rsw(7)
+# with the provider, the tools' pages with the tools, rdma-environ(7) (the
+# variables the libraries read) with libibverbs. Compressed, and a ".so"
+# link page becomes a symbolic link to its page, as dh_installman does.
+man_package() { # PAGE (usr/share/man/manS/NAME.S, not a link) -> its package
+	case $1 in
+	*/man1/*) echo rsw-tools ;;
+	*/man7/rsw.7) echo ibverbs-provider-rsw ;;
+	*/man7/rdma-environ.7) echo libibverbs1-rs ;;
+	*/man7/rdma_cm.7 | */man7/rsocket.7) echo librdmacm-rs-dev ;;
+	*/man3/*) if grep -q '^#include <rdma/' "$root/$1"; then echo librdmacm-rs-dev; else echo libibverbs-rs-dev; fi ;;
+	*) echo libibverbs-rs-dev ;;
+	esac
+}
+if [[ -d $root/usr/share/man ]]; then
+	while IFS= read -r -d '' f; do
+		p=${f#"$root"/}
+		target=$(sed -n '1s/^\.so \(man[0-9]\/[^ ]*\)$/\1/p' "$f")
+		if [[ -n $target && $(wc -l <"$f") == 1 ]]; then
+			[[ -f $root/usr/share/man/$target ]] || die "$p links to $target, which is not installed"
+			pkg=$(man_package "usr/share/man/$target")
+			if [[ ${target%%/*} == $(basename "$(dirname "$p")") ]]; then
+				link=${target#*/}.gz
+			else
+				link=../$target.gz
+			fi
+			mkdir -p "$work/$pkg/$(dirname "$p")"
+			ln -s "$link" "$work/$pkg/$p.gz"
+		else
+			pkg=$(man_package "$p")
+			mkdir -p "$work/$pkg/$(dirname "$p")"
+			gzip -9n <"$f" >"$work/$pkg/$p.gz"
+			chmod 0644 "$work/$pkg/$p.gz"
+		fi
+		owner[$p]=$pkg
+	done < <(find "$root/usr/share/man" -type f -print0 | sort -z)
+fi
+[[ -f $root/usr/share/man/man3/ibv_post_send.3 ]] ||
+	die "no manual pages in the installed tree (apt-get install scdoc; make man)"
 
 # Nothing installed may be left out of every package.
 while IFS= read -r -d '' f; do
