@@ -2067,3 +2067,450 @@ pub const UVERBS_ATTR_QUERY_GID_ENTRY_PORT: u16 = 0;
 pub const UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX: u16 = 1;
 pub const UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS: u16 = 2;
 pub const UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY: u16 = 3;
+
+// ===========================================================================
+// rdma_netlink.h (and NETLINK_RDMA from linux/netlink.h)
+// ===========================================================================
+
+/// The netlink protocol of RDMA (`socket(AF_NETLINK, SOCK_RAW, NETLINK_RDMA)`).
+pub const NETLINK_RDMA: i32 = 20;
+
+// Netlink clients (the high bits of nlmsg_type)
+pub const RDMA_NL_IWCM: u16 = 2;
+pub const RDMA_NL_RSVD: u16 = 3;
+/// RDMA Local Services
+pub const RDMA_NL_LS: u16 = 4;
+/// RDMA device interface
+pub const RDMA_NL_NLDEV: u16 = 5;
+pub const RDMA_NL_NUM_CLIENTS: u16 = 6;
+
+// Multicast groups
+pub const RDMA_NL_GROUP_IWPM: u32 = 2;
+pub const RDMA_NL_GROUP_LS: u32 = 3;
+pub const RDMA_NL_NUM_GROUPS: u32 = 4;
+
+/// The client of an `nlmsg_type` (C macro `RDMA_NL_GET_CLIENT`).
+pub const fn RDMA_NL_GET_CLIENT(r#type: u16) -> u16 {
+    (r#type & (((1 << 6) - 1) << 10)) >> 10
+}
+
+/// The operation of an `nlmsg_type` (C macro `RDMA_NL_GET_OP`).
+pub const fn RDMA_NL_GET_OP(r#type: u16) -> u16 {
+    r#type & ((1 << 10) - 1)
+}
+
+/// The `nlmsg_type` of operation `op` of `client` (C macro
+/// `RDMA_NL_GET_TYPE`), e.g. `RDMA_NL_GET_TYPE(RDMA_NL_NLDEV,
+/// RDMA_NLDEV_CMD_GET)`.
+pub const fn RDMA_NL_GET_TYPE(client: u16, op: u16) -> u16 {
+    (client << 10) + op
+}
+
+/// The minimum version that the iwpm kernel supports
+pub const IWPM_UABI_VERSION_MIN: u32 = 3;
+/// The latest version that the iwpm kernel supports
+pub const IWPM_UABI_VERSION: u32 = 4;
+
+// iwarp port mapper message flags
+/// Do not map the port for this IWPM request
+pub const IWPM_FLAGS_NO_PORT_MAP: u16 = 1 << 0;
+
+// iwarp port mapper op-codes
+pub const RDMA_NL_IWPM_REG_PID: u16 = 0;
+pub const RDMA_NL_IWPM_ADD_MAPPING: u16 = 1;
+pub const RDMA_NL_IWPM_QUERY_MAPPING: u16 = 2;
+pub const RDMA_NL_IWPM_REMOVE_MAPPING: u16 = 3;
+pub const RDMA_NL_IWPM_REMOTE_INFO: u16 = 4;
+pub const RDMA_NL_IWPM_HANDLE_ERR: u16 = 5;
+pub const RDMA_NL_IWPM_MAPINFO: u16 = 6;
+pub const RDMA_NL_IWPM_MAPINFO_NUM: u16 = 7;
+pub const RDMA_NL_IWPM_HELLO: u16 = 8;
+pub const RDMA_NL_IWPM_NUM_OPS: u16 = 9;
+
+pub const IWPM_NLA_REG_PID_UNSPEC: u16 = 0;
+pub const IWPM_NLA_REG_PID_SEQ: u16 = 1;
+pub const IWPM_NLA_REG_IF_NAME: u16 = 2;
+pub const IWPM_NLA_REG_IBDEV_NAME: u16 = 3;
+pub const IWPM_NLA_REG_ULIB_NAME: u16 = 4;
+pub const IWPM_NLA_REG_PID_MAX: u16 = 5;
+
+pub const IWPM_NLA_RREG_PID_UNSPEC: u16 = 0;
+pub const IWPM_NLA_RREG_PID_SEQ: u16 = 1;
+pub const IWPM_NLA_RREG_IBDEV_NAME: u16 = 2;
+pub const IWPM_NLA_RREG_ULIB_NAME: u16 = 3;
+pub const IWPM_NLA_RREG_ULIB_VER: u16 = 4;
+pub const IWPM_NLA_RREG_PID_ERR: u16 = 5;
+pub const IWPM_NLA_RREG_PID_MAX: u16 = 6;
+
+pub const IWPM_NLA_MANAGE_MAPPING_UNSPEC: u16 = 0;
+pub const IWPM_NLA_MANAGE_MAPPING_SEQ: u16 = 1;
+pub const IWPM_NLA_MANAGE_ADDR: u16 = 2;
+pub const IWPM_NLA_MANAGE_FLAGS: u16 = 3;
+pub const IWPM_NLA_MANAGE_MAPPING_MAX: u16 = 4;
+
+pub const IWPM_NLA_RMANAGE_MAPPING_UNSPEC: u16 = 0;
+pub const IWPM_NLA_RMANAGE_MAPPING_SEQ: u16 = 1;
+pub const IWPM_NLA_RMANAGE_ADDR: u16 = 2;
+pub const IWPM_NLA_RMANAGE_MAPPED_LOC_ADDR: u16 = 3;
+pub const IWPM_NLA_MANAGE_MAPPED_LOC_ADDR: u16 = IWPM_NLA_RMANAGE_MAPPED_LOC_ADDR;
+pub const IWPM_NLA_RMANAGE_MAPPING_ERR: u16 = 4;
+pub const IWPM_NLA_RMANAGE_MAPPING_MAX: u16 = 5;
+
+pub const IWPM_NLA_MAPINFO_SEND_MAX: u16 = 3;
+pub const IWPM_NLA_REMOVE_MAPPING_MAX: u16 = 3;
+
+pub const IWPM_NLA_QUERY_MAPPING_UNSPEC: u16 = 0;
+pub const IWPM_NLA_QUERY_MAPPING_SEQ: u16 = 1;
+pub const IWPM_NLA_QUERY_LOCAL_ADDR: u16 = 2;
+pub const IWPM_NLA_QUERY_REMOTE_ADDR: u16 = 3;
+pub const IWPM_NLA_QUERY_FLAGS: u16 = 4;
+pub const IWPM_NLA_QUERY_MAPPING_MAX: u16 = 5;
+
+pub const IWPM_NLA_RQUERY_MAPPING_UNSPEC: u16 = 0;
+pub const IWPM_NLA_RQUERY_MAPPING_SEQ: u16 = 1;
+pub const IWPM_NLA_RQUERY_LOCAL_ADDR: u16 = 2;
+pub const IWPM_NLA_RQUERY_REMOTE_ADDR: u16 = 3;
+pub const IWPM_NLA_RQUERY_MAPPED_LOC_ADDR: u16 = 4;
+pub const IWPM_NLA_RQUERY_MAPPED_REM_ADDR: u16 = 5;
+pub const IWPM_NLA_RQUERY_MAPPING_ERR: u16 = 6;
+pub const IWPM_NLA_RQUERY_MAPPING_MAX: u16 = 7;
+
+pub const IWPM_NLA_MAPINFO_REQ_UNSPEC: u16 = 0;
+pub const IWPM_NLA_MAPINFO_ULIB_NAME: u16 = 1;
+pub const IWPM_NLA_MAPINFO_ULIB_VER: u16 = 2;
+pub const IWPM_NLA_MAPINFO_REQ_MAX: u16 = 3;
+
+pub const IWPM_NLA_MAPINFO_UNSPEC: u16 = 0;
+pub const IWPM_NLA_MAPINFO_LOCAL_ADDR: u16 = 1;
+pub const IWPM_NLA_MAPINFO_MAPPED_ADDR: u16 = 2;
+pub const IWPM_NLA_MAPINFO_FLAGS: u16 = 3;
+pub const IWPM_NLA_MAPINFO_MAX: u16 = 4;
+
+pub const IWPM_NLA_MAPINFO_NUM_UNSPEC: u16 = 0;
+pub const IWPM_NLA_MAPINFO_SEQ: u16 = 1;
+pub const IWPM_NLA_MAPINFO_SEND_NUM: u16 = 2;
+pub const IWPM_NLA_MAPINFO_ACK_NUM: u16 = 3;
+pub const IWPM_NLA_MAPINFO_NUM_MAX: u16 = 4;
+
+pub const IWPM_NLA_ERR_UNSPEC: u16 = 0;
+pub const IWPM_NLA_ERR_SEQ: u16 = 1;
+pub const IWPM_NLA_ERR_CODE: u16 = 2;
+pub const IWPM_NLA_ERR_MAX: u16 = 3;
+
+pub const IWPM_NLA_HELLO_UNSPEC: u16 = 0;
+pub const IWPM_NLA_HELLO_ABI_VERSION: u16 = 1;
+pub const IWPM_NLA_HELLO_MAX: u16 = 2;
+
+// For RDMA_NLDEV_ATTR_DEV_NODE_TYPE; IB values map to NodeInfo:NodeType.
+pub const RDMA_NODE_IB_CA: u8 = 1;
+pub const RDMA_NODE_IB_SWITCH: u8 = 2;
+pub const RDMA_NODE_IB_ROUTER: u8 = 3;
+pub const RDMA_NODE_RNIC: u8 = 4;
+pub const RDMA_NODE_USNIC: u8 = 5;
+pub const RDMA_NODE_USNIC_UDP: u8 = 6;
+pub const RDMA_NODE_UNSPECIFIED: u8 = 7;
+
+// Local service operations: RESOLVE - the client requests the local service
+// to resolve a path; SET_TIMEOUT - the local service requests the client to
+// set the timeout; IP_RESOLVE - the client requests the local service to
+// resolve an IP to GID.
+pub const RDMA_NL_LS_OP_RESOLVE: u16 = 0;
+pub const RDMA_NL_LS_OP_SET_TIMEOUT: u16 = 1;
+pub const RDMA_NL_LS_OP_IP_RESOLVE: u16 = 2;
+pub const RDMA_NL_LS_NUM_OPS: u16 = 3;
+
+/// Local service netlink message flag: failed response
+pub const RDMA_NL_LS_F_ERR: u16 = 0x0100;
+
+// Local service path use: ALL - connected CM operation (6 pathrecords);
+// UNIDIRECTIONAL - unidirectional UD (1 pathrecord); GMP - miscellaneous GMP
+// like operation (at least 1 reversible pathrecord).
+pub const LS_RESOLVE_PATH_USE_ALL: u8 = 0;
+pub const LS_RESOLVE_PATH_USE_UNIDIRECTIONAL: u8 = 1;
+pub const LS_RESOLVE_PATH_USE_GMP: u8 = 2;
+pub const LS_RESOLVE_PATH_USE_MAX: u8 = 3;
+
+pub const LS_DEVICE_NAME_MAX: usize = 64;
+
+/// Local service resolve operation family header (nlmsg header, this,
+/// attributes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rdma_ls_resolve_header {
+    pub device_name: [u8; LS_DEVICE_NAME_MAX],
+    pub port_num: u8,
+    pub path_use: u8,
+}
+impl_zeroed!(rdma_ls_resolve_header);
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ls_ip_resolve_header {
+    pub ifindex: u32,
+}
+
+// Local service attribute type
+pub const RDMA_NLA_F_MANDATORY: u16 = 1 << 13;
+/// `~(NLA_F_NESTED | NLA_F_NET_BYTEORDER | RDMA_NLA_F_MANDATORY)`, as the
+/// 16-bit `nla_type` it masks (C: an `int`, all high bits set).
+pub const RDMA_NLA_TYPE_MASK: u16 = !((1 << 15) | (1 << 14) | RDMA_NLA_F_MANDATORY);
+
+// Local service attributes: PATH_RECORD (struct ib_path_rec_data), TIMEOUT
+// (u32, cpu), SERVICE_ID (u64, cpu), DGID/SGID (u8[16], BE), TCLASS (u8),
+// PKEY/QOS_CLASS (u16, cpu), IPV4 (u32, BE), IPV6 (u8[16], BE).
+pub const LS_NLA_TYPE_UNSPEC: u16 = 0;
+pub const LS_NLA_TYPE_PATH_RECORD: u16 = 1;
+pub const LS_NLA_TYPE_TIMEOUT: u16 = 2;
+pub const LS_NLA_TYPE_SERVICE_ID: u16 = 3;
+pub const LS_NLA_TYPE_DGID: u16 = 4;
+pub const LS_NLA_TYPE_SGID: u16 = 5;
+pub const LS_NLA_TYPE_TCLASS: u16 = 6;
+pub const LS_NLA_TYPE_PKEY: u16 = 7;
+pub const LS_NLA_TYPE_QOS_CLASS: u16 = 8;
+pub const LS_NLA_TYPE_IPV4: u16 = 9;
+pub const LS_NLA_TYPE_IPV6: u16 = 10;
+pub const LS_NLA_TYPE_MAX: u16 = 11;
+
+/// Local service DGID/SGID attribute: big endian
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_nla_ls_gid {
+    pub gid: [u8; 16],
+}
+
+// enum rdma_nldev_command
+pub const RDMA_NLDEV_CMD_UNSPEC: u16 = 0;
+pub const RDMA_NLDEV_CMD_GET: u16 = 1;
+pub const RDMA_NLDEV_CMD_SET: u16 = 2;
+pub const RDMA_NLDEV_CMD_NEWLINK: u16 = 3;
+pub const RDMA_NLDEV_CMD_DELLINK: u16 = 4;
+pub const RDMA_NLDEV_CMD_PORT_GET: u16 = 5;
+pub const RDMA_NLDEV_CMD_SYS_GET: u16 = 6;
+pub const RDMA_NLDEV_CMD_SYS_SET: u16 = 7;
+pub const RDMA_NLDEV_CMD_RES_GET: u16 = 9;
+pub const RDMA_NLDEV_CMD_RES_QP_GET: u16 = 10;
+pub const RDMA_NLDEV_CMD_RES_CM_ID_GET: u16 = 11;
+pub const RDMA_NLDEV_CMD_RES_CQ_GET: u16 = 12;
+pub const RDMA_NLDEV_CMD_RES_MR_GET: u16 = 13;
+pub const RDMA_NLDEV_CMD_RES_PD_GET: u16 = 14;
+pub const RDMA_NLDEV_CMD_GET_CHARDEV: u16 = 15;
+pub const RDMA_NLDEV_CMD_STAT_SET: u16 = 16;
+pub const RDMA_NLDEV_CMD_STAT_GET: u16 = 17;
+pub const RDMA_NLDEV_CMD_STAT_DEL: u16 = 18;
+pub const RDMA_NLDEV_CMD_RES_QP_GET_RAW: u16 = 19;
+pub const RDMA_NLDEV_CMD_RES_CQ_GET_RAW: u16 = 20;
+pub const RDMA_NLDEV_CMD_RES_MR_GET_RAW: u16 = 21;
+pub const RDMA_NLDEV_CMD_RES_CTX_GET: u16 = 22;
+pub const RDMA_NLDEV_CMD_RES_SRQ_GET: u16 = 23;
+pub const RDMA_NLDEV_CMD_STAT_GET_STATUS: u16 = 24;
+pub const RDMA_NLDEV_NUM_OPS: u16 = 25;
+
+// enum rdma_nldev_print_type
+pub const RDMA_NLDEV_PRINT_TYPE_UNSPEC: u8 = 0;
+pub const RDMA_NLDEV_PRINT_TYPE_HEX: u8 = 1;
+
+// enum rdma_nldev_attr: don't change the order or add anything between, this is ABI!
+// The comments give each attribute's payload.
+pub const RDMA_NLDEV_ATTR_UNSPEC: u16 = 0;
+pub const RDMA_NLDEV_ATTR_PAD: u16 = RDMA_NLDEV_ATTR_UNSPEC;
+/// u32
+pub const RDMA_NLDEV_ATTR_DEV_INDEX: u16 = 1;
+/// string
+pub const RDMA_NLDEV_ATTR_DEV_NAME: u16 = 2;
+/// u32
+pub const RDMA_NLDEV_ATTR_PORT_INDEX: u16 = 3;
+/// u64
+pub const RDMA_NLDEV_ATTR_CAP_FLAGS: u16 = 4;
+/// string
+pub const RDMA_NLDEV_ATTR_FW_VERSION: u16 = 5;
+/// u64
+pub const RDMA_NLDEV_ATTR_NODE_GUID: u16 = 6;
+/// u64
+pub const RDMA_NLDEV_ATTR_SYS_IMAGE_GUID: u16 = 7;
+/// u64
+pub const RDMA_NLDEV_ATTR_SUBNET_PREFIX: u16 = 8;
+/// u32
+pub const RDMA_NLDEV_ATTR_LID: u16 = 9;
+/// u32
+pub const RDMA_NLDEV_ATTR_SM_LID: u16 = 10;
+/// u8
+pub const RDMA_NLDEV_ATTR_LMC: u16 = 11;
+/// u8
+pub const RDMA_NLDEV_ATTR_PORT_STATE: u16 = 12;
+/// u8
+pub const RDMA_NLDEV_ATTR_PORT_PHYS_STATE: u16 = 13;
+/// u8
+pub const RDMA_NLDEV_ATTR_DEV_NODE_TYPE: u16 = 14;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_SUMMARY: u16 = 15;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY: u16 = 16;
+/// string
+pub const RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME: u16 = 17;
+/// u64
+pub const RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR: u16 = 18;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_QP: u16 = 19;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_QP_ENTRY: u16 = 20;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_LQPN: u16 = 21;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_RQPN: u16 = 22;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_RQ_PSN: u16 = 23;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_SQ_PSN: u16 = 24;
+/// u8
+pub const RDMA_NLDEV_ATTR_RES_PATH_MIG_STATE: u16 = 25;
+/// u8
+pub const RDMA_NLDEV_ATTR_RES_TYPE: u16 = 26;
+/// u8
+pub const RDMA_NLDEV_ATTR_RES_STATE: u16 = 27;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_PID: u16 = 28;
+/// string
+pub const RDMA_NLDEV_ATTR_RES_KERN_NAME: u16 = 29;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_CM_ID: u16 = 30;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_CM_ID_ENTRY: u16 = 31;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_PS: u16 = 32;
+/// __kernel_sockaddr_storage
+pub const RDMA_NLDEV_ATTR_RES_SRC_ADDR: u16 = 33;
+/// __kernel_sockaddr_storage
+pub const RDMA_NLDEV_ATTR_RES_DST_ADDR: u16 = 34;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_CQ: u16 = 35;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_CQ_ENTRY: u16 = 36;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_CQE: u16 = 37;
+/// u64
+pub const RDMA_NLDEV_ATTR_RES_USECNT: u16 = 38;
+/// u8
+pub const RDMA_NLDEV_ATTR_RES_POLL_CTX: u16 = 39;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_MR: u16 = 40;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_MR_ENTRY: u16 = 41;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_RKEY: u16 = 42;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_LKEY: u16 = 43;
+/// u64
+pub const RDMA_NLDEV_ATTR_RES_IOVA: u16 = 44;
+/// u64
+pub const RDMA_NLDEV_ATTR_RES_MRLEN: u16 = 45;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_PD: u16 = 46;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_PD_ENTRY: u16 = 47;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_LOCAL_DMA_LKEY: u16 = 48;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_UNSAFE_GLOBAL_RKEY: u16 = 49;
+/// u32
+pub const RDMA_NLDEV_ATTR_NDEV_INDEX: u16 = 50;
+/// string
+pub const RDMA_NLDEV_ATTR_NDEV_NAME: u16 = 51;
+/// nested table
+pub const RDMA_NLDEV_ATTR_DRIVER: u16 = 52;
+/// nested table
+pub const RDMA_NLDEV_ATTR_DRIVER_ENTRY: u16 = 53;
+/// string
+pub const RDMA_NLDEV_ATTR_DRIVER_STRING: u16 = 54;
+/// u8
+pub const RDMA_NLDEV_ATTR_DRIVER_PRINT_TYPE: u16 = 55;
+/// s32
+pub const RDMA_NLDEV_ATTR_DRIVER_S32: u16 = 56;
+/// u32
+pub const RDMA_NLDEV_ATTR_DRIVER_U32: u16 = 57;
+/// s64
+pub const RDMA_NLDEV_ATTR_DRIVER_S64: u16 = 58;
+/// u64
+pub const RDMA_NLDEV_ATTR_DRIVER_U64: u16 = 59;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_PDN: u16 = 60;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_CQN: u16 = 61;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_MRN: u16 = 62;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_CM_IDN: u16 = 63;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_CTXN: u16 = 64;
+/// string
+pub const RDMA_NLDEV_ATTR_LINK_TYPE: u16 = 65;
+/// u8
+pub const RDMA_NLDEV_SYS_ATTR_NETNS_MODE: u16 = 66;
+/// string
+pub const RDMA_NLDEV_ATTR_DEV_PROTOCOL: u16 = 67;
+/// u32
+pub const RDMA_NLDEV_NET_NS_FD: u16 = 68;
+/// string
+pub const RDMA_NLDEV_ATTR_CHARDEV_TYPE: u16 = 69;
+/// string
+pub const RDMA_NLDEV_ATTR_CHARDEV_NAME: u16 = 70;
+/// u64
+pub const RDMA_NLDEV_ATTR_CHARDEV_ABI: u16 = 71;
+/// u64
+pub const RDMA_NLDEV_ATTR_CHARDEV: u16 = 72;
+/// u64
+pub const RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID: u16 = 73;
+/// u32
+pub const RDMA_NLDEV_ATTR_STAT_MODE: u16 = 74;
+/// u32
+pub const RDMA_NLDEV_ATTR_STAT_RES: u16 = 75;
+/// u32
+pub const RDMA_NLDEV_ATTR_STAT_AUTO_MODE_MASK: u16 = 76;
+/// nested table
+pub const RDMA_NLDEV_ATTR_STAT_COUNTER: u16 = 77;
+/// nested table
+pub const RDMA_NLDEV_ATTR_STAT_COUNTER_ENTRY: u16 = 78;
+/// u32
+pub const RDMA_NLDEV_ATTR_STAT_COUNTER_ID: u16 = 79;
+/// nested table
+pub const RDMA_NLDEV_ATTR_STAT_HWCOUNTERS: u16 = 80;
+/// nested table
+pub const RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY: u16 = 81;
+/// string
+pub const RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME: u16 = 82;
+/// u64
+pub const RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE: u16 = 83;
+/// u8
+pub const RDMA_NLDEV_ATTR_DEV_DIM: u16 = 84;
+/// binary
+pub const RDMA_NLDEV_ATTR_RES_RAW: u16 = 85;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_CTX: u16 = 86;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_CTX_ENTRY: u16 = 87;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_SRQ: u16 = 88;
+/// nested table
+pub const RDMA_NLDEV_ATTR_RES_SRQ_ENTRY: u16 = 89;
+/// u32
+pub const RDMA_NLDEV_ATTR_RES_SRQN: u16 = 90;
+/// u32
+pub const RDMA_NLDEV_ATTR_MIN_RANGE: u16 = 91;
+/// u32
+pub const RDMA_NLDEV_ATTR_MAX_RANGE: u16 = 92;
+/// u8
+pub const RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK: u16 = 93;
+/// u32
+pub const RDMA_NLDEV_ATTR_STAT_HWCOUNTER_INDEX: u16 = 94;
+/// u8
+pub const RDMA_NLDEV_ATTR_STAT_HWCOUNTER_DYNAMIC: u16 = 95;
+pub const RDMA_NLDEV_ATTR_MAX: u16 = 96;
+
+// enum rdma_nl_counter_mode: supported counter bind modes, mutually exclusive.
+pub const RDMA_COUNTER_MODE_NONE: u32 = 0;
+pub const RDMA_COUNTER_MODE_AUTO: u32 = 1;
+pub const RDMA_COUNTER_MODE_MANUAL: u32 = 2;
+pub const RDMA_COUNTER_MODE_MAX: u32 = 3;
+
+// enum rdma_nl_counter_mask: supported criteria in counter auto mode.
+pub const RDMA_COUNTER_MASK_QP_TYPE: u32 = 1;
+pub const RDMA_COUNTER_MASK_PID: u32 = 1 << 1;
