@@ -135,6 +135,8 @@ macro_rules! exprs {
     )*};
 }
 
+// `exprs!` spells masks as C does (`RDMA_NLA_TYPE_MASK & 0xffff`).
+#[allow(clippy::identity_op)]
 fn lists() -> Lists {
     let mut l = Lists::default();
     structs! { l;
