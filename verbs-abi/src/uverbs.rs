@@ -2514,3 +2514,471 @@ pub const RDMA_COUNTER_MODE_MAX: u32 = 3;
 // enum rdma_nl_counter_mask: supported criteria in counter auto mode.
 pub const RDMA_COUNTER_MASK_QP_TYPE: u32 = 1;
 pub const RDMA_COUNTER_MASK_PID: u32 = 1 << 1;
+
+// ===========================================================================
+// rdma_user_rxe.h
+// ===========================================================================
+
+// `rxe_av.network_type`
+pub const RXE_NETWORK_TYPE_IPV4: u8 = 1;
+pub const RXE_NETWORK_TYPE_IPV6: u8 = 2;
+
+/// `rxe_gid.global`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_gid_global {
+    pub subnet_prefix: __be64,
+    pub interface_id: __be64,
+}
+
+/// `union rxe_gid`; `Default` is all zeroes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union rxe_gid {
+    pub raw: [u8; 16],
+    pub global: rxe_gid_global,
+}
+impl_zeroed!(rxe_gid);
+
+impl core::fmt::Debug for rxe_gid {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // SAFETY: both members are 16 bytes of plain integers, so whichever
+        // was written, all of `raw` is initialised and valid.
+        let raw = unsafe { self.raw };
+        f.debug_struct("rxe_gid").field("raw", &raw).finish()
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_global_route {
+    pub dgid: rxe_gid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// The type of `rxe_av.sgid_addr` and `rxe_av.dgid_addr` (C: an anonymous
+/// union); `Default` is all zeroes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union rxe_av_addr {
+    pub _sockaddr_in: libc::sockaddr_in,
+    pub _sockaddr_in6: libc::sockaddr_in6,
+}
+impl_zeroed!(rxe_av_addr);
+
+impl core::fmt::Debug for rxe_av_addr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // SAFETY: `sin_family`/`sin6_family` is the first field of either
+        // member, a plain integer at the same offset, initialised whichever
+        // member was written.
+        let family = unsafe { self._sockaddr_in.sin_family };
+        write!(f, "rxe_av_addr {{ family: {family}, .. }}")
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_av {
+    pub port_num: u8,
+    /// From RXE_NETWORK_TYPE_*
+    pub network_type: u8,
+    pub dmac: [u8; 6],
+    pub grh: rxe_global_route,
+    pub sgid_addr: rxe_av_addr,
+    pub dgid_addr: rxe_av_addr,
+}
+
+/// `rxe_send_wr.wr.rdma`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_send_wr_rdma {
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub reserved: u32,
+}
+
+/// `rxe_send_wr.wr.atomic`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_send_wr_atomic {
+    pub remote_addr: u64,
+    pub compare_add: u64,
+    pub swap: u64,
+    pub rkey: u32,
+    pub reserved: u32,
+}
+
+/// `rxe_send_wr.wr.ud`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_send_wr_ud {
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+    pub pkey_index: u16,
+    pub reserved: u16,
+    pub ah_num: u32,
+    pub pad: [u32; 4],
+    pub av: rxe_av,
+}
+
+/// `rxe_send_wr.wr.mw`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_send_wr_mw {
+    pub addr: u64,
+    pub length: u64,
+    pub mr_lkey: u32,
+    pub mw_rkey: u32,
+    pub rkey: u32,
+    pub access: u32,
+}
+
+/// The `wr` union of [`rxe_send_wr`] (`reg` is kernel-only, not uapi).
+/// `Default` is all zeroes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union rxe_send_wr_wr {
+    pub rdma: rxe_send_wr_rdma,
+    pub atomic: rxe_send_wr_atomic,
+    pub ud: rxe_send_wr_ud,
+    pub mw: rxe_send_wr_mw,
+}
+impl_zeroed!(rxe_send_wr_wr);
+
+impl core::fmt::Debug for rxe_send_wr_wr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Which member is live depends on the opcode; print none.
+        f.write_str("rxe_send_wr_wr { .. }")
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_send_wr {
+    pub wr_id: u64,
+    pub reserved: u32,
+    pub opcode: u32,
+    pub send_flags: u32,
+    /// C: `union { __be32 imm_data; __u32 invalidate_rkey; } ex`.
+    pub ex: u32,
+    pub wr: rxe_send_wr_wr,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct mminfo {
+    pub offset: u64,
+    pub size: u32,
+    pub pad: u32,
+}
+
+/// Followed by C's anonymous union of the flexible arrays `__u8
+/// inline_data[]` and `struct rxe_sge sge[]` (omitted): the gather/scatter
+/// list or the inline data start at `size_of::<rxe_dma_info>()`.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_dma_info {
+    pub length: u32,
+    pub resid: u32,
+    pub cur_sge: u32,
+    pub num_sge: u32,
+    pub sge_offset: u32,
+    pub reserved: u32,
+}
+
+/// A send queue element; its `dma` is followed by the SGEs or inline data.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_send_wqe {
+    pub wr: rxe_send_wr,
+    pub status: u32,
+    pub state: u32,
+    pub iova: u64,
+    pub mask: u32,
+    pub first_psn: u32,
+    pub last_psn: u32,
+    pub ack_length: u32,
+    pub ssn: u32,
+    pub has_rd_atomic: u32,
+    pub dma: rxe_dma_info,
+}
+
+/// A receive queue element; its `dma` is followed by the SGEs.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_recv_wqe {
+    pub wr_id: u64,
+    pub reserved: u32,
+    pub padding: u32,
+    pub dma: rxe_dma_info,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_create_ah_resp {
+    pub ah_num: u32,
+    pub reserved: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_create_cq_resp {
+    pub mi: mminfo,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_resize_cq_resp {
+    pub mi: mminfo,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_create_qp_resp {
+    pub rq_mi: mminfo,
+    pub sq_mi: mminfo,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_create_srq_resp {
+    pub mi: mminfo,
+    pub srq_num: u32,
+    pub reserved: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_modify_srq_cmd {
+    pub mmap_info_addr: u64,
+}
+
+/// Stored at the base of the work and completion queues that user space and
+/// the kernel share: producer and consumer indices (in separate cache
+/// lines) and a copy of the queue size parameters for user space.  Followed
+/// by the elements (`__u8 data[]`, omitted).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rxe_queue_buf {
+    pub log2_elem_size: u32,
+    pub index_mask: u32,
+    pub pad_1: [u32; 30],
+    pub producer_index: u32,
+    pub pad_2: [u32; 31],
+    pub consumer_index: u32,
+    pub pad_3: [u32; 31],
+}
+
+// ===========================================================================
+// siw-abi.h
+// ===========================================================================
+
+pub const SIW_NODE_DESC_COMMON: &str = "Software iWARP stack";
+pub const SIW_ABI_VERSION: u32 = 1;
+pub const SIW_MAX_SGE: usize = 6;
+pub const SIW_UOBJ_MAX_KEY: u32 = 0x08FFFF;
+pub const SIW_INVAL_UOBJ_KEY: u32 = SIW_UOBJ_MAX_KEY + 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_uresp_create_cq {
+    pub cq_id: u32,
+    pub num_cqe: u32,
+    pub cq_key: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_uresp_create_qp {
+    pub qp_id: u32,
+    pub num_sqe: u32,
+    pub num_rqe: u32,
+    pub pad: u32,
+    pub sq_key: u64,
+    pub rq_key: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_ureq_reg_mr {
+    pub stag_key: u8,
+    pub reserved: [u8; 3],
+    pub pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_uresp_reg_mr {
+    pub stag: u32,
+    pub pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_uresp_create_srq {
+    pub num_rqe: u32,
+    pub pad: u32,
+    pub srq_key: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_uresp_alloc_ctx {
+    pub dev_id: u32,
+    pub pad: u32,
+}
+
+// enum siw_opcode
+pub const SIW_OP_WRITE: u8 = 0;
+pub const SIW_OP_READ: u8 = 1;
+pub const SIW_OP_READ_LOCAL_INV: u8 = 2;
+pub const SIW_OP_SEND: u8 = 3;
+pub const SIW_OP_SEND_WITH_IMM: u8 = 4;
+pub const SIW_OP_SEND_REMOTE_INV: u8 = 5;
+/// Unsupported.
+pub const SIW_OP_FETCH_AND_ADD: u8 = 6;
+/// Unsupported.
+pub const SIW_OP_COMP_AND_SWAP: u8 = 7;
+pub const SIW_OP_RECEIVE: u8 = 8;
+/// Provider internal SQE.
+pub const SIW_OP_READ_RESPONSE: u8 = 9;
+/// For in-kernel clients only.
+pub const SIW_OP_INVAL_STAG: u8 = 10;
+/// For in-kernel clients only.
+pub const SIW_OP_REG_MR: u8 = 11;
+pub const SIW_NUM_OPCODES: u8 = 12;
+
+/// Keep it same as ibv_sge to allow for memcpy.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_sge {
+    pub laddr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// Inline data are kept within the work request itself, occupying the space
+/// of sge[1] .. sge[n].
+pub const SIW_MAX_INLINE: usize = size_of::<siw_sge>() * (SIW_MAX_SGE - 1);
+
+// enum siw_wqe_flags (`flags` of siw_sqe/siw_rqe; siw_cqe's is a u8)
+pub const SIW_WQE_VALID: u16 = 1;
+pub const SIW_WQE_INLINE: u16 = 1 << 1;
+pub const SIW_WQE_SIGNALLED: u16 = 1 << 2;
+pub const SIW_WQE_SOLICITED: u16 = 1 << 3;
+pub const SIW_WQE_READ_FENCE: u16 = 1 << 4;
+pub const SIW_WQE_REM_INVAL: u16 = 1 << 5;
+pub const SIW_WQE_COMPLETED: u16 = 1 << 6;
+
+/// Send Queue Element.
+///
+/// C's anonymous unions: `raddr` is also `base_mr`, and `sge` is also
+/// `__aligned_u64 access` (the first 8 bytes, see [`Self::access`]).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_sqe {
+    pub id: u64,
+    pub flags: u16,
+    pub num_sge: u8,
+    /// Contains enum siw_opcode values
+    pub opcode: u8,
+    pub rkey: u32,
+    pub raddr: u64,
+    pub sge: [siw_sge; SIW_MAX_SGE],
+}
+
+impl siw_sqe {
+    /// `base_mr`, the other view of `raddr`.
+    pub const fn base_mr(&self) -> u64 {
+        self.raddr
+    }
+
+    /// `access`, which shares its bytes with `sge[0].laddr`.
+    pub const fn access(&self) -> u64 {
+        self.sge[0].laddr
+    }
+
+    /// Sets `access` (overwrites `sge[0].laddr`).
+    pub fn set_access(&mut self, access: u64) {
+        self.sge[0].laddr = access;
+    }
+}
+
+/// Receive Queue Element.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_rqe {
+    pub id: u64,
+    pub flags: u16,
+    pub num_sge: u8,
+    /// Only used by kernel driver, ignored if set by user.
+    pub opcode: u8,
+    pub unused: u32,
+    pub sge: [siw_sge; SIW_MAX_SGE],
+}
+
+// enum siw_notify_flags
+pub const SIW_NOTIFY_NOT: u32 = 0;
+pub const SIW_NOTIFY_SOLICITED: u32 = 1 << 0;
+pub const SIW_NOTIFY_NEXT_COMPLETION: u32 = 1 << 1;
+pub const SIW_NOTIFY_MISSED_EVENTS: u32 = 1 << 2;
+pub const SIW_NOTIFY_ALL: u32 =
+    SIW_NOTIFY_SOLICITED | SIW_NOTIFY_NEXT_COMPLETION | SIW_NOTIFY_MISSED_EVENTS;
+
+// enum siw_wc_status
+pub const SIW_WC_SUCCESS: u16 = 0;
+pub const SIW_WC_LOC_LEN_ERR: u16 = 1;
+pub const SIW_WC_LOC_PROT_ERR: u16 = 2;
+pub const SIW_WC_LOC_QP_OP_ERR: u16 = 3;
+pub const SIW_WC_WR_FLUSH_ERR: u16 = 4;
+pub const SIW_WC_BAD_RESP_ERR: u16 = 5;
+pub const SIW_WC_LOC_ACCESS_ERR: u16 = 6;
+pub const SIW_WC_REM_ACCESS_ERR: u16 = 7;
+pub const SIW_WC_REM_INV_REQ_ERR: u16 = 8;
+pub const SIW_WC_GENERAL_ERR: u16 = 9;
+pub const SIW_NUM_WC_STATUS: u16 = 10;
+
+/// Completion Queue Element.
+///
+/// C's anonymous unions: `imm_data` is also `__u32 inval_stag` (its first
+/// 4 bytes, see [`Self::inval_stag`]); `qp_id` is also the kernel's
+/// `struct ib_qp *base_qp`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_cqe {
+    pub id: u64,
+    pub flags: u8,
+    pub opcode: u8,
+    pub status: u16,
+    pub bytes: u32,
+    pub imm_data: u64,
+    /// QP number or QP pointer
+    pub qp_id: u64,
+}
+
+impl siw_cqe {
+    /// `inval_stag`: the first 4 bytes of `imm_data`.
+    pub const fn inval_stag(&self) -> u32 {
+        let b = self.imm_data.to_ne_bytes();
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+/// Shared between user and kernel to control CQ arming.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct siw_cq_ctrl {
+    pub flags: u32,
+    pub pad: u32,
+}

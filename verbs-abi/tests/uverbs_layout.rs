@@ -25,6 +25,8 @@ struct Item {
     /// What the numbers are, for the failure message.
     what: &'static str,
     rust: Vec<u64>,
+    /// For a string constant, its text (then `rust` is empty).
+    rust_text: Option<&'static str>,
 }
 
 #[derive(Default)]
@@ -34,6 +36,7 @@ struct Lists {
     structs: BTreeMap<&'static str, BTreeSet<String>>,
     consts: BTreeSet<String>,
     exprs: Vec<String>,
+    strings: BTreeSet<String>,
 }
 
 fn size_of_pointee<T>(_: *const T) -> usize {
@@ -72,12 +75,23 @@ fn c_path(parts: &[&str]) -> String {
         .join(".")
 }
 
+/// The C types of this module that are unions, not structs.
+const C_UNIONS: &[&str] = &["rxe_gid"];
+
+fn c_tag(name: &str) -> &'static str {
+    if C_UNIONS.contains(&name) {
+        "union"
+    } else {
+        "struct"
+    }
+}
+
 /// `struct name`, or for a Rust type standing for one of C's anonymous
 /// members (`name = parent.path`), the member's type via `__typeof__`.
 fn c_type(name: &str, parent: &[&str]) -> String {
     match parent.split_first() {
-        None => format!("struct {name}"),
-        Some((p, path)) => format!("__typeof__(((struct {p} *)0)->{})", c_path(path)),
+        None => format!("{} {name}", c_tag(name)),
+        Some((p, path)) => format!("__typeof__((({} {p} *)0)->{})", c_tag(p), c_path(path)),
     }
 }
 
@@ -89,6 +103,7 @@ macro_rules! structs {
             c: format!("STRUCT({cty})"),
             what: "size, alignment",
             rust: vec![size_of::<$t>() as u64, align_of::<$t>() as u64],
+            rust_text: None,
         });
         let listed = $lists.structs.entry(stringify!($t)).or_default();
         let probe = MaybeUninit::<$t>::uninit();
@@ -105,6 +120,7 @@ macro_rules! structs {
                     // `probe`; nothing is read, no reference is made.
                     size_of_pointee(unsafe { core::ptr::addr_of!((*base).$($f).+) }) as u64,
                 ],
+                rust_text: None,
             });
         )*
     })*};
@@ -118,6 +134,7 @@ macro_rules! consts {
             c: format!("CONST({})", stringify!($c)),
             what: "value",
             rust: vec![$c.to_u64()],
+            rust_text: None,
         });
     )*};
 }
@@ -131,6 +148,20 @@ macro_rules! exprs {
             c: format!("CONST({})", stringify!($e)),
             what: "value",
             rust: vec![($e).to_u64()],
+            rust_text: None,
+        });
+    )*};
+}
+
+/// `strings![lists; NAME, ...]`: string constants.
+macro_rules! strings {
+    ($lists:ident; $($c:ident),* $(,)?) => {$(
+        $lists.strings.insert(stringify!($c).to_string());
+        $lists.items.push(Item {
+            c: format!("STRING({})", stringify!($c)),
+            what: "text",
+            rust: Vec::new(),
+            rust_text: Some($c),
         });
     )*};
 }
@@ -274,6 +305,40 @@ fn lists() -> Lists {
     rdma_ls_resolve_header { device_name, port_num, path_use }
     rdma_ls_ip_resolve_header { ifindex }
     rdma_nla_ls_gid { gid }
+    rxe_gid_global = rxe_gid.global { subnet_prefix, interface_id }
+    rxe_gid { raw, global }
+    rxe_global_route { dgid, flow_label, sgid_index, hop_limit, traffic_class }
+    rxe_av_addr = rxe_av.sgid_addr { _sockaddr_in, _sockaddr_in6 }
+    rxe_av { port_num, network_type, dmac, grh, sgid_addr, dgid_addr }
+    rxe_send_wr_rdma = rxe_send_wr.wr.rdma { remote_addr, rkey, reserved }
+    rxe_send_wr_atomic = rxe_send_wr.wr.atomic { remote_addr, compare_add, swap, rkey, reserved }
+    rxe_send_wr_ud = rxe_send_wr.wr.ud { remote_qpn, remote_qkey, pkey_index, reserved, ah_num, pad, av }
+    rxe_send_wr_mw = rxe_send_wr.wr.mw { addr, length, mr_lkey, mw_rkey, rkey, access }
+    rxe_send_wr_wr = rxe_send_wr.wr { rdma, atomic, ud, mw }
+    rxe_send_wr { wr_id, reserved, opcode, send_flags, ex, wr }
+    rxe_sge { addr, length, lkey }
+    mminfo { offset, size, pad }
+    rxe_dma_info { length, resid, cur_sge, num_sge, sge_offset, reserved }
+    rxe_send_wqe { wr, status, state, iova, mask, first_psn, last_psn, ack_length, ssn, has_rd_atomic, dma }
+    rxe_recv_wqe { wr_id, reserved, padding, dma }
+    rxe_create_ah_resp { ah_num, reserved }
+    rxe_create_cq_resp { mi }
+    rxe_resize_cq_resp { mi }
+    rxe_create_qp_resp { rq_mi, sq_mi }
+    rxe_create_srq_resp { mi, srq_num, reserved }
+    rxe_modify_srq_cmd { mmap_info_addr }
+    rxe_queue_buf { log2_elem_size, index_mask, pad_1, producer_index, pad_2, consumer_index, pad_3 }
+    siw_uresp_create_cq { cq_id, num_cqe, cq_key }
+    siw_uresp_create_qp { qp_id, num_sqe, num_rqe, pad, sq_key, rq_key }
+    siw_ureq_reg_mr { stag_key, reserved, pad }
+    siw_uresp_reg_mr { stag, pad }
+    siw_uresp_create_srq { num_rqe, pad, srq_key }
+    siw_uresp_alloc_ctx { dev_id, pad }
+    siw_sge { laddr, length, lkey }
+    siw_sqe { id, flags, num_sge, opcode, rkey, raddr, sge }
+    siw_rqe { id, flags, num_sge, opcode, unused, sge }
+    siw_cqe { id, flags, opcode, status, bytes, imm_data, qp_id }
+    siw_cq_ctrl { flags, pad }
     }
     consts! { l;
     IB_USER_VERBS_ABI_VERSION,
@@ -927,7 +992,50 @@ fn lists() -> Lists {
     RDMA_COUNTER_MODE_MANUAL,
     RDMA_COUNTER_MODE_MAX,
     RDMA_COUNTER_MASK_QP_TYPE,
-    RDMA_COUNTER_MASK_PID
+    RDMA_COUNTER_MASK_PID,
+    RXE_NETWORK_TYPE_IPV4,
+    RXE_NETWORK_TYPE_IPV6,
+    SIW_ABI_VERSION,
+    SIW_MAX_SGE,
+    SIW_UOBJ_MAX_KEY,
+    SIW_INVAL_UOBJ_KEY,
+    SIW_OP_WRITE,
+    SIW_OP_READ,
+    SIW_OP_READ_LOCAL_INV,
+    SIW_OP_SEND,
+    SIW_OP_SEND_WITH_IMM,
+    SIW_OP_SEND_REMOTE_INV,
+    SIW_OP_FETCH_AND_ADD,
+    SIW_OP_COMP_AND_SWAP,
+    SIW_OP_RECEIVE,
+    SIW_OP_READ_RESPONSE,
+    SIW_OP_INVAL_STAG,
+    SIW_OP_REG_MR,
+    SIW_NUM_OPCODES,
+    SIW_MAX_INLINE,
+    SIW_WQE_VALID,
+    SIW_WQE_INLINE,
+    SIW_WQE_SIGNALLED,
+    SIW_WQE_SOLICITED,
+    SIW_WQE_READ_FENCE,
+    SIW_WQE_REM_INVAL,
+    SIW_WQE_COMPLETED,
+    SIW_NOTIFY_NOT,
+    SIW_NOTIFY_SOLICITED,
+    SIW_NOTIFY_NEXT_COMPLETION,
+    SIW_NOTIFY_MISSED_EVENTS,
+    SIW_NOTIFY_ALL,
+    SIW_WC_SUCCESS,
+    SIW_WC_LOC_LEN_ERR,
+    SIW_WC_LOC_PROT_ERR,
+    SIW_WC_LOC_QP_OP_ERR,
+    SIW_WC_WR_FLUSH_ERR,
+    SIW_WC_BAD_RESP_ERR,
+    SIW_WC_LOC_ACCESS_ERR,
+    SIW_WC_REM_ACCESS_ERR,
+    SIW_WC_REM_INV_REQ_ERR,
+    SIW_WC_GENERAL_ERR,
+    SIW_NUM_WC_STATUS
     }
     exprs! { l;
         RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET),
@@ -938,6 +1046,9 @@ fn lists() -> Lists {
         RDMA_NL_GET_OP(0x1403),
         RDMA_NL_GET_OP(0xffff),
         RDMA_NLA_TYPE_MASK & 0xffff,
+    }
+    strings! { l;
+    SIW_NODE_DESC_COMMON
     }
     l
 }
@@ -1015,7 +1126,7 @@ fn uverbs_matches_kernel_headers() {
     missing.extend(
         consts
             .iter()
-            .filter(|c| !l.consts.contains(*c) && !in_exprs(c))
+            .filter(|c| !l.consts.contains(*c) && !l.strings.contains(*c) && !in_exprs(c))
             .map(|c| format!("const {c}")),
     );
     missing.extend(
@@ -1062,6 +1173,12 @@ fn uverbs_matches_kernel_headers() {
     );
     let mut wrong = Vec::new();
     for (item, line) in l.items.iter().zip(&lines) {
+        if let Some(text) = item.rust_text {
+            if *line != text {
+                wrong.push(format!("{}: C {line:?}, Rust {text:?}", item.c));
+            }
+            continue;
+        }
         let c: Vec<u64> = line.split(' ').map(|n| n.parse().unwrap()).collect();
         if c != item.rust {
             wrong.push(format!(
@@ -1072,10 +1189,11 @@ fn uverbs_matches_kernel_headers() {
     }
     let n_fields = l.items.iter().filter(|i| i.c.starts_with("FIELD")).count();
     println!(
-        "checked {} structs, {} fields, {} constants and {} expressions against the kernel headers",
+        "checked {} structs, {} fields, {} constants, {} strings and {} expressions against the kernel headers",
         l.structs.len(),
         n_fields,
         l.consts.len(),
+        l.strings.len(),
         l.exprs.len()
     );
     assert!(

@@ -7,6 +7,7 @@
  *   STRUCT(type)       size alignment
  *   FIELD(type, path)  offset size          (path may be nested: a.b.c)
  *   CONST(expr)        value, as an unsigned 64-bit integer
+ *   STRING(name)       the text of a string constant
  *
  * `type` is a complete type name: `struct x`, or
  * `__typeof__(((struct p *)0)->member)` for C's anonymous structs/unions.
@@ -26,6 +27,7 @@
 #define STRUCT(t) printf("%zu %zu\n", sizeof(t), (size_t)_Alignof(t));
 #define FIELD(t, f) printf("%zu %zu\n", offsetof(t, f), sizeof(((t *)0)->f));
 #define CONST(c) printf("%llu\n", (unsigned long long)(c));
+#define STRING(c) printf("%s\n", c);
 
 int main(void)
 {
