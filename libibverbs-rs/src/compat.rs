@@ -2,21 +2,16 @@
 //!
 //! * The `ibv_copy_*_kern` calls convert between the public structs and the
 //!   kernel uverbs/SA wire structs; they are pure and implemented fully.
-//! * The provider-registration and context-building calls
-//!   (`verbs_register_driver_34`, `verbs_set_ops`,
-//!   `_verbs_init_and_alloc_context`, ...) are how rdma-core's own,
-//!   kernel-backed providers plug in. Those providers cannot work here (no
-//!   kernel device) and are never given a device, so registration is
-//!   ignored with a warning and the context builders fail; what is pure
-//!   struct bookkeeping (`verbs_init_cq`, `__ioctl_final_num_attrs`) is done
-//!   for real. None of this may crash if such a provider is loaded by
-//!   accident (e.g. a system /etc/libibverbs.d naming mlx5).
+//! * `verbs_init_cq`, `verbs_open_device`, `__verbs_log` and the obsolete
+//!   `ibv_register_driver`: small provider-facing helpers. The provider
+//!   interface proper (registration, contexts, `ibv_cmd_*`) is in
+//!   `kernel`.
 
-use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use core::ffi::{c_char, c_int, c_void, CStr};
 
 use verbs_abi::*;
 
-use crate::util::{ptr_ret, warning};
+use crate::util::warning;
 
 /// `struct ib_uverbs_global_route` (rdma/ib_user_verbs.h).
 #[repr(C)]
@@ -294,33 +289,6 @@ core::arch::global_asm!(
     target = sym register_driver_v1,
 );
 
-/// rdma-core providers call this from a constructor when loaded. Their
-/// devices need a kernel driver we do not provide, so they are ignored.
-///
-/// # Safety
-/// `ops` is NULL or rdma-core's `struct verbs_device_ops`, whose first
-/// member is the provider name.
-#[no_mangle]
-pub unsafe extern "C" fn verbs_register_driver_34(ops: *const c_void) {
-    let name = if ops.is_null() {
-        "(null)".to_owned()
-    } else {
-        // SAFETY: the first member of verbs_device_ops is `const char *name`.
-        unsafe { text(*(ops as *const *const c_char)) }
-    };
-    warning!("rdma-core provider '{name}' needs a kernel RDMA driver and is not used");
-}
-
-/// Only reached from an rdma-core provider's context allocation, which
-/// never runs here.
-///
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn verbs_set_ops(_vctx: *mut verbs_context, _ops: *const c_void) {
-    warning!("verbs_set_ops called by an rdma-core provider; ignored");
-}
-
 /// Initialises the generic part of a CQ, as rdma-core's helper does.
 ///
 /// # Safety
@@ -354,28 +322,9 @@ pub unsafe extern "C" fn verbs_init_cq(
     }
 }
 
-/// The context builder of rdma-core providers. It takes ownership of
-/// `cmd_fd` and closes it on failure, as the C contract says.
-///
-/// # Safety
-/// `cmd_fd` is -1 or a descriptor the caller hands over.
-#[no_mangle]
-pub unsafe extern "C" fn _verbs_init_and_alloc_context(
-    _device: *mut ibv_device,
-    cmd_fd: c_int,
-    _alloc_size: usize,
-    _context_offset: *mut verbs_context,
-    _driver_id: u32,
-) -> *mut c_void {
-    if cmd_fd >= 0 {
-        // SAFETY: the descriptor was handed to us to own.
-        unsafe { libc::close(cmd_fd) };
-    }
-    ptr_ret(Err(libc::ENOSYS))
-}
-
-/// Opening with provider-private data is for rdma-core's direct-verbs
-/// calls; a plain open of one of our devices is `ibv_open_device`.
+/// Opening with provider-private data, for rdma-core's direct-verbs
+/// libraries (mlx5dv_open_device and the like); our own providers take
+/// none.
 ///
 /// # Safety
 /// `device` is NULL or an `ibv_device` from a device list.
@@ -384,19 +333,9 @@ pub unsafe extern "C" fn verbs_open_device(
     device: *mut ibv_device,
     private_data: *mut c_void,
 ) -> *mut ibv_context {
-    if !private_data.is_null() {
-        return ptr_ret(Err(libc::EOPNOTSUPP));
-    }
     // SAFETY: forwarded contract.
-    unsafe { crate::context::ibv_open_device(device) }
+    unsafe { crate::context::open_device_with(device, private_data) }
 }
-
-/// Counterpart of `_verbs_init_and_alloc_context`, which never succeeds.
-///
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn verbs_uninit_context(_context: *mut verbs_context) {}
 
 /// rdma-core's provider logger. In C it is variadic; a non-variadic
 /// definition receives the fixed arguments of a variadic call unchanged on
@@ -408,110 +347,9 @@ pub unsafe extern "C" fn verbs_uninit_context(_context: *mut verbs_context) {}
 #[no_mangle]
 pub unsafe extern "C" fn __verbs_log(_ctx: *mut verbs_context, _level: u32, _fmt: *const c_char) {}
 
-/// Executes a uverbs ioctl on the command fd; there is no kernel behind
-/// our devices.
-///
-/// # Safety
-/// Not dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn execute_ioctl(_context: *mut ibv_context, _cmd: *mut c_void) -> c_int {
-    libc::ENOSYS
-}
-
-/// `struct ib_uverbs_ioctl_hdr` without its trailing attribute array.
-#[repr(C)]
-struct IoctlHdr {
-    length: u16,
-    object_id: u16,
-    method_id: u16,
-    num_attrs: u16,
-    reserved1: u64,
-    driver_id: u32,
-    reserved2: u32,
-}
-
-/// `struct ib_uverbs_attr`: the element the count is in.
-#[repr(C)]
-struct UverbsAttr {
-    attr_id: u16,
-    len: u16,
-    flags: u16,
-    attr_data: u16,
-    data: u64,
-}
-
-/// rdma-core's `struct ibv_command_buffer` (cmd_ioctl.h); the attribute
-/// array begins right after `hdr`.
-#[repr(C)]
-struct CommandBuffer {
-    next: *mut CommandBuffer,
-    next_attr: *mut UverbsAttr,
-    last_attr: *mut UverbsAttr,
-    uhw_in_idx: u8,
-    uhw_out_idx: u8,
-    uhw_in_headroom_dwords: u8,
-    uhw_out_headroom_dwords: u8,
-    flags: u8,
-    hdr: IoctlHdr,
-}
-
-/// Total attributes of a command buffer chain: `num_attrs` plus those
-/// already filled in each linked buffer.
-///
-/// # Safety
-/// `link` is NULL or a chain of rdma-core command buffers.
-#[no_mangle]
-pub unsafe extern "C" fn __ioctl_final_num_attrs(num_attrs: c_uint, link: *mut c_void) -> c_uint {
-    let mut total = num_attrs;
-    let mut cur = link as *mut CommandBuffer;
-    while !cur.is_null() {
-        // SAFETY: a live command buffer; its attributes start right after
-        // the header and `next_attr` points into (or one past) them.
-        unsafe {
-            let first =
-                (cur as *mut u8).add(core::mem::size_of::<CommandBuffer>()) as *mut UverbsAttr;
-            let used = (*cur).next_attr.offset_from(first);
-            total = total.wrapping_add(c_uint::try_from(used).unwrap_or(0));
-            cur = (*cur).next;
-        }
-    }
-    total
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn command_buffer_layout() {
-        assert_eq!(core::mem::offset_of!(CommandBuffer, hdr), 32);
-        assert_eq!(core::mem::size_of::<CommandBuffer>(), 56);
-        assert_eq!(core::mem::size_of::<UverbsAttr>(), 16);
-    }
-
-    #[test]
-    fn final_num_attrs_counts_links() {
-        #[repr(C)]
-        struct Buf {
-            cb: CommandBuffer,
-            attrs: [UverbsAttr; 4],
-        }
-        let mk = || -> Box<Buf> {
-            // SAFETY: plain integers and pointers; zero is valid.
-            Box::new(unsafe { core::mem::zeroed() })
-        };
-        let mut a = mk();
-        let mut b = mk();
-        b.cb.next_attr = &mut b.attrs[3];
-        a.cb.next_attr = &mut a.attrs[1];
-        a.cb.next = &mut b.cb;
-        // SAFETY: a well-formed two-buffer chain.
-        let n = unsafe { __ioctl_final_num_attrs(2, (&mut a.cb as *mut CommandBuffer).cast()) };
-        assert_eq!(n, 2 + 1 + 3);
-        // SAFETY: NULL chain.
-        let n = unsafe { __ioctl_final_num_attrs(5, core::ptr::null_mut()) };
-        assert_eq!(n, 5);
-    }
 
     #[test]
     fn ah_attr_copy() {

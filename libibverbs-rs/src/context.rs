@@ -59,11 +59,30 @@ unsafe fn install_lib_ops(ctx: *mut ibv_context) {
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    // SAFETY: forwarded contract.
+    unsafe { open_device_with(device, null_mut()) }
+}
+
+/// `ibv_open_device` with rdma-core's provider-private data, which only
+/// kernel devices' providers take.
+///
+/// # Safety
+/// `device` is NULL or an `ibv_device` from a device list.
+pub(crate) unsafe fn open_device_with(device: *mut ibv_device, private_data: *mut c_void) -> *mut ibv_context {
     entry!(ptr, (device), {
         let dev = lookup(device).ok_or(libc::EINVAL)?;
+        let kernel = core::ptr::eq(dev.ops, &crate::kernel::ops::KERNEL_OPS);
+        if !private_data.is_null() && !kernel {
+            return Err(libc::EOPNOTSUPP);
+        }
         let open = dev.ops.open_device.ok_or(libc::EOPNOTSUPP)?;
-        // SAFETY: the device and handle are the pair the provider reported.
-        let ctx = unsafe { open(device, dev.handle) };
+        let ctx = if kernel {
+            // SAFETY: a kernel device from the list.
+            unsafe { crate::kernel::ops::open_with(device, private_data) }
+        } else {
+            // SAFETY: the device and handle are the pair the provider reported.
+            unsafe { open(device, dev.handle) }
+        };
         if ctx.is_null() {
             let e = verbs_abi::errno::errno();
             log::error!(

@@ -45,6 +45,10 @@ pub unsafe extern "C" fn ibv_create_cq(
 ) -> *mut ibv_cq {
     entry!(ptr, (context, cqe, cq_context, channel, comp_vector), {
         let ops = context_ops(context)?;
+        if let Some(legacy) = ops.create_cq {
+            // SAFETY: the provider's own context.
+            return Ok(unsafe { legacy(context, cqe, channel, comp_vector, cq_context) });
+        }
         let create = ops.create_cq_ex.ok_or(libc::EOPNOTSUPP)?;
         let mut attr = ibv_cq_init_attr_ex::zeroed();
         attr.cqe = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;

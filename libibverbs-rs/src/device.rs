@@ -35,6 +35,23 @@ pub(crate) struct Device {
     /// The name as the provider reported it, for matching on rediscovery
     /// (the `ibv` copy is writable by callers and providers).
     key: [c_char; IBV_SYSFS_NAME_MAX],
+    /// A kernel device: the rdma-core provider's own `ibv_device`, which is
+    /// what the list hands out (its provider reaches its private device
+    /// from it); `ibv` is then unused. NULL for our providers' devices.
+    ext: *mut ibv_device,
+    /// A kernel device's identity across rediscovery.
+    kkey: Option<(String, i32)>,
+}
+
+impl Device {
+    /// The `ibv_device *` programs see.
+    fn ptr(&self) -> *mut ibv_device {
+        if self.ext.is_null() {
+            &self.ibv as *const ibv_device as *mut ibv_device
+        } else {
+            self.ext
+        }
+    }
 }
 
 /// What the verbs need from a device, copied out of the registry.
@@ -64,7 +81,8 @@ pub(crate) fn lookup(dev: *const ibv_device) -> Option<DeviceRef> {
         return None;
     }
     let list = DEVICES.read();
-    let d = list.iter().find(|d| d.0 as *const ibv_device == dev)?;
+    // SAFETY: registered devices are live forever.
+    let d = list.iter().find(|d| unsafe { (*d.0).ptr() } as *const ibv_device == dev)?;
     // SAFETY: registered devices are live forever; these fields are never
     // written after creation.
     unsafe {
@@ -311,6 +329,41 @@ fn refresh() -> Vec<*mut ibv_device> {
     // Held across discovery so concurrent callers agree on the objects.
     let mut all = DEVICES.write();
     let mut now = Vec::new();
+    // Kernel devices first, in the kernel's order, as rdma-core lists them.
+    // SAFETY (closure): registered devices are live; `kkey` is immutable.
+    let known = |k: &(String, i32)| all.iter().any(|d| unsafe { (*d.0).kkey.as_ref() } == Some(k));
+    let found = crate::kernel::discover(&known);
+    for f in found {
+        let dev = match f {
+            Err(key) => all
+                .iter()
+                // SAFETY: as above.
+                .find(|d| unsafe { (*d.0).kkey.as_ref() } == Some(&key))
+                .map(|d| d.0),
+            Ok(k) => {
+                let index = c_int::try_from(all.len()).unwrap_or(c_int::MAX);
+                let d = Box::into_raw(Box::new(Device {
+                    ibv: ibv_device::zeroed(),
+                    ops: &crate::kernel::ops::KERNEL_OPS,
+                    handle: k.vdev.cast(),
+                    guid: k.guid,
+                    index,
+                    key: [0; IBV_SYSFS_NAME_MAX],
+                    ext: k.vdev.cast(),
+                    kkey: Some(k.key),
+                }));
+                all.push(DevPtr(d));
+                Some(d)
+            }
+        };
+        if let Some(d) = dev {
+            // SAFETY: a registered device.
+            let ibv = unsafe { (*d).ptr() };
+            if !now.contains(&ibv) {
+                now.push(ibv);
+            }
+        }
+    }
     for p in provs {
         for mut pd in discover(p) {
             pd.name[IBV_SYSFS_NAME_MAX - 1] = 0;
@@ -323,9 +376,9 @@ fn refresh() -> Vec<*mut ibv_device> {
             }
             // SAFETY: registered devices are live; `ops` and `key` are
             // never written after creation.
-            let existing = all
-                .iter()
-                .find(|d| unsafe { core::ptr::eq((*d.0).ops, p.ops) && (*d.0).key == pd.name });
+            let existing = all.iter().find(|d| unsafe {
+                (*d.0).ext.is_null() && core::ptr::eq((*d.0).ops, p.ops) && (*d.0).key == pd.name
+            });
             let dev = match existing {
                 Some(d) => d.0,
                 None => {
@@ -337,6 +390,8 @@ fn refresh() -> Vec<*mut ibv_device> {
                         guid: pd.node_guid,
                         index,
                         key: pd.name,
+                        ext: null_mut(),
+                        kkey: None,
                     }));
                     all.push(DevPtr(d));
                     d
@@ -461,6 +516,8 @@ pub(crate) fn add_test_device(ops: &'static ProviderOps) -> *mut ibv_device {
         guid: 0,
         index,
         key: pd.name,
+        ext: null_mut(),
+        kkey: None,
     }));
     all.push(DevPtr(d));
     d.cast()

@@ -1,10 +1,13 @@
 //! Finding and loading providers.
 //!
 //! Driver files (`driver NAME` lines) in the configuration directory and the
-//! `RDMAV_DRIVERS` list name providers; each is `dlopen`ed and must export
-//! the [`ProviderOps`] table named by [`PROVIDER_ENTRY_SYMBOL`]. Anything
-//! else (for instance one of rdma-core's own providers, which register
-//! themselves through a constructor instead) is skipped with a warning.
+//! `RDMAV_DRIVERS` list name providers; each is `dlopen`ed. Ours export the
+//! [`ProviderOps`] table named by [`PROVIDER_ENTRY_SYMBOL`]; rdma-core's own
+//! providers (Debian's `ibverbs-providers`) register themselves from a
+//! constructor instead and drive kernel devices (`crate::kernel`). A
+//! library that does neither is skipped with a warning. Providers are
+//! looked up beside this library, then in the distribution's provider
+//! directory, where rdma-core installs them.
 //!
 //! Loading happens once, on the first `ibv_get_device_list`; providers are
 //! never unloaded because devices and contexts point into them for the
@@ -181,6 +184,21 @@ fn own_provider_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// rdma-core's provider directory on this distribution (Debian's
+/// multiarch layout), searched after our own.
+pub(crate) fn system_provider_dir() -> &'static Path {
+    if let Some(d) = option_env!("RSV_SYSTEM_PROVIDER_DIR") {
+        return Path::new(d);
+    }
+    #[cfg(target_arch = "x86_64")]
+    let d = "/usr/lib/x86_64-linux-gnu/libibverbs";
+    #[cfg(target_arch = "aarch64")]
+    let d = "/usr/lib/aarch64-linux-gnu/libibverbs";
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let d = "/usr/lib/libibverbs";
+    Path::new(d)
+}
+
 /// Where to look for provider NAME, in order.
 pub(crate) fn candidates(
     name: &str,
@@ -197,7 +215,8 @@ pub(crate) fn candidates(
     }
     let file = format!("lib{name}{PROVIDER_SUFFIX}");
     let mut out = Vec::new();
-    for dir in own_dirs.iter().map(PathBuf::as_path).chain(build_dir) {
+    let system = Some(system_provider_dir());
+    for dir in own_dirs.iter().map(PathBuf::as_path).chain(build_dir).chain(system) {
         let p = dir.join(&file);
         if !out.contains(&p) {
             out.push(p);
@@ -283,9 +302,16 @@ unsafe fn adopt_table(name: &str, table: *const ProviderOps) -> Option<&'static 
 
 fn load_one(name: &str, own_dirs: &[PathBuf], seen: &mut Vec<usize>) -> Option<Provider> {
     let build_dir = option_env!("RSV_PROVIDER_DIR").map(Path::new);
+    let registered = crate::kernel::registry::count();
     let handle = open_library(name, &candidates(name, own_dirs, build_dir))?;
     // SAFETY: handle is a live dlopen handle; the symbol name is a C string.
     let sym = unsafe { libc::dlsym(handle, PROVIDER_ENTRY_SYMBOL.as_ptr()) };
+    if sym.is_null() && crate::kernel::registry::count() > registered {
+        // An rdma-core provider: its constructor registered it for the
+        // kernel devices it can drive.
+        log::debug!("driver '{name}': rdma-core provider, for kernel devices");
+        return None;
+    }
     if sym.is_null() {
         warning!(
             "driver '{name}' is not a provider for this libibverbs (no {} symbol); skipped",
@@ -376,11 +402,12 @@ mod tests {
             vec![
                 PathBuf::from("/a/lib/libibverbs/librsw-rdmav34.so"),
                 PathBuf::from("/b/prov/librsw-rdmav34.so"),
+                system_provider_dir().join("librsw-rdmav34.so"),
                 PathBuf::from("librsw-rdmav34.so"),
             ]
         );
         let c = candidates("rsw", &own, Some(Path::new("/a/lib/libibverbs")));
-        assert_eq!(c.len(), 2);
+        assert_eq!(c.len(), 3);
         let c = candidates("/x/librsw.so", &[], None);
         assert_eq!(c[0], PathBuf::from("/x/librsw.so"));
         assert_eq!(c[1], PathBuf::from("/x/librsw.so-rdmav34.so"));

@@ -12,7 +12,7 @@
 
 mod ah;
 mod check;
-mod cmd;
+mod kernel;
 mod compat;
 mod context;
 mod cq;

@@ -26,6 +26,10 @@ pub unsafe extern "C" fn ibv_create_qp(
         }
         // SAFETY: forwarded contract.
         let (ops, ctx) = unsafe { object_ops(pd) }?;
+        if let Some(legacy) = ops.create_qp {
+            // SAFETY: the provider's own PD and the caller's attribute.
+            return Ok(unsafe { legacy(pd, qp_init_attr) });
+        }
         let create = ops.create_qp_ex.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: non-NULL attribute per the caller.
         let init = unsafe { &mut *qp_init_attr };

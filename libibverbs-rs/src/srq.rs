@@ -25,6 +25,10 @@ pub unsafe extern "C" fn ibv_create_srq(
         }
         // SAFETY: forwarded contract.
         let (ops, ctx) = unsafe { object_ops(pd) }?;
+        if let Some(legacy) = ops.create_srq {
+            // SAFETY: the provider's own PD and the caller's attribute.
+            return Ok(unsafe { legacy(pd, srq_init_attr) });
+        }
         let create = ops.create_srq_ex.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: non-NULL attribute per the caller.
         let init = unsafe { &mut *srq_init_attr };

@@ -227,6 +227,24 @@ pub struct ProviderOps {
     /// libibverbs trusts the pointer, as rdma-core does.
     pub object_context:
         Entry<unsafe extern "C" fn(kind: u32, obj: *mut c_void) -> *mut ibv_context>,
+
+    /// The legacy creates, for providers whose plain objects differ from
+    /// the extended ones (rdma-core's providers have both). When absent,
+    /// libibverbs builds the object through the `_ex` entry. `create_cq`
+    /// also takes the CQ's context, which the provider records.
+    pub create_cq: Entry<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            cqe: c_int,
+            channel: *mut ibv_comp_channel,
+            comp_vector: c_int,
+            cq_context: *mut c_void,
+        ) -> *mut ibv_cq,
+    >,
+    pub create_srq:
+        Entry<unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq>,
+    pub create_qp:
+        Entry<unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp>,
 }
 
 /// The kinds of object [`ProviderOps::object_context`] is asked about.

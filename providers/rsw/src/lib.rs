@@ -96,6 +96,9 @@ pub static verbs_rs_provider_v1: ProviderOps = ProviderOps {
     get_async_event: Some(context::get_async_event),
     ack_async_event: Some(ack_async_event),
     object_context: Some(object_context),
+    create_cq: None,
+    create_srq: None,
+    create_qp: None,
 };
 
 /// The data-path entries every context carries: one table with the one
