@@ -47,6 +47,29 @@ unsafe fn ex_payload<'a, T>(cmd: Ptr) -> &'a mut T {
     unsafe { &mut *cmd.cast::<u8>().add(EX_HDRS).cast::<T>() }
 }
 
+/// The request to send: the provider's buffer, or ours when it passed
+/// none or one too short for the kernel's payload (rxe creates its CQs
+/// with a NULL request: no provider part).
+struct ReqBuf {
+    _owned: Vec<u64>,
+    ptr: Ptr,
+    size: usize,
+}
+
+/// A request of at least `core` bytes holding the provider's `cmd_size`.
+fn req_buf(cmd: Ptr, cmd_size: usize, core: usize) -> ReqBuf {
+    if !cmd.is_null() && cmd_size >= core {
+        return ReqBuf { _owned: Vec::new(), ptr: cmd, size: cmd_size };
+    }
+    let mut v = vec![0u64; core.div_ceil(8)];
+    if !cmd.is_null() {
+        // SAFETY: the provider's buffer holds `cmd_size` (< core) bytes.
+        unsafe { core::ptr::copy_nonoverlapping(cmd.cast::<u8>(), v.as_mut_ptr().cast::<u8>(), cmd_size) };
+    }
+    let ptr = v.as_mut_ptr().cast();
+    ReqBuf { _owned: v, ptr, size: core.div_ceil(8) * 8 }
+}
+
 /// rdma-core's `verbs_is_destroy_err`: after the device went away (EIO)
 /// a destroy may count as done when the program asked for that.
 fn destroy_err(rc: &mut c_int) -> bool {
@@ -91,6 +114,8 @@ pub unsafe extern "C" fn ibv_cmd_get_context(
     // SAFETY: per the contract.
     unsafe {
         let ctx = core::ptr::addr_of_mut!((*vctx).context);
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_get_context>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_GET_CONTEXT, cmd, cmd_size, resp.cast(), resp_size);
         if rc != 0 {
             return rc;
@@ -377,6 +402,8 @@ pub unsafe extern "C" fn ibv_cmd_query_port(
             let mut resp = ib_uverbs_query_port_resp::default();
             // SAFETY: the provider's request holds the payload.
             unsafe {
+                let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_query_port>());
+                let (cmd, cmd_size) = (buf.ptr, buf.size);
                 let p = payload::<ib_uverbs_query_port>(cmd);
                 p.port_num = port_num;
                 p.reserved = [0; 7];
@@ -466,6 +493,8 @@ pub unsafe extern "C" fn ibv_cmd_open_xrcd(
         if a.comp_mask & IBV_XRCD_INIT_ATTR_FD == 0 || a.comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS == 0 {
             return libc::EINVAL;
         }
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_open_xrcd>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_open_xrcd>(cmd);
         p.fd = a.fd as u32;
         p.oflags = a.oflags as u32;
@@ -520,6 +549,8 @@ pub unsafe extern "C" fn ibv_cmd_reg_mr(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_reg_mr>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_reg_mr>(cmd);
         p.start = ptr_u64(addr);
         p.length = length as u64;
@@ -570,6 +601,8 @@ pub unsafe extern "C" fn ibv_cmd_rereg_mr(
     // SAFETY: per the contract.
     unsafe {
         let change_pd = flags & IBV_REREG_MR_CHANGE_PD as u32 != 0;
+        let buf = req_buf(cmd, cmd_sz, HDR + size_of::<ib_uverbs_rereg_mr>());
+        let (cmd, cmd_sz) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_rereg_mr>(cmd);
         p.mr_handle = (*vmr).ibv_mr.handle;
         p.flags = flags;
@@ -632,6 +665,8 @@ pub unsafe extern "C" fn ibv_cmd_alloc_mw(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_alloc_mw>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_alloc_mw>(cmd);
         p.pd_handle = (*pd).handle;
         p.mw_type = mw_type as u8;
@@ -687,6 +722,8 @@ pub unsafe extern "C" fn ibv_cmd_create_cq(
     // SAFETY: per the contract.
     unsafe {
         (*cq).context = ctx;
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_cq>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_create_cq>(cmd);
         p.user_handle = ptr_u64(cq);
         p.cqe = cqe as u32;
@@ -732,6 +769,8 @@ pub unsafe extern "C" fn ibv_cmd_create_cq_ex(
         }
         let ibcq = cq.cast::<ibv_cq>();
         (*ibcq).context = ctx;
+        let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_create_cq>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = ex_payload::<ib_uverbs_ex_create_cq>(cmd);
         p.user_handle = ptr_u64(ibcq);
         p.cqe = a.cqe;
@@ -773,6 +812,8 @@ pub unsafe extern "C" fn ibv_cmd_resize_cq(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_resize_cq>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_resize_cq>(cmd);
         p.cq_handle = (*cq).handle;
         p.cqe = cqe as u32;
@@ -930,6 +971,8 @@ pub unsafe extern "C" fn ibv_cmd_modify_cq(
         if a.attr_mask >= IBV_CQ_ATTR_RESERVED {
             return libc::EINVAL;
         }
+        let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_modify_cq>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = ex_payload::<ib_uverbs_ex_modify_cq>(cmd);
         p.cq_handle = (*cq).handle;
         p.attr_mask = a.attr_mask;
@@ -1047,6 +1090,8 @@ pub unsafe extern "C" fn ibv_cmd_create_qp(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_qp>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let init = &mut *attr;
         let mut ex = ibv_qp_init_attr_ex::zeroed();
         ex.qp_context = init.qp_context;
@@ -1089,6 +1134,8 @@ unsafe fn create_qp_legacy(
                 return e;
             }
         };
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_qp>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_create_qp>(cmd);
         p.user_handle = ptr_u64(qp);
         p.pd_handle = pd;
@@ -1178,6 +1225,8 @@ pub unsafe extern "C" fn ibv_cmd_create_qp_ex2(
                 return e;
             }
         };
+        let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_create_qp>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = ex_payload::<ib_uverbs_ex_create_qp>(cmd);
         p.user_handle = ptr_u64(ibqp);
         p.pd_handle = pd;
@@ -1264,6 +1313,8 @@ pub unsafe extern "C" fn ibv_cmd_open_qp(
         }
         let xrcd = a.xrcd.cast::<verbs_xrcd>();
         let ibqp = qp.cast::<ibv_qp>();
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_open_qp>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_open_qp>(cmd);
         p.user_handle = ptr_u64(ibqp);
         p.pd_handle = (*xrcd).handle;
@@ -1349,6 +1400,8 @@ pub unsafe extern "C" fn ibv_cmd_query_qp(
     let mut r = ib_uverbs_query_qp_resp::default();
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_query_qp>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_query_qp>(cmd);
         p.qp_handle = (*qp).handle;
         p.attr_mask = attr_mask as u32;
@@ -1491,6 +1544,8 @@ pub unsafe extern "C" fn ibv_cmd_modify_qp(
     }
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_modify_qp>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         modify_fields(&*qp, &*attr, attr_mask, payload(cmd));
         legacy((*qp).context, IB_USER_VERBS_CMD_MODIFY_QP, cmd, cmd_size, 0)
     }
@@ -1511,6 +1566,8 @@ pub unsafe extern "C" fn ibv_cmd_modify_qp_ex(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_modify_qp>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = ex_payload::<ib_uverbs_ex_modify_qp>(cmd);
         modify_fields(&*qp, &*attr, attr_mask, &mut p.base);
         if attr_mask as u32 & IBV_QP_RATE_LIMIT != 0 {
@@ -1587,6 +1644,8 @@ pub unsafe extern "C" fn ibv_cmd_create_srq(
         libc::pthread_mutex_init(&mut (*srq).mutex, core::ptr::null());
         libc::pthread_cond_init(&mut (*srq).cond, core::ptr::null());
         let a = &mut *attr;
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_srq>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_create_srq>(cmd);
         p.user_handle = ptr_u64(srq);
         p.pd_handle = (*pd).handle;
@@ -1635,6 +1694,8 @@ pub unsafe extern "C" fn ibv_cmd_create_srq_ex(
         libc::pthread_mutex_init(&mut s.mutex, core::ptr::null());
         libc::pthread_cond_init(&mut s.cond, core::ptr::null());
         let t = if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 { a.srq_type } else { IBV_SRQT_BASIC };
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_xsrq>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_create_xsrq>(cmd);
         p.user_handle = ptr_u64(s as *mut ibv_srq);
         p.srq_type = t as u32;
@@ -1699,6 +1760,8 @@ pub unsafe extern "C" fn ibv_cmd_modify_srq(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_modify_srq>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_modify_srq>(cmd);
         p.srq_handle = (*srq).handle;
         p.attr_mask = mask as u32;
@@ -1716,6 +1779,8 @@ pub unsafe extern "C" fn ibv_cmd_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq
     let mut r = ib_uverbs_query_srq_resp::default();
     // SAFETY: per the contract.
     unsafe {
+        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_query_srq>());
+        let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_query_srq>(cmd);
         p.srq_handle = (*srq).handle;
         p.reserved = 0;
