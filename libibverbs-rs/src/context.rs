@@ -68,7 +68,10 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 ///
 /// # Safety
 /// `device` is NULL or an `ibv_device` from a device list.
-pub(crate) unsafe fn open_device_with(device: *mut ibv_device, private_data: *mut c_void) -> *mut ibv_context {
+pub(crate) unsafe fn open_device_with(
+    device: *mut ibv_device,
+    private_data: *mut c_void,
+) -> *mut ibv_context {
     entry!(ptr, (device), {
         let dev = lookup(device).ok_or(libc::EINVAL)?;
         let kernel = core::ptr::eq(dev.ops, &crate::kernel::ops::KERNEL_OPS);

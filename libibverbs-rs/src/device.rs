@@ -82,7 +82,9 @@ pub(crate) fn lookup(dev: *const ibv_device) -> Option<DeviceRef> {
     }
     let list = DEVICES.read();
     // SAFETY: registered devices are live forever.
-    let d = list.iter().find(|d| unsafe { (*d.0).ptr() } as *const ibv_device == dev)?;
+    let d = list
+        .iter()
+        .find(|d| core::ptr::eq(unsafe { (*d.0).ptr() }, dev))?;
     // SAFETY: registered devices are live forever; these fields are never
     // written after creation.
     unsafe {
@@ -330,8 +332,11 @@ fn refresh() -> Vec<*mut ibv_device> {
     let mut all = DEVICES.write();
     let mut now = Vec::new();
     // Kernel devices first, in the kernel's order, as rdma-core lists them.
-    // SAFETY (closure): registered devices are live; `kkey` is immutable.
-    let known = |k: &(String, i32)| all.iter().any(|d| unsafe { (*d.0).kkey.as_ref() } == Some(k));
+    let known = |k: &(String, i32)| {
+        all.iter()
+            // SAFETY: registered devices are live; `kkey` is immutable.
+            .any(|d| unsafe { (*d.0).kkey.as_ref() } == Some(k))
+    };
     let found = crate::kernel::discover(&known);
     for f in found {
         let dev = match f {

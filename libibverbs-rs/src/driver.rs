@@ -216,7 +216,12 @@ pub(crate) fn candidates(
     let file = format!("lib{name}{PROVIDER_SUFFIX}");
     let mut out = Vec::new();
     let system = Some(system_provider_dir());
-    for dir in own_dirs.iter().map(PathBuf::as_path).chain(build_dir).chain(system) {
+    for dir in own_dirs
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(build_dir)
+        .chain(system)
+    {
         let p = dir.join(&file);
         if !out.contains(&p) {
             out.push(p);

@@ -12,13 +12,13 @@
 
 mod ah;
 mod check;
-mod kernel;
 mod compat;
 mod context;
 mod cq;
 mod device;
 mod driver;
 mod fork;
+mod kernel;
 mod mcast;
 mod mr;
 mod pd;

@@ -21,7 +21,9 @@ use verbs_abi::driver::*;
 use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
-use super::ioctl::{Call, UVERBS_METHOD_QUERY_CONTEXT, UVERBS_METHOD_QUERY_PORT, UVERBS_OBJECT_DEVICE};
+use super::ioctl::{
+    Call, UVERBS_METHOD_QUERY_CONTEXT, UVERBS_METHOD_QUERY_PORT, UVERBS_OBJECT_DEVICE,
+};
 use super::write::{extended, legacy, legacy_with_resp, ptr_u64, run};
 
 const HDR: usize = size_of::<ib_uverbs_cmd_hdr>();
@@ -59,15 +61,25 @@ struct ReqBuf {
 /// A request of at least `core` bytes holding the provider's `cmd_size`.
 fn req_buf(cmd: Ptr, cmd_size: usize, core: usize) -> ReqBuf {
     if !cmd.is_null() && cmd_size >= core {
-        return ReqBuf { _owned: Vec::new(), ptr: cmd, size: cmd_size };
+        return ReqBuf {
+            _owned: Vec::new(),
+            ptr: cmd,
+            size: cmd_size,
+        };
     }
     let mut v = vec![0u64; core.div_ceil(8)];
     if !cmd.is_null() {
         // SAFETY: the provider's buffer holds `cmd_size` (< core) bytes.
-        unsafe { core::ptr::copy_nonoverlapping(cmd.cast::<u8>(), v.as_mut_ptr().cast::<u8>(), cmd_size) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(cmd.cast::<u8>(), v.as_mut_ptr().cast::<u8>(), cmd_size)
+        };
     }
     let ptr = v.as_mut_ptr().cast();
-    ReqBuf { _owned: v, ptr, size: core.div_ceil(8) * 8 }
+    ReqBuf {
+        _owned: v,
+        ptr,
+        size: core.div_ceil(8) * 8,
+    }
 }
 
 /// rdma-core's `verbs_is_destroy_err`: after the device went away (EIO)
@@ -116,7 +128,14 @@ pub unsafe extern "C" fn ibv_cmd_get_context(
         let ctx = core::ptr::addr_of_mut!((*vctx).context);
         let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_get_context>());
         let (cmd, cmd_size) = (buf.ptr, buf.size);
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_GET_CONTEXT, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_GET_CONTEXT,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -141,7 +160,10 @@ pub unsafe extern "C" fn ibv_cmd_get_context(
 /// # Safety
 /// `ctx` is a kernel context; `driver` NULL or a provider's attributes.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_cmd_query_context(ctx: *mut ibv_context, driver: *mut ibv_command_buffer) -> c_int {
+pub unsafe extern "C" fn ibv_cmd_query_context(
+    ctx: *mut ibv_context,
+    driver: *mut ibv_command_buffer,
+) -> c_int {
     let _ = driver;
     let mut n: u32 = 0;
     let mut core_support: u64 = 0;
@@ -183,7 +205,10 @@ pub unsafe extern "C" fn ibv_cmd_query_device_any(
         let mut internal = ib_uverbs_ex_query_device_resp::default();
         let mut internal_size = size_of::<ib_uverbs_ex_query_device_resp>();
         let (resp, resp_size) = if resp.is_null() || resp_size.is_null() {
-            (&mut internal as *mut ib_uverbs_ex_query_device_resp, &mut internal_size as *mut usize)
+            (
+                &mut internal as *mut ib_uverbs_ex_query_device_resp,
+                &mut internal_size as *mut usize,
+            )
         } else {
             (resp, resp_size)
         };
@@ -441,7 +466,14 @@ pub unsafe extern "C" fn ibv_cmd_alloc_pd(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_ALLOC_PD, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_ALLOC_PD,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -460,7 +492,9 @@ pub unsafe extern "C" fn ibv_cmd_dealloc_pd(pd: *mut ibv_pd) -> c_int {
         run::<_, ()>(
             (*pd).context,
             IB_USER_VERBS_CMD_DEALLOC_PD,
-            ib_uverbs_dealloc_pd { pd_handle: (*pd).handle },
+            ib_uverbs_dealloc_pd {
+                pd_handle: (*pd).handle,
+            },
             None,
         )
     };
@@ -490,7 +524,8 @@ pub unsafe extern "C" fn ibv_cmd_open_xrcd(
         if a.comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED {
             return libc::EOPNOTSUPP;
         }
-        if a.comp_mask & IBV_XRCD_INIT_ATTR_FD == 0 || a.comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS == 0 {
+        if a.comp_mask & IBV_XRCD_INIT_ATTR_FD == 0 || a.comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS == 0
+        {
             return libc::EINVAL;
         }
         let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_open_xrcd>());
@@ -498,7 +533,14 @@ pub unsafe extern "C" fn ibv_cmd_open_xrcd(
         let p = payload::<ib_uverbs_open_xrcd>(cmd);
         p.fd = a.fd as u32;
         p.oflags = a.oflags as u32;
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_OPEN_XRCD, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_OPEN_XRCD,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -521,7 +563,9 @@ pub unsafe extern "C" fn ibv_cmd_close_xrcd(xrcd: *mut verbs_xrcd) -> c_int {
         run::<_, ()>(
             (*xrcd).xrcd.context,
             IB_USER_VERBS_CMD_CLOSE_XRCD,
-            ib_uverbs_close_xrcd { xrcd_handle: (*xrcd).handle },
+            ib_uverbs_close_xrcd {
+                xrcd_handle: (*xrcd).handle,
+            },
             None,
         )
     };
@@ -567,7 +611,14 @@ pub unsafe extern "C" fn ibv_cmd_reg_mr(
         p.pd_handle = (*pd).handle;
         p.access_flags = access as u32;
         let ctx = (*pd).context;
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_REG_MR, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_REG_MR,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -600,7 +651,7 @@ pub unsafe extern "C" fn ibv_cmd_rereg_mr(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
-        let change_pd = flags & IBV_REREG_MR_CHANGE_PD as u32 != 0;
+        let change_pd = flags & IBV_REREG_MR_CHANGE_PD != 0;
         let buf = req_buf(cmd, cmd_sz, HDR + size_of::<ib_uverbs_rereg_mr>());
         let (cmd, cmd_sz) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_rereg_mr>(cmd);
@@ -640,7 +691,9 @@ pub unsafe extern "C" fn ibv_cmd_dereg_mr(vmr: *mut verbs_mr) -> c_int {
         run::<_, ()>(
             (*vmr).ibv_mr.context,
             IB_USER_VERBS_CMD_DEREG_MR,
-            ib_uverbs_dereg_mr { mr_handle: (*vmr).ibv_mr.handle },
+            ib_uverbs_dereg_mr {
+                mr_handle: (*vmr).ibv_mr.handle,
+            },
             None,
         )
     };
@@ -671,7 +724,14 @@ pub unsafe extern "C" fn ibv_cmd_alloc_mw(
         p.pd_handle = (*pd).handle;
         p.mw_type = mw_type as u8;
         p.reserved = [0; 3];
-        let rc = legacy_with_resp((*pd).context, IB_USER_VERBS_CMD_ALLOC_MW, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            (*pd).context,
+            IB_USER_VERBS_CMD_ALLOC_MW,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -693,7 +753,9 @@ pub unsafe extern "C" fn ibv_cmd_dealloc_mw(mw: *mut ibv_mw) -> c_int {
         run::<_, ()>(
             (*mw).context,
             IB_USER_VERBS_CMD_DEALLOC_MW,
-            ib_uverbs_dealloc_mw { mw_handle: (*mw).handle },
+            ib_uverbs_dealloc_mw {
+                mw_handle: (*mw).handle,
+            },
             None,
         )
     };
@@ -730,7 +792,14 @@ pub unsafe extern "C" fn ibv_cmd_create_cq(
         p.comp_vector = comp_vector as u32;
         p.comp_channel = if channel.is_null() { -1 } else { (*channel).fd };
         p.reserved = 0;
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_CREATE_CQ, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_CREATE_CQ,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -761,10 +830,16 @@ pub unsafe extern "C" fn ibv_cmd_create_cq_ex(
             return libc::EOPNOTSUPP;
         }
         let mut flags = 0u32;
-        if a.wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) as u64 != 0 {
+        if a.wc_flags
+            & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+                as u64
+            != 0
+        {
             flags |= IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION;
         }
-        if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 && a.flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN != 0 {
+        if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
+            && a.flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN != 0
+        {
             flags |= IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN;
         }
         let ibcq = cq.cast::<ibv_cq>();
@@ -775,7 +850,11 @@ pub unsafe extern "C" fn ibv_cmd_create_cq_ex(
         p.user_handle = ptr_u64(ibcq);
         p.cqe = a.cqe;
         p.comp_vector = a.comp_vector;
-        p.comp_channel = if a.channel.is_null() { -1 } else { (*a.channel).fd };
+        p.comp_channel = if a.channel.is_null() {
+            -1
+        } else {
+            (*a.channel).fd
+        };
         p.comp_mask = 0;
         p.flags = flags;
         p.reserved = 0;
@@ -817,7 +896,14 @@ pub unsafe extern "C" fn ibv_cmd_resize_cq(
         let p = payload::<ib_uverbs_resize_cq>(cmd);
         p.cq_handle = (*cq).handle;
         p.cqe = cqe as u32;
-        let rc = legacy_with_resp((*cq).context, IB_USER_VERBS_CMD_RESIZE_CQ, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            (*cq).context,
+            IB_USER_VERBS_CMD_RESIZE_CQ,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -946,7 +1032,8 @@ pub unsafe extern "C" fn ibv_cmd_destroy_cq(cq: *mut ibv_cq) -> c_int {
             core::ptr::addr_of_mut!((*cq).mutex),
             core::ptr::addr_of_mut!((*cq).cond),
             || {
-                core::ptr::read_volatile(core::ptr::addr_of!((*cq).comp_events_completed)) == resp.comp_events_reported
+                core::ptr::read_volatile(core::ptr::addr_of!((*cq).comp_events_completed))
+                    == resp.comp_events_reported
                     && core::ptr::read_volatile(core::ptr::addr_of!((*cq).async_events_completed))
                         == resp.async_events_reported
             },
@@ -1037,7 +1124,8 @@ unsafe fn qp_handles(a: &mut ibv_qp_init_attr_ex) -> Result<(u32, u32, u32), c_i
                 }
                 Ok(((*a.xrcd.cast::<verbs_xrcd>()).handle, 0, 0))
             }
-            IBV_QPT_RC | IBV_QPT_UD | IBV_QPT_UC | IBV_QPT_RAW_PACKET | IBV_QPT_XRC_SEND | IBV_QPT_DRIVER => {
+            IBV_QPT_RC | IBV_QPT_UD | IBV_QPT_UC | IBV_QPT_RAW_PACKET | IBV_QPT_XRC_SEND
+            | IBV_QPT_DRIVER => {
                 if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
                     return Err(libc::EINVAL);
                 }
@@ -1045,7 +1133,11 @@ unsafe fn qp_handles(a: &mut ibv_qp_init_attr_ex) -> Result<(u32, u32, u32), c_i
                 let mut send = 0;
                 let mut recv = 0;
                 if a.comp_mask & IBV_QP_INIT_ATTR_IND_TABLE != 0 {
-                    if a.cap.max_recv_wr != 0 || a.cap.max_recv_sge != 0 || !a.recv_cq.is_null() || !a.srq.is_null() {
+                    if a.cap.max_recv_wr != 0
+                        || a.cap.max_recv_sge != 0
+                        || !a.recv_cq.is_null()
+                        || !a.srq.is_null()
+                    {
                         return Err(libc::EINVAL);
                     }
                     if a.cap.max_send_wr != 0 && !a.send_cq.is_null() {
@@ -1103,7 +1195,16 @@ pub unsafe extern "C" fn ibv_cmd_create_qp(
         ex.sq_sig_all = init.sq_sig_all;
         ex.comp_mask = IBV_QP_INIT_ATTR_PD;
         ex.pd = pd;
-        let rc = create_qp_legacy((*pd).context, qp, core::ptr::null_mut(), &mut ex, cmd, cmd_size, resp, resp_size);
+        let rc = create_qp_legacy(
+            (*pd).context,
+            qp,
+            core::ptr::null_mut(),
+            &mut ex,
+            cmd,
+            cmd_size,
+            resp,
+            resp_size,
+        );
         if rc == 0 {
             init.cap = ex.cap;
         }
@@ -1151,7 +1252,14 @@ unsafe fn create_qp_legacy(
         p.qp_type = a.qp_type as u8;
         p.is_srq = (!a.srq.is_null()) as u8;
         p.reserved = 0;
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_CREATE_QP, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_CREATE_QP,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -1321,7 +1429,14 @@ pub unsafe extern "C" fn ibv_cmd_open_qp(
         p.qpn = a.qp_num;
         p.qp_type = a.qp_type as u8;
         p.reserved = [0; 7];
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_OPEN_QP, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_OPEN_QP,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -1472,7 +1587,7 @@ fn modify_fields(qp: &ibv_qp, a: &ibv_qp_attr, mask: c_int, c: &mut ib_uverbs_mo
         c.en_sqd_async_notify = a.en_sqd_async_notify;
     }
     if m & IBV_QP_ACCESS_FLAGS != 0 {
-        c.qp_access_flags = a.qp_access_flags as u32;
+        c.qp_access_flags = a.qp_access_flags;
     }
     if m & IBV_QP_PKEY_INDEX != 0 {
         c.pkey_index = a.pkey_index;
@@ -1617,7 +1732,10 @@ pub unsafe extern "C" fn ibv_cmd_destroy_qp(qp: *mut ibv_qp) -> c_int {
         wait_events(
             core::ptr::addr_of_mut!((*qp).mutex),
             core::ptr::addr_of_mut!((*qp).cond),
-            || core::ptr::read_volatile(core::ptr::addr_of!((*qp).events_completed)) == resp.events_reported,
+            || {
+                core::ptr::read_volatile(core::ptr::addr_of!((*qp).events_completed))
+                    == resp.events_reported
+            },
         )
     };
     0
@@ -1652,7 +1770,14 @@ pub unsafe extern "C" fn ibv_cmd_create_srq(
         p.max_wr = a.attr.max_wr;
         p.max_sge = a.attr.max_sge;
         p.srq_limit = a.attr.srq_limit;
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_CREATE_SRQ, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_CREATE_SRQ,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -1693,12 +1818,16 @@ pub unsafe extern "C" fn ibv_cmd_create_srq_ex(
         s.context = ctx;
         libc::pthread_mutex_init(&mut s.mutex, core::ptr::null());
         libc::pthread_cond_init(&mut s.cond, core::ptr::null());
-        let t = if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 { a.srq_type } else { IBV_SRQT_BASIC };
+        let t = if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE != 0 {
+            a.srq_type
+        } else {
+            IBV_SRQT_BASIC
+        };
         let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_xsrq>());
         let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = payload::<ib_uverbs_create_xsrq>(cmd);
         p.user_handle = ptr_u64(s as *mut ibv_srq);
-        p.srq_type = t as u32;
+        p.srq_type = t;
         p.pd_handle = (*pd).handle;
         p.max_wr = a.attr.max_wr;
         p.max_sge = a.attr.max_sge;
@@ -1708,7 +1837,9 @@ pub unsafe extern "C" fn ibv_cmd_create_srq_ex(
         p.cq_handle = 0;
         match t {
             IBV_SRQT_XRC => {
-                if a.comp_mask & IBV_SRQ_INIT_ATTR_XRCD == 0 || a.comp_mask & IBV_SRQ_INIT_ATTR_CQ == 0 {
+                if a.comp_mask & IBV_SRQ_INIT_ATTR_XRCD == 0
+                    || a.comp_mask & IBV_SRQ_INIT_ATTR_CQ == 0
+                {
                     verbs_abi::errno::set_errno(libc::EINVAL);
                     return libc::EINVAL;
                 }
@@ -1728,7 +1859,14 @@ pub unsafe extern "C" fn ibv_cmd_create_srq_ex(
             }
             _ => {}
         }
-        let rc = legacy_with_resp(ctx, IB_USER_VERBS_CMD_CREATE_XSRQ, cmd, cmd_size, resp.cast(), resp_size);
+        let rc = legacy_with_resp(
+            ctx,
+            IB_USER_VERBS_CMD_CREATE_XSRQ,
+            cmd,
+            cmd_size,
+            resp.cast(),
+            resp_size,
+        );
         if rc != 0 {
             return rc;
         }
@@ -1767,7 +1905,13 @@ pub unsafe extern "C" fn ibv_cmd_modify_srq(
         p.attr_mask = mask as u32;
         p.max_wr = (*attr).max_wr;
         p.srq_limit = (*attr).srq_limit;
-        legacy((*srq).context, IB_USER_VERBS_CMD_MODIFY_SRQ, cmd, cmd_size, 0)
+        legacy(
+            (*srq).context,
+            IB_USER_VERBS_CMD_MODIFY_SRQ,
+            cmd,
+            cmd_size,
+            0,
+        )
     }
 }
 
@@ -1775,7 +1919,12 @@ pub unsafe extern "C" fn ibv_cmd_modify_srq(
 /// `srq` a live SRQ of a kernel context; `attr` writable; `cmd` the
 /// provider's request.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_cmd_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, cmd: Ptr, cmd_size: usize) -> c_int {
+pub unsafe extern "C" fn ibv_cmd_query_srq(
+    srq: *mut ibv_srq,
+    attr: *mut ibv_srq_attr,
+    cmd: Ptr,
+    cmd_size: usize,
+) -> c_int {
     let mut r = ib_uverbs_query_srq_resp::default();
     // SAFETY: per the contract.
     unsafe {
@@ -1828,7 +1977,10 @@ pub unsafe extern "C" fn ibv_cmd_destroy_srq(srq: *mut ibv_srq) -> c_int {
         wait_events(
             core::ptr::addr_of_mut!((*srq).mutex),
             core::ptr::addr_of_mut!((*srq).cond),
-            || core::ptr::read_volatile(core::ptr::addr_of!((*srq).events_completed)) == resp.events_reported,
+            || {
+                core::ptr::read_volatile(core::ptr::addr_of!((*srq).events_completed))
+                    == resp.events_reported
+            },
         )
     };
     0
@@ -1900,7 +2052,9 @@ pub unsafe extern "C" fn ibv_cmd_destroy_ah(ah: *mut ibv_ah) -> c_int {
         run::<_, ()>(
             (*ah).context,
             IB_USER_VERBS_CMD_DESTROY_AH,
-            ib_uverbs_destroy_ah { ah_handle: (*ah).handle },
+            ib_uverbs_destroy_ah {
+                ah_handle: (*ah).handle,
+            },
             None,
         )
     };
@@ -1913,7 +2067,11 @@ pub unsafe extern "C" fn ibv_cmd_destroy_ah(ah: *mut ibv_ah) -> c_int {
 /// # Safety
 /// `qp` a live QP of a kernel context; `gid` readable.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_cmd_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+pub unsafe extern "C" fn ibv_cmd_attach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
     // SAFETY: per the contract.
     unsafe {
         run::<_, ()>(
@@ -1933,7 +2091,11 @@ pub unsafe extern "C" fn ibv_cmd_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_g
 /// # Safety
 /// `qp` a live QP of a kernel context; `gid` readable.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_cmd_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+pub unsafe extern "C" fn ibv_cmd_detach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
     // SAFETY: per the contract.
     let mut rc = unsafe {
         run::<_, ()>(

@@ -49,7 +49,9 @@ pub(crate) unsafe fn private_of<'a>(ctx: *mut ibv_context) -> Option<&'a Private
 /// `ctx` is a live kernel context.
 pub(crate) unsafe fn ops_of<'a>(ctx: *mut ibv_context) -> Result<&'a verbs_context_ops, c_int> {
     // SAFETY: forwarded contract.
-    unsafe { private_of(ctx) }.map(|p| &p.ops).ok_or(libc::EINVAL)
+    unsafe { private_of(ctx) }
+        .map(|p| &p.ops)
+        .ok_or(libc::EINVAL)
 }
 
 /// rdma-core's `verbs_init_context`: takes `cmd_fd`, closes it on failure.
@@ -175,25 +177,53 @@ pub unsafe extern "C" fn verbs_set_ops(vctx: *mut verbs_context, ops: *const ver
             if o.$name.is_some() { priv_ops.$name = o.$name; }
         )*};
     }
-    // Published in the public structs too (types differ only in how the
-    // headers spell the same pointers, so the entry is reinterpreted).
+    // Published in the public structs too.
     macro_rules! publish {
         ($dst:expr, $name:ident) => {
             if o.$name.is_some() {
                 priv_ops.$name = o.$name;
-                // SAFETY: both are nullable C function pointers of the
-                // same C signature.
-                $dst = unsafe { core::mem::transmute(o.$name) };
+                $dst = o.$name;
             }
         };
     }
     keep!(
-        alloc_pd, async_event, attach_mcast, cq_event, create_ah, create_cq, create_cq_ex,
-        create_qp, create_srq, dealloc_pd, dereg_mr, destroy_ah, destroy_cq, destroy_qp,
-        destroy_srq, detach_mcast, free_context, import_dm, import_mr, import_pd, modify_qp,
-        modify_srq, query_ece, query_port, query_qp, query_qp_data_in_order, query_srq,
-        reg_dmabuf_mr, reg_mr, rereg_mr, resize_cq, set_ece, unimport_dm, unimport_mr,
-        unimport_pd, create_flow, destroy_flow,
+        alloc_pd,
+        async_event,
+        attach_mcast,
+        cq_event,
+        create_ah,
+        create_cq,
+        create_cq_ex,
+        create_qp,
+        create_srq,
+        dealloc_pd,
+        dereg_mr,
+        destroy_ah,
+        destroy_cq,
+        destroy_qp,
+        destroy_srq,
+        detach_mcast,
+        free_context,
+        import_dm,
+        import_mr,
+        import_pd,
+        modify_qp,
+        modify_srq,
+        query_ece,
+        query_port,
+        query_qp,
+        query_qp_data_in_order,
+        query_srq,
+        reg_dmabuf_mr,
+        reg_mr,
+        rereg_mr,
+        resize_cq,
+        set_ece,
+        unimport_dm,
+        unimport_mr,
+        unimport_pd,
+        create_flow,
+        destroy_flow,
     );
     let c = &mut v.context.ops;
     publish!(c.alloc_mw, alloc_mw);

@@ -30,7 +30,9 @@ fn read_exact<T: Default>(fd: c_int) -> Result<T, c_int> {
 
 /// # Safety
 /// `ctx` is an open kernel context.
-pub(crate) unsafe extern "C" fn create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
+pub(crate) unsafe extern "C" fn create_comp_channel(
+    ctx: *mut ibv_context,
+) -> *mut ibv_comp_channel {
     let mut resp = ib_uverbs_create_comp_channel_resp::default();
     // SAFETY: a kernel context; the payload begins with `response`.
     let rc = unsafe {

@@ -6,7 +6,9 @@ use core::ffi::c_int;
 use verbs_abi::driver::verbs_device;
 use verbs_abi::*;
 
-use super::ioctl::{Call, UVERBS_ATTR_F_VALID_OUTPUT, UVERBS_METHOD_QUERY_GID_ENTRY, UVERBS_OBJECT_DEVICE};
+use super::ioctl::{
+    Call, UVERBS_ATTR_F_VALID_OUTPUT, UVERBS_METHOD_QUERY_GID_ENTRY, UVERBS_OBJECT_DEVICE,
+};
 
 const ATTR_PORT: u16 = 0;
 const ATTR_GID_INDEX: u16 = 1;
@@ -21,7 +23,11 @@ unsafe fn ibdev_path(ctx: *mut ibv_context) -> String {
     // SAFETY: a kernel context's device is the provider's verbs_device
     // with our sysfs record.
     let p = unsafe { &(*(*(*ctx).device.cast::<verbs_device>()).sysfs).ibdev_path };
-    let b: Vec<u8> = p.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let b: Vec<u8> = p
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&b).into_owned()
 }
 
@@ -47,7 +53,12 @@ pub(crate) fn parse_gid(s: &str) -> Option<[u8; 16]> {
 }
 
 /// rdma-core's sysfs fallback for one entry.
-unsafe fn gid_from_sysfs(ctx: *mut ibv_context, port: u32, index: u32, e: &mut ibv_gid_entry) -> c_int {
+unsafe fn gid_from_sysfs(
+    ctx: *mut ibv_context,
+    port: u32,
+    index: u32,
+    e: &mut ibv_gid_entry,
+) -> c_int {
     // SAFETY: forwarded contract.
     let base = format!("{}/ports/{port}", unsafe { ibdev_path(ctx) });
     let Some(raw) = read_attr(&format!("{base}/gids/{index}")).and_then(|s| parse_gid(&s)) else {
@@ -120,8 +131,8 @@ pub(crate) unsafe extern "C" fn query_pkey(
 ) -> c_int {
     // SAFETY: forwarded contract.
     let path = format!("{}/ports/{port}/pkeys/{index}", unsafe { ibdev_path(ctx) });
-    let Some(v) = read_attr(&path)
-        .and_then(|s| u16::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+    let Some(v) =
+        read_attr(&path).and_then(|s| u16::from_str_radix(s.trim_start_matches("0x"), 16).ok())
     else {
         return libc::EINVAL;
     };

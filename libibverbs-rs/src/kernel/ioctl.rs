@@ -32,9 +32,9 @@ pub(crate) const UVERBS_METHOD_QUERY_GID_ENTRY: u16 = 6;
 unsafe fn issue(ctx: *mut ibv_context, hdr: *mut ib_uverbs_ioctl_hdr) -> c_int {
     // SAFETY: per the contract; a kernel context's private part is ours.
     unsafe {
-        (*hdr).length =
-            (size_of::<ib_uverbs_ioctl_hdr>() + size_of::<ib_uverbs_attr>() * (*hdr).num_attrs as usize)
-                as u16;
+        (*hdr).length = (size_of::<ib_uverbs_ioctl_hdr>()
+            + size_of::<ib_uverbs_attr>() * (*hdr).num_attrs as usize)
+            as u16;
         (*hdr).reserved1 = 0;
         (*hdr).reserved2 = 0;
         (*hdr).driver_id = private_of(ctx).map_or(0, |p| p.driver_id);
@@ -113,7 +113,10 @@ impl Call {
 ///
 /// # Safety
 /// `link` is NULL or a chain of command buffers.
-pub(crate) unsafe fn final_num_attrs(num_attrs: c_uint, mut link: *const ibv_command_buffer) -> c_uint {
+pub(crate) unsafe fn final_num_attrs(
+    num_attrs: c_uint,
+    mut link: *const ibv_command_buffer,
+) -> c_uint {
     let mut n = num_attrs;
     while !link.is_null() {
         // SAFETY: per the contract; `next_attr` points into the buffer's own
@@ -135,7 +138,10 @@ pub(crate) unsafe fn final_num_attrs(num_attrs: c_uint, mut link: *const ibv_com
 /// `ctx` is a kernel context; `cmd` a command buffer whose attribute array
 /// has room for every linked attribute (`__ioctl_final_num_attrs`).
 #[no_mangle]
-pub unsafe extern "C" fn execute_ioctl(ctx: *mut ibv_context, cmd: *mut ibv_command_buffer) -> c_int {
+pub unsafe extern "C" fn execute_ioctl(
+    ctx: *mut ibv_context,
+    cmd: *mut ibv_command_buffer,
+) -> c_int {
     if ctx.is_null() || cmd.is_null() {
         return libc::EINVAL;
     }
@@ -156,7 +162,7 @@ pub unsafe extern "C" fn execute_ioctl(ctx: *mut ibv_context, cmd: *mut ibv_comm
                 c.uhw_in_idx = l.uhw_in_idx + end.offset_from(base) as u8;
             }
             let mut cur = lbase;
-            while cur != l.next_attr as *const _ {
+            while !core::ptr::eq(cur, l.next_attr) {
                 if !c.last_attr.is_null() && end > c.last_attr {
                     return libc::EINVAL;
                 }
@@ -215,4 +221,3 @@ pub unsafe extern "C" fn __ioctl_final_num_attrs(
     // SAFETY: forwarded contract.
     unsafe { final_num_attrs(num_attrs, link) }
 }
-

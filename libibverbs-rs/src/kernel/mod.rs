@@ -21,8 +21,8 @@ mod events;
 mod gid;
 pub(crate) mod ioctl;
 mod netlink;
-mod pending;
 pub(crate) mod ops;
+mod pending;
 pub(crate) mod registry;
 mod scan;
 mod write;
@@ -42,7 +42,9 @@ pub(crate) struct KernelDevice {
 
 /// Finds the kernel devices and binds the new ones (`known` tells which
 /// keys already have a device, so a device is allocated once).
-pub(crate) fn discover(known: &dyn Fn(&(String, i32)) -> bool) -> Vec<Result<KernelDevice, (String, i32)>> {
+pub(crate) fn discover(
+    known: &dyn Fn(&(String, i32)) -> bool,
+) -> Vec<Result<KernelDevice, (String, i32)>> {
     if registry::count() == 0 {
         // No rdma-core provider is installed: nothing could drive a
         // kernel device, and the scan would only cost time.
@@ -56,7 +58,9 @@ pub(crate) fn discover(known: &dyn Fn(&(String, i32)) -> bool) -> Vec<Result<Ker
             continue;
         }
         if let Some(vdev) = scan::bind(&f) {
-            let guid = f.node_guid.map_or_else(|| sysfs_guid(&f.ibdev_name), u64::to_be);
+            let guid = f
+                .node_guid
+                .map_or_else(|| sysfs_guid(&f.ibdev_name), u64::to_be);
             out.push(Ok(KernelDevice { vdev, key, guid }));
         }
     }

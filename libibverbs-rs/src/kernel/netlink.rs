@@ -174,7 +174,8 @@ impl Socket {
         let mut buf = vec![0u8; 32768];
         loop {
             // SAFETY: buf is writable for its length.
-            let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            let n =
+                unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
             if n < 0 {
                 let e = verbs_abi::errno::errno();
                 if e == libc::EINTR {
@@ -225,7 +226,9 @@ impl Socket {
 /// cannot tell (no RDMA netlink in this kernel, or a refused socket).
 pub(crate) fn devices() -> Option<Vec<(NlDevice, Option<NlChardev>)>> {
     let mut s = Socket::open()?;
-    let bodies = s.ask(RDMA_NLDEV_CMD_GET, libc::NLM_F_DUMP as u16, &[]).ok()?;
+    let bodies = s
+        .ask(RDMA_NLDEV_CMD_GET, libc::NLM_F_DUMP as u16, &[])
+        .ok()?;
     let mut out = Vec::new();
     for body in bodies {
         let a = attrs(&body);
@@ -275,8 +278,16 @@ mod tests {
 
     #[test]
     fn request_layout_and_attribute_walk() {
-        let m = request(RDMA_NLDEV_CMD_GET_CHARDEV, 0, 7, &[(1, &5u32.to_ne_bytes()), (69, b"uverbs\0")]);
-        assert_eq!(u32::from_ne_bytes(m[0..4].try_into().unwrap()) as usize, m.len());
+        let m = request(
+            RDMA_NLDEV_CMD_GET_CHARDEV,
+            0,
+            7,
+            &[(1, &5u32.to_ne_bytes()), (69, b"uverbs\0")],
+        );
+        assert_eq!(
+            u32::from_ne_bytes(m[0..4].try_into().unwrap()) as usize,
+            m.len()
+        );
         assert_eq!(u16::from_ne_bytes([m[4], m[5]]), (5 << 10) + 15);
         assert_eq!(m.len() % 4, 0);
         let a = attrs(&m[NLMSG_HDRLEN..]);

@@ -27,6 +27,17 @@ macro_rules! op {
     };
 }
 
+/// Calls the int operation `$name` of `$ctx`, or gives the errno.
+macro_rules! call_int {
+    ($ctx:expr, $name:ident, $($arg:expr),*) => {
+        match op!($ctx, $name) {
+            // SAFETY: the provider's own operation on its own objects.
+            Ok(f) => unsafe { f($($arg),*) },
+            Err(e) => e,
+        }
+    };
+}
+
 fn null_with<T>(e: c_int) -> *mut T {
     set_errno(e);
     null_mut()
@@ -40,7 +51,10 @@ unsafe extern "C" fn discover(_out: *mut ProviderDevice, _max: usize) -> isize {
 ///
 /// # Safety
 /// `device` is a kernel device from discovery.
-pub(crate) unsafe fn open_with(device: *mut ibv_device, private_data: *mut c_void) -> *mut ibv_context {
+pub(crate) unsafe fn open_with(
+    device: *mut ibv_device,
+    private_data: *mut c_void,
+) -> *mut ibv_context {
     let vdev = device.cast::<verbs_device>();
     // SAFETY: a kernel device is the provider's verbs_device with our
     // sysfs record.
@@ -85,7 +99,10 @@ pub(crate) unsafe fn open_with(device: *mut ibv_device, private_data: *mut c_voi
     }
 }
 
-unsafe extern "C" fn open_device(device: *mut ibv_device, _handle: *mut c_void) -> *mut ibv_context {
+unsafe extern "C" fn open_device(
+    device: *mut ibv_device,
+    _handle: *mut c_void,
+) -> *mut ibv_context {
     // SAFETY: forwarded contract.
     unsafe { open_with(device, null_mut()) }
 }
@@ -123,7 +140,7 @@ unsafe extern "C" fn query_port(
     _size: usize,
 ) -> c_int {
     // The caller's buffer is a full ibv_port_attr (see context.rs).
-    op!(ctx, query_port).map_or_else(|e| e, |f| unsafe { f(ctx, port, attr) })
+    call_int!(ctx, query_port, ctx, port, attr)
 }
 
 unsafe extern "C" fn alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
@@ -137,7 +154,7 @@ unsafe extern "C" fn alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
 unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {
     // SAFETY: a live PD of a kernel context.
     let ctx = unsafe { (*pd).context };
-    op!(ctx, dealloc_pd).map_or_else(|e| e, |f| unsafe { f(pd) })
+    call_int!(ctx, dealloc_pd, pd)
 }
 
 unsafe extern "C" fn reg_mr(
@@ -178,18 +195,15 @@ unsafe extern "C" fn rereg_mr(
 ) -> c_int {
     // SAFETY: a live MR of a kernel context.
     let ctx = unsafe { (*mr).context };
-    op!(ctx, rereg_mr).map_or_else(
-        |e| e,
-        // SAFETY: every kernel MR is the start of a verbs_mr.
-        |f| unsafe { f(mr.cast(), flags, pd, addr, length, access) },
-    )
+    // Every kernel MR is the start of a verbs_mr.
+    call_int!(ctx, rereg_mr, mr.cast(), flags, pd, addr, length, access)
 }
 
 unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
     // SAFETY: a live MR of a kernel context.
     let ctx = unsafe { (*mr).context };
-    // SAFETY: every kernel MR is the start of a verbs_mr.
-    op!(ctx, dereg_mr).map_or_else(|e| e, |f| unsafe { f(mr.cast()) })
+    // Every kernel MR is the start of a verbs_mr.
+    call_int!(ctx, dereg_mr, mr.cast())
 }
 
 unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, t: ibv_mw_type) -> *mut ibv_mw {
@@ -213,7 +227,12 @@ unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
 }
 
 /// rdma-core's `verbs_init_cq` after a provider's create.
-unsafe fn init_cq(cq: *mut ibv_cq, ctx: *mut ibv_context, ch: *mut ibv_comp_channel, cq_context: *mut c_void) {
+unsafe fn init_cq(
+    cq: *mut ibv_cq,
+    ctx: *mut ibv_context,
+    ch: *mut ibv_comp_channel,
+    cq_context: *mut c_void,
+) {
     // SAFETY: forwarded to the exported helper, which validates nothing
     // more than we know here.
     unsafe { crate::compat::verbs_init_cq(cq, ctx, ch, cq_context) }
@@ -247,7 +266,10 @@ unsafe extern "C" fn lib_create_cq_ex(
     }
 }
 
-unsafe extern "C" fn create_cq_ex(ctx: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex {
+unsafe extern "C" fn create_cq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
     // SAFETY: forwarded.
     unsafe { lib_create_cq_ex(ctx, attr) }
 }
@@ -276,13 +298,13 @@ unsafe extern "C" fn create_cq(
 unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
     // SAFETY: a live CQ of a kernel context.
     let ctx = unsafe { (*cq).context };
-    op!(ctx, resize_cq).map_or_else(|e| e, |f| unsafe { f(cq, cqe) })
+    call_int!(ctx, resize_cq, cq, cqe)
 }
 
 unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
     // SAFETY: a live CQ of a kernel context.
     let (ctx, ch) = unsafe { ((*cq).context, (*cq).channel) };
-    let rc = op!(ctx, destroy_cq).map_or_else(|e| e, |f| unsafe { f(cq) });
+    let rc = call_int!(ctx, destroy_cq, cq);
     if rc == 0 && !ch.is_null() {
         // SAFETY: the channel outlives the CQs using it (EBUSY); its
         // context's mutex guards the count.
@@ -311,8 +333,14 @@ unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -
                     (*srq).srq_context = (*attr).srq_context;
                     (*srq).pd = pd;
                     (*srq).events_completed = 0;
-                    libc::pthread_mutex_init(core::ptr::addr_of_mut!((*srq).mutex), core::ptr::null());
-                    libc::pthread_cond_init(core::ptr::addr_of_mut!((*srq).cond), core::ptr::null());
+                    libc::pthread_mutex_init(
+                        core::ptr::addr_of_mut!((*srq).mutex),
+                        core::ptr::null(),
+                    );
+                    libc::pthread_cond_init(
+                        core::ptr::addr_of_mut!((*srq).cond),
+                        core::ptr::null(),
+                    );
                 }
             }
             srq
@@ -321,7 +349,10 @@ unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -
     }
 }
 
-unsafe extern "C" fn create_srq_ex(ctx: *mut ibv_context, attr: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
+unsafe extern "C" fn create_srq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_srq_init_attr_ex,
+) -> *mut ibv_srq {
     // SAFETY: a live kernel context.
     match unsafe { verbs_context_of(ctx).and_then(|v| (*v).create_srq_ex) } {
         // SAFETY: the provider's own context.
@@ -333,19 +364,19 @@ unsafe extern "C" fn create_srq_ex(ctx: *mut ibv_context, attr: *mut ibv_srq_ini
 unsafe extern "C" fn modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int {
     // SAFETY: a live SRQ of a kernel context.
     let ctx = unsafe { (*srq).context };
-    op!(ctx, modify_srq).map_or_else(|e| e, |f| unsafe { f(srq, attr, mask) })
+    call_int!(ctx, modify_srq, srq, attr, mask)
 }
 
 unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
     // SAFETY: a live SRQ of a kernel context.
     let ctx = unsafe { (*srq).context };
-    op!(ctx, query_srq).map_or_else(|e| e, |f| unsafe { f(srq, attr) })
+    call_int!(ctx, query_srq, srq, attr)
 }
 
 unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
     // SAFETY: a live SRQ of a kernel context.
     let ctx = unsafe { (*srq).context };
-    op!(ctx, destroy_srq).map_or_else(|e| e, |f| unsafe { f(srq) })
+    call_int!(ctx, destroy_srq, srq)
 }
 
 unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
@@ -358,7 +389,10 @@ unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> 
     }
 }
 
-unsafe extern "C" fn create_qp_ex(ctx: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+unsafe extern "C" fn create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
     // SAFETY: a live kernel context.
     match unsafe { verbs_context_of(ctx).and_then(|v| (*v).create_qp_ex) } {
         // SAFETY: the provider's own context.
@@ -370,7 +404,7 @@ unsafe extern "C" fn create_qp_ex(ctx: *mut ibv_context, attr: *mut ibv_qp_init_
 unsafe extern "C" fn modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int {
     // SAFETY: a live QP of a kernel context.
     let ctx = unsafe { (*qp).context };
-    op!(ctx, modify_qp).map_or_else(|e| e, |f| unsafe { f(qp, attr, mask) })
+    call_int!(ctx, modify_qp, qp, attr, mask)
 }
 
 unsafe extern "C" fn query_qp(
@@ -381,13 +415,13 @@ unsafe extern "C" fn query_qp(
 ) -> c_int {
     // SAFETY: a live QP of a kernel context.
     let ctx = unsafe { (*qp).context };
-    op!(ctx, query_qp).map_or_else(|e| e, |f| unsafe { f(qp, attr, mask, init) })
+    call_int!(ctx, query_qp, qp, attr, mask, init)
 }
 
 unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     // SAFETY: a live QP of a kernel context.
     let ctx = unsafe { (*qp).context };
-    op!(ctx, destroy_qp).map_or_else(|e| e, |f| unsafe { f(qp) })
+    call_int!(ctx, destroy_qp, qp)
 }
 
 unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
@@ -413,19 +447,19 @@ unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut 
 unsafe extern "C" fn destroy_ah(ah: *mut ibv_ah) -> c_int {
     // SAFETY: a live AH of a kernel context.
     let ctx = unsafe { (*ah).context };
-    op!(ctx, destroy_ah).map_or_else(|e| e, |f| unsafe { f(ah) })
+    call_int!(ctx, destroy_ah, ah)
 }
 
 unsafe extern "C" fn attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
     // SAFETY: a live QP of a kernel context.
     let ctx = unsafe { (*qp).context };
-    op!(ctx, attach_mcast).map_or_else(|e| e, |f| unsafe { f(qp, gid, lid) })
+    call_int!(ctx, attach_mcast, qp, gid, lid)
 }
 
 unsafe extern "C" fn detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
     // SAFETY: a live QP of a kernel context.
     let ctx = unsafe { (*qp).context };
-    op!(ctx, detach_mcast).map_or_else(|e| e, |f| unsafe { f(qp, gid, lid) })
+    call_int!(ctx, detach_mcast, qp, gid, lid)
 }
 
 /// The provider table of every kernel device.

@@ -61,7 +61,11 @@ unsafe fn post_pending<T>(wr: *mut T, bad_wr: *mut *mut T) -> c_int {
 /// # Safety
 /// `bad_wr` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_cmd_post_send(_qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *mut *mut ibv_send_wr) -> c_int {
+pub unsafe extern "C" fn ibv_cmd_post_send(
+    _qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { post_pending(wr, bad_wr) }
 }
@@ -69,7 +73,11 @@ pub unsafe extern "C" fn ibv_cmd_post_send(_qp: *mut ibv_qp, wr: *mut ibv_send_w
 /// # Safety
 /// `bad_wr` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_cmd_post_recv(_qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+pub unsafe extern "C" fn ibv_cmd_post_recv(
+    _qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { post_pending(wr, bad_wr) }
 }

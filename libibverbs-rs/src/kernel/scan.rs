@@ -179,7 +179,11 @@ fn set_c(dst: &mut [c_char], s: &str) {
 }
 
 fn c_str(src: &[c_char]) -> String {
-    let b: Vec<u8> = src.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let b: Vec<u8> = src
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&b).into_owned()
 }
 
@@ -299,9 +303,10 @@ fn match_device(ops: &verbs_device_ops, s: &mut verbs_sysfs_dev) -> bool {
         }
     }
     match ops.match_device {
-        // SAFETY: the provider's own check, given a complete sysfs dev.
         Some(f) => {
-            if !unsafe { f(s) } {
+            // SAFETY: the provider's own check, given a complete sysfs dev.
+            let ok = unsafe { f(s) };
+            if !ok {
                 return false;
             }
         }
@@ -367,7 +372,11 @@ fn try_driver(ops: &'static verbs_device_ops, s: *mut verbs_sysfs_dev) -> *mut v
         set_c(&mut v.device.dev_name, &c_str(&s.sysfs_name));
         set_c(
             &mut v.device.dev_path,
-            &format!("{}/class/infiniband_verbs/{}", sysfs_root(), c_str(&s.sysfs_name)),
+            &format!(
+                "{}/class/infiniband_verbs/{}",
+                sysfs_root(),
+                c_str(&s.sysfs_name)
+            ),
         );
         set_c(&mut v.device.name, &c_str(&s.ibdev_name));
         let path = c_str(&s.ibdev_path);
@@ -456,10 +465,16 @@ mod tests {
         let mut ops: verbs_device_ops = unsafe { core::mem::zeroed() };
         ops.match_table = tbl.as_ptr();
         assert_eq!(table(&ops).len(), 3);
-        assert_eq!(match_in_table(&ops, "rdma_device:Nrxe0"), &tbl[1] as *const _);
+        assert_eq!(
+            match_in_table(&ops, "rdma_device:Nrxe0"),
+            &tbl[1] as *const _
+        );
         assert!(match_in_table(&ops, "rdma_device:Nsiw0").is_null());
         assert_eq!(
-            match_in_table(&ops, "pci:v000015B3d00001017sv000015B3sd00000001bc02sc00i00"),
+            match_in_table(
+                &ops,
+                "pci:v000015B3d00001017sv000015B3sd00000001bc02sc00i00"
+            ),
             &tbl[2] as *const _
         );
         let f = Found {

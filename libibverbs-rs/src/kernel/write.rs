@@ -47,7 +47,10 @@ pub(crate) unsafe fn legacy(
     req_size: usize,
     resp_size: usize,
 ) -> c_int {
-    if req_size % 4 != 0 || resp_size % 4 != 0 || req_size > u16::MAX as usize * 4 {
+    if !req_size.is_multiple_of(4)
+        || !resp_size.is_multiple_of(4)
+        || req_size > u16::MAX as usize * 4
+    {
         return libc::EINVAL;
     }
     let hdr = req.cast::<ib_uverbs_cmd_hdr>();
@@ -121,6 +124,7 @@ pub(crate) unsafe fn legacy_with_resp(
 ///
 /// # Safety
 /// `ctx` is a kernel context; the buffers are as described and writable.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn extended(
     ctx: *mut ibv_context,
     command: u32,
@@ -135,10 +139,10 @@ pub(crate) unsafe fn extended(
     let ok = core_req_size >= hdrs
         && req_size >= core_req_size
         && resp_size >= core_resp_size
-        && (core_req_size - hdrs) % 8 == 0
-        && (req_size - core_req_size) % 8 == 0
-        && core_resp_size % 8 == 0
-        && (resp_size - core_resp_size) % 8 == 0;
+        && (core_req_size - hdrs).is_multiple_of(8)
+        && (req_size - core_req_size).is_multiple_of(8)
+        && core_resp_size.is_multiple_of(8)
+        && (resp_size - core_resp_size).is_multiple_of(8);
     if !ok {
         return libc::EINVAL;
     }
