@@ -114,7 +114,16 @@ while IFS= read -r -d '' f; do
 	[[ -z $warn ]] || fail "$f: man --warnings:"$'\n'"$warn"
 done < <(find . -path './man[0-9]/*' -type f -print0 | sort -z)
 ((pages > 0)) || fail "no pages built"
-echo "ok   $pages pages and $links link pages render without warnings"
+# Every reference in bold, name(N), is one of our pages or one the system
+# has (the others are set in roman: fork(2), poll(2)).
+refs=0
+while read -r name sec; do
+	refs=$((refs + 1))
+	[[ -f man$sec/$name.$sec ]] || man -w "$sec" "$name" >/dev/null 2>&1 ||
+		fail "a page refers to $name($sec), which does not exist"
+done < <(grep -ho '\\fB[A-Za-z0-9_.-]*\\fR([1-8])' man[0-9]/* | sed 's/\\fB\(.*\)\\fR(\(.\))/\1 \2/' | sort -u)
+((refs > 100)) || fail "only $refs cross-references found: the search is broken?"
+echo "ok   $pages pages and $links link pages render without warnings; $refs references resolve"
 
 if ((fails)); then
 	echo "$fails problem(s)"
