@@ -90,6 +90,19 @@ cat "$root/tmp/devices"
 grep -qw rsw_lo "$root/tmp/devices" || fail "ibv_devices does not list rsw_lo"
 ok "ibv_devices lists rsw_lo"
 
+# ibverbs-providers stays installed beside libibverbs1-rs, and each of its
+# providers loads under our library (no unresolved symbol; registered).
+in_root sh -c 'for f in /usr/lib/*/libibverbs/lib*-rdmav34.so /usr/lib/*/lib{mlx5,mlx4,efa,mana}.so.1; do
+	[ -e "$f" ] || continue; ldd -r "$f" 2>&1 | grep -H --label="$f" "undefined symbol"; done' \
+	>"$root/tmp/undef" || true
+[[ -s $root/tmp/undef ]] && { cat "$root/tmp/undef"; fail "ibverbs-providers has unresolved symbols under ours"; }
+in_root env IBV_SHOW_WARNINGS=1 VERBS_LOG_LEVEL=4 ibv_devices >/dev/null 2>"$root/tmp/loaded" ||
+	fail "ibv_devices with Debian's drivers"
+nreg=$(grep -c "rdma-core provider, for kernel devices" "$root/tmp/loaded" || true)
+ndrv=$(cat "$root"/etc/libibverbs.d/*.driver | grep -c '^driver' || true)
+((nreg >= 17 && nreg == ndrv - 1)) || { cat "$root/tmp/loaded"; fail "$nreg of $((ndrv - 1)) Debian providers registered"; }
+ok "ibverbs-providers installed beside ours: its $nreg providers load and register"
+
 # pair NAME PORT SERVER-CMD... -- CLIENT-CMD...: server in the background,
 # client once it listens; both must exit 0.
 pair() {
