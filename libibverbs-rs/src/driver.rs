@@ -305,10 +305,47 @@ unsafe fn adopt_table(name: &str, table: *const ProviderOps) -> Option<&'static 
     Some(ops)
 }
 
+/// Whether `RDMAV_C_PROVIDERS` (a `:`/`,` list of provider names, or
+/// `all`) asks for rdma-core's C provider where we ship a Rust twin.
+pub(crate) fn c_provider_wanted(name: &str, setting: Option<&OsStr>) -> bool {
+    let Some(v) = setting else {
+        return false;
+    };
+    let v = v.to_string_lossy();
+    v.split([':', ',', ';'])
+        .map(str::trim)
+        .any(|w| w == "all" || w == "1" || w == name)
+}
+
+/// Our Rust twin of rdma-core provider NAME (`lib<name>-rs-rdmav34.so`),
+/// where one is installed: it takes precedence over the C provider of the
+/// same name, which is then not loaded at all.
+fn rust_twin(name: &str, own_dirs: &[PathBuf], build_dir: Option<&Path>) -> Option<PathBuf> {
+    if name.contains('/') || name == "rsw" {
+        return None;
+    }
+    let setting = trusted_env("RDMAV_C_PROVIDERS");
+    if c_provider_wanted(name, setting.as_deref()) {
+        return None;
+    }
+    let file = format!("lib{name}-rs{PROVIDER_SUFFIX}");
+    own_dirs
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(build_dir)
+        .chain(Some(system_provider_dir()))
+        .map(|d| d.join(&file))
+        .find(|p| p.exists())
+}
+
 fn load_one(name: &str, own_dirs: &[PathBuf], seen: &mut Vec<usize>) -> Option<Provider> {
     let build_dir = option_env!("RSV_PROVIDER_DIR").map(Path::new);
     let registered = crate::kernel::registry::count();
-    let handle = open_library(name, &candidates(name, own_dirs, build_dir))?;
+    let paths = match rust_twin(name, own_dirs, build_dir) {
+        Some(twin) => vec![twin],
+        None => candidates(name, own_dirs, build_dir),
+    };
+    let handle = open_library(name, &paths)?;
     // SAFETY: handle is a live dlopen handle; the symbol name is a C string.
     let sym = unsafe { libc::dlsym(handle, PROVIDER_ENTRY_SYMBOL.as_ptr()) };
     if sym.is_null() && crate::kernel::registry::count() > registered {
@@ -416,6 +453,24 @@ mod tests {
         let c = candidates("/x/librsw.so", &[], None);
         assert_eq!(c[0], PathBuf::from("/x/librsw.so"));
         assert_eq!(c[1], PathBuf::from("/x/librsw.so-rdmav34.so"));
+    }
+
+    #[test]
+    fn c_provider_switch() {
+        assert!(!c_provider_wanted("rxe", None));
+        assert!(c_provider_wanted("rxe", Some(OsStr::new("all"))));
+        assert!(c_provider_wanted("rxe", Some(OsStr::new("1"))));
+        assert!(c_provider_wanted("siw", Some(OsStr::new("rxe,siw"))));
+        assert!(c_provider_wanted("rxe", Some(OsStr::new("mlx5:rxe"))));
+        assert!(!c_provider_wanted("siw", Some(OsStr::new("rxe"))));
+        assert!(!c_provider_wanted("rxe", Some(OsStr::new(""))));
+        let dir = std::env::temp_dir().join(format!("twin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(rust_twin("zz", &[dir.clone()], None), None);
+        std::fs::write(dir.join("libzz-rs-rdmav34.so"), b"").unwrap();
+        assert_eq!(rust_twin("zz", &[dir.clone()], None), Some(dir.join("libzz-rs-rdmav34.so")));
+        assert_eq!(rust_twin("rsw", &[dir.clone()], None), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,0 +1,1 @@
+//! The rxe provider in Rust (work in progress: not built into build/ yet).
