@@ -1,0 +1,483 @@
+#!/bin/bash
+# Runs inside the ctests/vm guest (kernel rxe0 and siw0 devices): Debian's
+# RDMA programs over Debian's rdma-core and over our libraries, one named
+# case at a time. Each case prints exactly one line
+#   RESULT <case> PASS|FAIL <short reason>
+# (a failing case prints its log, indented, just before its RESULT line) and
+# runs under `timeout`. Exit status: 0 when every selected case passed.
+#
+#   ctests/vm/run-in-vm.sh -f ctests/vm/guest-tests.sh [-l] [-v] [PATTERN...]
+#     -l        list the case names
+#     -v        print the log of passing cases too
+#     PATTERN   run only the cases matching one of these shell globs
+#               (e.g. 'ours/rc_pingpong-*' 'debian/*')
+#
+# Families:
+#   debian/*  Debian's rdma-core (no LD_LIBRARY_PATH): the reference
+#   ours/*    the same programs with LD_LIBRARY_PATH=$RSV_BUILD/lib and
+#             IBV_CONFIG_DIR unset, so /etc/libibverbs.d (Debian's driver
+#             files) names the providers; plus comparisons with Debian's
+#   mixed/*   server over ours and client over Debian's, and the reverse
+# Server and client run in this VM on one device (rxe loops its own GIDs
+# back; siw connects over the kernel's TCP, through the kernel CM only).
+# RSV_BUILD: the build directory (run-in-vm.sh shares and sets it).
+set -u
+
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+# No case starts after this many seconds (the rest are reported as failed):
+# a run where every case of ours hangs still ends in bounded time.
+BUDGET=${GUEST_TESTS_BUDGET:-480}
+B=${RSV_BUILD:-}
+RXE_IP=10.0.0.1
+SIW_IP=10.0.1.1
+WORK=${GUEST_TESTS_WORK:-/tmp/guest-tests}
+PORT_BASE=18000
+
+# --------------------------------------------------------------- helpers
+# on SIDE CMD...: CMD over Debian's rdma-core (debian) or over build/ (ours).
+on() {
+	local side=$1
+	shift
+	case $side in
+	debian) env -u LD_LIBRARY_PATH -u LD_PRELOAD -u IBV_CONFIG_DIR -u RDMAV_DRIVERS -u IBV_DRIVERS "$@" ;;
+	ours) env -u LD_PRELOAD -u IBV_CONFIG_DIR -u RDMAV_DRIVERS -u IBV_DRIVERS LD_LIBRARY_PATH="$B/lib" "$@" ;;
+	*) echo "on: side $side?" >&2; return 2 ;;
+	esac
+}
+
+# The reason printed on the RESULT line (the last call wins).
+why() { printf '%s' "$*" | tr '\n\t' '  ' | cut -c1-120 >"$CASE_DIR/reason"; }
+bad() { why "$@"; return 1; }
+good() { why "$@"; return 0; }
+# last_line FILE: its last non-blank line, for reasons.
+last_line() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 | sed 's/^[[:space:]]*//'; }
+# show FILE...: into the case log, with a header.
+show() {
+	local f
+	for f; do
+		echo "--- $(basename "$f")"
+		cat "$f" 2>/dev/null
+	done
+}
+
+# gid_index DEV IPV4: the index of the RoCE v2 GID of that address.
+gid_index() {
+	local hex f
+	hex=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${2//./ })
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		if [[ $(<"$f") == "$hex" ]]; then
+			local t
+			t=$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/${f##*/}" 2>/dev/null)
+			[[ -z $t || $t == *v2* ]] && { echo "${f##*/}"; return 0; }
+		fi
+	done
+	return 1
+}
+
+# serve SIDE READY CMD...: starts the server in the background (SRV holds
+# its pid, its output goes to server.out) and waits, at most 15 s, until
+# READY: tcp:PORT (a TCP listener), cm:PORT (an RDMA CM listener: the
+# kernel's cm_id in LISTEN, or a TCP listener on PORT, which is how siw and
+# a CM kept in user space show) or none. A CM listener not seen by then is
+# not an error: the client is started anyway and its outcome decides.
+serve() {
+	local side=$1 ready=$2 deadline=$((SECONDS + 15))
+	shift 2
+	echo "server ($side): $*"
+	on "$side" "$@" >"$CASE_DIR/server.out" 2>&1 &
+	SRV=$!
+	while :; do
+		if ! kill -0 "$SRV" 2>/dev/null; then
+			wait "$SRV"
+			local rc=$?
+			show "$CASE_DIR/server.out"
+			bad "server exit $rc before listening: $(last_line "$CASE_DIR/server.out")"
+			return 1
+		fi
+		case $ready in
+		none) return 0 ;;
+		tcp:*) ss -Hltn "sport = :${ready#tcp:}" | grep -q . && return 0 ;;
+		cm:*)
+			ss -Hltn "sport = :${ready#cm:}" | grep -q . && return 0
+			rdma res show cm_id 2>/dev/null | grep "state LISTEN" | grep -q ":${ready#cm:} " && return 0
+			;;
+		esac
+		if ((SECONDS >= deadline)); then
+			[[ $ready == cm:* ]] && { echo "(no CM listener seen on ${ready#cm:} after 15 s; starting the client anyway)"; return 0; }
+			show "$CASE_DIR/server.out"
+			bad "server not listening after 15 s ($ready)"
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+
+# client SIDE CMD...: runs the client in the foreground; output in client.out.
+client() {
+	local side=$1
+	shift
+	echo "client ($side): $*"
+	on "$side" "$@" >"$CASE_DIR/client.out" 2>&1
+}
+
+# finish_server [SECONDS]: waits (bounded) for the server to exit; its status.
+finish_server() {
+	local i limit=$((${1:-20} * 20))
+	for ((i = 0; i < limit; i++)); do
+		kill -0 "$SRV" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$SRV" 2>/dev/null; then
+		kill "$SRV" 2>/dev/null
+		for ((i = 0; i < 20; i++)); do
+			kill -0 "$SRV" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -KILL "$SRV" 2>/dev/null
+		wait "$SRV" 2>/dev/null
+		return 124
+	fi
+	wait "$SRV"
+}
+
+# pair SSIDE CSIDE READY SERVER-CMD... -- CLIENT-CMD...: a server and its
+# client; both must exit 0. Leaves server.out and client.out.
+pair() {
+	local sside=$1 cside=$2 ready=$3
+	shift 3
+	local scmd=() ccmd=()
+	while (($#)) && [[ $1 != -- ]]; do scmd+=("$1"); shift; done
+	shift
+	ccmd=("$@")
+	serve "$sside" "$ready" "${scmd[@]}" || return 1
+	client "$cside" timeout "$CLIENT_LIMIT" "${ccmd[@]}"
+	local crc=$? src
+	# A server whose client failed may wait for it forever.
+	if ((crc == 0)); then finish_server 20; else finish_server 2; fi
+	src=$?
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
+	echo "client exit $crc, server exit $src"
+	((crc == 0)) || { bad "client exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
+	((src == 0)) || {
+		((src == 124)) && { bad "server still running 20 s after the client ended"; return 1; }
+		bad "server exit $src: $(last_line "$CASE_DIR/server.out")"
+		return 1
+	}
+	return 0
+}
+
+# Summaries of a passing run, for the RESULT line.
+sum_pingpong() { # "8192000 bytes in 0.31 seconds = 208.82 Mbit/sec"
+	local l
+	l=$(grep -Eo '[0-9.]+ Mbit/sec' "$CASE_DIR/client.out" | head -n 1)
+	[[ -n $l ]] || { bad "no 'Mbit/sec' line in the client's output"; return 1; }
+	good "$l"
+}
+sum_perftest() { # the last result row: bytes, iterations, numbers
+	local row
+	row=$(grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$CASE_DIR/client.out" | tail -n 1 | tr -s ' ' | sed 's/^ //')
+	[[ -n $row ]] || { bad "no result row in the client's output"; return 1; }
+	good "row: $row"
+}
+
+# ---------------------------------------------------------------- case bodies
+# Each gets its arguments from the case table (side, device, port, ...).
+
+body_devices() { # SIDE
+	on "$1" ibv_devices >"$CASE_DIR/out" 2>&1
+	local rc=$?
+	show "$CASE_DIR/out"
+	((rc == 0)) || { bad "ibv_devices exit $rc: $(last_line "$CASE_DIR/out")"; return 1; }
+	local d missing=
+	for d in rxe0 siw0; do
+		grep -Eq "^[[:space:]]+$d[[:space:]]" "$CASE_DIR/out" || missing+=" $d"
+	done
+	[[ -z $missing ]] || { bad "ibv_devices does not list$missing"; return 1; }
+	good "lists rxe0 and siw0"
+}
+
+body_devinfo() { # SIDE DEV
+	on "$1" ibv_devinfo -v -d "$2" >"$CASE_DIR/out" 2>&1
+	local rc=$?
+	show "$CASE_DIR/out"
+	((rc == 0)) || { bad "ibv_devinfo exit $rc: $(last_line "$CASE_DIR/out")"; return 1; }
+	grep -Eq "hca_id:[[:space:]]+$2\$" "$CASE_DIR/out" || { bad "no 'hca_id: $2'"; return 1; }
+	grep -Eq 'state:[[:space:]]+PORT_ACTIVE' "$CASE_DIR/out" || { bad "port 1 not PORT_ACTIVE"; return 1; }
+	good "$(grep -E '^[[:space:]]+transport:' "$CASE_DIR/out" | sed 's/^[[:space:]]*//; s/[[:space:]]\+/ /g'), $(grep -c 'GID\[' "$CASE_DIR/out") GIDs"
+}
+
+# ibv_*_pingpong on rxe0: SSIDE CSIDE PROGRAM PORT [EXTRA ARGS...]
+body_pingpong() {
+	local sside=$1 cside=$2 prog=$3 port=$4 g
+	shift 4
+	g=$(gid_index rxe0 "$RXE_IP") || { bad "rxe0 has no GID for $RXE_IP"; return 1; }
+	pair "$sside" "$cside" "tcp:$port" \
+		"$prog" -d rxe0 -g "$g" -p "$port" "$@" -- \
+		"$prog" -d rxe0 -g "$g" -p "$port" "$@" "$RXE_IP" || return 1
+	sum_pingpong
+}
+
+# perftest with the TCP exchange on rxe0: SSIDE CSIDE PROGRAM PORT [EXTRA ARGS...]
+body_perftest() {
+	local sside=$1 cside=$2 prog=$3 port=$4 g
+	shift 4
+	g=$(gid_index rxe0 "$RXE_IP") || { bad "rxe0 has no GID for $RXE_IP"; return 1; }
+	pair "$sside" "$cside" "tcp:$port" \
+		"$prog" -d rxe0 -x "$g" -F -p "$port" "$@" -- \
+		"$prog" -d rxe0 -x "$g" -F -p "$port" "$@" "$RXE_IP" || return 1
+	sum_perftest
+}
+
+# perftest connected through the RDMA CM (-R): SIDE PROGRAM DEV IP PORT [EXTRA...]
+body_perftest_cm() {
+	local side=$1 prog=$2 dev=$3 ip=$4 port=$5
+	shift 5
+	pair "$side" "$side" "cm:$port" \
+		"$prog" -d "$dev" -R -F -p "$port" "$@" -- \
+		"$prog" -d "$dev" -R -F -p "$port" "$@" "$ip" || return 1
+	sum_perftest
+}
+
+body_rping() { # SIDE IP PORT
+	local side=$1 ip=$2 port=$3
+	pair "$side" "$side" "cm:$port" \
+		rping -s -a "$ip" -p "$port" -C 20 -S 4096 -V -- \
+		rping -c -a "$ip" -p "$port" -C 20 -S 4096 -V || return 1
+	good "20 x 4096 B ping/pong, verified"
+}
+
+body_qperf() { # SIDE TEST PORT: qperf's server serves until killed
+	local side=$1 test=$2 port=$3 crc
+	serve "$side" "tcp:$port" qperf -lp "$port" || return 1
+	# -cm1: through the RDMA CM, which picks rxe0 by the address.
+	client "$side" timeout "$CLIENT_LIMIT" qperf -lp "$port" -t 2 -cm1 "$RXE_IP" "$test"
+	crc=$?
+	finish_server 0
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
+	((crc == 0)) || { bad "qperf exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
+	local r
+	r=$(grep -Eo '(latency|bw) += +[0-9.]+ [a-zA-Z/]+' "$CASE_DIR/client.out" | tr -s ' ')
+	[[ -n $r ]] || { bad "no result in qperf's output"; return 1; }
+	good "$r"
+}
+
+# Our libraries are the ones loaded (a guard against ours/* quietly running
+# over Debian's): ldd over ours names build/lib for both libraries.
+body_uses_build_libs() {
+	[[ -n $B && -f $B/lib/libibverbs.so.1 ]] || { bad "no build directory (RSV_BUILD=$B)"; return 1; }
+	on ours ldd "$(command -v ibv_devices)" "$(command -v rping)" >"$CASE_DIR/out" 2>&1
+	show "$CASE_DIR/out"
+	grep -q "libibverbs.so.1 => $B/lib/libibverbs.so.1" "$CASE_DIR/out" || { bad "libibverbs.so.1 not from $B/lib"; return 1; }
+	grep -q "librdmacm.so.1 => $B/lib/librdmacm.so.1" "$CASE_DIR/out" || { bad "librdmacm.so.1 not from $B/lib"; return 1; }
+	good "libibverbs.so.1 and librdmacm.so.1 from $B/lib"
+}
+
+# Our stack alone in the guest (rsw over loopback): the control that tells a
+# kernel-device failure from a build that does not run here at all.
+body_rsw_pingpong() { # PORT
+	local port=$1
+	pair ours ours "tcp:$port" \
+		env IBV_CONFIG_DIR="$B/etc/libibverbs.d" ibv_rc_pingpong -d rsw_lo -g 0 -p "$port" -n 200 -- \
+		env IBV_CONFIG_DIR="$B/etc/libibverbs.d" ibv_rc_pingpong -d rsw_lo -g 0 -p "$port" -n 200 127.0.0.1 || return 1
+	sum_pingpong
+}
+
+# ibv_devinfo -v over ours and over Debian's, field by field.
+body_devinfo_identical() { # DEV
+	local dev=$1 rc
+	on debian ibv_devinfo -v -d "$dev" >"$CASE_DIR/debian.txt" 2>&1
+	rc=$?
+	if ((rc != 0)); then
+		show "$CASE_DIR/debian.txt"
+		bad "Debian's ibv_devinfo exit $rc"
+		return 1
+	fi
+	on ours ibv_devinfo -v -d "$dev" >"$CASE_DIR/ours.txt" 2>&1
+	rc=$?
+	if ((rc != 0)); then
+		show "$CASE_DIR/ours.txt"
+		bad "ibv_devinfo over ours exit $rc: $(last_line "$CASE_DIR/ours.txt")"
+		return 1
+	fi
+	# One "field: value" per line, blanks normalised.
+	local f
+	for f in debian ours; do
+		sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//; s/:[[:space:]]+/: /; s/[[:space:]]+/ /g' \
+			"$CASE_DIR/$f.txt" | grep -v '^$' >"$CASE_DIR/$f.fields"
+	done
+	if diff -u --label debian --label ours "$CASE_DIR/debian.fields" "$CASE_DIR/ours.fields" >"$CASE_DIR/diff"; then
+		good "$(wc -l <"$CASE_DIR/ours.fields") fields identical"
+		return 0
+	fi
+	echo "--- ibv_devinfo -v -d $dev: Debian's (-) vs ours (+)"
+	cat "$CASE_DIR/diff"
+	local n first
+	n=$(grep -c '^-[^-]' "$CASE_DIR/diff")
+	first=$(grep -m 1 -E '^[-+][^-+]' "$CASE_DIR/diff" | cut -c2- | cut -d: -f1)
+	bad "$n of $(wc -l <"$CASE_DIR/debian.fields") fields differ, first: $first"
+}
+
+# With rsw added (RDMAV_DRIVERS, or IBV_CONFIG_DIR naming Debian's driver
+# files and rsw's), ours lists the kernel devices and rsw's.
+body_devices_include_rsw() {
+	local cfg=$CASE_DIR/libibverbs.d how out d missing=
+	mkdir -p "$cfg"
+	cp /etc/libibverbs.d/*.driver "$B/etc/libibverbs.d/rsw.driver" "$cfg/"
+	for how in "RDMAV_DRIVERS=rsw" "IBV_CONFIG_DIR=$cfg"; do
+		out=$CASE_DIR/devices.${how%%=*}
+		on ours env "$how" ibv_devices >"$out" 2>&1
+		echo "--- ibv_devices over ours with $how: exit $?"
+		cat "$out"
+		for d in rxe0 siw0 rsw_lo; do
+			grep -Eq "^[[:space:]]+$d[[:space:]]" "$out" || missing+=" $d(${how%%=*})"
+		done
+	done
+	[[ -z $missing ]] || { bad "not listed:$missing"; return 1; }
+	good "rxe0, siw0 and rsw_lo listed both ways"
+}
+
+# ---------------------------------------------------------------- the cases
+# add NAME TIMEOUT BODY ARGS...; a case's port is PORT_BASE + its position.
+NAMES=() LIMITS=() BODIES=()
+add() {
+	NAMES+=("$1")
+	LIMITS+=("$2")
+	BODIES+=("${*:3}")
+}
+port() { echo $((PORT_BASE + ${#NAMES[@]})); }
+
+for side in debian ours; do
+	if [[ $side == ours ]]; then
+		add ours/uses-build-libs 20 body_uses_build_libs
+		add ours/rc_pingpong-rsw_lo 30 body_rsw_pingpong "$(port)"
+	fi
+	add "$side/devices" 20 body_devices "$side"
+	add "$side/devinfo-rxe0" 20 body_devinfo "$side" rxe0
+	add "$side/devinfo-siw0" 20 body_devinfo "$side" siw0
+	if [[ $side == ours ]]; then
+		add ours/devinfo-identical-rxe0 30 body_devinfo_identical rxe0
+		add ours/devinfo-identical-siw0 30 body_devinfo_identical siw0
+		add ours/devices-include-rsw 30 body_devices_include_rsw
+	fi
+	add "$side/rc_pingpong-rxe0" 30 body_pingpong "$side" "$side" ibv_rc_pingpong "$(port)" -n 500
+	add "$side/ud_pingpong-rxe0" 30 body_pingpong "$side" "$side" ibv_ud_pingpong "$(port)" -n 500 -s 1024
+	add "$side/srq_pingpong-rxe0" 30 body_pingpong "$side" "$side" ibv_srq_pingpong "$(port)" -n 500
+	add "$side/xsrq_pingpong-rxe0" 30 body_pingpong "$side" "$side" ibv_xsrq_pingpong "$(port)" -n 500
+	add "$side/write_bw-rxe0" 40 body_perftest "$side" "$side" ib_write_bw "$(port)" -n 1000
+	add "$side/read_bw-rxe0" 40 body_perftest "$side" "$side" ib_read_bw "$(port)" -n 1000
+	add "$side/send_lat-rxe0" 40 body_perftest "$side" "$side" ib_send_lat "$(port)" -n 1000
+	add "$side/atomic_bw-rxe0" 40 body_perftest "$side" "$side" ib_atomic_bw "$(port)" -n 1000
+	add "$side/write_bw_cm-rxe0" 40 body_perftest_cm "$side" ib_write_bw rxe0 "$RXE_IP" "$(port)" -n 1000
+	add "$side/write_bw_cm-siw0" 40 body_perftest_cm "$side" ib_write_bw siw0 "$SIW_IP" "$(port)" -n 1000
+	add "$side/rping-rxe0" 30 body_rping "$side" "$RXE_IP" "$(port)"
+	add "$side/rping-siw0" 30 body_rping "$side" "$SIW_IP" "$(port)"
+	add "$side/qperf-rc_bw-rxe0" 30 body_qperf "$side" rc_bw "$(port)"
+	add "$side/qperf-rc_lat-rxe0" 30 body_qperf "$side" rc_lat "$(port)"
+done
+for s in ours debian; do
+	c=$([[ $s == ours ]] && echo debian || echo ours)
+	add "mixed/rc_pingpong-rxe0-$s-server" 30 body_pingpong "$s" "$c" ibv_rc_pingpong "$(port)" -n 500
+	add "mixed/write_bw-rxe0-$s-server" 40 body_perftest "$s" "$c" ib_write_bw "$(port)" -n 1000
+done
+
+# ---------------------------------------------------------------- running
+# One case body, in its own process under timeout (run_case calls this).
+if [[ ${1:-} == --body ]]; then
+	shift
+	# shellcheck disable=SC2068
+	$@
+	exit $?
+fi
+
+verbose=0 list=0
+patterns=()
+while (($#)); do
+	case $1 in
+	-l) list=1 ;;
+	-v) verbose=1 ;;
+	-h | --help)
+		sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'
+		exit 0
+		;;
+	*) patterns+=("$1") ;;
+	esac
+	shift
+done
+selected() {
+	((${#patterns[@]} == 0)) && return 0
+	local p
+	for p in "${patterns[@]}"; do
+		# shellcheck disable=SC2053
+		[[ $1 == $p ]] && return 0
+	done
+	return 1
+}
+
+if ((list)); then
+	for n in "${NAMES[@]}"; do selected "$n" && echo "$n"; done
+	exit 0
+fi
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+# Our libraries as they are now: a copy, so that a rebuild on the host
+# while the cases run cannot mix two versions in one run.
+if [[ -n $B && -f $B/lib/libibverbs.so.1 ]]; then
+	echo "guest-tests: build $B: libibverbs.so.1 of $(date -r "$B/lib/libibverbs.so.1" '+%F %T'), librdmacm.so.1 of $(date -r "$B/lib/librdmacm.so.1" '+%F %T')"
+	mkdir -p "$WORK/build"
+	cp -a "$B/lib" "$B/etc" "$WORK/build/"
+	B=$WORK/build
+	export RSV_BUILD=$B
+fi
+ulimit -l unlimited 2>/dev/null
+echo "guest-tests: kernel $(uname -r), RSV_BUILD=${B:-unset}, devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
+echo "guest-tests: rxe0 RoCEv2 GID index for $RXE_IP: $(gid_index rxe0 "$RXE_IP" || echo none)"
+nfail=0 npass=0
+for i in "${!NAMES[@]}"; do
+	name=${NAMES[$i]} limit=${LIMITS[$i]}
+	selected "$name" || continue
+	CASE_DIR=$WORK/${name//\//_}
+	mkdir -p "$CASE_DIR"
+	CLIENT_LIMIT=$((limit > 20 ? limit - 8 : limit))
+	export CASE_DIR B CLIENT_LIMIT
+	if ((SECONDS > BUDGET)); then
+		echo "RESULT $name FAIL not run: the guest tests' time budget (${BUDGET}s) ran out"
+		nfail=$((nfail + 1))
+		continue
+	fi
+	t0=$EPOCHREALTIME
+	# shellcheck disable=SC2086
+	timeout -k 5 "$limit" bash "$SELF" --body ${BODIES[$i]} >"$CASE_DIR/log" 2>&1
+	rc=$?
+	secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+	reason=$(cat "$CASE_DIR/reason" 2>/dev/null)
+	timed_out=0
+	if ((rc == 0)); then
+		status=PASS
+		npass=$((npass + 1))
+	else
+		status=FAIL
+		nfail=$((nfail + 1))
+		if ((rc == 124 || rc == 137)); then
+			# Killed: say which step hung, and show the programs' output.
+			timed_out=1
+			step=$(grep -E '^(server|client) \(' "$CASE_DIR/log" | tail -n 1 | cut -c1-70)
+			reason="timed out after ${limit}s${step:+ in: $step}"
+		fi
+		: "${reason:=exit status $rc}"
+	fi
+	if [[ $status == FAIL ]] || ((verbose)); then
+		echo "  | $name: last lines of its log"
+		tail -n 40 "$CASE_DIR/log" | sed 's/^/  | /'
+		if ((timed_out)); then
+			for f in "$CASE_DIR"/server.out "$CASE_DIR"/client.out; do
+				[[ -f $f ]] || continue
+				echo "  | --- ${f##*/} (last lines)"
+				tail -n 15 "$f" | sed 's/^/  | /'
+			done
+		fi
+	fi
+	echo "RESULT $name $status ${reason:-ok} (${secs}s)"
+done
+echo "guest-tests: $npass passed, $nfail failed"
+((nfail == 0))
