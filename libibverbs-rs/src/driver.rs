@@ -466,10 +466,13 @@ mod tests {
         assert!(!c_provider_wanted("rxe", Some(OsStr::new(""))));
         let dir = std::env::temp_dir().join(format!("twin-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(rust_twin("zz", &[dir.clone()], None), None);
+        assert_eq!(rust_twin("zz", std::slice::from_ref(&dir), None), None);
         std::fs::write(dir.join("libzz-rs-rdmav34.so"), b"").unwrap();
-        assert_eq!(rust_twin("zz", &[dir.clone()], None), Some(dir.join("libzz-rs-rdmav34.so")));
-        assert_eq!(rust_twin("rsw", &[dir.clone()], None), None);
+        assert_eq!(
+            rust_twin("zz", std::slice::from_ref(&dir), None),
+            Some(dir.join("libzz-rs-rdmav34.so"))
+        );
+        assert_eq!(rust_twin("rsw", std::slice::from_ref(&dir), None), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -29,6 +29,8 @@ mod write;
 
 use verbs_abi::driver::verbs_device;
 
+pub(crate) use netlink::copy_on_fork;
+
 /// A kernel device bound to its provider.
 pub(crate) struct KernelDevice {
     /// The provider's device; its first member is the `ibv_device` the

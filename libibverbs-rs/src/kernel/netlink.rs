@@ -8,6 +8,8 @@ const NETLINK_RDMA: i32 = 20;
 const RDMA_NL_NLDEV: u16 = 5;
 const RDMA_NLDEV_CMD_GET: u16 = 1;
 const RDMA_NLDEV_CMD_GET_CHARDEV: u16 = 15;
+const RDMA_NLDEV_CMD_SYS_GET: u16 = 6;
+const SYS_ATTR_COPY_ON_FORK: u16 = 93;
 
 const ATTR_DEV_INDEX: u16 = 1;
 const ATTR_DEV_NAME: u16 = 2;
@@ -252,6 +254,16 @@ pub(crate) fn devices() -> Option<Vec<(NlDevice, Option<NlChardev>)>> {
         out.push((dev, cdev));
     }
     Some(out)
+}
+
+/// Whether the kernel copies pinned pages at fork (its RDMA netlink says
+/// so since 5.13; an older kernel leaves the attribute out). None when
+/// there is no RDMA netlink to ask.
+pub(crate) fn copy_on_fork() -> Option<bool> {
+    let mut s = Socket::open()?;
+    let bodies = s.ask(RDMA_NLDEV_CMD_SYS_GET, 0, &[]).ok()?;
+    let a = attrs(bodies.first()?);
+    Some(get_u8(&a, SYS_ATTR_COPY_ON_FORK).unwrap_or(0) != 0)
 }
 
 fn chardev(s: &mut Socket, index: u32) -> Option<NlChardev> {

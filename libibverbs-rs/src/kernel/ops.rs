@@ -168,8 +168,19 @@ unsafe extern "C" fn reg_mr(
     let ctx = unsafe { (*pd).context };
     match op!(ctx, reg_mr) {
         Ok(f) => {
+            // Pinned for DMA: kept out of forked children once
+            // ibv_fork_init asked (rdma-core's ibv_reg_mr).
+            let odp = access & IBV_ACCESS_ON_DEMAND != 0;
+            if !odp && crate::fork::ibv_dontfork_range(addr, length) != 0 {
+                return null_mut();
+            }
             // SAFETY: the provider's own PD; the range is the caller's.
             let mr = unsafe { f(pd, addr, length, iova, access as c_int) };
+            if mr.is_null() && !odp {
+                let e = verbs_abi::errno::errno();
+                crate::fork::ibv_dofork_range(addr, length);
+                set_errno(e);
+            }
             if !mr.is_null() {
                 // SAFETY: the provider's new MR.
                 unsafe {
@@ -200,10 +211,23 @@ unsafe extern "C" fn rereg_mr(
 }
 
 unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
-    // SAFETY: a live MR of a kernel context.
-    let ctx = unsafe { (*mr).context };
+    // SAFETY: a live MR of a kernel context, the start of a verbs_mr.
+    let (ctx, addr, length, kind, access) = unsafe {
+        let v = mr.cast::<verbs_mr>();
+        (
+            (*mr).context,
+            (*mr).addr,
+            (*mr).length,
+            (*v).mr_type,
+            (*v).access,
+        )
+    };
     // Every kernel MR is the start of a verbs_mr.
-    call_int!(ctx, dereg_mr, mr.cast())
+    let rc = call_int!(ctx, dereg_mr, mr.cast());
+    if rc == 0 && kind == IBV_MR_TYPE_MR && access as c_uint & IBV_ACCESS_ON_DEMAND == 0 {
+        crate::fork::ibv_dofork_range(addr, length);
+    }
+    rc
 }
 
 unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, t: ibv_mw_type) -> *mut ibv_mw {
