@@ -74,6 +74,18 @@ for t in rsw-run rsw-sysfs rsw-stat; do
 done
 ok "rsw-run, rsw-sysfs and rsw-stat in $BINDIR"
 
+# The manual pages (built when scdoc is installed, as CI has it).
+if command -v scdoc >/dev/null; then
+	man=$dest$PREFIX/share/man
+	for p in man3/ibv_post_send.3 man3/ibv_post_recv.3 man3/rdma_connect.3 man7/rsw.7 \
+		man7/rdma-environ.7 man1/rsw-run.1 man1/rsw-stat.1; do
+		[[ -f $man/$p ]] || fail "$PREFIX/share/man/$p not installed"
+	done
+	np=$(find "$man" -type f | wc -l)
+	[[ $np == "$("$repo/man/build.sh" --list | wc -l)" ]] || fail "$np manual pages installed, man/build.sh lists $("$repo/man/build.sh" --list | wc -l)"
+	ok "$np manual pages in $PREFIX/share/man"
+fi
+
 nh=0
 while IFS= read -r -d '' h; do
 	rel=${h#"$repo/include/"}
