@@ -499,10 +499,30 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
         let ok = unsafe { libc::fstat(cmd_fd, &mut st) } == 0;
         let err = if !ok || st.st_mode & libc::S_IFMT != libc::S_IFCHR {
             libc::EINVAL
+        } else if kernel_device_of_cdev(st.st_rdev) {
+            // A kernel device's command file. Only mlx5 can import a
+            // context, and an imported context must create its objects
+            // through the ioctl methods, which this library's command
+            // path does not do yet.
+            libc::EOPNOTSUPP
         } else {
             libc::ENODEV
         };
         ptr_ret(Err(err))
+    })
+}
+
+/// Whether a listed kernel device has the uverbs character device `rdev`.
+fn kernel_device_of_cdev(rdev: libc::dev_t) -> bool {
+    // Discovery first, as rdma-core's import does (ibv_get_device_list).
+    let _ = refresh();
+    DEVICES.read().iter().any(|d| {
+        // SAFETY: registered devices are live; a kernel device's `ext` is
+        // the provider's verbs_device with our sysfs record.
+        unsafe {
+            let v = (*d.0).ext.cast::<verbs_abi::driver::verbs_device>();
+            !v.is_null() && !(*v).sysfs.is_null() && (*(*v).sysfs).sysfs_cdev == rdev
+        }
     })
 }
 
