@@ -1,1 +1,58 @@
-//! The siw provider in Rust (work in progress: not built into build/ yet).
+//! `siw-rs`: the userspace half of the kernel's soft iWARP device (siw),
+//! a Rust replacement for rdma-core's `libsiw-rdmav34.so`.
+//!
+//! siw keeps every queue in the kernel and maps it into the process: work
+//! requests are written into the mapped SQ and RQ, completions read from
+//! the mapped CQ, and the CQ is armed through a word after its CQEs. Only
+//! an SQ the kernel may have gone idle on needs a system call (the
+//! doorbell, an empty `post_send`). Everything else is a uverbs command
+//! issued through libibverbs' `ibv_cmd_*` helpers, which rdma-core 44
+//! exports to its providers (`IBVERBS_PRIVATE_34`) and our libibverbs too.
+//!
+//! Modules, top to bottom: `device` (what libibverbs registers and
+//! matches), `context` (an open device, its queries and its operation
+//! table), the objects `pd`, `mr`, `cq`, `srq`, `qp`, the data path
+//! `post`; below them `wqe` (work requests and completions in siw's
+//! format), `ring` (the shared rings and their hand-over), `mapping` (a
+//! kernel queue mapped here), `abi` (command layouts) and `ffi` (the calls
+//! into libibverbs). The entry points are thin `extern "C"` functions of
+//! the object modules; `unsafe` is confined to them and to the rings.
+
+pub mod abi;
+pub mod context;
+pub mod cq;
+pub mod device;
+mod ffi;
+pub mod mapping;
+pub mod mr;
+pub mod pd;
+pub mod post;
+pub mod qp;
+pub mod ring;
+pub mod srq;
+pub mod wqe;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks a queue. A panic aborts the process (`panic = "abort"`), so a
+/// poisoned lock cannot be observed; its state would be consistent anyway.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Registers the provider while the library loads, as rdma-core's
+/// `PROVIDER_DRIVER` constructor does: libibverbs has `dlopen`ed us and
+/// picks up every table registered during the call.
+#[cfg(not(test))]
+extern "C" fn register() {
+    // SAFETY: a static table that lives as long as the library, which is
+    // never unloaded.
+    unsafe { ffi::verbs_register_driver_34(&device::DEVICE_OPS.0) };
+}
+
+/// The constructor (`.init_array`). Not in the unit tests' executables,
+/// which have no libibverbs to register with.
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static REGISTER: extern "C" fn() = register;
