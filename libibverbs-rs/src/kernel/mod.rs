@@ -16,6 +16,12 @@
 //! table and never see a command file.
 
 mod cmd;
+mod cmd_buffer;
+mod cmd_counters;
+mod cmd_dm;
+mod cmd_flow_action;
+mod cmd_issue;
+mod cmd_mr;
 pub(crate) mod context;
 mod events;
 mod gid;

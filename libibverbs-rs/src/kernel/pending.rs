@@ -4,7 +4,7 @@
 //! them (mlx5's flow, counters and device memory; hfi1/qib posting through
 //! the kernel) keep their other verbs.
 
-use core::ffi::{c_int, c_uint, c_void};
+use core::ffi::{c_int, c_void};
 
 use verbs_abi::*;
 
@@ -25,20 +25,8 @@ macro_rules! pending {
 }
 
 pending! {
-    fn ibv_cmd_advise_mr(pd: *mut ibv_pd, advice: c_uint, flags: u32, sg_list: *mut ibv_sge, num_sge: u32);
-    fn ibv_cmd_alloc_dm(ctx: *mut ibv_context, dm_attr: *const ibv_alloc_dm_attr, dm: Ptr, link: Ptr);
-    fn ibv_cmd_free_dm(dm: Ptr);
-    fn ibv_cmd_reg_dm_mr(pd: *mut ibv_pd, dm: Ptr, offset: u64, length: usize, access: c_uint, vmr: Ptr, link: Ptr);
-    fn ibv_cmd_reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, iova: u64, fd: c_int, access: c_int, vmr: Ptr);
-    fn ibv_cmd_query_mr(pd: *mut ibv_pd, vmr: Ptr, mr_handle: u32);
-    fn ibv_cmd_create_counters(ctx: *mut ibv_context, init_attr: *mut ibv_counters_init_attr, vcounters: Ptr, link: Ptr);
-    fn ibv_cmd_destroy_counters(vcounters: Ptr);
-    fn ibv_cmd_read_counters(vcounters: Ptr, counters_value: *mut u64, ncounters: u32, flags: u32, link: Ptr);
     fn ibv_cmd_create_flow(qp: *mut ibv_qp, flow_id: *mut ibv_flow, flow_attr: *mut ibv_flow_attr, ucmd: Ptr, ucmd_size: usize);
     fn ibv_cmd_destroy_flow(flow_id: *mut ibv_flow);
-    fn ibv_cmd_create_flow_action_esp(ctx: *mut ibv_context, attr: *mut ibv_flow_action_esp_attr, flow_action: Ptr, driver: Ptr);
-    fn ibv_cmd_modify_flow_action_esp(flow_action: Ptr, attr: *mut ibv_flow_action_esp_attr, driver: Ptr);
-    fn ibv_cmd_destroy_flow_action(action: Ptr);
     fn ibv_cmd_create_wq(ctx: *mut ibv_context, wq_init_attr: *mut ibv_wq_init_attr, wq: *mut ibv_wq, cmd: Ptr, cmd_size: usize, resp: Ptr, resp_size: usize);
     fn ibv_cmd_modify_wq(wq: *mut ibv_wq, attr: *mut ibv_wq_attr, cmd: Ptr, cmd_size: usize);
     fn ibv_cmd_destroy_wq(wq: *mut ibv_wq);
