@@ -97,8 +97,13 @@ for src in "${sources[@]}"; do
 		[[ -z ${owner[$page]:-} ]] || die "$page: named by ${owner[$page]} and $src"
 		owner[$page]=$src
 		want[$page]=1
-		echo ".so man${base##*.}/$base" >"$tmp"
-		put "$tmp" "$out/$page"
+		line=".so man${base##*.}/$base" cur=
+		[[ -f $out/$page ]] && read -r cur <"$out/$page"
+		if [[ $cur != "$line" ]]; then
+			mkdir -p "$out/man$s"
+			echo "$line" >"$out/$page"
+			echo "  MAN   $page"
+		fi
 	done < <(links "$src")
 done
 # Pages whose source or name went away.

@@ -81,6 +81,20 @@ lib=$(in_root ldd /usr/bin/ibv_devices | awk '/libibverbs\.so\.1/ { print $3 }')
 ok "ibv_devices loads $lib of libibverbs1-rs"
 in_root test -f /etc/libibverbs.d/rsw.driver || fail "no /etc/libibverbs.d/rsw.driver"
 
+# Manual pages: a sample of names, each page (or link) there and owned by
+# the package that should ship it.
+for spec in man3/ibv_post_send.3:libibverbs-rs-dev man3/ibv_post_recv.3:libibverbs-rs-dev \
+	man3/ibv_wr_send.3:libibverbs-rs-dev man3/ibv_cmd_alloc_pd.3:libibverbs-rs-dev \
+	man3/rdma_get_cm_event.3:librdmacm-rs-dev man7/rsocket.7:librdmacm-rs-dev \
+	man7/rdma_cm.7:librdmacm-rs-dev man7/rsw.7:ibverbs-provider-rsw \
+	man7/rdma-environ.7:libibverbs1-rs man1/rsw-run.1:rsw-tools man1/rsw-stat.1:rsw-tools; do
+	page=/usr/share/man/${spec%%:*}.gz
+	in_root test -e "$page" || fail "no manual page $page (or its link is broken)"
+	owner=$(in_root dpkg -S "$page" | cut -d: -f1)
+	[[ $owner == "${spec##*:}" ]] || fail "$page belongs to '$owner', not ${spec##*:}"
+done
+ok "manual pages installed with their packages (ibv_post_send(3), rsw(7), rsw-run(1), ...)"
+
 # Everything of ours, for the check after switching back.
 in_root dpkg -L "${ours[@]}" | sort -u >"$root/tmp/our-paths"
 
