@@ -224,7 +224,8 @@ stage_image() { # OUT KERNEL_DIR SIW_DIR ROOTFS_DIR
 
 	used=$(du -sm "$stage" | cut -f1)
 	size=$((used + used / 4 + 256))
-	mke2fs -q -t ext4 -L rsv-vm -O ^has_journal -E root_owner=0:0 -d "$stage" "$out/rootfs.img" "${size}M" >&2
+	mke2fs -q -t ext4 -L rsv-vm -O ^has_journal -E root_owner=0:0 -d "$stage" "$out/rootfs.img" "${size}M" 2>&1 |
+		{ grep -v '^Creating regular file' || true; } >&2
 	rm -rf "$stage"
 	ln "$kdir/vmlinux" "$out/vmlinux"
 	echo "$KREL" >"$out/kernel-release"
@@ -266,11 +267,14 @@ run_stage image "$k_image" stage_image \
 	"$CACHE/kernel-$k_kernel" "$CACHE/siw-$k_siw" "$CACHE/rootfs-$k_rootfs"
 
 ln -sfn "image-$k_image" "$CACHE/current"
-# What the current image does not use any more.
+touch "$CACHE/image-$k_image"
+# What the current image does not use any more. The image used before stays
+# (the newest other one): a VM may be starting from it right now.
+previous=$(cd "$CACHE" && ls -dt image-* 2>/dev/null | grep -v -e "\.tmp$" -e "^image-$k_image$" | head -n 1 || true)
 for d in "$CACHE"/{kernel,siw,rootfs,image}-*; do
 	[[ -d $d ]] || continue
 	case ${d##*/} in
-	kernel-$k_kernel | siw-$k_siw | rootfs-$k_rootfs | image-$k_image) ;;
+	kernel-$k_kernel | siw-$k_siw | rootfs-$k_rootfs | image-$k_image | "${previous:-none}") ;;
 	*)
 		say "removing ${d##*/} (no longer used)"
 		rm -rf --one-file-system "$d"
