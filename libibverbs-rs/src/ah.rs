@@ -263,26 +263,56 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     })
 }
 
-/// Resolving a RoCE GID to a MAC/VLAN asks the kernel's neighbour table for
-/// the netdev behind a GID; our ports have no netdev. Unlike the other int
-/// verbs this one reports a *negative* errno, as rdma-core's does.
+/// The next hop's MAC and VLAN toward a RoCE GID, from the kernel's route
+/// and neighbour tables (rdma-core's providers call it to build AHs).
+/// Only kernel devices have an interface behind their GIDs; ours have none
+/// to ask. Unlike the other int verbs this one reports a *negative* errno,
+/// as rdma-core's does.
 ///
 /// # Safety
-/// `context` is NULL or an open context.
+/// `context` is NULL or an open context; `attr` NULL or valid; `eth_mac`
+/// 6 writable bytes; `vid` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
     context: *mut ibv_context,
     attr: *mut ibv_ah_attr,
-    _eth_mac: *mut u8,
-    _vid: *mut u16,
+    eth_mac: *mut u8,
+    vid: *mut u16,
 ) -> c_int {
-    let e = if attr.is_null() {
-        libc::EINVAL
-    } else {
-        context_ops(context).err().unwrap_or(libc::EOPNOTSUPP)
-    };
-    set_errno(e);
-    -e
+    let r = (|| {
+        let ops = context_ops(context)?;
+        if attr.is_null() || eth_mac.is_null() {
+            return Err(libc::EINVAL);
+        }
+        if !core::ptr::eq(ops, &crate::kernel::ops::KERNEL_OPS) {
+            return Err(libc::EOPNOTSUPP);
+        }
+        // SAFETY: the caller's attribute.
+        let a = unsafe { &*attr };
+        let mut sgid = ibv_gid { raw: [0; 16] };
+        // SAFETY: an open context; `sgid` is writable.
+        if unsafe { crate::context::ibv_query_gid(context, a.port_num, a.grh.sgid_index.into(), &mut sgid) } != 0 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: both unions are plain 16 bytes.
+        let (s, d) = unsafe { (sgid.raw, a.grh.dgid.raw) };
+        let (mac, v) = crate::kernel::resolve_eth_l2(&s, &d)?;
+        // SAFETY: the caller's 6-byte MAC buffer and optional VLAN slot.
+        unsafe {
+            core::ptr::copy_nonoverlapping(mac.as_ptr(), eth_mac, 6);
+            if !vid.is_null() {
+                *vid = v;
+            }
+        }
+        Ok(())
+    })();
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -e
+        }
+    }
 }
 
 #[cfg(test)]

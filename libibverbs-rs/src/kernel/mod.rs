@@ -26,6 +26,7 @@ pub(crate) mod context;
 mod events;
 mod gid;
 pub(crate) mod ioctl;
+mod neigh;
 mod netlink;
 pub(crate) mod ops;
 mod pending;
@@ -35,6 +36,7 @@ mod write;
 
 use verbs_abi::driver::verbs_device;
 
+pub(crate) use neigh::resolve as resolve_eth_l2;
 pub(crate) use netlink::copy_on_fork;
 
 /// A kernel device bound to its provider.
