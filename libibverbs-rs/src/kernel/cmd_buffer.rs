@@ -176,11 +176,6 @@ impl CmdBuf {
         self.out(attr_id, data.cast(), size_of::<T>())
     }
 
-    /// `fill_attr_in_fd`: nothing for -1.
-    pub(crate) fn in_fd(&mut self, attr_id: u16, fd: c_int) -> Option<usize> {
-        (fd != -1).then(|| self.push(attr_id, 0, fd as i64 as u64))
-    }
-
     fn slot(&mut self, i: usize) -> Option<*mut ib_uverbs_attr> {
         let base = self.base();
         // SAFETY: reading our own header buffer.
@@ -282,8 +277,7 @@ mod tests {
             b.in_ptr(4, small.as_ptr().cast(), 3);
             b.in_enum(5, 2, big.as_ptr().cast(), 16);
             b.out_ptr(6, &mut out);
-            assert_eq!(b.in_fd(8, -1), None);
-            assert_eq!(b.in_fd(8, 5), Some(7));
+            b.in_obj(8, 5);
             let a = b.filled();
             assert_eq!(a.len(), 8);
             assert_eq!(key(&a[0]), (0, 0, M, 0, 0));

@@ -32,6 +32,43 @@ pub(crate) struct ExCmd {
     pub resp_size: usize,
 }
 
+/// An extended request built here with no provider part: both headers,
+/// then the core payload `T`.
+#[repr(C)]
+pub(crate) struct ExReq<T> {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub ex: ib_uverbs_ex_cmd_hdr,
+    pub body: T,
+}
+
+impl<T> ExReq<T> {
+    pub(crate) fn new(body: T) -> ExReq<T> {
+        ExReq {
+            hdr: ib_uverbs_cmd_hdr::default(),
+            ex: ib_uverbs_ex_cmd_hdr::default(),
+            body,
+        }
+    }
+
+    /// The command sending this request whole, with `resp` (core only)
+    /// for its response.
+    pub(crate) fn cmd<R>(&mut self, command: u32, resp: Option<&mut R>) -> ExCmd {
+        let (rp, rs) = match resp {
+            Some(r) => ((r as *mut R).cast(), size_of::<R>()),
+            None => (core::ptr::null_mut(), 0),
+        };
+        ExCmd {
+            command,
+            req: (self as *mut Self).cast(),
+            core_req: size_of::<Self>(),
+            req_size: size_of::<Self>(),
+            resp: rp,
+            core_resp: rs,
+            resp_size: rs,
+        }
+    }
+}
+
 /// A legacy `write()` command whose payload already names its response
 /// (`resp_size` bytes).
 pub(crate) struct LegacyCmd {
