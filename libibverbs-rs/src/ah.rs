@@ -291,7 +291,10 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
         let a = unsafe { &*attr };
         let mut sgid = ibv_gid { raw: [0; 16] };
         // SAFETY: an open context; `sgid` is writable.
-        if unsafe { crate::context::ibv_query_gid(context, a.port_num, a.grh.sgid_index.into(), &mut sgid) } != 0 {
+        if unsafe {
+            crate::context::ibv_query_gid(context, a.port_num, a.grh.sgid_index.into(), &mut sgid)
+        } != 0
+        {
             return Err(libc::EINVAL);
         }
         // SAFETY: both unions are plain 16 bytes.

@@ -163,7 +163,8 @@ pub unsafe extern "C" fn execute_ioctl(
             }
             let mut cur = lbase;
             while !core::ptr::eq(cur, l.next_attr) {
-                if !c.last_attr.is_null() && end > c.last_attr {
+                // `last_attr` is one past the buffer's last slot.
+                if !c.last_attr.is_null() && end >= c.last_attr {
                     return libc::EINVAL;
                 }
                 *end = *cur;

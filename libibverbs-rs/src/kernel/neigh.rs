@@ -109,13 +109,22 @@ fn get<'a>(a: &[(u16, &'a [u8])], k: u16) -> Option<&'a [u8]> {
 /// One rtnetlink request and its answers' bodies (after `nlmsghdr`).
 fn ask(kind: u16, flags: u16, body: &[u8]) -> Result<Vec<Vec<u8>>, c_int> {
     // SAFETY: plain socket creation.
-    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
     if fd < 0 {
         return Err(verbs_abi::errno::errno());
     }
     // SAFETY: a descriptor we just created.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let tv = libc::timeval { tv_sec: 2, tv_usec: 0 };
+    let tv = libc::timeval {
+        tv_sec: 2,
+        tv_usec: 0,
+    };
     // SAFETY: a valid timeval of the given size.
     unsafe {
         libc::setsockopt(
@@ -164,7 +173,9 @@ fn ask(kind: u16, flags: u16, body: &[u8]) -> Result<Vec<Vec<u8>>, c_int> {
                     // NLMSG_ERROR: 0 is an acknowledgement.
                     let code = b
                         .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
-                        .map_or(-libc::EIO, |v| i32::from_ne_bytes(v.try_into().unwrap_or_default()));
+                        .map_or(-libc::EIO, |v| {
+                            i32::from_ne_bytes(v.try_into().unwrap_or_default())
+                        });
                     return if code == 0 { Ok(out) } else { Err(-code) };
                 }
                 _ => out.push(b[NLMSG_HDRLEN..len].to_vec()),
@@ -187,7 +198,20 @@ fn route(dst: IpAddr, oif: u32) -> Result<Route, c_int> {
     let a = addr_bytes(dst);
     // struct rtmsg: family, dst_len, src_len, tos, table, protocol, scope,
     // type, flags (u32).
-    let mut body = vec![family(dst), (a.len() * 8) as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut body = vec![
+        family(dst),
+        (a.len() * 8) as u8,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
     push_attr(&mut body, RTA_DST, &a);
     push_attr(&mut body, RTA_OIF, &oif.to_ne_bytes());
     let answers = ask(RTM_GETROUTE, 0, &body)?;
@@ -198,10 +222,15 @@ fn route(dst: IpAddr, oif: u32) -> Result<Route, c_int> {
     let at = attrs(&r[12..]);
     let gateway = get(&at, RTA_GATEWAY).and_then(|g| match g.len() {
         4 => Some(IpAddr::V4(Ipv4Addr::new(g[0], g[1], g[2], g[3]))),
-        16 => <[u8; 16]>::try_from(g).ok().map(|o| IpAddr::V6(Ipv6Addr::from(o))),
+        16 => <[u8; 16]>::try_from(g)
+            .ok()
+            .map(|o| IpAddr::V6(Ipv6Addr::from(o))),
         _ => None,
     });
-    Ok(Route { kind: r[7], gateway })
+    Ok(Route {
+        kind: r[7],
+        gateway,
+    })
 }
 
 /// The kernel's usable neighbour entry of `addr` on `oif`.
@@ -283,12 +312,20 @@ fn ifname(oif: u32) -> Option<String> {
         return None;
     }
     // SAFETY: if_indextoname wrote a C string into `buf`.
-    Some(unsafe { core::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { core::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 fn link_mac(oif: u32) -> Option<[u8; 6]> {
     let s = std::fs::read_to_string(format!("/sys/class/net/{}/address", ifname(oif)?)).ok()?;
-    let v: Vec<u8> = s.trim().split(':').filter_map(|h| u8::from_str_radix(h, 16).ok()).collect();
+    let v: Vec<u8> = s
+        .trim()
+        .split(':')
+        .filter_map(|h| u8::from_str_radix(h, 16).ok())
+        .collect();
     <[u8; 6]>::try_from(v).ok()
 }
 
@@ -324,7 +361,10 @@ pub(crate) fn resolve(sgid: &[u8; 16], dgid: &[u8; 16]) -> Result<([u8; 6], u16)
     let (src, dst) = (gid_addr(sgid), gid_addr(dgid));
     let oif = oif_of(src).ok_or(libc::EINVAL)?;
     let r = route(dst, oif).map_err(|_| libc::EHOSTUNREACH)?;
-    if matches!(r.kind, RTN_BLACKHOLE | RTN_UNREACHABLE | RTN_PROHIBIT | RTN_THROW) {
+    if matches!(
+        r.kind,
+        RTN_BLACKHOLE | RTN_UNREACHABLE | RTN_PROHIBIT | RTN_THROW
+    ) {
         return Err(libc::EHOSTUNREACH);
     }
     let vid = vlan_of(oif);
@@ -365,11 +405,20 @@ mod tests {
         g[11] = 0xff;
         g[12..].copy_from_slice(&[224, 129, 2, 3]);
         assert_eq!(gid_addr(&g), IpAddr::V4(Ipv4Addr::new(224, 129, 2, 3)));
-        assert_eq!(encoded_mac(gid_addr(&g)), Some([0x01, 0x00, 0x5e, 0x01, 2, 3]));
+        assert_eq!(
+            encoded_mac(gid_addr(&g)),
+            Some([0x01, 0x00, 0x5e, 0x01, 2, 3])
+        );
         let m6: Ipv6Addr = "ff02::1:ff12:3456".parse().unwrap();
-        assert_eq!(encoded_mac(IpAddr::V6(m6)), Some([0x33, 0x33, 0xff, 0x12, 0x34, 0x56]));
+        assert_eq!(
+            encoded_mac(IpAddr::V6(m6)),
+            Some([0x33, 0x33, 0xff, 0x12, 0x34, 0x56])
+        );
         let ll: Ipv6Addr = "fe80::5054:ff:fe12:3401".parse().unwrap();
-        assert_eq!(encoded_mac(IpAddr::V6(ll)), Some([0x52, 0x54, 0x00, 0x12, 0x34, 0x01]));
+        assert_eq!(
+            encoded_mac(IpAddr::V6(ll)),
+            Some([0x52, 0x54, 0x00, 0x12, 0x34, 0x01])
+        );
         assert_eq!(encoded_mac(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))), None);
         assert_eq!(gid_addr(&ll.octets()), IpAddr::V6(ll));
     }
