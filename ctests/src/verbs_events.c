@@ -483,8 +483,8 @@ static void async_comm_est(void)
  * One completion per event: a WRITE and a signaled SEND, then the reply.
  * The program waits for an event, re-arms, polls exactly one completion
  * and waits again. Completions that arrived together must not strand it:
- * arming a CQ with unpolled completions raises an event at once, as
- * ConnectX hardware does.
+ * arming a CQ with unpolled completions no event announced raises an
+ * event at once, as ConnectX hardware does.
  */
 static void one_completion_per_event(void)
 {

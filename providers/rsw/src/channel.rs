@@ -5,6 +5,11 @@
 //! (EAGAIN). Each event is one 8-byte record naming the CQ by serial number,
 //! not by pointer: a CQ destroyed with an event still in the pipe is simply
 //! not found and the event skipped, instead of handing out a dangling CQ.
+//!
+//! Every other event is handed out, whatever its CQ holds by then: as with
+//! rdma-core and hardware, an event the CQ raised is the program's, and a
+//! program that polled the completion before reading the event (seeing
+//! the descriptor readable, say) still gets it.
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -68,8 +73,6 @@ pub fn notify(write_fd: RawFd, serial: u64) {
 /// What a channel event names: a CQ, registered from above (`cq.rs`) so
 /// this module needs no CQ type.
 pub trait EventSource: Send + Sync {
-    /// The event tells a blocking waiter nothing (see `Cq`'s version).
-    fn take_stale_event(&self) -> bool;
     /// An event is handed to the application.
     fn delivered(&self);
     /// The public CQ and its `cq_context`.
@@ -145,11 +148,6 @@ pub(crate) unsafe extern "C" fn destroy_comp_channel(channel: *mut ibv_comp_chan
     0
 }
 
-fn nonblocking(fd: RawFd) -> bool {
-    // SAFETY: F_GETFL on our own descriptor.
-    unsafe { libc::fcntl(fd, libc::F_GETFL) & libc::O_NONBLOCK != 0 }
-}
-
 pub(crate) unsafe extern "C" fn get_cq_event(
     channel: *mut ibv_comp_channel,
     cq: *mut *mut ibv_cq,
@@ -172,11 +170,6 @@ pub(crate) unsafe extern "C" fn get_cq_event(
         // SAFETY: registered CQs are alive; destroy unregisters first and
         // then waits for the events counted here to be acknowledged.
         let c = unsafe { &*p };
-        // A non-blocking caller gets even a stale event: it has just seen
-        // the fd readable, and spurious events are allowed.
-        if !nonblocking(ch.rd.as_raw_fd()) && c.take_stale_event() {
-            continue;
-        }
         c.delivered();
         drop(cqs);
         if verbs_abi::check::on() {

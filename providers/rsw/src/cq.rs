@@ -91,8 +91,10 @@ struct Ring {
     head: usize,
     len: usize,
     arm: u8,
-    /// How the CQ was armed when it last fired.
-    fired: u8,
+    /// Of the `len` completions, how many an event already announced
+    /// (each event announces one; polling retires them oldest first).
+    /// Arming fires at once only for completions beyond these.
+    announced: usize,
     error: bool,
     /// Injected overrun (`faults`): the completion number that overruns
     /// the CQ, 0 for none; and how many were added.
@@ -107,7 +109,7 @@ impl Ring {
             head: 0,
             len: 0,
             arm: ARM_NONE,
-            fired: ARM_NONE,
+            announced: 0,
             error: false,
             overrun_at: crate::faults::cq_overrun_at(),
             pushed: 0,
@@ -121,6 +123,7 @@ impl Ring {
         let e = self.buf[self.head];
         self.head = (self.head + 1) % self.buf.len();
         self.len -= 1;
+        self.announced = self.announced.saturating_sub(1);
         Some(e)
     }
 }
@@ -330,8 +333,8 @@ impl Cq {
             _ => false,
         };
         if fire {
-            r.fired = r.arm;
             r.arm = ARM_NONE;
+            r.announced = (r.announced + 1).min(r.len);
         }
         drop(r);
         if fire && self.chan_wr >= 0 {
@@ -355,6 +358,7 @@ impl Cq {
             }
         }
         r.len = kept;
+        r.announced = r.announced.min(kept);
     }
 
     /// Completions not polled yet (for the misuse checker).
@@ -439,22 +443,6 @@ impl Cq {
     /// would raise events for entries that same poll then consumes.
     fn wants_drive(&self) -> bool {
         self.ring.idle()
-    }
-
-    /// For a channel event about to be returned: if every completion is
-    /// already polled and the CQ was not re-armed, the event tells the
-    /// waiter nothing. Re-arm as it was and report true so a blocking
-    /// waiter keeps waiting for the next completion instead (programs such
-    /// as ibv_rc_pingpong -e -t treat an event on an empty CQ as fatal).
-    pub fn take_stale_event(&self) -> bool {
-        let mut r = self.ring.lock();
-        if r.len == 0 && r.arm == ARM_NONE && r.fired != ARM_NONE && !r.error {
-            r.arm = r.fired;
-            drop(r);
-            self.tell_armed();
-            return true;
-        }
-        false
     }
 
     /// Tells the producers the CQ is armed (see [`Producer::armed`]).
@@ -642,6 +630,7 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
         let mut r = c.ring.lock();
         r.error = true;
         r.len = 0;
+        r.announced = 0;
         r.buf
             .is_extern()
             .then(|| std::mem::replace(&mut r.buf, Slots::heap(0, Cqe::default())))
@@ -688,12 +677,13 @@ pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int 
         return libc::EINVAL;
     }
     n.arm = r.arm;
-    n.fired = r.fired;
     n.error = r.error;
+    let announced = r.announced;
     while let Some(e) = r.pop() {
         n.buf[n.len] = e;
         n.len += 1;
     }
+    n.announced = announced;
     let old = std::mem::replace(&mut *r, n);
     // SAFETY: the cqe field is plain data in our allocation.
     unsafe { std::ptr::write_volatile(&raw mut (*c.ibv.get()).cqe, cqe) };
@@ -757,14 +747,17 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     } else if r.arm != ARM_ANY {
         r.arm = ARM_SOLICITED;
     }
-    // Arming a CQ that still holds unpolled completions fires at once, as
-    // ConnectX does (its arm doorbell carries the consumer index). Programs
-    // written from vendor documentation poll one completion per event and
-    // would otherwise wait for ever on completions that arrived together.
-    let fire = r.arm == ARM_ANY && r.len > 0 && !r.error;
+    // Arming a CQ that holds unpolled completions no event announced yet
+    // fires at once, as ConnectX does for the completions past the
+    // consumer index its arm doorbell carries: programs written from
+    // vendor documentation poll one completion per event and would
+    // otherwise wait for ever on completions that arrived together. A
+    // completion an event already announced (the usual pattern: get the
+    // event, re-arm, then poll) raises no second one.
+    let fire = r.arm == ARM_ANY && r.len > r.announced && !r.error;
     if fire {
-        r.fired = ARM_ANY;
         r.arm = ARM_NONE;
+        r.announced += 1;
     }
     drop(r);
     if verbs_abi::check::on() {
@@ -936,10 +929,6 @@ pub(crate) unsafe extern "C" fn ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) 
 }
 
 impl channel::EventSource for Cq {
-    fn take_stale_event(&self) -> bool {
-        Cq::take_stale_event(self)
-    }
-
     fn delivered(&self) {
         self.comp_events.delivered();
     }
