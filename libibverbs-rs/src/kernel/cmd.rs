@@ -949,18 +949,7 @@ pub unsafe extern "C" fn ibv_cmd_poll_cq(cq: *mut ibv_cq, ne: c_int, wc: *mut ib
     let mut resp = vec![0u64; words];
     // SAFETY: per the contract; the response buffer holds `n` entries.
     unsafe {
-        let rc = run(
-            (*cq).context,
-            IB_USER_VERBS_CMD_POLL_CQ,
-            ib_uverbs_poll_cq {
-                response: 0,
-                cq_handle: (*cq).handle,
-                ne: ne as u32,
-            },
-            Some(&mut *(resp.as_mut_ptr().cast::<[u8; 0]>())),
-        );
-        let _ = rc;
-        // `run` sized the response from its type; redo with the real size.
+        // The response holds `ne` entries after its header.
         let mut req = super::write::Req {
             hdr: ib_uverbs_cmd_hdr::default(),
             body: ib_uverbs_poll_cq {
@@ -2117,4 +2106,125 @@ pub unsafe extern "C" fn ibv_cmd_detach_mcast(
         return rc;
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cmd_issue::testing::*;
+    use super::*;
+
+    #[test]
+    fn poll_cq_asks_for_room_for_every_entry_and_consumes_nothing_else() {
+        let f = FakeCtx::new();
+        let mut cq = ibv_cq::zeroed();
+        cq.context = f.ctx();
+        cq.handle = 7;
+        let mut wc = [ibv_wc::zeroed(); 4];
+        // SAFETY: a fake kernel context; room for 4 completions.
+        let n = unsafe { ibv_cmd_poll_cq(&mut cq, 4, wc.as_mut_ptr()) };
+        // The pipe answers nothing: a zeroed response, no completion.
+        assert_eq!(n, 0);
+        let b = f.take();
+        // One command only (a second would poll the kernel's CQ again).
+        assert_eq!(b.len(), HDR + size_of::<ib_uverbs_poll_cq>());
+        let (cmd, inw, outw) = legacy_hdr(&b);
+        assert_eq!(cmd, IB_USER_VERBS_CMD_POLL_CQ);
+        assert_eq!(inw as usize * 4, b.len());
+        assert_eq!(
+            outw as usize * 4,
+            size_of::<ib_uverbs_poll_cq_resp>() + 4 * size_of::<ib_uverbs_wc>()
+        );
+        assert_eq!(u32_at(&b, HDR + 8), 7);
+        assert_eq!(u32_at(&b, HDR + 12), 4);
+        // SAFETY: as above.
+        assert_eq!(unsafe { ibv_cmd_poll_cq(&mut cq, -1, wc.as_mut_ptr()) }, -1);
+    }
+
+    #[test]
+    fn a_null_provider_request_gets_ours_and_the_response_pointer() {
+        let f = FakeCtx::new();
+        let mut cq = ibv_cq::zeroed();
+        let mut resp = [0u64; 4]; // core response plus a provider part
+                                  // SAFETY: a fake kernel context; `cq` and `resp` are ours. rxe
+                                  // passes no request buffer.
+        let rc = unsafe {
+            ibv_cmd_create_cq(
+                f.ctx(),
+                16,
+                core::ptr::null_mut(),
+                0,
+                &mut cq,
+                core::ptr::null_mut(),
+                0,
+                resp.as_mut_ptr().cast(),
+                32,
+            )
+        };
+        assert_eq!(rc, 0);
+        let b = f.take();
+        assert_eq!(b.len(), HDR + size_of::<ib_uverbs_create_cq>());
+        let (cmd, inw, outw) = legacy_hdr(&b);
+        assert_eq!(
+            (cmd, inw as usize * 4, outw),
+            (IB_USER_VERBS_CMD_CREATE_CQ, b.len(), 8)
+        );
+        assert_eq!(u64_at(&b, HDR), resp.as_ptr() as u64);
+        assert_eq!(u64_at(&b, HDR + 8), &cq as *const ibv_cq as u64);
+        assert_eq!(u32_at(&b, HDR + 16), 16);
+        // No channel: -1, as the kernel expects.
+        assert_eq!(u32_at(&b, HDR + 24) as i32, -1);
+        assert_eq!(cq.context, f.ctx());
+    }
+
+    #[test]
+    fn modify_qp_copies_only_the_masked_fields() {
+        let f = FakeCtx::new();
+        let mut qp = ibv_qp::zeroed();
+        qp.context = f.ctx();
+        qp.handle = 3;
+        let mut a = ibv_qp_attr::zeroed();
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_1024;
+        a.dest_qp_num = 0x1234;
+        a.rq_psn = 99;
+        a.qkey = 0xdead; // not in the mask: must not be sent
+        let mask = (IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN) as c_int;
+        // SAFETY: a fake kernel context; NULL request: ours is used.
+        let rc = unsafe { ibv_cmd_modify_qp(&mut qp, &mut a, mask, core::ptr::null_mut(), 0) };
+        assert_eq!(rc, 0);
+        let b = f.take();
+        let p = &b[HDR..];
+        // SAFETY: the bytes are an ib_uverbs_modify_qp.
+        let m = unsafe { &*(p.as_ptr() as *const ib_uverbs_modify_qp) };
+        assert_eq!((m.qp_handle, m.attr_mask), (3, mask as u32));
+        assert_eq!(
+            (m.qp_state, m.path_mtu),
+            (IBV_QPS_RTR as u8, IBV_MTU_1024 as u8)
+        );
+        assert_eq!((m.dest_qp_num, m.rq_psn, m.qkey), (0x1234, 99, 0));
+        // Attributes past IBV_QP_RATE_LIMIT go through the extended command.
+        let mask = (IBV_QP_STATE | IBV_QP_RATE_LIMIT) as c_int;
+        // SAFETY: as above.
+        let rc = unsafe { ibv_cmd_modify_qp(&mut qp, &mut a, mask, core::ptr::null_mut(), 0) };
+        assert_eq!(rc, libc::EOPNOTSUPP);
+    }
+
+    #[test]
+    fn a_dead_kernel_fails_the_destroy_without_waiting() {
+        let mut f = FakeCtx::new();
+        f.close_reader();
+        let mut cq = ibv_cq::zeroed();
+        cq.context = f.ctx();
+        // SAFETY: the CQ's lock and condition, as creation sets them up.
+        unsafe {
+            libc::pthread_mutex_init(&mut cq.mutex, core::ptr::null());
+            libc::pthread_cond_init(&mut cq.cond, core::ptr::null());
+        }
+        // SAFETY: a fake kernel context whose command file is broken.
+        assert_eq!(unsafe { ibv_cmd_destroy_cq(&mut cq) }, libc::EPIPE);
+        let mut pd = ibv_pd::zeroed();
+        pd.context = f.ctx();
+        // SAFETY: as above.
+        assert_eq!(unsafe { ibv_cmd_dealloc_pd(&mut pd) }, libc::EPIPE);
+    }
 }
