@@ -953,7 +953,8 @@ pub unsafe extern "C" fn ibv_cmd_poll_cq(cq: *mut ibv_cq, ne: c_int, wc: *mut ib
         let mut req = super::write::Req {
             hdr: ib_uverbs_cmd_hdr::default(),
             body: ib_uverbs_poll_cq {
-                response: ptr_u64(resp.as_ptr()),
+                // Written by the kernel: a pointer with write provenance.
+                response: ptr_u64(resp.as_mut_ptr()),
                 cq_handle: (*cq).handle,
                 ne: ne as u32,
             },
