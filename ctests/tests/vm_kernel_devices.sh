@@ -13,7 +13,7 @@
 # Debian mirror are needed the first time. KVM is used where /dev/kvm can
 # boot Debian's kernel, TCG elsewhere (PVM hosts); the test is skipped only
 # when QEMU is missing, i.e. when neither can boot it.
-# VM_TESTS_BUDGET (default 480): seconds after which no further case starts.
+# VM_TESTS_BUDGET (default 420): seconds after which no further case starts.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +21,7 @@ repo=$(cd "$here/../.." && pwd)
 BUILD=${BUILD:-$repo/build}
 export BUILD
 vm=$repo/ctests/vm
-budget=${VM_TESTS_BUDGET:-480}
+budget=${VM_TESTS_BUDGET:-420}
 # The host side (apt, mmdebstrap, QEMU) runs over the system's libraries.
 unset LD_LIBRARY_PATH LD_PRELOAD IBV_CONFIG_DIR RDMAV_DRIVERS IBV_DRIVERS
 
