@@ -138,6 +138,24 @@ static enum ibv_wc_status write_via(struct mwenv *m, uint32_t rkey, size_t off)
 	return wc.status;
 }
 
+/* a writes 64 bytes through `rkey` at remote address `raddr` (an offset
+ * for a zero-based window); returns the status. */
+static enum ibv_wc_status write_via_addr(struct mwenv *m, uint32_t rkey,
+					 uint64_t raddr)
+{
+	struct ibv_wc wc;
+	struct ibv_sge sge = vt_sge(m->s.p, 64, m->s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(78, IBV_WR_RDMA_WRITE, &sge,
+					   IBV_SEND_SIGNALED);
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	vt_post_send(m->p.a, &wr);
+	vt_poll(m->p.cq_a, &wc, 1);
+	CHECK_EQ(wc.wr_id, 78);
+	return wc.status;
+}
+
 /* After a refused access the pair is in ERR: connect a fresh one. */
 static void fresh_pair(struct mwenv *m)
 {
@@ -261,12 +279,28 @@ static void mw_type2_bind_and_local_invalidate(void)
 	/* Type 2B: only the QP it was bound on (keep.b) may use it. */
 	CHECK_EQ(write_via(&m, k, 100), IBV_WC_REM_ACCESS_ERR);
 
-	/* Invalidated locally, through a fresh pair's b: then rebindable. */
+	/*
+	 * Only the QP it is bound to may invalidate it: from another QP of
+	 * its PD, a bind error (and that QP fails).
+	 */
 	fresh_pair(&m);
 	struct ibv_send_wr inv = vt_send_wr(501, IBV_WR_LOCAL_INV, NULL,
 					    IBV_SEND_SIGNALED);
 	inv.invalidate_rkey = k;
-	/* keep.b is in ERR: invalidate through the window's PD on m.p.b. */
+	vt_post_send(m.p.b, &inv);
+	expect_b_completion(&m, 501, IBV_WC_MW_BIND_ERR, 0);
+	CHECK_EQ(vt_qp_state(m.p.b), IBV_QPS_ERR);
+
+	/* keep.b is in ERR: its window goes with dealloc. A new one, bound
+	 * on a fresh pair's b, is invalidated there: then rebindable. */
+	CHECK_OK(ibv_dealloc_mw(mw));
+	fresh_pair(&m);
+	mw = CHECK_PTR(ibv_alloc_mw(m.e.pd, IBV_MW_TYPE_2));
+	k = ibv_inc_rkey(mw->rkey);
+	wr = bind_wr(mw, k, m.mr, m.x, 4096, IBV_ACCESS_REMOTE_WRITE);
+	vt_post_send(m.p.b, &wr);
+	expect_b_completion(&m, 500, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	inv.invalidate_rkey = k;
 	vt_post_send(m.p.b, &inv);
 	expect_b_completion(&m, 501, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV);
 	k = ibv_inc_rkey(k);
@@ -278,6 +312,46 @@ static void mw_type2_bind_and_local_invalidate(void)
 	inv.invalidate_rkey = k ^ 1;
 	vt_post_send(m.p.b, &inv);
 	expect_b_completion(&m, 501, IBV_WC_LOC_QP_OP_ERR, 0);
+}
+
+/*
+ * Keys as applications pass them in IBV_WR_BIND_MW (a counter, a
+ * constant): only their low 8 bits count, the window keeps its index, and
+ * mw->rkey shows the key once the bind is posted. A zero-based window is
+ * addressed from 0; a type 2 window cannot be bound empty.
+ */
+static void mw_type2_application_keys(void)
+{
+	struct mwenv m;
+	static const uint32_t asked[] = { 1024, 0xBA, 17 };
+
+	mwenv_open(&m);
+	struct ibv_mw *mw = CHECK_PTR(ibv_alloc_mw(m.e.pd, IBV_MW_TYPE_2));
+	uint32_t first = mw->rkey;
+	for (unsigned i = 0; i < sizeof(asked) / sizeof(asked[0]); i++) {
+		uint32_t want = (first & ~0xffu) | (asked[i] & 0xff);
+		struct ibv_send_wr wr = bind_wr(mw, asked[i], m.mr, m.x + 2048,
+						1024,
+						IBV_ACCESS_REMOTE_WRITE |
+							IBV_ACCESS_ZERO_BASED);
+		vt_post_send(m.p.b, &wr);
+		CHECK_EQ(mw->rkey, want);
+		expect_b_completion(&m, 500, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+		/* Offsets from the window's start: x + 2048 + 64 * i. */
+		CHECK_EQ(write_via_addr(&m, want, 64 * i), IBV_WC_SUCCESS);
+		CHECK_MEM(m.x + 2048 + 64 * i, m.s.p, 64);
+		struct ibv_send_wr inv = vt_send_wr(501, IBV_WR_LOCAL_INV, NULL,
+						    IBV_SEND_SIGNALED);
+		inv.invalidate_rkey = want;
+		vt_post_send(m.p.b, &inv);
+		expect_b_completion(&m, 501, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV);
+	}
+	struct ibv_send_wr wr = bind_wr(mw, ibv_inc_rkey(mw->rkey), m.mr, m.x,
+					0, IBV_ACCESS_REMOTE_WRITE);
+	vt_post_send(m.p.b, &wr);
+	expect_b_completion(&m, 500, IBV_WC_MW_BIND_ERR, 0);
+	CHECK_OK(ibv_dealloc_mw(mw));
+	CHECK_OK(ibv_dereg_mr(m.mr));
 }
 
 /* The peer invalidates the window with SEND_WITH_INV. */
@@ -490,6 +564,7 @@ static const struct vt_case cases[] = {
 	VT_CASE(device_memory),
 	VT_CASE(mw_type1),
 	VT_CASE(mw_type2_bind_and_local_invalidate),
+	VT_CASE(mw_type2_application_keys),
 	VT_CASE(mw_send_with_invalidate),
 	VT_CASE(mw_bind_errors_and_wr_api),
 };

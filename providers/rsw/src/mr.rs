@@ -110,6 +110,9 @@ pub struct Binding {
     pub access: u32,
     /// Type 2 windows are bound to one QP (type 2B): only it may use them.
     pub qpn: Option<u32>,
+    /// Bound with `IBV_ACCESS_ZERO_BASED`: remote addresses are offsets
+    /// from the window's start, not addresses in the MR.
+    pub zero_based: bool,
 }
 
 #[derive(Default)]
@@ -205,12 +208,17 @@ impl MrTable {
             {
                 return Err(AccessError);
             }
-            let off = addr.checked_sub(b.addr).ok_or(AccessError)?;
+            let off = if b.zero_based {
+                addr
+            } else {
+                addr.checked_sub(b.addr).ok_or(AccessError)?
+            };
             if off > b.len || len > b.len - off {
                 return Err(AccessError);
             }
             let e = self.map.get(&b.mr_key).ok_or(AccessError)?;
-            return e.translate(addr, len).ok_or(AccessError);
+            // In the MR's address space: the bind checked b.addr + b.len.
+            return e.translate(b.addr + off, len).ok_or(AccessError);
         }
         let e = self.map.get(&rkey).ok_or(AccessError)?;
         if e.pd != pd || e.access & need != need {
@@ -493,12 +501,24 @@ pub(crate) unsafe extern "C" fn reg_mr(
         MrEntry {
             host: addr as usize,
             len: length as u64,
-            iova,
+            iova: key_base(access, iova),
             access: access & KNOWN_ACCESS,
             pd: p.id,
         }
     };
     insert(p, pd, entry, addr, length)
+}
+
+/// The address the first byte of a registration has for its keys: 0 for a
+/// zero-based one (`IBV_ACCESS_ZERO_BASED`: local SGEs and remote requests
+/// address it by offset, as device memory is), else the `iova` asked for
+/// (`ibv_reg_mr` asks for the buffer's own address).
+fn key_base(access: u32, iova: u64) -> u64 {
+    if access & IBV_ACCESS_ZERO_BASED != 0 {
+        0
+    } else {
+        iova
+    }
 }
 
 /// Enters a checked registration in the key table and hands out its MR
@@ -617,12 +637,18 @@ unsafe fn rereg(
     if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
         e.host = addr as usize;
         e.len = length as u64;
-        e.iova = addr as u64;
         m.ibv.addr = addr;
         m.ibv.length = length;
     }
+    let was_zero_based = e.access & IBV_ACCESS_ZERO_BASED != 0;
     if flags & IBV_REREG_MR_CHANGE_ACCESS != 0 {
         e.access = access as u32 & KNOWN_ACCESS;
+    }
+    let zero_based = e.access & IBV_ACCESS_ZERO_BASED != 0;
+    if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 || zero_based != was_zero_based {
+        // rdma-core's ibv_rereg_mr gives a new range its own address as
+        // iova; zero-based access (new or kept) addresses it from 0.
+        e.iova = key_base(e.access, m.ibv.addr as u64);
     }
     if flags & IBV_REREG_MR_CHANGE_PD != 0 {
         // SAFETY: both PDs come from alloc_pd.
@@ -732,11 +758,14 @@ pub fn drop_window(rkey: u32) -> bool {
 }
 
 /// Binds the window `old_rkey` names to `[addr, addr+len)` of the MR with
-/// key `mr_key` under the new rkey `new_rkey` (same index, next tag). A
-/// zero length unbinds (type 1). Checks what the spec requires: the MR
-/// allows binding and is in the window's PD (and the QP's, `qp_pd`), the
-/// range lies inside it, remote write needs local write on the MR, a type
-/// 2 window is not bound already.
+/// key `mr_key` under the new rkey `new_rkey`: the window's own index in
+/// the upper 24 bits, the key the bind asked for in the low 8 (callers
+/// build it with [`bind_key`]). A zero length unbinds a type 1 window; a
+/// type 2 window cannot be bound empty. Checks what the spec requires: the
+/// MR allows binding and is in the window's PD (and the QP's, `qp_pd`),
+/// the range lies inside it, remote write needs local write on the MR, a
+/// type 2 window is not bound already. `IBV_ACCESS_ZERO_BASED` in `access`
+/// makes remote addresses offsets from the window's start.
 #[allow(clippy::too_many_arguments)]
 pub fn bind_window(
     old_rkey: u32,
@@ -754,7 +783,7 @@ pub fn bind_window(
     if new_rkey >> 8 != index || w.pd != qp_pd {
         return Err(BindError);
     }
-    if w.mw_type == IBV_MW_TYPE_2 && w.binding.is_some() {
+    if w.mw_type == IBV_MW_TYPE_2 && (w.binding.is_some() || len == 0) {
         return Err(BindError);
     }
     unbind(&mut t, &mut w);
@@ -776,6 +805,7 @@ pub fn bind_window(
             access: access
                 & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC),
             qpn: (w.mw_type == IBV_MW_TYPE_2).then_some(qpn),
+            zero_based: access & IBV_ACCESS_ZERO_BASED != 0,
         });
         *t.bound.entry(mr_key).or_insert(0) += 1;
     }
@@ -784,23 +814,46 @@ pub fn bind_window(
     Ok(())
 }
 
-/// Invalidates the type 2 window `rkey` names (local invalidate or a
-/// SEND_WITH_INV); false if `rkey` is not a currently valid window key of
-/// PD `pd`.
-pub fn invalidate_window(rkey: u32, pd: u32) -> bool {
+/// The rkey a bind gives the window whose rkey is `mw_rkey` when the
+/// application asks for `asked`: only the low 8 bits of what it asks for
+/// count (the key it owns), the upper 24 are the window's, as rxe, irdma
+/// and mlx5 build it. Applications pass anything there: a counter, a
+/// constant, `ibv_inc_rkey(mw->rkey)`.
+pub fn bind_key(mw_rkey: u32, asked: u32) -> u32 {
+    (mw_rkey & !0xff) | (asked & 0xff)
+}
+
+/// Why a window could not be invalidated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvalidateError {
+    /// The key names no valid (bound, current) type 2 window of the PD.
+    NotValid,
+    /// The window is bound to another QP (type 2B): only that QP may
+    /// invalidate it.
+    OtherQp,
+}
+
+/// Invalidates the type 2 window `rkey` names (a local invalidate, or a
+/// SEND_WITH_INV arriving) on QP `qpn` of PD `pd`.
+pub fn invalidate_window(rkey: u32, pd: u32, qpn: u32) -> Result<(), InvalidateError> {
     if rkey & WINDOW_KEY == 0 {
-        return false;
+        return Err(InvalidateError::NotValid);
     }
     let mut t = TABLE.get().write();
     let Some(mut w) = t.windows.get(&(rkey >> 8)).copied() else {
-        return false;
+        return Err(InvalidateError::NotValid);
     };
-    if w.pd != pd || w.tag != rkey as u8 || w.mw_type != IBV_MW_TYPE_2 || w.binding.is_none() {
-        return false;
+    if w.pd != pd || w.tag != rkey as u8 || w.mw_type != IBV_MW_TYPE_2 {
+        return Err(InvalidateError::NotValid);
+    }
+    match w.binding {
+        None => return Err(InvalidateError::NotValid),
+        Some(b) if b.qpn.is_some_and(|q| q != qpn) => return Err(InvalidateError::OtherQp),
+        Some(_) => {}
     }
     unbind(&mut t, &mut w);
     t.windows.insert(rkey >> 8, w);
-    true
+    Ok(())
 }
 
 #[cfg(test)]

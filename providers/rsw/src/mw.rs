@@ -24,8 +24,8 @@ pub struct Mw {
     pub pd_id: u32,
 }
 
-// SAFETY: `ibv.rkey` changes only in `ibv_bind_mw`, on the application's
-// thread, as in every provider; the rest is immutable.
+// SAFETY: `ibv.rkey` changes only when a bind is posted, on the
+// application's thread, as in every provider; the rest is immutable.
 unsafe impl Send for Mw {}
 // SAFETY: as above.
 unsafe impl Sync for Mw {}
@@ -101,9 +101,23 @@ pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
     0
 }
 
+/// A bind of `mw` was posted: the window's `rkey` shows the key it gets
+/// from then on, as `ibv_bind_mw` does in rdma-core's providers, and for
+/// `IBV_WR_BIND_MW` too (irdma's habit), so a program may read the new key
+/// from `mw->rkey` whatever it passed in the WR's low 8 bits. A bind that
+/// then fails (`IBV_WC_MW_BIND_ERR`) leaves the window as it was and this
+/// key invalid.
+pub fn bind_posted(mw: *mut ibv_mw, rkey: u32) {
+    if let Some(m) = Mw::lookup(mw) {
+        // SAFETY: our allocation; the application reads the field, from
+        // the thread that posts (the verbs threading rules), after this.
+        unsafe { std::ptr::write_volatile(&raw mut (*m.ibv.get()).rkey, rkey) };
+    }
+}
+
 /// `ibv_bind_mw` (type 1): a bind work request on `qp`'s send queue, with
 /// the next rkey (the low 8 bits bumped); the window's `rkey` shows it once
-/// the request is posted, as in rdma-core's providers.
+/// the request is posted (`bind_posted`).
 pub(crate) unsafe extern "C" fn bind_mw(
     qp: *mut ibv_qp,
     mw: *mut ibv_mw,
@@ -131,10 +145,5 @@ pub(crate) unsafe extern "C" fn bind_mw(
     let mut bad = std::ptr::null_mut();
     // SAFETY: qp is the caller's QP; the data path trusts it as
     // ibv_post_send does. wr is a complete WR on our stack.
-    let rc = unsafe { crate::qp::post_send(qp, &mut wr, &mut bad) };
-    if rc == 0 {
-        // SAFETY: our allocation; the application reads it after this call.
-        unsafe { (*m.ibv.get()).rkey = new };
-    }
-    rc
+    unsafe { crate::qp::post_send(qp, &mut wr, &mut bad) }
 }

@@ -428,13 +428,13 @@ fn run_local(qp: &Qp, g: &QpInner, seq: u64) -> Result<(), ibv_wc_status> {
             )
             .map_err(|_| IBV_WC_MW_BIND_ERR)
         }
-        Op::LocalInv => {
-            if mr::invalidate_window(w.rkey, qp.pd_id) {
-                Ok(())
-            } else {
-                Err(IBV_WC_LOC_QP_OP_ERR)
-            }
-        }
+        // A window bound to another QP is a bind error, as hardware
+        // reports it; a key that names no valid window, a local QP
+        // operation error (as rxe).
+        Op::LocalInv => mr::invalidate_window(w.rkey, qp.pd_id, qp.qpn).map_err(|e| match e {
+            mr::InvalidateError::OtherQp => IBV_WC_MW_BIND_ERR,
+            mr::InvalidateError::NotValid => IBV_WC_LOC_QP_OP_ERR,
+        }),
         _ => Ok(()),
     }
 }

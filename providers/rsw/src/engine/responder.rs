@@ -1060,9 +1060,11 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 g.xrc_bounce
                     .resize(h.length as usize, std::cell::Cell::new(0));
             }
-            // SEND_WITH_INV invalidates a type 2 window of this QP's PD; an
-            // rkey that names none is an invalid request.
-            if h.op == Op::SendInv && !mr::invalidate_window(h.imm, qp.target_pd(g)) {
+            // SEND_WITH_INV invalidates a type 2 window of this QP's PD
+            // bound to this QP; an rkey that names none is an invalid
+            // request.
+            if h.op == Op::SendInv && mr::invalidate_window(h.imm, qp.target_pd(g), qp.qpn).is_err()
+            {
                 if reliable {
                     inv_request(qp, g, h.msn);
                 } else {

@@ -107,7 +107,7 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
         };
         bind = BindArgs {
             mw_rkey: mw.rkey(),
-            new_rkey: b.rkey,
+            new_rkey: crate::mr::bind_key(mw.rkey(), b.rkey),
             mr_key,
             addr: info.addr,
             len: info.length,
@@ -263,6 +263,10 @@ unsafe fn post_locked(
         }
         // SAFETY: checked above.
         let seq = unsafe { enqueue_send(g, w, &checked) };
+        if checked.op == Op::BindMw {
+            // SAFETY: the bind member is the one IBV_WR_BIND_MW fills in.
+            crate::mw::bind_posted(unsafe { w.ext.bind_mw.mw }, checked.bind.new_rkey);
+        }
         if g.state == IBV_QPS_ERR {
             // Like hardware providers: accepted, then flushed at once.
             let wq = *g.sq.wqe(seq);
