@@ -459,10 +459,8 @@ mod tests {
         }; 5];
         let wr = send_wr(IBV_WR_SEND, &mut five);
         // SAFETY: the SGEs are the array above (never read: rejected).
-        assert_eq!(
-            unsafe { encode_send(&mut slot, &wr, &rc(), 0) },
-            Err(EINVAL)
-        );
+        let r = unsafe { encode_send(&mut slot, &wr, &rc(), 0) };
+        assert_eq!(r, Err(EINVAL));
 
         let big = [0u8; 65];
         let mut one = [ibv_sge {
@@ -473,10 +471,8 @@ mod tests {
         let mut wr = send_wr(IBV_WR_SEND, &mut one);
         wr.send_flags |= IBV_SEND_INLINE;
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { encode_send(&mut slot, &wr, &rc(), 0) },
-            Err(EINVAL)
-        );
+        let r = unsafe { encode_send(&mut slot, &wr, &rc(), 0) };
+        assert_eq!(r, Err(EINVAL));
 
         let mut eight = [ibv_sge {
             addr: 0x1000,
@@ -491,10 +487,8 @@ mod tests {
             rkey: 3,
         };
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { encode_send(&mut slot, &wr, &rc(), 0) },
-            Err(EINVAL)
-        );
+        let r = unsafe { encode_send(&mut slot, &wr, &rc(), 0) };
+        assert_eq!(r, Err(EINVAL));
         wr.wr.atomic.remote_addr = 0x2008;
         // SAFETY: as above.
         unsafe { encode_send(&mut slot, &wr, &rc(), 0) }.unwrap();
