@@ -161,19 +161,20 @@ impl Cq {
         0
     }
 
-    /// `ibv_next_poll`: the entry after the current one, if any.
+    /// `ibv_next_poll`: the entry after the current one, if any. Past the
+    /// last one, a later call finds what arrived since.
     ///
     /// # Safety
     /// This thread holds the ring through a successful start_poll.
     unsafe fn next_poll(&self) -> c_int {
         // SAFETY: per the contract.
         let r = unsafe { self.ring.held() };
-        if !r.on_entry {
+        let Some(q) = r.queue.as_ref() else {
             return libc::ENOENT;
+        };
+        if r.on_entry {
+            r.cur = queue::next(r.cur, q.mask());
         }
-        // SAFETY: an entry is on, so the ring exists.
-        let q = unsafe { r.queue.as_ref().unwrap_unchecked() };
-        r.cur = queue::next(r.cur, q.mask());
         r.on_entry = !queue::is_empty(q.filled_up_to(), r.cur);
         if !r.on_entry {
             return libc::ENOENT;
@@ -524,20 +525,30 @@ mod tests {
             assert_eq!(next_poll(ex), 0);
             assert_eq!(((*ex).wr_id, read_byte_len(ex)), (11, 110));
             assert_eq!(next_poll(ex), libc::ENOENT);
+            assert_eq!(next_poll(ex), libc::ENOENT);
             end_poll(ex);
             // Both given back, the consumer on the producer (not past it).
             assert_eq!(ring.queue.cons(), 2);
+            // Past the last entry, a later next_poll finds a new one.
+            fill(&mut ring, 2, &[20]);
+            assert_eq!(start_poll(ex, core::ptr::null_mut()), 0);
+            assert_eq!(next_poll(ex), libc::ENOENT);
+            fill(&mut ring, 3, &[21]);
+            assert_eq!(next_poll(ex), 0);
+            assert_eq!((*ex).wr_id, 21);
+            end_poll(ex);
+            assert_eq!(ring.queue.cons(), 4);
             // Stopping on an entry consumes it too.
-            fill(&mut ring, 2, &[12, 13]);
+            fill(&mut ring, 4, &[12, 13]);
             assert_eq!(start_poll(ex, core::ptr::null_mut()), 0);
             assert_eq!((*ex).wr_id, 12);
             end_poll(ex);
-            assert_eq!(ring.queue.cons(), 3);
+            assert_eq!(ring.queue.cons(), 5);
             // And the lock was let go each time.
             assert_eq!(start_poll(ex, core::ptr::null_mut()), 0);
             assert_eq!((*ex).wr_id, 13);
             end_poll(ex);
-            assert_eq!(ring.queue.cons(), 4);
+            assert_eq!(ring.queue.cons(), 6);
         }
     }
 }

@@ -109,7 +109,9 @@ impl<'a> SendSlot<'a> {
     }
 
     /// `ibv_wr_set_inline_data[_list]` and inline sends: the buffers'
-    /// bytes, one after the other, after the header.
+    /// bytes, one after the other, after the header. The kernel reads the
+    /// data there only when the WQE says IBV_SEND_INLINE, which an
+    /// `ibv_wr_*` program need not have set in `wr_flags`: set it here.
     pub fn set_inline<'b>(
         &mut self,
         bufs: impl Iterator<Item = &'b [u8]>,
@@ -125,6 +127,16 @@ impl<'a> SendSlot<'a> {
             at = end;
         }
         self.set_length(at as u32);
+        self.hdr.wr.send_flags |= IBV_SEND_INLINE;
+        Ok(())
+    }
+
+    /// `ibv_wr_atomic_write`: the 8 bytes to write, where the kernel
+    /// takes them (the start of the data area; not inline data).
+    pub fn set_atomic_data(&mut self, data: [u8; 8]) -> Result<(), c_int> {
+        let room = self.inline_area();
+        room.get_mut(..8).ok_or(EINVAL)?.copy_from_slice(&data);
+        self.set_length(8);
         Ok(())
     }
 
@@ -620,8 +632,11 @@ mod tests {
         assert_eq!(s.set_sge_list(&list, 1), Err(libc::ENOSPC));
         // C never adds the buffers' lengths up; the total is the sum.
         let parts: [&[u8]; 3] = [b"ab", b"cd", b"e"];
+        assert_eq!(s.hdr.wr.send_flags & IBV_SEND_INLINE, 0);
         s.set_inline(parts.iter().copied(), 8).unwrap();
         assert_eq!(s.hdr.dma.length, 5);
+        // The kernel reads inline data only from a WQE marked inline.
+        assert_ne!(s.hdr.wr.send_flags & IBV_SEND_INLINE, 0);
         assert_eq!(&s.inline_area()[..5], b"abcde");
         assert_eq!(s.set_inline(parts.iter().copied(), 4), Err(libc::ENOSPC));
         // The slot's own size bounds inline data too (40 words - header).
@@ -630,5 +645,10 @@ mod tests {
             s.set_inline([&long[..]].into_iter(), 1000),
             Err(libc::ENOSPC)
         );
+        // An atomic write's value goes where the kernel takes it, not inline.
+        s.start(IBV_WR_ATOMIC_WRITE, 6, 0, 4);
+        s.set_atomic_data(*b"8 bytes!").unwrap();
+        assert_eq!((s.hdr.dma.length, s.hdr.wr.send_flags), (8, 0));
+        assert_eq!(&s.inline_area()[..8], b"8 bytes!");
     }
 }

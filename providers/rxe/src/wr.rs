@@ -79,12 +79,8 @@ builder!(wr_atomic_write(rkey: u32, addr: u64, data: *const c_void), IBV_WR_ATOM
     rdma(&mut s, rkey, addr);
     // SAFETY: the program's 8 bytes to write (ibv_wr_atomic_write).
     let v = unsafe { core::ptr::read_unaligned(data.cast::<[u8; 8]>()) };
-    // The kernel takes the value from the start of the data area.
-    if s.set_inline(core::iter::once(&v[..]), 8).is_err() {
-        // Cannot happen (every send slot holds 8 bytes after the
-        // header); keep the batch honest if it did.
-        s.hdr.dma.length = 0;
-    }
+    // Every send slot holds 8 bytes after the header: cannot fail.
+    let _ = s.set_atomic_data(v);
 });
 builder!(wr_bind_mw(mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info), IBV_WR_BIND_MW, |s| {
     // SAFETY: the program's live window and bind information.
