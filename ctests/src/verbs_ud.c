@@ -289,7 +289,93 @@ static void ud_receive_too_small(void)
 	CHECK_EQ(wc.wr_id, 7);
 }
 
-/* UD sends only; UD's own modify rules; AH argument checks. */
+/*
+ * RDMA READ, WRITE (with immediate) and atomics on a UD QP: the post is
+ * accepted, as hardware accepts it, and the request completes with
+ * IBV_WC_LOC_QP_OP_ERR; the QP goes to ERR and what waits behind it (a
+ * SEND, a receive) is flushed. Posted before RTS, such a request fails
+ * when the QP gets there.
+ */
+static void ud_rdma_and_atomics_fail_at_completion(void)
+{
+	static const enum ibv_wr_opcode ops[] = {
+		IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
+		IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD,
+	};
+	struct udenv u;
+	struct ibv_wc wc;
+
+	udenv_open(&u);
+	for (unsigned i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		struct udq a;
+
+		udq_open(&u, &a, QKEY);
+		post_ud_recv(&a, 90, 0, SLOT);
+		struct ibv_sge sge = vt_sge(u.s.p, 8, u.s.mr->lkey);
+		struct ibv_send_wr wr = vt_send_wr(80 + i, ops[i], &sge,
+						   IBV_SEND_SIGNALED);
+		if (ops[i] == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		    ops[i] == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			wr.wr.atomic.remote_addr = (uintptr_t)u.s.p + 64;
+			wr.wr.atomic.rkey = u.s.mr->rkey;
+		} else {
+			wr.wr.rdma.remote_addr = (uintptr_t)u.s.p + 64;
+			wr.wr.rdma.rkey = u.s.mr->rkey;
+		}
+		vt_post_send(a.qp, &wr);
+		ud_send(&u, a.qp, u.ah, a.qp->qp_num, QKEY, 99, 1, 16, 0);
+		vt_poll(a.cq, &wc, 1);
+		CHECK_EQ(wc.wr_id, 80 + i);
+		CHECK_WC_STATUS(&wc, IBV_WC_LOC_QP_OP_ERR);
+		CHECK_EQ(vt_qp_state(a.qp), IBV_QPS_ERR);
+		/* Flushed: the SEND behind it and the receive, in queue order
+		 * each. */
+		int seen_send = 0, seen_recv = 0;
+		for (int k = 0; k < 2; k++) {
+			vt_poll(a.cq, &wc, 1);
+			CHECK_WC_STATUS(&wc, IBV_WC_WR_FLUSH_ERR);
+			seen_send += wc.wr_id == 99;
+			seen_recv += wc.wr_id == 90;
+		}
+		CHECK(seen_send == 1 && seen_recv == 1);
+		CHECK_CQ_EMPTY(a.cq);
+		CHECK_OK(ibv_destroy_qp(a.qp));
+		CHECK_OK(ibv_destroy_cq(a.cq));
+		CHECK_OK(ibv_dereg_mr(a.r.mr));
+	}
+
+	/* Posted in INIT: nothing happens until RTS, where it fails. */
+	struct ibv_cq *cq = CHECK_PTR(ibv_create_cq(u.e.ctx, 8, NULL, NULL, 0));
+	struct ibv_qp *q = ud_qp_on(&u.e, cq, NULL);
+	struct ibv_qp_attr at;
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_INIT;
+	at.port_num = VT_PORT;
+	at.qkey = QKEY;
+	CHECK_OK(ibv_modify_qp(q, &at,
+			       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_QKEY));
+	struct ibv_sge sge = vt_sge(u.s.p, 8, u.s.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(88, IBV_WR_RDMA_READ, &sge,
+					   IBV_SEND_SIGNALED);
+	wr.wr.rdma.remote_addr = (uintptr_t)u.s.p + 64;
+	wr.wr.rdma.rkey = u.s.mr->rkey;
+	vt_post_send(q, &wr);
+	CHECK_NO_WC_FOR(cq, 50);
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_RTR;
+	CHECK_OK(ibv_modify_qp(q, &at, IBV_QP_STATE));
+	at.qp_state = IBV_QPS_RTS;
+	CHECK_OK(ibv_modify_qp(q, &at, IBV_QP_STATE | IBV_QP_SQ_PSN));
+	vt_poll(cq, &wc, 1);
+	CHECK_EQ(wc.wr_id, 88);
+	CHECK_WC_STATUS(&wc, IBV_WC_LOC_QP_OP_ERR);
+	CHECK_EQ(vt_qp_state(q), IBV_QPS_ERR);
+	CHECK_OK(ibv_destroy_qp(q));
+	CHECK_OK(ibv_destroy_cq(cq));
+}
+
+/* UD's own modify rules; AH argument checks. */
 static void ud_rules_and_ah_errors(void)
 {
 	struct udenv u;
@@ -299,11 +385,8 @@ static void ud_rules_and_ah_errors(void)
 	udenv_open(&u);
 	udq_open(&u, &a, QKEY);
 	struct ibv_sge sge = vt_sge(u.s.p, 8, u.s.mr->lkey);
-	struct ibv_send_wr wr = vt_send_wr(1, IBV_WR_RDMA_WRITE, &sge, 0);
+	struct ibv_send_wr wr = vt_send_wr(1, IBV_WR_SEND, &sge, 0);
 	struct ibv_send_wr *bad = NULL;
-	wr.wr.ud.ah = u.ah;
-	CHECK_RET(ibv_post_send(a.qp, &wr, &bad), EINVAL);
-	wr.opcode = IBV_WR_SEND;
 	wr.wr.ud.ah = NULL;
 	CHECK_RET(ibv_post_send(a.qp, &wr, &bad), EINVAL);
 
@@ -637,6 +720,7 @@ static const struct vt_case cases[] = {
 	VT_CASE(ud_send_recv_grh),	VT_CASE(ud_qkey_rules),
 	VT_CASE(ud_no_receive_drops),	VT_CASE(ud_message_over_mtu),
 	VT_CASE(ud_receive_too_small),	VT_CASE(ud_rules_and_ah_errors),
+	VT_CASE(ud_rdma_and_atomics_fail_at_completion),
 	VT_CASE(ud_lid_only_ah),	VT_CASE(ud_new_post_api),
 	VT_CASE(ud_on_srq),		VT_CASE(ud_multicast_in_process),
 	VT_CASE(ud_multicast_other_process), VT_CASE(ud_multicast_block_self),

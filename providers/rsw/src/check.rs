@@ -243,11 +243,20 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr, verb: &str) -> 
         )
     };
     match state {
-        IBV_QPS_RESET | IBV_QPS_INIT | IBV_QPS_RTR => report(
+        IBV_QPS_RESET => report(
             "post_state",
             obj,
-            &format!("{verb} on a QP in {}: the post fails", state_name(state)),
-            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); in RESET, INIT and RTR the post is refused (on some hardware the WR is silently never executed)",
+            &format!("{verb} on a QP in RESET: the post fails"),
+            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); a QP in RESET refuses them",
+        ),
+        IBV_QPS_INIT | IBV_QPS_RTR => report(
+            "post_state",
+            obj,
+            &format!(
+                "{verb} on a QP in {}: accepted here, the WR waits for RTS",
+                state_name(state)
+            ),
+            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); in INIT and RTR the spec refuses the post, and so do hns, bnxt_re and efa (EINVAL), where mlx5 and irdma take it and rxe says EINVAL yet runs it at RTS",
         ),
         IBV_QPS_ERR => report(
             "post_state",

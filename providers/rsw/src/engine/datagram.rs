@@ -51,9 +51,12 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             break;
         };
         let w = *g.sq.wqe(seq);
-        // Larger than the path MTU, or unreadable: a local error, as the
-        // hardware reports it, and the QP fails.
-        let local_err = if w.len > mtu {
+        // An opcode UD cannot carry (RDMA, atomics, binds), larger than
+        // the path MTU, or unreadable: a local error, as the hardware
+        // reports it, and the QP fails.
+        let local_err = if !matches!(w.op, Op::Send | Op::SendImm) {
+            Some(IBV_WC_LOC_QP_OP_ERR)
+        } else if w.len > mtu {
             Some(IBV_WC_LOC_LEN_ERR)
         } else if !local_ok(qp, g, seq) {
             Some(IBV_WC_LOC_PROT_ERR)

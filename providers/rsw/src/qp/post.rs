@@ -48,8 +48,11 @@ const CONTROLLED_QKEY: u32 = 0x8000_0000;
 /// `wr.sg_list` must hold `wr.num_sge` entries.
 pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_int> {
     let op = wire_op(wr.opcode).ok_or(libc::EINVAL)?;
+    // UD carries SENDs only; the rest is taken as hardware takes it, and
+    // fails with IBV_WC_LOC_QP_OP_ERR when it reaches the wire
+    // (`datagram::pump`).
+    let ud_send = g.qp_type == IBV_QPT_UD && matches!(op, Op::Send | Op::SendImm);
     let allowed = match g.qp_type {
-        IBV_QPT_UD => matches!(op, Op::Send | Op::SendImm),
         // An XRC receive QP has no send queue.
         IBV_QPT_XRC_RECV => false,
         IBV_QPT_UC => !matches!(
@@ -62,7 +65,7 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
         return Err(libc::EINVAL);
     }
     let mut ud = UdDest::default();
-    if g.qp_type == IBV_QPT_UD {
+    if ud_send {
         // SAFETY: the UD member is the one a UD QP's WRs fill in.
         let u = unsafe { wr.wr.ud };
         let ah = crate::ah::Ah::lookup(u.ah).ok_or(libc::EINVAL)?;
@@ -245,7 +248,12 @@ unsafe fn post_locked(
     while !wr.is_null() {
         // SAFETY: wr is an element of the caller's list.
         let w = unsafe { &*wr };
-        if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
+        // The send queue exists from INIT on: posted in INIT or RTR, the
+        // WR waits and goes when the QP reaches RTS, as mlx5 and irdma
+        // take it (rxe's doorbell says EINVAL, yet keeps the WR); a move
+        // to RESET discards it, one to ERR flushes it. RESET refuses it,
+        // as the spec (C10-96), rxe and rdma-core's own tests require.
+        if g.state == IBV_QPS_RESET {
             rc = libc::EINVAL;
             break;
         }
@@ -338,7 +346,7 @@ unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_i
 /// As [`post_send_batch`].
 unsafe fn post_send_batch_inner(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
     let mut g = qp.inner.lock();
-    if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
+    if g.state == IBV_QPS_RESET {
         return libc::EINVAL;
     }
     if g.sq.room() < n as u64 {
@@ -503,6 +511,9 @@ unsafe fn post_recv_inner(
     while !wr.is_null() {
         // SAFETY: wr is an element of the caller's list.
         let w = unsafe { &*wr };
+        // From INIT on receives wait in the queue for RTR; RESET refuses
+        // them, as the spec (C10-97.2.1), rxe and rdma-core's own tests
+        // require (mlx4 and mlx5 take them).
         if g.state == IBV_QPS_RESET {
             rc = libc::EINVAL;
             break;
