@@ -2,11 +2,11 @@
 //! reads, after the ring, a control word we arm it with. Polling and
 //! arming therefore never enter the kernel.
 
+use crate::lock::SpinLock;
 use core::ffi::c_int;
 use core::mem::size_of;
 use core::ptr::{addr_of_mut, null_mut};
 use core::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
 
 use verbs_abi::errno::set_errno;
 use verbs_abi::uverbs::*;
@@ -14,7 +14,7 @@ use verbs_abi::*;
 
 use crate::abi::{CreateCqReq, CreateCqResp};
 use crate::ring::Ring;
-use crate::{ffi, lock, wqe};
+use crate::{ffi, wqe};
 
 /// rdma-core's `siw_cq`: the `ibv_cq` first, so the pointer libibverbs and
 /// the program hold is ours.
@@ -25,7 +25,7 @@ pub struct Cq {
     ring: Ring<siw_cqe>,
     /// The running position of the next CQE to take; the lock makes a
     /// poll one consumer.
-    get: Mutex<u32>,
+    get: SpinLock<u32>,
 }
 
 impl Cq {
@@ -55,7 +55,7 @@ impl Cq {
     /// Takes up to `max` completions in order, handing each to `out` with
     /// its index; returns how many.
     pub fn poll(&self, max: usize, mut out: impl FnMut(usize, ibv_wc)) -> usize {
-        let mut get = lock(&self.get);
+        let mut get = self.get.lock();
         let mut n = 0;
         while n < max && self.ring.is_valid(*get, Ordering::Acquire) {
             out(n, wqe::wc_of(&self.ring.read(*get)));
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn create_cq(
     let cq = unsafe {
         addr_of_mut!((*p).id).write(u.cq_id);
         addr_of_mut!((*p).ring).write(ring);
-        addr_of_mut!((*p).get).write(Mutex::new(0));
+        addr_of_mut!((*p).get).write(SpinLock::new(0));
         cq.assume_init()
     };
     // Created disarmed, as rdma-core's siw does.
@@ -182,7 +182,7 @@ mod tests {
             base: ibv_cq::zeroed(),
             id: 3,
             ring: Ring::new(Mapping::anonymous(len), n).unwrap(),
-            get: Mutex::new(0),
+            get: SpinLock::new(0),
         }
     }
 

@@ -14,7 +14,7 @@
 //! table), the objects `pd`, `mr`, `cq`, `srq`, `qp`, the data path
 //! `post`; below them `wqe` (work requests and completions in siw's
 //! format), `ring` (the shared rings and their hand-over), `mapping` (a
-//! kernel queue mapped here), `abi` (command layouts) and `ffi` (the calls
+//! kernel queue mapped here), `lock` (the queues' spin lock), `abi` (command layouts) and `ffi` (the calls
 //! into libibverbs). The entry points are thin `extern "C"` functions of
 //! the object modules; `unsafe` is confined to them and to the rings.
 
@@ -23,6 +23,7 @@ pub mod context;
 pub mod cq;
 pub mod device;
 mod ffi;
+pub mod lock;
 pub mod mapping;
 pub mod mr;
 pub mod pd;
@@ -31,14 +32,6 @@ pub mod qp;
 pub mod ring;
 pub mod srq;
 pub mod wqe;
-
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
-/// Locks a queue. A panic aborts the process (`panic = "abort"`), so a
-/// poisoned lock cannot be observed; its state would be consistent anyway.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Registers the provider while the library loads, as rdma-core's
 /// `PROVIDER_DRIVER` constructor does: libibverbs has `dlopen`ed us and

@@ -11,7 +11,6 @@ use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
 use crate::abi::Doorbell;
-use crate::lock;
 use crate::qp::Qp;
 use crate::ring::{Element, Producer, Ring};
 use crate::srq::Srq;
@@ -151,7 +150,7 @@ unsafe fn queue_sends(qp: &Qp, wr: *mut ibv_send_wr, bad: &mut *mut ibv_send_wr)
         *bad = wr;
         return (libc::ENOMEM, false);
     };
-    let mut q = lock(sq);
+    let mut q = sq.lock();
     let start = q.put();
     let sig_all = qp.sig_all();
     // SAFETY: per the contract.
@@ -247,7 +246,7 @@ pub unsafe extern "C" fn post_recv(
         };
     };
     // SAFETY: per the contract.
-    unsafe { queue_recvs(&mut lock(rq), wr, bad, format_args!("QP[{}]", qp.id())) }
+    unsafe { queue_recvs(&mut rq.lock(), wr, bad, format_args!("QP[{}]", qp.id())) }
 }
 
 /// `ibv_post_srq_recv`.
@@ -264,7 +263,7 @@ pub unsafe extern "C" fn post_srq_recv(
     let (s, bad) = unsafe { (Srq::from_base(srq), &mut *bad_wr) };
     *bad = null_mut();
     // SAFETY: per the contract.
-    unsafe { queue_recvs(&mut lock(s.rq()), wr, bad, format_args!("SRQ[{srq:p}]")) }
+    unsafe { queue_recvs(&mut s.rq().lock(), wr, bad, format_args!("SRQ[{srq:p}]")) }
 }
 
 #[cfg(test)]
@@ -310,7 +309,7 @@ mod tests {
         // SAFETY: a live chain.
         let (rc, ring) = unsafe { queue_sends(&qp, &mut w1, &mut bad) };
         assert_eq!((rc, ring, bad), (0, true, null_mut()));
-        let q = lock(qp.sq().unwrap());
+        let q = qp.sq().unwrap().lock();
         let e = q.ring().read(1);
         assert_eq!(
             (e.id, e.opcode, e.raddr, e.rkey),
@@ -325,7 +324,7 @@ mod tests {
         let (rc, ring) = unsafe { queue_sends(&qp, &mut w3, &mut bad) };
         assert_eq!((rc, ring), (0, false));
         // Once it has taken everything, the next post rings again.
-        let q = lock(qp.sq().unwrap());
+        let q = qp.sq().unwrap().lock();
         for pos in 0..3 {
             q.ring().clear(pos);
         }
@@ -387,7 +386,7 @@ mod tests {
         // SAFETY: our test QP; a live chain.
         let rc = unsafe { post_recv(q, &mut r1, &mut bad) };
         assert_eq!((rc, bad), (libc::ENOMEM, &mut r3 as *mut _));
-        let rq = lock(qp.rq().unwrap());
+        let rq = qp.rq().unwrap().lock();
         let e = rq.ring().read(1);
         assert_eq!(
             (e.id, e.flags, e.num_sge, e.sge[0].lkey),
@@ -401,13 +400,13 @@ mod tests {
         // SAFETY: our test SRQ; a live request.
         let rc = unsafe { post_srq_recv(s, &mut r1, &mut bad) };
         assert_eq!((rc, bad), (0, null_mut()));
-        assert_eq!(lock(srq.rq()).ring().read(0).id, 1);
+        assert_eq!(srq.rq().lock().ring().read(0).id, 1);
     }
 
     #[test]
     fn doorbell_rules() {
         let qp = Qp::for_test(4, 0, false);
-        let q = lock(qp.sq().unwrap());
+        let q = qp.sq().unwrap().lock();
         let r = q.ring();
         assert!(!needs_doorbell(r, 0, 0));
         // Nothing before position 0 is valid: the kernel is idle.

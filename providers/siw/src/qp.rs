@@ -2,17 +2,17 @@
 //! queue unless an SRQ replaces it, mapped here. Posting is `post`'s;
 //! this module creates, changes, queries and destroys.
 
+use crate::lock::{Guard, SpinLock};
 use core::ffi::c_int;
 use core::ptr::{addr_of_mut, null_mut};
-use std::sync::{Mutex, MutexGuard};
 
 use verbs_abi::errno::set_errno;
 use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
 use crate::abi::{CreateQpReq, CreateQpResp, ModifyQpReq, QueryQpReq};
+use crate::ffi;
 use crate::ring::{Producer, Ring};
-use crate::{ffi, lock};
 
 /// rdma-core's `siw_qp`: the `ibv_qp` first, so the pointer libibverbs and
 /// the program hold is ours.
@@ -23,9 +23,9 @@ pub struct Qp {
     /// Every SQE is signalled (`sq_sig_all` at creation).
     sig_all: bool,
     /// None when the kernel gave the QP no send queue.
-    sq: Option<Mutex<Producer<siw_sqe>>>,
+    sq: Option<SpinLock<Producer<siw_sqe>>>,
     /// None with an SRQ, or when the kernel gave the QP no receive queue.
-    rq: Option<Mutex<Producer<siw_rqe>>>,
+    rq: Option<SpinLock<Producer<siw_rqe>>>,
 }
 
 impl Qp {
@@ -63,25 +63,28 @@ impl Qp {
         !self.base.srq.is_null()
     }
 
-    pub fn sq(&self) -> Option<&Mutex<Producer<siw_sqe>>> {
+    pub fn sq(&self) -> Option<&SpinLock<Producer<siw_sqe>>> {
         self.sq.as_ref()
     }
 
-    pub fn rq(&self) -> Option<&Mutex<Producer<siw_rqe>>> {
+    pub fn rq(&self) -> Option<&SpinLock<Producer<siw_rqe>>> {
         self.rq.as_ref()
     }
 
     /// Both queues locked (no post runs meanwhile), as rdma-core's siw
     /// holds them across a state change.
     fn lock_queues(&self) -> Locked<'_> {
-        (self.sq.as_ref().map(lock), self.rq.as_ref().map(lock))
+        (
+            self.sq.as_ref().map(SpinLock::lock),
+            self.rq.as_ref().map(SpinLock::lock),
+        )
     }
 }
 
 /// A QP's queues, locked.
 type Locked<'a> = (
-    Option<MutexGuard<'a, Producer<siw_sqe>>>,
-    Option<MutexGuard<'a, Producer<siw_rqe>>>,
+    Option<Guard<'a, Producer<siw_sqe>>>,
+    Option<Guard<'a, Producer<siw_rqe>>>,
 );
 
 /// Maps a queue of `n` elements the kernel made (none when `n` is 0).
@@ -89,14 +92,16 @@ fn map_queue<T: crate::ring::Element>(
     fd: c_int,
     key: u64,
     n: u32,
-) -> Result<Option<Mutex<Producer<T>>>, c_int> {
+) -> Result<Option<SpinLock<Producer<T>>>, c_int> {
     if n == 0 {
         return Ok(None);
     }
     if key == u64::from(SIW_INVAL_UOBJ_KEY) {
         return Err(libc::ENOMEM);
     }
-    Ok(Some(Mutex::new(Producer::new(Ring::map(fd, key, n, 0)?))))
+    Ok(Some(SpinLock::new(Producer::new(Ring::map(
+        fd, key, n, 0,
+    )?))))
 }
 
 /// # Safety
@@ -206,10 +211,10 @@ impl Qp {
     pub fn for_test(sq: u32, rq: u32, sig_all: bool) -> Box<Qp> {
         use crate::mapping::Mapping;
         use core::mem::size_of;
-        fn queue<T: crate::ring::Element>(n: u32) -> Option<Mutex<Producer<T>>> {
+        fn queue<T: crate::ring::Element>(n: u32) -> Option<SpinLock<Producer<T>>> {
             (n > 0).then(|| {
                 let m = Mapping::anonymous(n as usize * size_of::<T>());
-                Mutex::new(Producer::new(Ring::new(m, n).unwrap()))
+                SpinLock::new(Producer::new(Ring::new(m, n).unwrap()))
             })
         }
         Box::new(Qp {

@@ -15,7 +15,9 @@ use core::marker::PhantomData;
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU16, AtomicU8, Ordering};
 
-use verbs_abi::uverbs::{siw_cqe, siw_rqe, siw_sqe, SIW_WQE_VALID};
+use verbs_abi::uverbs::{
+    siw_cqe, siw_rqe, siw_sge, siw_sqe, SIW_MAX_SGE, SIW_WQE_INLINE, SIW_WQE_VALID,
+};
 
 use crate::mapping::Mapping;
 
@@ -52,18 +54,42 @@ impl Flag for AtomicU8 {
 pub unsafe trait Element: Copy {
     type Flag: Flag;
     const FLAGS: usize;
+
+    /// How many leading bytes of the element say something, published
+    /// with `flags` (at least up to the flags word, at most the element).
+    /// The rest is left as it was: the kernel does not read it.
+    fn used(&self, flags: u16) -> usize {
+        let _ = flags;
+        size_of::<Self>()
+    }
 }
 
 // SAFETY: `flags` is a u16 at that offset; the SQE is integers only.
 unsafe impl Element for siw_sqe {
     type Flag = AtomicU16;
     const FLAGS: usize = offset_of!(siw_sqe, flags);
+
+    /// The header and the SGEs in use; all of it with inline data (which
+    /// occupies the SGE array).
+    fn used(&self, flags: u16) -> usize {
+        if flags & SIW_WQE_INLINE != 0 {
+            return size_of::<Self>();
+        }
+        let n = usize::from(self.num_sge).min(SIW_MAX_SGE);
+        offset_of!(siw_sqe, sge) + n * size_of::<siw_sge>()
+    }
 }
 
 // SAFETY: as for the SQE.
 unsafe impl Element for siw_rqe {
     type Flag = AtomicU16;
     const FLAGS: usize = offset_of!(siw_rqe, flags);
+
+    /// The header and the SGEs in use.
+    fn used(&self, _flags: u16) -> usize {
+        let n = usize::from(self.num_sge).min(SIW_MAX_SGE);
+        offset_of!(siw_rqe, sge) + n * size_of::<siw_sge>()
+    }
 }
 
 // SAFETY: `flags` is a u8 at that offset; the CQE is integers only.
@@ -77,6 +103,9 @@ unsafe impl Element for siw_cqe {
 pub struct Ring<T> {
     map: Mapping,
     n: u32,
+    /// `n - 1` when `n` is a power of two (the kernel makes it one), so a
+    /// position is masked rather than divided; 0 otherwise.
+    mask: u32,
     _t: PhantomData<T>,
 }
 
@@ -90,6 +119,7 @@ impl<T: Element> Ring<T> {
         Ok(Ring {
             map,
             n,
+            mask: if n.is_power_of_two() { n - 1 } else { 0 },
             _t: PhantomData,
         })
     }
@@ -113,12 +143,23 @@ impl<T: Element> Ring<T> {
         self.n == 0
     }
 
+    /// The index of running position `pos` (`pos % n`).
+    #[inline]
+    fn index(&self, pos: u32) -> usize {
+        if self.mask != 0 {
+            (pos & self.mask) as usize
+        } else {
+            (pos % self.n) as usize
+        }
+    }
+
     /// The element at running position `pos`.
+    #[inline]
     fn slot(&self, pos: u32) -> *mut T {
-        // SAFETY: `pos % n < n`, and the mapping holds `n` elements
-        // (checked in `new`); the mapping is page aligned, so the element
-        // is aligned.
-        unsafe { self.map.as_ptr().cast::<T>().add((pos % self.n) as usize) }
+        // SAFETY: the index is below `n`, and the mapping holds `n`
+        // elements (checked in `new`); the mapping is page aligned, so the
+        // element is aligned.
+        unsafe { self.map.as_ptr().cast::<T>().add(self.index(pos)) }
     }
 
     fn flag(&self, pos: u32) -> &T::Flag {
@@ -149,12 +190,13 @@ impl<T: Element> Ring<T> {
         let src = (value as *const T).cast::<u8>();
         let dst = self.slot(pos).cast::<u8>();
         let after = T::FLAGS + size_of::<T::Flag>();
-        // SAFETY: both sides are whole elements; the flags word is skipped
-        // (it is only ever written atomically), the rest of the element is
-        // ours until the store below.
+        let used = value.used(flags).clamp(after, size_of::<T>());
+        // SAFETY: both sides are whole elements and `used` is within them;
+        // the flags word is skipped (it is only ever written atomically),
+        // the rest of the element is ours until the store below.
         unsafe {
             core::ptr::copy_nonoverlapping(src, dst, T::FLAGS);
-            core::ptr::copy_nonoverlapping(src.add(after), dst.add(after), size_of::<T>() - after);
+            core::ptr::copy_nonoverlapping(src.add(after), dst.add(after), used - after);
         }
         self.flag(pos).set(flags, Ordering::SeqCst);
     }
@@ -271,6 +313,72 @@ mod tests {
         assert_eq!(e.flags, SIW_WQE_VALID | SIW_WQE_SIGNALLED);
         assert_eq!(p.ring().read(1).id, 1);
         assert_eq!(p.put(), 5);
+    }
+
+    #[test]
+    fn only_what_is_used_is_written() {
+        let r = ring::<siw_rqe>(2, 0);
+        let old = siw_rqe {
+            sge: [siw_sge {
+                laddr: 7,
+                length: 7,
+                lkey: 7,
+            }; SIW_MAX_SGE],
+            num_sge: SIW_MAX_SGE as u8,
+            ..Default::default()
+        };
+        r.publish(0, &old, 0);
+        let mut new = siw_rqe {
+            id: 1,
+            num_sge: 1,
+            ..Default::default()
+        };
+        new.sge[0].length = 4;
+        r.publish(0, &new, SIW_WQE_VALID);
+        let got = r.read(0);
+        assert_eq!((got.id, got.num_sge, got.sge[0].length), (1, 1, 4));
+        // The kernel reads one SGE; the others keep what they had.
+        assert_eq!(got.sge[1].laddr, 7);
+        let sqe = siw_sqe {
+            num_sge: 2,
+            ..Default::default()
+        };
+        assert_eq!(sqe.used(SIW_WQE_VALID), 24 + 32);
+        assert_eq!(
+            sqe.used(SIW_WQE_VALID | SIW_WQE_INLINE),
+            size_of::<siw_sqe>()
+        );
+    }
+
+    #[test]
+    fn any_length_wraps() {
+        let mut p = Producer::new(ring::<siw_rqe>(3, 0));
+        for i in 0..3u64 {
+            p.push(|| {
+                Ok((
+                    siw_rqe {
+                        id: i,
+                        ..Default::default()
+                    },
+                    SIW_WQE_VALID,
+                ))
+            })
+            .unwrap();
+        }
+        p.ring().clear(0);
+        p.push(|| {
+            Ok((
+                siw_rqe {
+                    id: 3,
+                    ..Default::default()
+                },
+                SIW_WQE_VALID,
+            ))
+        })
+        .unwrap();
+        assert_eq!(p.ring().read(0).id, 3);
+        assert_eq!(p.ring().read(4).id, 1);
+        assert_eq!(p.ring().index(u32::MAX), (u32::MAX % 3) as usize);
     }
 
     #[test]

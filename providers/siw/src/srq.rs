@@ -1,24 +1,24 @@
 //! Shared receive queues: a receive ring the kernel made, mapped here;
 //! posting is `post`'s.
 
+use crate::lock::SpinLock;
 use core::ffi::c_int;
 use core::ptr::{addr_of_mut, null_mut};
-use std::sync::Mutex;
 
 use verbs_abi::errno::set_errno;
 use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
 use crate::abi::{CreateSrqReq, CreateSrqResp, ModifySrqReq, QuerySrqReq};
+use crate::ffi;
 use crate::ring::{Producer, Ring};
-use crate::{ffi, lock};
 
 /// rdma-core's `siw_srq`: the `ibv_srq` first, so the pointer libibverbs
 /// and the program hold is ours.
 #[repr(C)]
 pub struct Srq {
     base: ibv_srq,
-    rq: Mutex<Producer<siw_rqe>>,
+    rq: SpinLock<Producer<siw_rqe>>,
 }
 
 impl Srq {
@@ -31,7 +31,7 @@ impl Srq {
         unsafe { &*srq.cast::<Srq>() }
     }
 
-    pub fn rq(&self) -> &Mutex<Producer<siw_rqe>> {
+    pub fn rq(&self) -> &SpinLock<Producer<siw_rqe>> {
         &self.rq
     }
 }
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_att
     };
     // SAFETY: the remaining field, then the whole is initialised.
     let srq = unsafe {
-        addr_of_mut!((*p).rq).write(Mutex::new(Producer::new(ring)));
+        addr_of_mut!((*p).rq).write(SpinLock::new(Producer::new(ring)));
         srq.assume_init()
     };
     Box::into_raw(srq).cast()
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn modify_srq(
     // SAFETY: per the contract.
     let s = unsafe { Srq::from_base(srq) };
     // No post meanwhile, as rdma-core's siw.
-    let _rq = lock(&s.rq);
+    let _rq = s.rq.lock();
     let mut req = ModifySrqReq::default();
     let (c, cs) = req.buf();
     // SAFETY: per the contract; our buffer.
@@ -130,7 +130,7 @@ impl Srq {
         let m = crate::mapping::Mapping::anonymous(n as usize * core::mem::size_of::<siw_rqe>());
         Box::new(Srq {
             base: ibv_srq::zeroed(),
-            rq: Mutex::new(Producer::new(Ring::new(m, n).unwrap())),
+            rq: SpinLock::new(Producer::new(Ring::new(m, n).unwrap())),
         })
     }
 }
