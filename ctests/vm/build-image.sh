@@ -261,8 +261,12 @@ k_image=$(key stage_image "$k_kernel" "$k_siw" "$k_rootfs" \
 	"$(cat "$HERE/guest/init.sh" "$HERE/guest/initramfs-init.sh")")
 
 run_stage kernel "$k_kernel" stage_kernel
-run_stage siw "$k_siw" stage_siw
+# siw's build root and the guest's root side by side: each is mostly one
+# dpkg at a time, and both wait on the mirror.
+run_stage siw "$k_siw" stage_siw &
+siw_pid=$!
 run_stage rootfs "$k_rootfs" stage_rootfs
+wait "$siw_pid" || die "the siw stage failed"
 run_stage image "$k_image" stage_image \
 	"$CACHE/kernel-$k_kernel" "$CACHE/siw-$k_siw" "$CACHE/rootfs-$k_rootfs"
 
