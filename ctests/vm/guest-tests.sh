@@ -381,7 +381,7 @@ for s in ours debian; do
 done
 
 # ---------------------------------------------------------------- running
-# One case body, in its own process under timeout (run_case calls this).
+# One case body, in its own process under timeout (the loop below calls this).
 if [[ ${1:-} == --body ]]; then
 	shift
 	# shellcheck disable=SC2068
@@ -416,6 +416,12 @@ selected() {
 if ((list)); then
 	for n in "${NAMES[@]}"; do selected "$n" && echo "$n"; done
 	exit 0
+fi
+nsel=0
+for n in "${NAMES[@]}"; do selected "$n" && nsel=$((nsel + 1)); done
+if ((nsel == 0)); then
+	echo "guest-tests: no case matches ${patterns[*]} (-l lists them)" >&2
+	exit 2
 fi
 
 rm -rf "$WORK"

@@ -65,7 +65,11 @@ while getopts "i:t:s:ne:r:a:m:c:vkf:h" o; do
 done
 shift $((OPTIND - 1))
 [[ -n $SCRIPT || $# -gt 0 ]] || usage
-die() { echo "run-in-vm: $*" >&2; exit 2; }
+die() {
+	echo "run-in-vm: $*" >&2
+	[[ -n ${JOB:-} ]] && rm -rf "$JOB"
+	exit 2
+}
 
 # Host programs only: QEMU links libibverbs and librdmacm, and must not pick
 # up build/'s (the harness exports these for the tests).
