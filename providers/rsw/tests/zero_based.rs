@@ -262,10 +262,8 @@ fn zero_based_windows_from_offset_0() {
         },
     };
     // SAFETY: live QP, window and bind description.
-    assert_eq!(
-        unsafe { (*p.c.ctx).ops.bind_mw.unwrap()(p.b, mw1, &mut b) },
-        0
-    );
+    let r = unsafe { (*p.c.ctx).ops.bind_mw.unwrap()(p.b, mw1, &mut b) };
+    assert_eq!(r, 0);
     let wc = wait_wc(p.cq_b);
     assert_eq!(
         (wc.status, wc.wr_id, wc.opcode),
