@@ -45,7 +45,7 @@ image=$(tail -n 1 "$work/image")
 [[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
 
 echo "== VM: guest-tests.sh, every case in one boot"
-"$vm/run-in-vm.sh" -i "$image" -t $((budget + 180)) -e GUEST_TESTS_BUDGET="$budget" \
+"$vm/run-in-vm.sh" -i "$image" -t $((budget + 150)) -e GUEST_TESTS_BUDGET="$budget" \
 	-f "$vm/guest-tests.sh" >"$work/out" 2>"$work/err"
 vmrc=$?
 t2=$EPOCHREALTIME

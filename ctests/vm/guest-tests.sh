@@ -349,7 +349,7 @@ port() { echo $((PORT_BASE + ${#NAMES[@]})); }
 for side in debian ours; do
 	if [[ $side == ours ]]; then
 		add ours/uses-build-libs 20 body_uses_build_libs
-		add ours/rc_pingpong-rsw_lo 30 body_rsw_pingpong "$(port)"
+		add ours/rc_pingpong-rsw_lo 45 body_rsw_pingpong "$(port)"
 	fi
 	add "$side/devices" 20 body_devices "$side"
 	add "$side/devinfo-rxe0" 20 body_devinfo "$side" rxe0
@@ -359,25 +359,25 @@ for side in debian ours; do
 		add ours/devinfo-identical-siw0 30 body_devinfo_identical siw0
 		add ours/devices-include-rsw 30 body_devices_include_rsw
 	fi
-	add "$side/rc_pingpong-rxe0" 30 body_pingpong "$side" "$side" ibv_rc_pingpong "$(port)" -n 500
-	add "$side/ud_pingpong-rxe0" 30 body_pingpong "$side" "$side" ibv_ud_pingpong "$(port)" -n 500 -s 1024
-	add "$side/srq_pingpong-rxe0" 30 body_pingpong "$side" "$side" ibv_srq_pingpong "$(port)" -n 500
-	add "$side/xsrq_pingpong-rxe0" 30 body_pingpong "$side" "$side" ibv_xsrq_pingpong "$(port)" -n 500
-	add "$side/write_bw-rxe0" 40 body_perftest "$side" "$side" ib_write_bw "$(port)" -n 1000
-	add "$side/read_bw-rxe0" 40 body_perftest "$side" "$side" ib_read_bw "$(port)" -n 1000
-	add "$side/send_lat-rxe0" 40 body_perftest "$side" "$side" ib_send_lat "$(port)" -n 1000
-	add "$side/atomic_bw-rxe0" 40 body_perftest "$side" "$side" ib_atomic_bw "$(port)" -n 1000
-	add "$side/write_bw_cm-rxe0" 40 body_perftest_cm "$side" ib_write_bw rxe0 "$RXE_IP" "$(port)" -n 1000
-	add "$side/write_bw_cm-siw0" 40 body_perftest_cm "$side" ib_write_bw siw0 "$SIW_IP" "$(port)" -n 1000
-	add "$side/rping-rxe0" 30 body_rping "$side" "$RXE_IP" "$(port)"
-	add "$side/rping-siw0" 30 body_rping "$side" "$SIW_IP" "$(port)"
-	add "$side/qperf-rc_bw-rxe0" 30 body_qperf "$side" rc_bw "$(port)"
-	add "$side/qperf-rc_lat-rxe0" 30 body_qperf "$side" rc_lat "$(port)"
+	add "$side/rc_pingpong-rxe0" 45 body_pingpong "$side" "$side" ibv_rc_pingpong "$(port)" -n 500
+	add "$side/ud_pingpong-rxe0" 45 body_pingpong "$side" "$side" ibv_ud_pingpong "$(port)" -n 500 -s 1024
+	add "$side/srq_pingpong-rxe0" 45 body_pingpong "$side" "$side" ibv_srq_pingpong "$(port)" -n 500
+	add "$side/xsrq_pingpong-rxe0" 45 body_pingpong "$side" "$side" ibv_xsrq_pingpong "$(port)" -n 500
+	add "$side/write_bw-rxe0" 60 body_perftest "$side" "$side" ib_write_bw "$(port)" -n 300
+	add "$side/read_bw-rxe0" 60 body_perftest "$side" "$side" ib_read_bw "$(port)" -n 300
+	add "$side/send_lat-rxe0" 60 body_perftest "$side" "$side" ib_send_lat "$(port)" -n 1000
+	add "$side/atomic_bw-rxe0" 60 body_perftest "$side" "$side" ib_atomic_bw "$(port)" -n 1000
+	add "$side/write_bw_cm-rxe0" 60 body_perftest_cm "$side" ib_write_bw rxe0 "$RXE_IP" "$(port)" -n 300
+	add "$side/write_bw_cm-siw0" 60 body_perftest_cm "$side" ib_write_bw siw0 "$SIW_IP" "$(port)" -n 300
+	add "$side/rping-rxe0" 45 body_rping "$side" "$RXE_IP" "$(port)"
+	add "$side/rping-siw0" 45 body_rping "$side" "$SIW_IP" "$(port)"
+	add "$side/qperf-rc_bw-rxe0" 45 body_qperf "$side" rc_bw "$(port)"
+	add "$side/qperf-rc_lat-rxe0" 45 body_qperf "$side" rc_lat "$(port)"
 done
 for s in ours debian; do
 	c=$([[ $s == ours ]] && echo debian || echo ours)
-	add "mixed/rc_pingpong-rxe0-$s-server" 30 body_pingpong "$s" "$c" ibv_rc_pingpong "$(port)" -n 500
-	add "mixed/write_bw-rxe0-$s-server" 40 body_perftest "$s" "$c" ib_write_bw "$(port)" -n 1000
+	add "mixed/rc_pingpong-rxe0-$s-server" 45 body_pingpong "$s" "$c" ibv_rc_pingpong "$(port)" -n 500
+	add "mixed/write_bw-rxe0-$s-server" 60 body_perftest "$s" "$c" ib_write_bw "$(port)" -n 300
 done
 
 # ---------------------------------------------------------------- running
