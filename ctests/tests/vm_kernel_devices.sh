@@ -34,6 +34,9 @@ command -v qemu-system-x86_64 >/dev/null ||
 [[ -f $BUILD/lib/libibverbs.so.1 && -f $BUILD/lib/librdmacm.so.1 ]] ||
 	fail "no libraries in $BUILD/lib: run make first"
 
+# The expectations as the run starts, like guest-tests.sh (copied into the
+# VM at boot): an edit during the run applies to the next one.
+mapfile -t expected < <(sed 's/#.*//; s/[[:space:]]//g' "$vm/expected-pass.txt" | grep -v '^$')
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -62,7 +65,6 @@ while read -r _ name status _; do
 done < <(grep '^RESULT ' "$work/out")
 ((${#result[@]})) || fail "no RESULT line from the VM (run-in-vm.sh exit $vmrc)"
 
-mapfile -t expected < <(sed 's/#.*//; s/[[:space:]]//g' "$vm/expected-pass.txt" | grep -v '^$')
 missing=() newly=()
 declare -A listed=()
 for name in "${expected[@]}"; do
