@@ -65,7 +65,7 @@ pcdir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 pcgen = sed -e 's|@PREFIX@|$(2)|g' -e 's|@LIBDIR@|$(3)|g' \
 	-e 's|@INCLUDEDIR@|$(4)|g' -e 's|@VERSION@|$(5)|g' $(1)
 
-.PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm cargo-rxe build-tree tools ctests ctests-bin \
+.PHONY: all cargo-ibverbs cargo-rsw cargo-rdmacm cargo-rxe cargo-siw build-tree tools ctests ctests-bin \
 	test check demo bench soak install uninstall deb lint clean man man-missing
 
 # The manual pages are built by `make` when scdoc is there (README's
@@ -84,16 +84,20 @@ cargo-rdmacm: cargo-rsw
 # The rxe provider links against that libibverbs.so too.
 cargo-rxe: cargo-ibverbs
 	$(CARGO_ENV) $(CARGO) build --release -p rxe-rs
+# So does the siw provider.
+cargo-siw: cargo-ibverbs
+	$(CARGO_ENV) $(CARGO) build --release -p siw-rs
 
 # build/ looks like an installed tree: a program run with
 # LD_LIBRARY_PATH=build/lib and IBV_CONFIG_DIR=build/etc/libibverbs.d gets our
 # libraries, and libibverbs finds the provider in lib/libibverbs/ beside itself.
-build-tree: cargo-rdmacm cargo-rxe
+build-tree: cargo-rdmacm cargo-rxe cargo-siw
 	@$(PUT); set -e; \
 	put '$(CARGO_OUT)/libibverbs.so' '$(BUILD)/lib/libibverbs.so.1' 0755; \
 	put '$(CARGO_OUT)/librdmacm.so' '$(BUILD)/lib/librdmacm.so.1' 0755; \
 	put '$(CARGO_OUT)/librsw.so' '$(BUILD)/lib/libibverbs/librsw-rdmav34.so' 0755; \
 	put '$(CARGO_OUT)/librxe_rs.so' '$(BUILD)/lib/libibverbs/librxe-rs-rdmav34.so' 0755; \
+	put '$(CARGO_OUT)/libsiw_rs.so' '$(BUILD)/lib/libibverbs/libsiw-rs-rdmav34.so' 0755; \
 	ln -sfn libibverbs.so.1 '$(BUILD)/lib/libibverbs.so'; \
 	ln -sfn librdmacm.so.1 '$(BUILD)/lib/librdmacm.so'; \
 	mkdir -p '$(BUILD)/tmp'; \

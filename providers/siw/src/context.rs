@@ -107,6 +107,15 @@ pub unsafe extern "C" fn alloc_context(
         ffi::verbs_set_ops(vctx, &OPS);
         (*ctx).dev_id = resp.drv.dev_id;
     }
+    if log::log_enabled!(log::Level::Debug) {
+        // SAFETY: libibverbs' device, with its NUL-terminated name.
+        let name = unsafe { core::ffi::CStr::from_ptr((*device).name.as_ptr()) };
+        log::debug!(
+            "siw-rs: context on {}, kernel device id {}",
+            name.to_string_lossy(),
+            resp.drv.dev_id
+        );
+    }
     vctx
 }
 
