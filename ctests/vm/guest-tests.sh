@@ -21,6 +21,8 @@
 # Server and client run in this VM on one device (rxe loops its own GIDs
 # back; siw connects over the kernel's TCP, through the kernel CM only).
 # RSV_BUILD: the build directory (run-in-vm.sh shares and sets it).
+# GUEST_TESTS_BUDGET: no case starts after that many seconds (default 480);
+# GUEST_TESTS_FIRST: cases to run first (see below).
 set -u
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
@@ -438,8 +440,16 @@ fi
 ulimit -l unlimited 2>/dev/null
 echo "guest-tests: kernel $(uname -r), RSV_BUILD=${B:-unset}, devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
 echo "guest-tests: rxe0 RoCEv2 GID index for $RXE_IP: $(gid_index rxe0 "$RXE_IP" || echo none)"
+# GUEST_TESTS_FIRST: names (blank separated) of cases that run before the
+# others (tests/vm_kernel_devices names those that must pass, so that the
+# time budget can only ever cut the rest); table order otherwise.
+declare -A first=()
+for n in ${GUEST_TESTS_FIRST:-}; do first[$n]=1; done
+order=()
+for i in "${!NAMES[@]}"; do [[ -n ${first[${NAMES[$i]}]:-} ]] && order+=("$i"); done
+for i in "${!NAMES[@]}"; do [[ -z ${first[${NAMES[$i]}]:-} ]] && order+=("$i"); done
 nfail=0 npass=0
-for i in "${!NAMES[@]}"; do
+for i in "${order[@]}"; do
 	name=${NAMES[$i]} limit=${LIMITS[$i]}
 	selected "$name" || continue
 	CASE_DIR=$WORK/${name//\//_}
