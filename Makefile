@@ -227,6 +227,8 @@ install: all
 	ln -sfn librdmacm.so.1 '$(DESTDIR)$(LIBDIR)/librdmacm.so'
 	install -m 0755 '$(BUILD)/lib/libibverbs/librsw-rdmav34.so' \
 	  '$(DESTDIR)$(LIBDIR)/libibverbs/librsw-rdmav34.so'
+	for p in rxe siw; do install -m 0755 "$(BUILD)/lib/libibverbs/lib$$p-rs-rdmav34.so" \
+	  "$(DESTDIR)$(LIBDIR)/libibverbs/lib$$p-rs-rdmav34.so" || exit 1; done
 	install -m 0644 '$(BUILD)/etc/libibverbs.d/rsw.driver' \
 	  '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d/rsw.driver'
 	install -m 0755 '$(BUILD)/bin/rsw-run' '$(DESTDIR)$(BINDIR)/rsw-run'
@@ -251,6 +253,8 @@ uninstall:
 	  '$(DESTDIR)$(LIBDIR)/libibverbs.so.1' '$(DESTDIR)$(LIBDIR)/libibverbs.so' \
 	  '$(DESTDIR)$(LIBDIR)/librdmacm.so.1' '$(DESTDIR)$(LIBDIR)/librdmacm.so' \
 	  '$(DESTDIR)$(LIBDIR)/libibverbs/librsw-rdmav34.so' \
+	  '$(DESTDIR)$(LIBDIR)/libibverbs/librxe-rs-rdmav34.so' \
+	  '$(DESTDIR)$(LIBDIR)/libibverbs/libsiw-rs-rdmav34.so' \
 	  '$(DESTDIR)$(SYSCONFDIR)/libibverbs.d/rsw.driver' \
 	  '$(DESTDIR)$(LIBDIR)/pkgconfig/libibverbs.pc' '$(DESTDIR)$(LIBDIR)/pkgconfig/librdmacm.pc'
 	cd include && find . -type f | while read -r f; do \

@@ -62,6 +62,11 @@ provider=$lib/libibverbs/librsw-rdmav34.so
 [[ -f $provider ]] || fail "provider $provider missing"
 cmp -s "$provider" "$BUILD/lib/libibverbs/librsw-rdmav34.so" || fail "$provider differs from build/"
 ok "provider $LIBDIR/libibverbs/librsw-rdmav34.so"
+for twin in rxe siw; do
+	f=$lib/libibverbs/lib$twin-rs-rdmav34.so
+	cmp -s "$f" "$BUILD/lib/libibverbs/lib$twin-rs-rdmav34.so" || fail "$f missing or differs from build/"
+done
+ok "Rust twins of rdma-core's rxe and siw providers installed"
 
 driver=$etc/libibverbs.d/rsw.driver
 [[ -f $driver ]] || fail "driver file $driver missing"

@@ -65,7 +65,7 @@ if ! "$MAKE" -C "$repo" --no-print-directory deb >"$log" 2>&1; then
 fi
 grep '  DEB ' "$log" || true
 debs=("$BUILD"/deb/*.deb)
-((${#debs[@]} == 6)) || fail "expected 6 packages in $BUILD/deb, found ${#debs[@]}"
+((${#debs[@]} == 7)) || fail "expected 7 packages in $BUILD/deb, found ${#debs[@]}"
 
 step "lintian"
 if command -v lintian >/dev/null; then

@@ -5,6 +5,7 @@
 #   libibverbs1-rs        libibverbs.so.1          replaces libibverbs1
 #   librdmacm1-rs         librdmacm.so.1           replaces librdmacm1
 #   ibverbs-provider-rsw  the rsw provider and /etc/libibverbs.d/rsw.driver
+#   ibverbs-providers-rs  the Rust twins of rdma-core's rxe and siw providers
 #   rsw-tools             rsw-run (the kernel's view of the rsw devices),
 #                         rsw-stat (a running process's rsw counters)
 #   libibverbs-rs-dev     <infiniband/*.h>, libibverbs.so, libibverbs.pc
@@ -79,6 +80,7 @@ done < <(find "$root/usr/include/infiniband" -type f -print0 | sort -z)
 take libibverbs1-rs "$libdir/libibverbs.so.1"
 take librdmacm1-rs "$libdir/librdmacm.so.1"
 take ibverbs-provider-rsw "$libdir/libibverbs/librsw-rdmav34.so" etc/libibverbs.d/rsw.driver
+take ibverbs-providers-rs "$libdir/libibverbs/librxe-rs-rdmav34.so" "$libdir/libibverbs/libsiw-rs-rdmav34.so"
 take rsw-tools usr/bin/rsw-run usr/bin/rsw-sysfs usr/bin/rsw-stat
 take libibverbs-rs-dev "$libdir/libibverbs.so" "$libdir/pkgconfig/libibverbs.pc" "${verbs_headers[@]}"
 take librdmacm-rs-dev "$libdir/librdmacm.so" "$libdir/pkgconfig/librdmacm.pc" "${rdmacm_headers[@]}"
@@ -131,7 +133,7 @@ while IFS= read -r -d '' f; do
 done < <(find "$root" \( -type f -o -type l \) -print0)
 
 # --- package metadata ------------------------------------------------------
-packages=(libibverbs1-rs librdmacm1-rs ibverbs-provider-rsw rsw-tools libibverbs-rs-dev librdmacm-rs-dev)
+packages=(libibverbs1-rs librdmacm1-rs ibverbs-provider-rsw ibverbs-providers-rs rsw-tools libibverbs-rs-dev librdmacm-rs-dev)
 declare -A section depends recommends provides conflicts replaces summary body multiarch
 long_common=" These packages replace rdma-core's libibverbs1, librdmacm1 and their
  -dev packages with implementations written in Rust that export the same
@@ -148,9 +150,11 @@ replaces[libibverbs1-rs]=libibverbs1
 recommends[libibverbs1-rs]=ibverbs-provider-rsw
 summary[libibverbs1-rs]="RDMA verbs library in Rust (replaces libibverbs1)"
 body[libibverbs1-rs]=" This package contains libibverbs.so.1, which loads the rsw provider
- (package ibverbs-provider-rsw). rdma-core's hardware providers
- (ibverbs-providers) are not loaded by this library; their libraries
- (libmlx5.so.1, ...) may stay installed for the programs that link them.
+ (package ibverbs-provider-rsw) and rdma-core's own providers for kernel
+ RDMA devices (package ibverbs-providers: ConnectX, EFA, Broadcom, Intel,
+ rxe, siw, ...), whose private interface it implements; where a Rust twin
+ of such a provider is installed (package ibverbs-providers-rs) it is
+ used instead, unless RDMAV_C_PROVIDERS names the provider.
  .
 $long_common"
 
@@ -173,6 +177,16 @@ body[ibverbs-provider-rsw]=" The rsw provider gives every network interface with
  kernel module: RC and UC queue pairs travel over TCP, UD queue pairs
  (multicast included) over UDP. It installs its driver file in
  /etc/libibverbs.d and is loaded by libibverbs1-rs only.
+ .
+$long_common"
+
+section[ibverbs-providers-rs]=net
+depends[ibverbs-providers-rs]="libibverbs1-rs (= $version)"
+summary[ibverbs-providers-rs]="Rust providers for the kernel's rxe and siw RDMA devices"
+body[ibverbs-providers-rs]=" The userspace halves of the kernel's soft RDMA devices rxe (RoCE v2)
+ and siw (iWARP), written in Rust: libibverbs1-rs loads them in place of
+ rdma-core's C providers of the same devices from ibverbs-providers (which
+ may stay installed; RDMAV_C_PROVIDERS=rxe,siw selects those instead).
  .
 $long_common"
 

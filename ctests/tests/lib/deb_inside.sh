@@ -8,7 +8,7 @@ set -euo pipefail
 
 root=$1
 ma=x86_64-linux-gnu
-ours=(libibverbs1-rs librdmacm1-rs ibverbs-provider-rsw rsw-tools libibverbs-rs-dev librdmacm-rs-dev)
+ours=(libibverbs1-rs librdmacm1-rs ibverbs-provider-rsw ibverbs-providers-rs rsw-tools libibverbs-rs-dev librdmacm-rs-dev)
 theirs=(libibverbs1 librdmacm1 libibverbs-dev librdmacm-dev)
 # Installed before, and must stay installed (their dependencies on
 # libibverbs1/librdmacm1 are met by our versioned Provides). perftest also
