@@ -382,6 +382,102 @@ for s in ours debian; do
 	add "mixed/write_bw-rxe0-$s-server" 60 body_perftest "$s" "$c" ib_write_bw "$(port)" -n 300
 done
 
+# rust-rxe/*: our libibverbs with our rxe provider (librxe-rs-rdmav34.so,
+# which ours/* load too) on what ours/* leave out: UC, completion events
+# (-e), the ibv_wr_* API (-N), ib_send_bw. c-rxe/*: Debian's C provider
+# under our libibverbs (RDMAV_C_PROVIDERS=rxe), the reference.
+rxe_env() { # PROVIDER: the env command selecting it
+	case $1 in
+	rust) echo "env -u RDMAV_C_PROVIDERS" ;;
+	c) echo "env RDMAV_C_PROVIDERS=rxe" ;;
+	esac
+}
+body_rxe_provider() { # which file each setting loads for rxe0
+	local p want got
+	for p in rust c; do
+		# shellcheck disable=SC2046
+		on ours $(rxe_env $p) LD_DEBUG=files ibv_devices >"$CASE_DIR/$p.out" 2>&1
+		got=$(grep -o 'librxe[^ /]*-rdmav34\.so' "$CASE_DIR/$p.out" | sort -u | tr '\n' ' ')
+		want=$([[ $p == rust ]] && echo librxe-rs-rdmav34.so || echo librxe-rdmav34.so)
+		echo "$p: loads $got"
+		if [[ $got != "$want " ]] || ! grep -Eq '^[[:space:]]+rxe0[[:space:]]' "$CASE_DIR/$p.out"; then
+			show "$CASE_DIR/$p.out"
+			bad "$p: rxe0 through '$got', not $want"
+			return 1
+		fi
+	done
+	good "librxe-rs-rdmav34.so by default, librxe-rdmav34.so with RDMAV_C_PROVIDERS=rxe"
+}
+body_rxe_pingpong() { # PROVIDER PROGRAM PORT [ARGS...]
+	local p=$1 prog=$2 port=$3 g
+	shift 3
+	g=$(gid_index rxe0 "$RXE_IP") || { bad "rxe0 has no GID for $RXE_IP"; return 1; }
+	# shellcheck disable=SC2046
+	pair ours ours "tcp:$port" \
+		$(rxe_env "$p") "$prog" -d rxe0 -g "$g" -p "$port" "$@" -- \
+		$(rxe_env "$p") "$prog" -d rxe0 -g "$g" -p "$port" "$@" "$RXE_IP" || return 1
+	sum_pingpong
+}
+body_rxe_perftest() { # PROVIDER PROGRAM PORT [ARGS...]
+	local p=$1 prog=$2 port=$3 g
+	shift 3
+	g=$(gid_index rxe0 "$RXE_IP") || { bad "rxe0 has no GID for $RXE_IP"; return 1; }
+	# shellcheck disable=SC2046
+	pair ours ours "tcp:$port" \
+		$(rxe_env "$p") "$prog" -d rxe0 -x "$g" -F -p "$port" "$@" -- \
+		$(rxe_env "$p") "$prog" -d rxe0 -x "$g" -F -p "$port" "$@" "$RXE_IP" || return 1
+	sum_perftest
+}
+add rust-rxe/provider 30 body_rxe_provider
+add rust-rxe/rc_pingpong 45 body_rxe_pingpong rust ibv_rc_pingpong "$(port)" -n 200
+add rust-rxe/rc_pingpong-events 45 body_rxe_pingpong rust ibv_rc_pingpong "$(port)" -n 200 -e
+add rust-rxe/rc_pingpong-wr_api 45 body_rxe_pingpong rust ibv_rc_pingpong "$(port)" -n 200 -N
+add rust-rxe/ud_pingpong-events 45 body_rxe_pingpong rust ibv_ud_pingpong "$(port)" -n 200 -s 1024 -e
+add rust-rxe/srq_pingpong-events 45 body_rxe_pingpong rust ibv_srq_pingpong "$(port)" -n 200 -e
+add rust-rxe/uc_pingpong-events 45 body_rxe_pingpong rust ibv_uc_pingpong "$(port)" -n 200 -e
+add rust-rxe/send_bw 60 body_rxe_perftest rust ib_send_bw "$(port)" -n 300
+add c-rxe/rc_pingpong 45 body_rxe_pingpong c ibv_rc_pingpong "$(port)" -n 200
+
+# ---------------------------------------------------------------- pyverbs
+# rdma-core's own test suite (python3-pyverbs' tests, shared from the host
+# at PYVERBS_TESTS) on one device, over Debian's rdma-core and over ours:
+# every test must end the same way (ok, skipped, FAIL, ERROR) with both.
+# The suite draws random attributes; one seed for both runs makes them
+# draw the same ones.
+PYVERBS_TESTS=${PYVERBS_TESTS:-/usr/share/doc/rdma-core/tests}
+body_pyverbs_delta() { # DEV GID-INDEX
+	local dev=$1 gid=$2 side
+	[[ -f $PYVERBS_TESTS/run_tests.py ]] || { bad "no pyverbs tests at $PYVERBS_TESTS"; return 1; }
+	for side in debian ours; do
+		rm -rf "$CASE_DIR/t-$side"
+		cp -r "$PYVERBS_TESTS" "$CASE_DIR/t-$side"
+		gunzip -f "$CASE_DIR/t-$side"/*.gz 2>/dev/null
+		(cd "$CASE_DIR/t-$side" && on "$side" python3 -c '
+import random, sys
+random.seed(20261128)
+sys.argv = ["run_tests.py", "--dev", sys.argv[1], "--gid", sys.argv[2], "-v"]
+import os
+path = os.path.abspath("run_tests.py")
+exec(compile(open(path).read(), path, "exec"), {"__file__": path, "__name__": "__main__"})
+' "$dev" "$gid") >"$CASE_DIR/$side.out" 2>&1
+		# "name (class) ... outcome", the docstring line folded in.
+		awk '/^test_.* \(tests\./ { name = $1 " " $2 } / \.\.\. / { o = $0; sub(/.* \.\.\. /, "", o); sub(/ .*/, "", o); if (name != "") print name, o; name = "" }' \
+			"$CASE_DIR/$side.out" | sort >"$CASE_DIR/$side.res"
+	done
+	local n ok
+	n=$(wc -l <"$CASE_DIR/debian.res")
+	ok=$(grep -c ' ok$' "$CASE_DIR/debian.res")
+	((n > 100)) || { show "$CASE_DIR/debian.out"; bad "Debian's run reported $n tests"; return 1; }
+	if ! diff "$CASE_DIR/debian.res" "$CASE_DIR/ours.res" >"$CASE_DIR/delta"; then
+		show "$CASE_DIR/delta"
+		bad "$(grep -c '^[<>]' "$CASE_DIR/delta") differing outcome lines of $n tests"
+		return 1
+	fi
+	good "$n tests, $ok ok, every outcome as with Debian's rdma-core"
+}
+add ours/pyverbs-delta-rxe0 600 body_pyverbs_delta rxe0 1
+add ours/pyverbs-delta-siw0 600 body_pyverbs_delta siw0 0
+
 # ---------------------------------------------------------------- running
 # One case body, in its own process under timeout (the loop below calls this).
 if [[ ${1:-} == --body ]]; then
