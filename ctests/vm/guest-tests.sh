@@ -18,6 +18,8 @@
 #             IBV_CONFIG_DIR unset, so /etc/libibverbs.d (Debian's driver
 #             files) names the providers; plus comparisons with Debian's
 #   mixed/*   server over ours and client over Debian's, and the reverse
+#   rust-siw/*, c-siw/*  our libibverbs alone (LD_PRELOAD) under Debian's
+#             librdmacm on siw0, with our siw provider or rdma-core's C one
 # Server and client run in this VM on one device (rxe loops its own GIDs
 # back; siw connects over the kernel's TCP, through the kernel CM only).
 # RSV_BUILD: the build directory (run-in-vm.sh shares and sets it).
@@ -437,6 +439,108 @@ add rust-rxe/srq_pingpong-events 45 body_rxe_pingpong rust ibv_srq_pingpong "$(p
 add rust-rxe/uc_pingpong-events 45 body_rxe_pingpong rust ibv_uc_pingpong "$(port)" -n 200 -e
 add rust-rxe/send_bw 60 body_rxe_perftest rust ib_send_bw "$(port)" -n 300
 add c-rxe/rc_pingpong 45 body_rxe_pingpong c ibv_rc_pingpong "$(port)" -n 200
+
+# rust-siw/*: Debian's programs and Debian's librdmacm over our libibverbs
+# alone (LD_PRELOAD: iWARP connects only through the kernel's CM, which our
+# librdmacm does not speak yet) with our siw provider, libsiw-rs-rdmav34.so.
+# c-siw/*: the same with Debian's C provider (RDMAV_C_PROVIDERS=siw), the
+# reference. Each pair runs on siw0, server and client in this VM.
+siw_env() { # PROVIDER: the env command selecting it under our libibverbs
+	case $1 in
+	rust) echo "env -u RDMAV_C_PROVIDERS LD_PRELOAD=$B/lib/libibverbs.so.1" ;;
+	c) echo "env LD_PRELOAD=$B/lib/libibverbs.so.1 RDMAV_C_PROVIDERS=siw" ;;
+	esac
+}
+body_siw_provider() { # which file each setting loads for siw0
+	local p want got
+	for p in rust c; do
+		# shellcheck disable=SC2046
+		on debian $(siw_env $p) LD_DEBUG=files ibv_devices >"$CASE_DIR/$p.out" 2>&1
+		got=$(grep -o 'libsiw[^ /]*-rdmav34\.so' "$CASE_DIR/$p.out" | sort -u | tr '\n' ' ')
+		want=$([[ $p == rust ]] && echo libsiw-rs-rdmav34.so || echo libsiw-rdmav34.so)
+		echo "$p: loads $got"
+		if [[ $got != "$want " ]] || ! grep -Eq '^[[:space:]]+siw0[[:space:]]' "$CASE_DIR/$p.out"; then
+			show "$CASE_DIR/$p.out"
+			bad "$p: siw0 through '$got', not $want"
+			return 1
+		fi
+	done
+	good "libsiw-rs-rdmav34.so by default, libsiw-rdmav34.so with RDMAV_C_PROVIDERS=siw"
+}
+body_siw_devinfo() { # ibv_devinfo -v over ours with our provider and over Debian's
+	on debian ibv_devinfo -v -d siw0 >"$CASE_DIR/debian.txt" 2>&1
+	# shellcheck disable=SC2046
+	on debian $(siw_env rust) ibv_devinfo -v -d siw0 >"$CASE_DIR/rust.txt" 2>&1 ||
+		{ show "$CASE_DIR/rust.txt"; bad "ibv_devinfo exit $?: $(last_line "$CASE_DIR/rust.txt")"; return 1; }
+	if ! diff -u --label debian --label rust-siw "$CASE_DIR/debian.txt" "$CASE_DIR/rust.txt"; then
+		bad "ibv_devinfo -v -d siw0 differs from Debian's"
+		return 1
+	fi
+	good "$(wc -l <"$CASE_DIR/rust.txt") lines identical to Debian's"
+}
+body_siw_perftest() { # PROVIDER PROGRAM PORT [ARGS...]: connected through the CM (-R)
+	local p=$1 prog=$2 port=$3
+	shift 3
+	# shellcheck disable=SC2046
+	pair debian debian "cm:$port" \
+		$(siw_env "$p") "$prog" -d siw0 -R -F -p "$port" "$@" -- \
+		$(siw_env "$p") "$prog" -d siw0 -R -F -p "$port" "$@" "$SIW_IP" || return 1
+	sum_perftest
+}
+body_siw_rping() { # PROVIDER PORT: completion events, 4 KB verified
+	local p=$1 port=$2
+	# shellcheck disable=SC2046
+	pair debian debian "cm:$port" \
+		$(siw_env "$p") rping -s -a "$SIW_IP" -p "$port" -C 50 -S 4096 -V -- \
+		$(siw_env "$p") rping -c -a "$SIW_IP" -p "$port" -C 50 -S 4096 -V || return 1
+	good "50 x 4096 B ping/pong, verified"
+}
+body_siw_rdma_client() { # PROVIDER PORT: rdma_server/rdma_client, inline sends
+	local p=$1 port=$2
+	# shellcheck disable=SC2046
+	pair debian debian "cm:$port" \
+		$(siw_env "$p") rdma_server -p "$port" -- \
+		$(siw_env "$p") rdma_client -s "$SIW_IP" -p "$port" || return 1
+	if grep -q "doesn't support IBV_SEND_INLINE" "$CASE_DIR/client.out"; then
+		bad "no inline data: max_inline_data below 16"
+		return 1
+	fi
+	good "send/recv with inline data, both ends"
+}
+body_siw_ucmatose() { # PROVIDER PORT: 4 connections, 50 messages each
+	local p=$1 port=$2
+	# shellcheck disable=SC2046
+	pair debian debian "cm:$port" \
+		$(siw_env "$p") ucmatose -b "$SIW_IP" -p "$port" -c 4 -C 50 -- \
+		$(siw_env "$p") ucmatose -s "$SIW_IP" -b "$SIW_IP" -p "$port" -c 4 -C 50 || return 1
+	good "4 connections x 50 messages"
+}
+body_siw_debian_libibverbs() { # PORT: our provider under Debian's libibverbs
+	# Preloaded, the provider registers with Debian's libibverbs (the one
+	# it NEEDs here) before that loads its own, so siw0 is ours: rdma-core
+	# binds a device to the first provider that matches it.
+	local port=$1 pre="LD_PRELOAD=$B/lib/libibverbs/libsiw-rs-rdmav34.so"
+	on debian env "$pre" VERBS_LOG_LEVEL=4 ibv_devinfo -d siw0 >"$CASE_DIR/devinfo.out" 2>&1
+	if ! grep -q 'siw-rs: context on siw0' "$CASE_DIR/devinfo.out"; then
+		show "$CASE_DIR/devinfo.out"
+		bad "Debian's libibverbs did not open siw0 through libsiw-rs-rdmav34.so"
+		return 1
+	fi
+	pair debian debian "cm:$port" \
+		env "$pre" rping -s -a "$SIW_IP" -p "$port" -C 50 -S 4096 -V -- \
+		env "$pre" rping -c -a "$SIW_IP" -p "$port" -C 50 -S 4096 -V || return 1
+	good "rping over Debian's libibverbs and librdmacm with libsiw-rs-rdmav34.so"
+}
+add rust-siw/provider 30 body_siw_provider
+add rust-siw/devinfo-identical 30 body_siw_devinfo
+add rust-siw/rping 45 body_siw_rping rust "$(port)"
+add rust-siw/write_bw 60 body_siw_perftest rust ib_write_bw "$(port)" -n 300
+add rust-siw/read_bw 60 body_siw_perftest rust ib_read_bw "$(port)" -n 300
+add rust-siw/send_bw-srq 60 body_siw_perftest rust ib_send_bw "$(port)" -n 300 --use-srq
+add rust-siw/rdma_client 30 body_siw_rdma_client rust "$(port)"
+add rust-siw/ucmatose 45 body_siw_ucmatose rust "$(port)"
+add rust-siw/rping-debian-libibverbs 45 body_siw_debian_libibverbs "$(port)"
+add c-siw/rping 45 body_siw_rping c "$(port)"
 
 # ---------------------------------------------------------------- pyverbs
 # rdma-core's own test suite (python3-pyverbs' tests, shared from the host

@@ -62,7 +62,10 @@ pub fn sqe_of(
     sig_all: bool,
     mut copy: impl FnMut(&ibv_sge, &mut [u8]),
 ) -> Result<(siw_sqe, u16), c_int> {
-    let opcode = send_opcode(wr.opcode).ok_or(libc::EINVAL)?;
+    let Some(opcode) = send_opcode(wr.opcode) else {
+        log::error!("siw: opcode {} unsupported", wr.opcode);
+        return Err(libc::EINVAL);
+    };
     let mut flags = send_flags(wr.send_flags, sig_all);
     // The kernel sends inline data only with SEND and WRITE (it fails any
     // other inline SQE); elsewhere the flag means nothing, as for other
