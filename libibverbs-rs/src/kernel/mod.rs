@@ -16,15 +16,21 @@
 //! table and never see a command file.
 
 mod cmd;
+mod cmd_ah;
 mod cmd_buffer;
 mod cmd_counters;
+mod cmd_cq;
+mod cmd_device;
 mod cmd_dm;
 mod cmd_flow;
 mod cmd_flow_action;
 mod cmd_issue;
 mod cmd_mr;
+mod cmd_pd;
 mod cmd_post;
+mod cmd_qp;
 mod cmd_rwq_ind;
+mod cmd_srq;
 mod cmd_wq;
 pub(crate) mod context;
 mod events;
