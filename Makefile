@@ -297,7 +297,8 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO_ENV) $(CARGO) clippy --release -p verbs-abi -p verbs-rt -p ibverbs -p rsw --all-targets -- -D warnings
 	$(CARGO_ENV) $(CARGO) clippy --release -p rdmacm --all-targets -- -D warnings
+	$(CARGO_ENV) $(CARGO) clippy --release -p rxe-rs -p siw-rs --all-targets -- -D warnings
 
 clean:
 	rm -rf '$(BUILD)' '$(CARGO_TARGET_DIR)/deb'
-	-$(CARGO) clean --release -p ibverbs -p rsw -p rdmacm -p verbs-abi -p verbs-rt
+	-$(CARGO) clean --release -p ibverbs -p rsw -p rdmacm -p rxe-rs -p siw-rs -p verbs-abi -p verbs-rt
