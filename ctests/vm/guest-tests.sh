@@ -582,6 +582,64 @@ exec(compile(open(path).read(), path, "exec"), {"__file__": path, "__name__": "_
 add ours/pyverbs-delta-rxe0 600 body_pyverbs_delta rxe0 1
 add ours/pyverbs-delta-siw0 600 body_pyverbs_delta siw0 0
 
+# ------------------------------------------------------- L2 resolution
+# ibv_resolve_eth_l2_from_gid on rxe0 (what providers of RoCE NICs call to
+# build an AH): a neighbour entry, the device's own address, a multicast
+# group and an address nobody answers, over Debian's and over ours.
+RESOLVE_L2_PY=$(cat <<'PY'
+# ibv_resolve_eth_l2_from_gid on rxe0, through whichever libibverbs.so.1 the
+# loader finds: prints one line per destination IPv4 address given,
+# "ADDR rc RC mac MAC vid VID", for comparing Debian's answers with ours.
+import ctypes
+import socket
+import struct
+import sys
+
+lib = ctypes.CDLL("libibverbs.so.1")
+lib.ibv_get_device_list.restype = ctypes.POINTER(ctypes.c_void_p)
+lib.ibv_get_device_name.restype = ctypes.c_char_p
+lib.ibv_get_device_name.argtypes = [ctypes.c_void_p]
+lib.ibv_open_device.restype = ctypes.c_void_p
+lib.ibv_open_device.argtypes = [ctypes.c_void_p]
+lib.ibv_resolve_eth_l2_from_gid.argtypes = [ctypes.c_void_p] * 4
+
+dev, gid_index = sys.argv[1], int(sys.argv[2])
+n = ctypes.c_int()
+devs = lib.ibv_get_device_list(ctypes.byref(n))
+ctx = next(lib.ibv_open_device(devs[i]) for i in range(n.value)
+           if lib.ibv_get_device_name(devs[i]) == dev.encode())
+for ip in sys.argv[3:]:
+    dgid = b"\0" * 10 + b"\xff\xff" + socket.inet_aton(ip)
+    # struct ibv_ah_attr: grh (dgid, flow_label, sgid_index, hop_limit,
+    # traffic_class), dlid, sl, src_path_bits, static_rate, is_global,
+    # port_num.
+    grh = dgid + struct.pack("<IBBB", 0, gid_index, 64, 0) + b"\0"
+    attr = ctypes.create_string_buffer(grh + struct.pack("<HBBBBBB", 0, 0, 0, 0, 1, 1, 0), 32)
+    mac = ctypes.create_string_buffer(6)
+    vid = ctypes.c_uint16(7)
+    rc = lib.ibv_resolve_eth_l2_from_gid(ctx, attr, mac, ctypes.byref(vid))
+    print(ip, "rc", rc, "mac", mac.raw.hex(":"), "vid", hex(vid.value))
+PY
+)
+body_resolve_l2() {
+	local g side
+	g=$(gid_index rxe0 "$RXE_IP") || { bad "rxe0 has no GID for $RXE_IP"; return 1; }
+	ip neigh replace 10.0.0.2 lladdr 02:11:22:33:44:55 dev eth0 nud permanent ||
+		{ bad "ip neigh failed"; return 1; }
+	for side in debian ours; do
+		on "$side" python3 -c "$RESOLVE_L2_PY" rxe0 "$g" \
+			10.0.0.2 "$RXE_IP" 224.1.2.3 10.0.0.99 >"$CASE_DIR/$side.out" 2>&1
+	done
+	show "$CASE_DIR/debian.out" "$CASE_DIR/ours.out"
+	grep -q '^10.0.0.2 rc 0 mac 02:11:22:33:44:55 vid 0xffff$' "$CASE_DIR/ours.out" ||
+		{ bad "the neighbour's MAC not resolved"; return 1; }
+	grep -q '^10.0.0.99 rc -113 ' "$CASE_DIR/ours.out" ||
+		{ bad "an unanswered address is not -EHOSTUNREACH"; return 1; }
+	cmp -s "$CASE_DIR/debian.out" "$CASE_DIR/ours.out" || { bad "answers differ from Debian's"; return 1; }
+	good "4 destinations answered as Debian's libibverbs answers"
+}
+add ours/resolve_eth_l2-rxe0 60 body_resolve_l2
+
 # ---------------------------------------------------------------- running
 # One case body, in its own process under timeout (the loop below calls this).
 if [[ ${1:-} == --body ]]; then
