@@ -172,18 +172,30 @@ pub unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mapping::Mapping;
-
-    fn cq(n: u32) -> Cq {
+impl Cq {
+    /// A CQ of `n` CQEs over anonymous memory.
+    pub fn for_test(n: u32) -> Cq {
         let len = n as usize * size_of::<siw_cqe>() + size_of::<siw_cq_ctrl>();
         Cq {
             base: ibv_cq::zeroed(),
             id: 3,
-            ring: Ring::new(Mapping::anonymous(len), n).unwrap(),
+            ring: Ring::new(crate::mapping::Mapping::anonymous(len), n).unwrap(),
             get: SpinLock::new(0),
         }
+    }
+
+    /// The kernel's side: a completion at position `pos`.
+    pub fn complete_for_test(&self, pos: u32, cqe: &siw_cqe) {
+        self.ring.publish(pos, cqe, SIW_WQE_VALID);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cq(n: u32) -> Cq {
+        Cq::for_test(n)
     }
 
     /// The kernel's side: a completion at position `pos`.

@@ -11,6 +11,7 @@ use verbs_abi::*;
 /// siw's opcode for a send work request, or None for the verbs siw does
 /// not carry to user QPs (immediate data, atomics, memory windows, local
 /// invalidation, TSO).
+#[inline]
 pub fn send_opcode(op: ibv_wr_opcode) -> Option<u8> {
     match op {
         IBV_WR_RDMA_WRITE => Some(SIW_OP_WRITE),
@@ -23,6 +24,7 @@ pub fn send_opcode(op: ibv_wr_opcode) -> Option<u8> {
 
 /// The SQE flags of a work request's `send_flags` (`VALID` included: the
 /// caller stores them last, which hands the element to the kernel).
+#[inline]
 pub fn send_flags(send_flags: c_uint, sig_all: bool) -> u16 {
     let mut f = SIW_WQE_VALID;
     if send_flags & IBV_SEND_SIGNALED != 0 || sig_all {
@@ -57,6 +59,7 @@ pub struct SendWr<'a> {
 /// Builds the SQE of `wr` and the flags to publish it with. Inline data
 /// is copied by `copy(sge, dst)`, which fills `dst` (the SGE's length)
 /// from the application's buffer.
+#[inline]
 pub fn sqe_of(
     wr: &SendWr<'_>,
     sig_all: bool,
@@ -144,6 +147,7 @@ fn sge_of(s: &ibv_sge) -> siw_sge {
 
 /// Builds the RQE of a receive work request (its flags are always
 /// exactly `VALID`: the kernel takes an RQE only when they are).
+#[inline]
 pub fn rqe_of(wr_id: u64, sges: &[ibv_sge]) -> Result<siw_rqe, c_int> {
     if sges.len() > SIW_MAX_SGE {
         return Err(libc::EINVAL);
@@ -191,6 +195,7 @@ pub fn wc_status(status: u16) -> ibv_wc_status {
 /// The work completion of a CQE. siw's CQEs carry no immediate data; the
 /// kernel reports an invalidated key only to its own consumers, but one
 /// flagged here is passed on.
+#[inline]
 pub fn wc_of(cqe: &siw_cqe) -> ibv_wc {
     let mut wc = ibv_wc::zeroed();
     wc.wr_id = cqe.id;
