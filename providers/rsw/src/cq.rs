@@ -246,6 +246,14 @@ pub struct Cq {
     /// Counts `ibv_poll_cq`/`ibv_start_poll` calls: a requester tells a
     /// program that posts in a burst from one that polls between posts.
     polls: AtomicU64,
+    /// A completion event was taken (`ibv_get_cq_event`) and the CQ not
+    /// polled since.
+    taken: AtomicBool,
+    /// The CQ was armed right after an event was taken, before any poll,
+    /// while it held completions no event announced: whether they call
+    /// for an event is decided when the program has polled (see
+    /// `req_notify_cq`). Written under the ring's lock.
+    deferred: AtomicBool,
 }
 
 // SAFETY: the ring is behind a mutex; `ibv` and `cur` are C-visible fields
@@ -335,9 +343,33 @@ impl Cq {
         if fire {
             r.arm = ARM_NONE;
             r.announced = (r.announced + 1).min(r.len);
+            self.deferred.store(false, Ordering::Relaxed);
         }
         drop(r);
         if fire && self.chan_wr >= 0 {
+            channel::notify(self.chan_wr, self.serial);
+        }
+    }
+
+    /// The program has polled (a batch of `ibv_poll_cq`, or an extended
+    /// poll ended): an arm deferred by `req_notify_cq` raises its event
+    /// now if completions no event announced are still there. Called with
+    /// the ring locked; true when the caller must notify the channel.
+    fn settle_deferred(&self, r: &mut Ring) -> bool {
+        if !self.deferred.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.deferred.store(false, Ordering::Relaxed);
+        let fire = r.arm == ARM_ANY && r.len > r.announced && !r.error;
+        if fire {
+            r.arm = ARM_NONE;
+            r.announced += 1;
+        }
+        fire
+    }
+
+    fn notify(&self) {
+        if self.chan_wr >= 0 {
             channel::notify(self.chan_wr, self.serial);
         }
     }
@@ -425,6 +457,9 @@ impl Cq {
         // Only the count's change matters: no read-modify-write.
         let n = self.polls.load(Ordering::Relaxed);
         self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
+        if self.taken.load(Ordering::Relaxed) {
+            self.taken.store(false, Ordering::Relaxed);
+        }
     }
 
     /// How many times the CQ was polled (see `polls`).
@@ -565,6 +600,8 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         qp_refs: AtomicU32::new(0),
         qps: Mutex::new(Vec::new()),
         polls: AtomicU64::new(0),
+        taken: AtomicBool::new(false),
+        deferred: AtomicBool::new(false),
         parent: parent.map_or(std::ptr::null_mut(), |p| {
             &p.ibv as *const ibv_pd as *mut ibv_pd
         }),
@@ -717,7 +754,11 @@ pub(crate) unsafe extern "C" fn poll_cq(
         unsafe { wc.add(n as usize).write(e.to_wc()) };
         n += 1;
     }
+    let fire = c.settle_deferred(&mut r);
     drop(r);
+    if fire {
+        c.notify();
+    }
     if verbs_abi::check::hooks_on() && n > 0 {
         // SAFETY: the n completions just written.
         polled_hooks(cq, unsafe { core::slice::from_raw_parts(wc, n as usize) });
@@ -753,12 +794,20 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     // vendor documentation poll one completion per event and would
     // otherwise wait for ever on completions that arrived together. A
     // completion an event already announced (the usual pattern: get the
-    // event, re-arm, then poll) raises no second one.
-    let fire = r.arm == ARM_ANY && r.len > r.announced && !r.error;
+    // event, re-arm, then poll) raises no second one. Armed right after
+    // an event was taken, before any poll, the CQ leaves the decision to
+    // that poll (`settle_deferred`): a program that then takes every
+    // completion (ibv_rc_pingpong -e -t takes two an event) meets no
+    // event for a CQ it emptied itself, one that takes one a time still
+    // gets an event for the rest.
+    let unannounced = r.arm == ARM_ANY && r.len > r.announced && !r.error;
+    let defer = unannounced && c.taken.load(Ordering::Relaxed);
+    let fire = unannounced && !defer;
     if fire {
         r.arm = ARM_NONE;
         r.announced += 1;
     }
+    c.deferred.store(defer, Ordering::Relaxed);
     drop(r);
     if verbs_abi::check::on() {
         crate::check::armed(c);
@@ -776,7 +825,15 @@ fn advance(c: &Cq) -> c_int {
         let mut r = c.ring.lock();
         match r.pop() {
             Some(e) => e,
-            None => return libc::ENOENT,
+            None => {
+                // The batch is over (an ENOENT start has no end_poll).
+                let fire = c.settle_deferred(&mut r);
+                drop(r);
+                if fire {
+                    c.notify();
+                }
+                return libc::ENOENT;
+            }
         }
     };
     // SAFETY: only the thread inside the start/end poll section uses the
@@ -847,7 +904,16 @@ unsafe extern "C" fn next_poll(cq: *mut ibv_cq_ex) -> c_int {
     advance(unsafe { Cq::from_ibv(cq) })
 }
 
-unsafe extern "C" fn end_poll(_cq: *mut ibv_cq_ex) {}
+unsafe extern "C" fn end_poll(cq: *mut ibv_cq_ex) {
+    // SAFETY: cq came from create_cq_ex.
+    let c = unsafe { Cq::from_ibv(cq) };
+    if c.deferred.load(Ordering::Relaxed) {
+        let fire = c.settle_deferred(&mut c.ring.lock());
+        if fire {
+            c.notify();
+        }
+    }
+}
 
 /// # Safety
 /// `cq` must be a live CQ inside a start/end poll section.
@@ -931,6 +997,7 @@ pub(crate) unsafe extern "C" fn ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) 
 impl channel::EventSource for Cq {
     fn delivered(&self) {
         self.comp_events.delivered();
+        self.taken.store(true, Ordering::Relaxed);
     }
 
     fn checked_delivery(&self) {

@@ -54,6 +54,19 @@ impl Env {
         Duo { cq_a, cq_b, a, b }
     }
 
+    /// A duo whose requester CQ is an extended CQ (`ibv_cq_ex`), and that
+    /// CQ.
+    fn duo_ex(&self) -> (*mut ibv_cq_ex, Duo) {
+        let cqx = self.c.cq_ex(16, self.ch, IBV_WC_STANDARD_FLAGS as u64);
+        let cq_a = cqx as *mut ibv_cq;
+        let cq_b = self.c.cq(16, self.ch);
+        let a = self.c.qp(self.pd, cq_a, cq_a);
+        let b = self.c.qp(self.pd, cq_b, cq_b);
+        let o = ConnOpts::default();
+        connect(a, &o, b, &o);
+        (cqx, Duo { cq_a, cq_b, a, b })
+    }
+
     fn buf(&self, len: usize) -> Buf {
         Buf::new(
             self.pd,
@@ -410,4 +423,86 @@ fn one_completion_per_event_never_strands() {
 fn backlog(cq: *mut ibv_cq) -> usize {
     // SAFETY: cq is a live CQ of the provider.
     unsafe { rsw::cq::Cq::from_ibv(cq) }.backlog()
+}
+
+/// Re-armed right after an event was taken, and then polled empty (the
+/// loop of `ibv_rc_pingpong -e -t`, two completions an event): no event
+/// is left for completions the program took itself, so its next wait
+/// lasts until the next completion; through `ibv_poll_cq` and through the
+/// extended poll alike.
+#[test]
+fn rearm_then_take_all_leaves_no_event() {
+    let e = Env::new();
+    let d = e.duo();
+    let (src, dst) = (filled(&e, 64, 29), e.buf(64));
+    arm(d.cq_a, false);
+    write(&d, &src, &dst, 40);
+    write(&d, &src, &dst, 41);
+    assert!(wait_until(|| backlog(d.cq_a) == 2));
+    assert_eq!(e.get_event(), d.cq_a);
+    ack(d.cq_a, 1);
+    arm(d.cq_a, false);
+    let mut wc = [ibv_wc::zeroed(); 4];
+    assert_eq!(poll(d.cq_a, &mut wc), 2);
+    expect(&wc[0], 40, IBV_WC_RDMA_WRITE, None);
+    expect(&wc[1], 41, IBV_WC_RDMA_WRITE, None);
+    e.assert_no_event();
+    // Still armed: the next completion raises the event.
+    write(&d, &src, &dst, 42);
+    assert_eq!(e.get_event(), d.cq_a);
+    ack(d.cq_a, 1);
+    expect(&wait_wc(d.cq_a), 42, IBV_WC_RDMA_WRITE, None);
+    e.destroy(d);
+
+    // The extended poll: start, next, end.
+    let (cqx, d) = e.duo_ex();
+    let cq = d.cq_a;
+    arm(cq, false);
+    write(&d, &src, &dst, 43);
+    write(&d, &src, &dst, 44);
+    assert!(wait_until(|| backlog(cq) == 2));
+    assert_eq!(e.get_event(), cq);
+    ack(cq, 1);
+    arm(cq, false);
+    let mut attr = ibv_poll_cq_attr { comp_mask: 0 };
+    // SAFETY: cqx is live; start/next/end as the API orders them.
+    unsafe {
+        assert_eq!((*cqx).start_poll.unwrap()(cqx, &mut attr), 0);
+        assert_eq!(((*cqx).wr_id, (*cqx).status), (43, IBV_WC_SUCCESS));
+        assert_eq!((*cqx).next_poll.unwrap()(cqx), 0);
+        assert_eq!(((*cqx).wr_id, (*cqx).status), (44, IBV_WC_SUCCESS));
+        (*cqx).end_poll.unwrap()(cqx);
+    }
+    e.assert_no_event();
+    e.destroy(d);
+}
+
+/// Re-armed right after an event, then one completion taken an event
+/// through the extended poll (start, end): each arm still raises an event
+/// for the completions left, and none is left over.
+#[test]
+fn one_completion_per_event_through_the_extended_poll() {
+    let e = Env::new();
+    let (cqx, d) = e.duo_ex();
+    let cq = d.cq_a;
+    let (src, dst) = (filled(&e, 64, 31), e.buf(64));
+    arm(cq, false);
+    for i in 0..3u64 {
+        write(&d, &src, &dst, 50 + i);
+    }
+    assert!(wait_until(|| backlog(cq) == 3));
+    let mut attr = ibv_poll_cq_attr { comp_mask: 0 };
+    for i in 0..3u64 {
+        assert_eq!(e.get_event(), cq);
+        ack(cq, 1);
+        arm(cq, false);
+        // SAFETY: cqx is live; start/end as the API orders them.
+        unsafe {
+            assert_eq!((*cqx).start_poll.unwrap()(cqx, &mut attr), 0);
+            assert_eq!(((*cqx).wr_id, (*cqx).status), (50 + i, IBV_WC_SUCCESS));
+            (*cqx).end_poll.unwrap()(cqx);
+        }
+    }
+    e.assert_no_event();
+    e.destroy(d);
 }
