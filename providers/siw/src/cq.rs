@@ -2,7 +2,7 @@
 //! reads, after the ring, a control word we arm it with. Polling and
 //! arming therefore never enter the kernel.
 
-use crate::lock::SpinLock;
+use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::mem::size_of;
 use core::ptr::{addr_of_mut, null_mut};
@@ -13,6 +13,7 @@ use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
 use crate::abi::{CreateCqReq, CreateCqResp};
+use crate::lock::SpinLock;
 use crate::ring::Ring;
 use crate::{ffi, wqe};
 
@@ -20,7 +21,9 @@ use crate::{ffi, wqe};
 /// the program hold is ours.
 #[repr(C)]
 pub struct Cq {
-    base: ibv_cq,
+    /// In a cell: libibverbs and the program write it (event counts, the
+    /// context of the object) while we hold a reference to the rest.
+    base: UnsafeCell<ibv_cq>,
     id: u32,
     ring: Ring<siw_cqe>,
     /// The running position of the next CQE to take; the lock makes a
@@ -92,9 +95,9 @@ pub unsafe extern "C" fn create_cq(
     let p = cq.as_mut_ptr();
     // SAFETY: a field of our allocation.
     let base = unsafe {
-        let base = addr_of_mut!((*p).base);
-        base.write(ibv_cq::zeroed());
-        base
+        let cell = addr_of_mut!((*p).base);
+        cell.write(UnsafeCell::new(ibv_cq::zeroed()));
+        UnsafeCell::raw_get(cell)
     };
     let mut req = CreateCqReq::default();
     let mut resp = CreateCqResp::default();
@@ -177,7 +180,7 @@ impl Cq {
     pub fn for_test(n: u32) -> Cq {
         let len = n as usize * size_of::<siw_cqe>() + size_of::<siw_cq_ctrl>();
         Cq {
-            base: ibv_cq::zeroed(),
+            base: UnsafeCell::new(ibv_cq::zeroed()),
             id: 3,
             ring: Ring::new(crate::mapping::Mapping::anonymous(len), n).unwrap(),
             get: SpinLock::new(0),

@@ -2,7 +2,7 @@
 //! queue unless an SRQ replaces it, mapped here. Posting is `post`'s;
 //! this module creates, changes, queries and destroys.
 
-use crate::lock::{Guard, SpinLock};
+use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::ptr::{addr_of_mut, null_mut};
 
@@ -12,13 +12,16 @@ use verbs_abi::*;
 
 use crate::abi::{CreateQpReq, CreateQpResp, ModifyQpReq, QueryQpReq};
 use crate::ffi;
+use crate::lock::{Guard, SpinLock};
 use crate::ring::{Producer, Ring};
 
 /// rdma-core's `siw_qp`: the `ibv_qp` first, so the pointer libibverbs and
 /// the program hold is ours.
 #[repr(C)]
 pub struct Qp {
-    base: ibv_qp,
+    /// In a cell: libibverbs and the program write it (event counts, the
+    /// context of the object) while we hold a reference to the rest.
+    base: UnsafeCell<ibv_qp>,
     id: u32,
     /// Every SQE is signalled (`sq_sig_all` at creation).
     sig_all: bool,
@@ -49,18 +52,21 @@ impl Qp {
 
     /// The kernel's handle (the doorbell names the QP by it).
     pub fn handle(&self) -> u32 {
-        self.base.handle
+        // SAFETY: set at creation, never written again.
+        unsafe { (*self.base.get()).handle }
     }
 
     /// The command file of the QP's context.
     pub fn cmd_fd(&self) -> c_int {
-        // SAFETY: a live QP's context outlives it.
-        unsafe { (*self.base.context).cmd_fd }
+        // SAFETY: a live QP's context outlives it; the field is set at
+        // creation.
+        unsafe { (*(*self.base.get()).context).cmd_fd }
     }
 
     /// Whether the QP takes its receives from an SRQ.
     pub fn has_srq(&self) -> bool {
-        !self.base.srq.is_null()
+        // SAFETY: set at creation, never written again.
+        unsafe { !(*self.base.get()).srq.is_null() }
     }
 
     pub fn sq(&self) -> Option<&SpinLock<Producer<siw_sqe>>> {
@@ -113,9 +119,9 @@ pub unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr)
     let p = qp.as_mut_ptr();
     // SAFETY: a field of our allocation.
     let base = unsafe {
-        let base = addr_of_mut!((*p).base);
-        base.write(ibv_qp::zeroed());
-        base
+        let cell = addr_of_mut!((*p).base);
+        cell.write(UnsafeCell::new(ibv_qp::zeroed()));
+        UnsafeCell::raw_get(cell)
     };
     let mut req = CreateQpReq::default();
     let mut resp = CreateQpResp::default();
@@ -218,7 +224,7 @@ impl Qp {
             })
         }
         Box::new(Qp {
-            base: ibv_qp::zeroed(),
+            base: UnsafeCell::new(ibv_qp::zeroed()),
             id: 1,
             sig_all,
             sq: queue(sq),

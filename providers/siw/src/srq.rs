@@ -1,7 +1,7 @@
 //! Shared receive queues: a receive ring the kernel made, mapped here;
 //! posting is `post`'s.
 
-use crate::lock::SpinLock;
+use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::ptr::{addr_of_mut, null_mut};
 
@@ -11,13 +11,16 @@ use verbs_abi::*;
 
 use crate::abi::{CreateSrqReq, CreateSrqResp, ModifySrqReq, QuerySrqReq};
 use crate::ffi;
+use crate::lock::SpinLock;
 use crate::ring::{Producer, Ring};
 
 /// rdma-core's `siw_srq`: the `ibv_srq` first, so the pointer libibverbs
 /// and the program hold is ours.
 #[repr(C)]
 pub struct Srq {
-    base: ibv_srq,
+    /// In a cell: libibverbs and the program write it (event counts, the
+    /// context of the object) while we hold a reference to the rest.
+    base: UnsafeCell<ibv_srq>,
     rq: SpinLock<Producer<siw_rqe>>,
 }
 
@@ -44,9 +47,9 @@ pub unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_att
     let p = srq.as_mut_ptr();
     // SAFETY: a field of our allocation.
     let base = unsafe {
-        let base = addr_of_mut!((*p).base);
-        base.write(ibv_srq::zeroed());
-        base
+        let cell = addr_of_mut!((*p).base);
+        cell.write(UnsafeCell::new(ibv_srq::zeroed()));
+        UnsafeCell::raw_get(cell)
     };
     let mut req = CreateSrqReq::default();
     let mut resp = CreateSrqResp::default();
@@ -129,7 +132,7 @@ impl Srq {
     pub fn for_test(n: u32) -> Box<Srq> {
         let m = crate::mapping::Mapping::anonymous(n as usize * core::mem::size_of::<siw_rqe>());
         Box::new(Srq {
-            base: ibv_srq::zeroed(),
+            base: UnsafeCell::new(ibv_srq::zeroed()),
             rq: SpinLock::new(Producer::new(Ring::new(m, n).unwrap())),
         })
     }
