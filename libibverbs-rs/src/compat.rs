@@ -2,7 +2,7 @@
 //!
 //! * The `ibv_copy_*_kern` calls convert between the public structs and the
 //!   kernel uverbs/SA wire structs; they are pure and implemented fully.
-//! * `verbs_init_cq`, `verbs_open_device`, `__verbs_log` and the obsolete
+//! * `verbs_open_device`, `__verbs_log` and the obsolete
 //!   `ibv_register_driver`: small provider-facing helpers. The provider
 //!   interface proper (registration, contexts, `ibv_cmd_*`) is in
 //!   `kernel`.
@@ -288,39 +288,6 @@ core::arch::global_asm!(
     ".symver ibverbs_rs_register_driver_v1, ibv_register_driver@IBVERBS_1.1",
     target = sym register_driver_v1,
 );
-
-/// Initialises the generic part of a CQ, as rdma-core's helper does.
-///
-/// # Safety
-/// `cq` is NULL or a CQ being created; `context` its context; `channel`
-/// NULL or a channel of that context.
-#[no_mangle]
-pub unsafe extern "C" fn verbs_init_cq(
-    cq: *mut ibv_cq,
-    context: *mut ibv_context,
-    channel: *mut ibv_comp_channel,
-    cq_context: *mut c_void,
-) {
-    if cq.is_null() {
-        return;
-    }
-    // SAFETY: a CQ under construction owned by the caller; the channel's
-    // reference count is protected by its context's mutex.
-    unsafe {
-        (*cq).context = context;
-        (*cq).channel = channel;
-        if !channel.is_null() && !context.is_null() {
-            libc::pthread_mutex_lock(core::ptr::addr_of_mut!((*context).mutex));
-            (*channel).refcnt += 1;
-            libc::pthread_mutex_unlock(core::ptr::addr_of_mut!((*context).mutex));
-        }
-        (*cq).cq_context = cq_context;
-        (*cq).comp_events_completed = 0;
-        (*cq).async_events_completed = 0;
-        libc::pthread_mutex_init(core::ptr::addr_of_mut!((*cq).mutex), core::ptr::null());
-        libc::pthread_cond_init(core::ptr::addr_of_mut!((*cq).cond), core::ptr::null());
-    }
-}
 
 /// Opening with provider-private data, for rdma-core's direct-verbs
 /// libraries (mlx5dv_open_device and the like); our own providers take

@@ -250,16 +250,37 @@ unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
     }
 }
 
-/// rdma-core's `verbs_init_cq` after a provider's create.
-unsafe fn init_cq(
+/// Initialises the generic part of a CQ, as rdma-core's helper does.
+///
+/// # Safety
+/// `cq` is NULL or a CQ being created; `context` its context; `channel`
+/// NULL or a channel of that context.
+#[no_mangle]
+pub unsafe extern "C" fn verbs_init_cq(
     cq: *mut ibv_cq,
-    ctx: *mut ibv_context,
-    ch: *mut ibv_comp_channel,
+    context: *mut ibv_context,
+    channel: *mut ibv_comp_channel,
     cq_context: *mut c_void,
 ) {
-    // SAFETY: forwarded to the exported helper, which validates nothing
-    // more than we know here.
-    unsafe { crate::compat::verbs_init_cq(cq, ctx, ch, cq_context) }
+    if cq.is_null() {
+        return;
+    }
+    // SAFETY: a CQ under construction owned by the caller; the channel's
+    // reference count is protected by its context's mutex.
+    unsafe {
+        (*cq).context = context;
+        (*cq).channel = channel;
+        if !channel.is_null() && !context.is_null() {
+            libc::pthread_mutex_lock(core::ptr::addr_of_mut!((*context).mutex));
+            (*channel).refcnt += 1;
+            libc::pthread_mutex_unlock(core::ptr::addr_of_mut!((*context).mutex));
+        }
+        (*cq).cq_context = cq_context;
+        (*cq).comp_events_completed = 0;
+        (*cq).async_events_completed = 0;
+        libc::pthread_mutex_init(core::ptr::addr_of_mut!((*cq).mutex), core::ptr::null());
+        libc::pthread_cond_init(core::ptr::addr_of_mut!((*cq).cond), core::ptr::null());
+    }
 }
 
 /// `vctx->create_cq_ex` of every kernel context, as rdma-core's
@@ -282,7 +303,7 @@ unsafe extern "C" fn lib_create_cq_ex(
             let cq = unsafe { f(ctx, attr) };
             if !cq.is_null() {
                 // SAFETY: every CQ_ex starts with its ibv_cq.
-                unsafe { init_cq(cq.cast(), ctx, a.channel, a.cq_context) };
+                unsafe { verbs_init_cq(cq.cast(), ctx, a.channel, a.cq_context) };
             }
             cq
         }
@@ -311,7 +332,7 @@ unsafe extern "C" fn create_cq(
             let cq = unsafe { f(ctx, cqe, channel, comp_vector) };
             if !cq.is_null() {
                 // SAFETY: the provider's new CQ.
-                unsafe { init_cq(cq, ctx, channel, cq_context) };
+                unsafe { verbs_init_cq(cq, ctx, channel, cq_context) };
             }
             cq
         }
