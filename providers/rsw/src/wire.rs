@@ -155,6 +155,11 @@ impl Op {
         matches!(self, Op::BindMw | Op::LocalInv)
     }
 
+    /// Compare-and-swap and fetch-and-add.
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Op::CmpSwap | Op::FetchAdd)
+    }
+
     /// Requests with no operand in `compare_add`, which may carry an ACK
     /// for the reverse direction there ([`FLAG_ACK`]).
     pub fn carries_ack(self) -> bool {

@@ -475,10 +475,8 @@ fn post_time_checks() {
     // Unsupported opcode.
     let mut w = send_wr(4, IBV_WR_TSO, &mut sg[..1], 0);
     assert_eq!(post_send(a, &mut w), libc::EINVAL);
-    // Atomic with a local buffer shorter than 8 bytes.
-    let mut short = [buf.sge(0, 4)];
-    let mut w = send_wr(5, IBV_WR_ATOMIC_FETCH_AND_ADD, &mut short, 0);
-    assert_eq!(post_send(a, &mut w), libc::EINVAL);
+    // (An atomic whose SGE is not 8 bytes is taken, as hardware takes it,
+    // and fails at completion: tests/check_order.rs.)
 
     // Full queue: b has no receive posted and a retries RNR forever, so the
     // first SEND stays outstanding and the two-deep queue fills up.

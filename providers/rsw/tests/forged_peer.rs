@@ -198,13 +198,18 @@ impl Victim {
         s
     }
 
-    /// The QP failed: ERR, and its posted receive is flushed.
+    /// The QP failed: ERR, and its posted receive is flushed, or failed by
+    /// the request that took it (a SEND too long, a WRITE_WITH_IMM with a
+    /// refused rkey).
     fn assert_failed(&self) {
         assert_eq!(qp_state(self.qp), IBV_QPS_ERR);
         let w = wait_wc(self.cq);
         assert_eq!(w.wr_id, 1);
         assert!(
-            w.status == IBV_WC_WR_FLUSH_ERR || w.status == IBV_WC_LOC_LEN_ERR,
+            matches!(
+                w.status,
+                IBV_WC_WR_FLUSH_ERR | IBV_WC_LOC_LEN_ERR | IBV_WC_LOC_ACCESS_ERR
+            ),
             "status {}",
             w.status
         );

@@ -439,15 +439,19 @@ fn run_local(qp: &Qp, g: &QpInner, seq: u64) -> Result<(), ibv_wc_status> {
     }
 }
 
-/// Checks the local buffers of a WQE before it goes out.
+/// Checks the local buffers a WQE gathers from before it goes out. A READ's
+/// or an atomic's buffers are only written when the response is scattered
+/// into them, and checked then: hardware sends the request first, so the
+/// responder's verdict (an rkey, a misaligned atomic) comes before a local
+/// one, and an atomic runs at the target even when its result cannot be
+/// stored.
 fn local_ok(t: &mr::MrTable, qp: &Qp, g: &QpInner, seq: u64) -> bool {
     let w = g.sq.wqe(seq);
-    if w.inline {
+    if w.inline || w.expects_data() {
         return true;
     }
-    let write = w.expects_data();
     g.sq.sges(seq).iter().all(|s| {
-        t.local(s.lkey, s.addr, s.length as u64, qp.pd_id, write)
+        t.local(s.lkey, s.addr, s.length as u64, qp.pd_id, false)
             .is_ok()
     })
 }
@@ -661,9 +665,10 @@ fn atomic(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Direc
         return Direct::No;
     };
     let t = mr::table();
-    // The batch: where each result goes (checked first: a failed check
-    // must not leave the target changed; the table's lock is held to the
-    // end, so they stay valid) and the target's host address.
+    // The batch: where each result goes (checked first, and the table's
+    // lock held to the end, so they stay valid; one that cannot take its
+    // result goes over TCP, whose responder runs it before the response
+    // fails locally, as hardware orders it) and the target's host address.
     let mut ops = [(std::ptr::null_mut::<u8>(), 0u64); ATOMIC_BATCH];
     let mut n = 0;
     for s in seq..g.sq.outstanding().end {
@@ -671,7 +676,7 @@ fn atomic(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Direc
             break;
         }
         let w = g.sq.wqe(s);
-        if !matches!(w.op, Op::CmpSwap | Op::FetchAdd) || !w.remote_addr.is_multiple_of(8) {
+        if !w.op.is_atomic() || w.len != 8 || !w.remote_addr.is_multiple_of(8) {
             break;
         }
         let Some(at) = peer
@@ -1170,9 +1175,18 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             // the check and the send completes work, so the look is held.
             let plain = g.out.as_ref().is_some_and(|o| o.direct.is_none());
             let table = mr::table();
-            if !local_ok(&table, qp, g, seq) {
+            let local_err = if g.sq.wqe(seq).op.is_atomic() && g.sq.wqe(seq).len != 8 {
+                // An atomic's SGE holds exactly the 8 bytes it returns;
+                // found when the WQE is read, so nothing goes out.
+                Some(IBV_WC_LOC_LEN_ERR)
+            } else if !local_ok(&table, qp, g, seq) {
+                Some(IBV_WC_LOC_PROT_ERR)
+            } else {
+                None
+            };
+            if let Some(st) = local_err {
                 drop(table);
-                g.sq.wqe_mut(seq).local_err = IBV_WC_LOC_PROT_ERR;
+                g.sq.wqe_mut(seq).local_err = st;
                 g.sq.transmitted();
                 g.tx_blocked = true;
                 qp.after_send_completions(g);
@@ -1360,7 +1374,9 @@ fn send_some(
         let mut msn = out.next_msn;
         let mut seq = g.sq.next_to_transmit();
         while let Some(s) = seq.filter(|_| m < MAX_TX_GATHER) {
-            if g.sq.wqe(s).op.is_local() || !local_ok(&table, qp, g, s) {
+            // What fails locally is left for `transmit` to fail alone.
+            let w = g.sq.wqe(s);
+            if w.op.is_local() || (w.op.is_atomic() && w.len != 8) || !local_ok(&table, qp, g, s) {
                 break;
             }
             let (h, payload) = request_header(g, s, msn);

@@ -819,6 +819,16 @@ fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
     );
 }
 
+/// As [`access_error`] for a request that took a receive (WRITE_WITH_IMM):
+/// the receive completes with `IBV_WC_LOC_ACCESS_ERR`, as the spec's
+/// responder class C error and ConnectX report it (rxe reports
+/// `IBV_WC_REM_ACCESS_ERR` there), and the rest are flushed.
+fn access_error_on_recv(qp: &Qp, g: &mut QpInner, msn: u32) {
+    Counters::bump(&g.stats.resp_remote_access_errors);
+    qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
+    fail_recv(qp, g, msn, IBV_WC_LOC_ACCESS_ERR, Syndrome::RemAccess);
+}
+
 /// A request that is malformed for its operation (a misaligned atomic):
 /// NAK it as an invalid request; the responder QP fails (InfiniBand class
 /// B/C responder error, `IBV_EVENT_QP_REQ_ERR`).
@@ -1081,16 +1091,24 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 drop_message(g, &h);
                 return;
             }
-            if !ok {
-                access_error(qp, g, h.msn);
-                return;
-            }
+            // The receive a WRITE_WITH_IMM consumes is taken before its
+            // rkey is looked at (rxe's order: resources, then keys), so a
+            // bad rkey completes that receive in error instead of leaving
+            // it to be flushed.
             if h.op == Op::WriteImm && !qp.claim_recv(g) {
                 if reliable {
                     stall(qp, g, h);
                 } else {
                     drop_message(g, &h);
                 }
+                return;
+            }
+            if !ok && h.op == Op::WriteImm {
+                access_error_on_recv(qp, g, h.msn);
+                return;
+            }
+            if !ok {
+                access_error(qp, g, h.msn);
                 return;
             }
             start_payload(qp, g, h);

@@ -132,11 +132,14 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
         });
     }
     let len = match op {
+        // Any other length than the 8 bytes of the result is accepted, as
+        // hardware accepts it, and fails with IBV_WC_LOC_LEN_ERR when the
+        // WQE is read (`requester::transmit`).
         Op::CmpSwap | Op::FetchAdd => {
-            if sges.len() != 1 || sges[0].length < 8 {
+            if sges.len() != 1 {
                 return Err(libc::EINVAL);
             }
-            8
+            total as u32
         }
         Op::ReadReq => total as u32,
         // Exactly the 8 bytes to store.
