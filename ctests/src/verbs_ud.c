@@ -3,8 +3,10 @@
  * payload (RoCE v2's IPv4 layout here), completions (byte_len, src_qp,
  * imm, flags), building an AH from a completion and answering with it,
  * Q_Key checks (a mismatch drops; a controlled Q_Key takes the sender's
- * own), drops without a receive, the MTU limit, receive buffers that are
- * too small, UD's modify rules, AH errors, the new post-send API, UD on an
+ * own; a refused datagram leaves the buffer alone), drops without a
+ * receive, the MTU limit (longer sends complete unsent), receive buffers
+ * that are too small (dropped, the receive stays), the traffic class,
+ * UD's modify rules, AH errors, the new post-send API, UD on an
  * SRQ, and multicast: attach/detach with delivery to every member in this
  * process and in another one.
  */
@@ -243,13 +245,16 @@ static void ud_no_receive_drops(void)
 	CHECK_NO_WC_FOR(b.cq, 50);
 }
 
-/* Larger than the path MTU: a local length error and the QP fails. */
+/*
+ * Larger than the port's MTU: nothing is sent and the send completes
+ * successfully (IBTA C10-93.1.1; rxe does the same). The receiver's next
+ * completion is the datagram sent after it, and the QP stays in RTS.
+ */
 static void ud_message_over_mtu(void)
 {
 	struct udenv u;
 	struct udq a, b;
 	struct ibv_port_attr pa;
-	struct ibv_wc wc;
 
 	udenv_open(&u);
 	udq_open(&u, &a, QKEY);
@@ -264,29 +269,118 @@ static void ud_message_over_mtu(void)
 	expect_send_ok(a.cq, 40);
 	expect_ud_recv(&u, &b, 1, 0, 0, mtu, a.qp->qp_num);
 	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 41, 0, mtu + 1, 0);
-	vt_poll(a.cq, &wc, 1);
-	CHECK_WC_STATUS(&wc, IBV_WC_LOC_LEN_ERR);
-	CHECK_EQ(wc.wr_id, 41);
-	CHECK_EQ(vt_qp_state(a.qp), IBV_QPS_ERR);
+	expect_send_ok(a.cq, 41);
+	CHECK_EQ(vt_qp_state(a.qp), IBV_QPS_RTS);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 42, 3, 64, 0);
+	expect_send_ok(a.cq, 42);
+	expect_ud_recv(&u, &b, 2, 2, 3, 64, a.qp->qp_num);
 	CHECK_NO_WC_FOR(b.cq, 50);
 }
 
-/* A receive too small for GRH + payload completes with LOC_LEN_ERR. */
+/*
+ * A datagram larger than the receive (GRH + payload) is dropped silently:
+ * no completion, the receive stays posted and its buffer untouched, and
+ * the next datagram that fits takes it (as ConnectX; IB class D).
+ */
 static void ud_receive_too_small(void)
 {
 	struct udenv u;
 	struct udq a, b;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	memset(b.r.p, 0xab, SLOT);
+	post_ud_recv(&b, 7, 0, 40 + 63);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 50, 1, 64, 0);
+	expect_send_ok(a.cq, 50);
+	CHECK_NO_WC_FOR(b.cq, 50);
+	for (unsigned i = 0; i < 40 + 63; i++)
+		CHECKF(b.r.p[i] == 0xab, "receive buffer byte %u written", i);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 51, 2, 32, 0);
+	expect_send_ok(a.cq, 51);
+	expect_ud_recv(&u, &b, 7, 0, 2, 32, a.qp->qp_num);
+	for (unsigned i = 40 + 32; i < 40 + 63; i++)
+		CHECKF(b.r.p[i] == 0xab, "byte %u past the payload written", i);
+	CHECK_EQ(vt_qp_state(b.qp), IBV_QPS_RTS);
+}
+
+/*
+ * A datagram refused for its Q_Key never touches the receive buffer
+ * (hardware checks the header before it writes): the bytes past the next
+ * accepted datagram keep their old contents.
+ */
+static void ud_qkey_mismatch_leaves_buffer(void)
+{
+	struct udenv u;
+	struct udq a, b;
+
+	udenv_open(&u);
+	udq_open(&u, &a, QKEY);
+	udq_open(&u, &b, QKEY);
+	/* Both sizes of receive: one that holds any datagram, one smaller. */
+	static const uint32_t lens[] = { SLOT * 2, 40 + 256 };
+	for (unsigned k = 0; k < 2; k++) {
+		memset(b.r.p, 0xab, SLOT * 2);
+		post_ud_recv(&b, 60 + k, 0, lens[k]);
+		ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY ^ 1, 70 + k, 1, 200,
+			0);
+		expect_send_ok(a.cq, 70 + k);
+		CHECK_NO_WC_FOR(b.cq, 50);
+		for (unsigned i = 0; i < 40 + 200; i++)
+			CHECKF(b.r.p[i] == 0xab, "case %u: byte %u written", k,
+			       i);
+		ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 80 + k, 2, 16, 0);
+		expect_send_ok(a.cq, 80 + k);
+		expect_ud_recv(&u, &b, 60 + k, 0, 2, 16, a.qp->qp_num);
+		for (unsigned i = 40 + 16; i < 40 + 200; i++)
+			CHECKF(b.r.p[i] == 0xab, "case %u: byte %u written", k,
+			       i);
+	}
+}
+
+/*
+ * The AH's traffic class reaches the receiver in the GRH (RoCE v2: the
+ * IPv4 header's TOS), and an AH built from that completion carries it.
+ */
+static void ud_traffic_class(void)
+{
+	struct udenv u;
+	struct udq a, b;
+	struct ibv_ah_attr at;
 	struct ibv_wc wc;
 
 	udenv_open(&u);
 	udq_open(&u, &a, QKEY);
 	udq_open(&u, &b, QKEY);
-	post_ud_recv(&b, 7, 0, 40 + 63);
-	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 50, 1, 64, 0);
-	expect_send_ok(a.cq, 50);
+	memset(&at, 0, sizeof(at));
+	at.is_global = 1;
+	at.grh.dgid = u.e.gid;
+	at.grh.hop_limit = 64;
+	at.grh.traffic_class = 252;
+	at.port_num = VT_PORT;
+	struct ibv_ah *ah = CHECK_PTR(ibv_create_ah(u.e.pd, &at));
+	post_ud_recv(&b, 5, 0, SLOT);
+	ud_send(&u, a.qp, ah, b.qp->qp_num, QKEY, 90, 1, 32, 0);
+	expect_send_ok(a.cq, 90);
 	vt_poll(b.cq, &wc, 1);
-	CHECK_WC_STATUS(&wc, IBV_WC_LOC_LEN_ERR);
-	CHECK_EQ(wc.wr_id, 7);
+	CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
+	CHECK_EQ(wc.wr_id, 5);
+	const uint8_t *ip = b.r.p + 20;
+	CHECK_EQ(ip[0], 0x45);
+	CHECK_EQ(ip[1], 252);
+	struct ibv_ah_attr back;
+	memset(&back, 0, sizeof(back));
+	CHECK_OK(ibv_init_ah_from_wc(u.e.ctx, VT_PORT, &wc,
+				     (struct ibv_grh *)b.r.p, &back));
+	CHECK_EQ(back.grh.traffic_class, 252);
+	/* Without a traffic class, 0 arrives. */
+	post_ud_recv(&b, 6, 1, SLOT);
+	ud_send(&u, a.qp, u.ah, b.qp->qp_num, QKEY, 91, 1, 32, 0);
+	expect_send_ok(a.cq, 91);
+	expect_ud_recv(&u, &b, 6, 1, 1, 32, a.qp->qp_num);
+	CHECK_EQ(b.r.p[SLOT + 21], 0);
+	CHECK_OK(ibv_destroy_ah(ah));
 }
 
 /*
@@ -719,7 +813,8 @@ static void ud_multicast_other_process(void)
 static const struct vt_case cases[] = {
 	VT_CASE(ud_send_recv_grh),	VT_CASE(ud_qkey_rules),
 	VT_CASE(ud_no_receive_drops),	VT_CASE(ud_message_over_mtu),
-	VT_CASE(ud_receive_too_small),	VT_CASE(ud_rules_and_ah_errors),
+	VT_CASE(ud_receive_too_small),	VT_CASE(ud_qkey_mismatch_leaves_buffer),
+	VT_CASE(ud_traffic_class),	VT_CASE(ud_rules_and_ah_errors),
 	VT_CASE(ud_rdma_and_atomics_fail_at_completion),
 	VT_CASE(ud_lid_only_ah),	VT_CASE(ud_new_post_api),
 	VT_CASE(ud_on_srq),		VT_CASE(ud_multicast_in_process),

@@ -19,10 +19,10 @@ use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
-use crate::transport::udp::{wire_group, UdpEndpoint, MCAST_PORT};
+use crate::transport::udp::{wire_group, Datagram, UdpEndpoint, MCAST_PORT};
 use crate::transport::MAX_IOV;
 use crate::util::iov;
-use crate::wire::{DgramHeader, Op, DGRAM_HDR_LEN, FLAG_IMM, FLAG_SOLICITED};
+use crate::wire::{DgramHeader, Op, DGRAM_HDR_LEN, DGRAM_MAGIC, FLAG_IMM, FLAG_SOLICITED};
 use crate::wq::{Qp, QpInner};
 
 /// Bytes in front of every UD receive's payload.
@@ -51,13 +51,19 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             break;
         };
         let w = *g.sq.wqe(seq);
-        // An opcode UD cannot carry (RDMA, atomics, binds), larger than
-        // the path MTU, or unreadable: a local error, as the hardware
-        // reports it, and the QP fails.
+        // Larger than the port's MTU: "the CI shall not emit any packets
+        // for this message ... shall not generate an error due to this
+        // condition" (IBTA C10-93.1.1, as rxe does): it completes, unsent.
+        if matches!(w.op, Op::Send | Op::SendImm) && w.len > mtu {
+            g.sq.transmitted();
+            g.sq.retire_oldest();
+            qp.complete_send(g, &w, IBV_WC_SUCCESS);
+            continue;
+        }
+        // An opcode UD cannot carry (RDMA, atomics, binds) or unreadable:
+        // a local error, as the hardware reports it, and the QP fails.
         let local_err = if !matches!(w.op, Op::Send | Op::SendImm) {
             Some(IBV_WC_LOC_QP_OP_ERR)
-        } else if w.len > mtu {
-            Some(IBV_WC_LOC_LEN_ERR)
         } else if !local_ok(qp, g, seq) {
             Some(IBV_WC_LOC_PROT_ERR)
         } else {
@@ -178,7 +184,14 @@ fn send_one(qp: &Qp, g: &QpInner, seq: u64) -> std::io::Result<usize> {
     // SAFETY: the iovecs cover our header, the WQE's inline copy, or
     // registered memory checked under the MR table lock (held).
     unsafe {
-        d.ep.send_to(&dest, port, qp.ctx.dev.ifindex, &w.ud.sgid, &v[..n])
+        d.ep.send_to(
+            &dest,
+            port,
+            qp.ctx.dev.ifindex,
+            &w.ud.sgid,
+            w.ud.tclass,
+            &v[..n],
+        )
     }
 }
 
@@ -224,8 +237,21 @@ fn receive_from(qp: &Qp, g: &mut QpInner, group: Option<usize>) {
     // triggered) comes back to it after other QPs had their turn.
 }
 
+/// The largest payload any port sends (the largest IB MTU): a receive
+/// with room for it behind its GRH takes every datagram a sender emits.
+const MAX_PAYLOAD: u64 = 4096;
+
 /// Receives one datagram from the QP's own socket, or from the multicast
 /// socket `group` (an index into the QP's groups).
+///
+/// A datagram that is refused (a Q_Key that does not match, another
+/// destination, larger than the receive) must leave the receive buffer
+/// untouched and the receive posted, as on hardware. The kernel drops the
+/// first two before they are queued (`filter_sockets`); the datagram goes
+/// straight into the buffer (one syscall, one copy) when, beyond that,
+/// the receive holds anything a port sends. Otherwise its header and
+/// length are peeked first (one more syscall) and it is taken only if it
+/// fits.
 fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     let sock = |g: &QpInner| -> Option<*const UdpEndpoint> {
         match group {
@@ -239,13 +265,23 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     let ep = unsafe { &*ep };
     if !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) || !qp.claim_recv(g) {
         // Not receiving yet, or no receive posted: dropped.
-        return match ep.discard() {
-            Ok(true) => Rx::Next,
-            Ok(false) => Rx::Empty,
-            Err(_) => Rx::Failed,
-        };
+        return drop_next(ep);
     }
     let room = g.recv.room();
+    if !ep.filtered() || room < GRH_LEN as u64 + MAX_PAYLOAD {
+        let mut head = [0u8; DGRAM_HDR_LEN];
+        let d = match ep.peek(&mut head) {
+            Ok(d) => d,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Rx::Empty,
+            Err(_) => return Rx::Failed,
+        };
+        // Refused, or too large for the receive: dropped silently, and the
+        // receive stays posted for the next datagram (IB class D).
+        let fits = d.len >= DGRAM_HDR_LEN && (d.len - DGRAM_HDR_LEN + GRH_LEN) as u64 <= room;
+        if !fits || accepted(qp, g, group, &head, &d).is_none() {
+            return drop_next(ep);
+        }
+    }
     let mut hdr = [0u8; DGRAM_HDR_LEN];
     let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
     v[0] = iov(hdr.as_mut_ptr(), DGRAM_HDR_LEN);
@@ -271,8 +307,8 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     }
     // SAFETY: the iovecs cover our header buffer and registered memory with
     // local write rights, checked under the MR table lock, held across the
-    // call. A posted receive's buffer belongs to the provider until its
-    // completion, so a datagram dropped below may have written into it.
+    // call. What arrives here passed the kernel's filter and fits (or was
+    // peeked and found acceptable): it is delivered.
     let r = unsafe { ep.recv(&v[..n]) };
     drop(table);
     let d = match r {
@@ -284,38 +320,21 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
         }
         Err(_) => return Rx::Failed,
     };
-    if d.len < DGRAM_HDR_LEN {
-        return Rx::Next;
-    }
-    let Ok(h) = DgramHeader::decode(&hdr) else {
+    // Checked again: a datagram the filter let through that is not ours
+    // after all (a forged or foreign one, larger than any port sends) is
+    // dropped, the receive staying posted.
+    let Some(h) = accepted(qp, g, group, &hdr, &d) else {
         return Rx::Next;
     };
-    let for_us = match group.and_then(|i| g.mcast.get(i)) {
-        None => h.dst_qpn == qp.qpn,
-        Some(m) => h.dst_qpn == MULTICAST_QPN && h.group == m.gid,
-    };
-    // A Q_Key that does not match drops the datagram (IB spec, Q_Key
-    // violation: silently discarded).
-    if !for_us || h.qkey != g.attr.qkey {
-        return Rx::Next;
-    }
-    // Our own multicast datagram, looped back, on a QP that asked not to
-    // see it (QPNs are this host's UDP ports: the number and a local
-    // source say it is ours).
-    if group.is_some() && g.block_self_mcast && h.src_qpn == qp.qpn && crate::gid::is_local(&d.src)
-    {
-        return Rx::Next;
-    }
     let payload = d.len - DGRAM_HDR_LEN;
     if d.truncated || (payload + GRH_LEN) as u64 > room {
-        fail_recv(qp, g, IBV_WC_LOC_LEN_ERR);
         return Rx::Next;
     }
     // The GRH area: written after the payload, from the datagram's
     // addresses (a failure here means the buffer vanished meanwhile).
     // A multicast datagram's destination is its group.
     let dst = if group.is_some() { h.group } else { d.dst };
-    let grh = grh_bytes(&d.src, &dst, payload);
+    let grh = grh_bytes(&d.src, &dst, d.tclass, payload);
     if write_grh(g, &grh).is_err() {
         fail_recv(qp, g, IBV_WC_LOC_PROT_ERR);
         return Rx::Next;
@@ -340,6 +359,73 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
         },
     );
     Rx::Next
+}
+
+/// Drops the next datagram of `ep`.
+fn drop_next(ep: &UdpEndpoint) -> Rx {
+    match ep.discard() {
+        Ok(true) => Rx::Next,
+        Ok(false) => Rx::Empty,
+        Err(_) => Rx::Failed,
+    }
+}
+
+/// The datagram's header if this QP takes it: well formed, addressed to
+/// it (or to the group the socket is for), with its Q_Key, and not our own
+/// multicast datagram on a QP that asked not to see those.
+fn accepted(
+    qp: &Qp,
+    g: &QpInner,
+    group: Option<usize>,
+    hdr: &[u8; DGRAM_HDR_LEN],
+    d: &Datagram,
+) -> Option<DgramHeader> {
+    if d.len < DGRAM_HDR_LEN {
+        return None;
+    }
+    let h = DgramHeader::decode(hdr).ok()?;
+    let for_us = match group.and_then(|i| g.mcast.get(i)) {
+        None => h.dst_qpn == qp.qpn,
+        Some(m) => h.dst_qpn == MULTICAST_QPN && h.group == m.gid,
+    };
+    // A Q_Key that does not match drops the datagram (IB spec, Q_Key
+    // violation: silently discarded).
+    if !for_us || h.qkey != g.attr.qkey {
+        return None;
+    }
+    // Our own multicast datagram, looped back, on a QP that asked not to
+    // see it (QPNs are this host's UDP ports: the number and a local
+    // source say it is ours).
+    if group.is_some() && g.block_self_mcast && h.src_qpn == qp.qpn && crate::gid::is_local(&d.src)
+    {
+        return None;
+    }
+    Some(h)
+}
+
+/// Has the kernel drop, on every socket of the QP, the datagrams
+/// [`accepted`] would refuse for their header: another destination, a
+/// Q_Key that does not match. Called when the Q_Key is set and when a
+/// group is joined; a socket the kernel will not filter is peeked instead.
+pub fn filter_sockets(qp: &Qp, g: &mut QpInner) {
+    let magic = DGRAM_MAGIC.to_le_bytes();
+    let qkey = g.attr.qkey.to_le_bytes();
+    if let Some(d) = g.dgram.as_mut() {
+        d.ep.filter(&[(0, magic), (12, qp.qpn.to_le_bytes()), (16, qkey)]);
+    }
+    for m in g.mcast.iter_mut() {
+        let gid = m.gid;
+        let word = |i: usize| -> [u8; 4] { [gid[i], gid[i + 1], gid[i + 2], gid[i + 3]] };
+        m.ep.filter(&[
+            (0, magic),
+            (12, MULTICAST_QPN.to_le_bytes()),
+            (16, qkey),
+            (24, word(0)),
+            (28, word(4)),
+            (32, word(8)),
+            (36, word(12)),
+        ]);
+    }
 }
 
 /// The claimed receive cannot take the datagram: it completes with
@@ -397,12 +483,13 @@ pub fn roce_header_type(src: &[u8; 16], dst: &[u8; 16]) -> u8 {
     }
 }
 
-pub fn grh_bytes(src: &[u8; 16], dst: &[u8; 16], payload: usize) -> [u8; GRH_LEN] {
+pub fn grh_bytes(src: &[u8; 16], dst: &[u8; 16], tclass: u8, payload: usize) -> [u8; GRH_LEN] {
     let mut b = [0u8; GRH_LEN];
     match (crate::gid::gid_as_ipv4(src), crate::gid::gid_as_ipv4(dst)) {
         (Some(s), Some(d)) => {
             let h = &mut b[20..];
             h[0] = 0x45;
+            h[1] = tclass;
             let total = (20 + ROCE_OVERHEAD + payload).min(u16::MAX as usize) as u16;
             h[2..4].copy_from_slice(&total.to_be_bytes());
             h[6] = 0x40; // don't fragment
@@ -420,7 +507,8 @@ pub fn grh_bytes(src: &[u8; 16], dst: &[u8; 16], payload: usize) -> [u8; GRH_LEN
             h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
         }
         _ => {
-            b[0] = 0x60;
+            b[0] = 0x60 | tclass >> 4;
+            b[1] = tclass << 4;
             let plen = (ROCE_OVERHEAD + payload).min(u16::MAX as usize) as u16;
             b[4..6].copy_from_slice(&plen.to_be_bytes());
             b[6] = 17; // next header: UDP
@@ -442,11 +530,13 @@ mod tests {
         let b = grh_bytes(
             &ipv4_mapped([10, 0, 0, 1]),
             &ipv4_mapped([10, 0, 0, 2]),
+            0xfc,
             100,
         );
         assert_eq!(&b[..20], &[0; 20]);
         let h = &b[20..];
         assert_eq!(h[0], 0x45);
+        assert_eq!(h[1], 0xfc, "TOS: the traffic class");
         assert_eq!(u16::from_be_bytes([h[2], h[3]]), 152);
         assert_eq!(&h[12..16], &[10, 0, 0, 1]);
         assert_eq!(&h[16..20], &[10, 0, 0, 2]);
@@ -469,8 +559,10 @@ mod tests {
         d[0] = 0xfe;
         d[1] = 0x80;
         d[15] = 2;
-        let b = grh_bytes(&s, &d, 10);
+        let b = grh_bytes(&s, &d, 0xa7, 10);
         assert_eq!(b[0] >> 4, 6);
+        let vtf = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        assert_eq!((vtf >> 20) & 0xff, 0xa7, "traffic class");
         assert_eq!(u16::from_be_bytes([b[4], b[5]]), 42);
         assert_eq!(b[6], 17);
         assert_eq!(&b[8..24], &s);

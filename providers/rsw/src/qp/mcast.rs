@@ -38,6 +38,7 @@ fn attach(qp: &Qp, gid: [u8; 16]) -> Result<(), c_int> {
     )
     .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     g.mcast.push(group);
+    crate::engine::datagram::filter_sockets(qp, &mut g);
     Ok(())
 }
 

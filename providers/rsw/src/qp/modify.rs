@@ -280,6 +280,9 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
     check_values(qp, a, mask)?;
     let saved = g.attr;
     store(&mut g, a, mask);
+    if mask & IBV_QP_QKEY != 0 && g.dgram.is_some() {
+        crate::engine::datagram::filter_sockets(qp, &mut g);
+    }
     match new {
         IBV_QPS_RESET => {
             qp.reset(&mut g);

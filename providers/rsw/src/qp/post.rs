@@ -78,6 +78,11 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
             } else {
                 u.remote_qkey
             },
+            tclass: if ah.attr.is_global != 0 {
+                ah.attr.grh.traffic_class
+            } else {
+                0
+            },
         };
     }
     if wr.num_sge < 0 || wr.num_sge as u32 > g.sq.max_sge as u32 {

@@ -35,12 +35,17 @@ pub struct Datagram {
     /// Source and destination addresses, as GIDs.
     pub src: [u8; 16],
     pub dst: [u8; 16],
+    /// The IP header's TOS (IPv4) or traffic class (IPv6).
+    pub tclass: u8,
 }
 
 pub struct UdpEndpoint {
     fd: OwnedFd,
     /// The socket is AF_INET6 (dual stack); otherwise AF_INET only.
     v6: bool,
+    /// The kernel drops what [`UdpEndpoint::filter`] refuses before it is
+    /// queued (false until a filter is attached, or if attaching failed).
+    filtered: bool,
     /// Holds the QP number in TCP's port space (a QP's own socket).
     _reserve: Option<OwnedFd>,
 }
@@ -81,6 +86,7 @@ impl UdpEndpoint {
                     let ep = UdpEndpoint {
                         fd,
                         v6,
+                        filtered: false,
                         _reserve: Some(reserve),
                     };
                     ep.configure();
@@ -132,6 +138,7 @@ impl UdpEndpoint {
         let ep = UdpEndpoint {
             fd,
             v6,
+            filtered: false,
             _reserve: None,
         };
         ep.configure();
@@ -142,9 +149,55 @@ impl UdpEndpoint {
         let fd = self.fd.as_raw_fd();
         let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF);
         let _ = setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1);
+        let _ = setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
         if self.v6 {
             let _ = setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1);
+            let _ = setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1);
         }
+    }
+
+    /// Has the kernel drop every datagram whose payload does not hold,
+    /// at each `(offset, bytes)`, those 4 bytes (a classic BPF socket
+    /// filter: offset 0 of a UDP socket's filter is the UDP header, so the
+    /// payload starts at 8). A datagram refused there never reaches a
+    /// receive buffer, costs no syscall, and is not counted against the
+    /// socket buffer. Replaces the previous filter; false (and
+    /// [`UdpEndpoint::filtered`] false) if the kernel refused it.
+    pub fn filter(&mut self, words: &[(u32, [u8; 4])]) -> bool {
+        const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+        const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+        const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+        const MAX_WORDS: usize = 16;
+        let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+        let mut prog = [ins(0, 0, 0, 0); 2 * MAX_WORDS + 2];
+        let n = words.len().min(MAX_WORDS);
+        for (i, &(off, bytes)) in words[..n].iter().enumerate() {
+            // A failed comparison jumps over the rest to the drop.
+            let skip = (2 * (n - 1 - i) + 1) as u8;
+            prog[2 * i] = ins(LD_W_ABS, 0, 0, 8 + off);
+            prog[2 * i + 1] = ins(JEQ_K, 0, skip, u32::from_be_bytes(bytes));
+        }
+        // Accept the whole datagram; a load past its end drops it.
+        prog[2 * n] = ins(RET_K, 0, 0, u32::MAX);
+        prog[2 * n + 1] = ins(RET_K, 0, 0, 0);
+        let fprog = libc::sock_fprog {
+            len: (2 * n + 2) as u16,
+            filter: prog.as_mut_ptr(),
+        };
+        self.filtered = setsockopt_val(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &fprog,
+        )
+        .is_ok();
+        self.filtered
+    }
+
+    /// Whether the kernel filters this socket's datagrams (see
+    /// [`UdpEndpoint::filter`]).
+    pub fn filtered(&self) -> bool {
+        self.filtered
     }
 
     pub fn fd(&self) -> RawFd {
@@ -156,16 +209,29 @@ impl UdpEndpoint {
     ///
     /// # Safety
     /// Every iovec must describe readable memory for the whole call.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn send_to(
         &self,
         dst: &[u8; 16],
         port: u32,
         ifindex: u32,
         src: &[u8; 16],
+        tclass: u8,
         iov: &[libc::iovec],
     ) -> io::Result<usize> {
         // SAFETY: forwarded contract.
-        unsafe { send_from(self.fd.as_raw_fd(), self.v6, dst, port, ifindex, src, iov) }
+        unsafe {
+            send_from(
+                self.fd.as_raw_fd(),
+                self.v6,
+                dst,
+                port,
+                ifindex,
+                src,
+                tclass,
+                iov,
+            )
+        }
     }
 
     /// Receives one datagram into `iov`; `ErrorKind::WouldBlock` when none
@@ -175,7 +241,15 @@ impl UdpEndpoint {
     /// Every iovec must describe writable memory for the whole call.
     pub unsafe fn recv(&self, iov: &[libc::iovec]) -> io::Result<Datagram> {
         // SAFETY: forwarded contract.
-        unsafe { recv_on(self.fd.as_raw_fd(), iov) }
+        unsafe { recv_on(self.fd.as_raw_fd(), iov, 0) }
+    }
+
+    /// Reads the start of the next datagram into `head` and leaves it
+    /// queued; `len` is its full length.
+    pub fn peek(&self, head: &mut [u8]) -> io::Result<Datagram> {
+        let v = [crate::util::iov(head.as_mut_ptr(), head.len())];
+        // SAFETY: the iovec covers `head`, ours for the call.
+        unsafe { recv_on(self.fd.as_raw_fd(), &v, libc::MSG_PEEK) }
     }
 
     /// Drops the next datagram; false when there was none.
@@ -240,6 +314,7 @@ fn setsockopt_val<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) ->
 ///
 /// # Safety
 /// Every iovec must describe readable memory for the whole call.
+#[allow(clippy::too_many_arguments)]
 unsafe fn send_from(
     fd: RawFd,
     v6: bool,
@@ -247,6 +322,7 @@ unsafe fn send_from(
     port: u32,
     ifindex: u32,
     src: &[u8; 16],
+    tclass: u8,
     iov: &[libc::iovec],
 ) -> io::Result<usize> {
     let (mut ss, len) = dest_addr(v6, dst, (port as u16).to_be(), ifindex);
@@ -274,6 +350,7 @@ unsafe fn send_from(
         (false, true) => [0; 16],
         _ => *src,
     };
+    let mut used = 0;
     if *src != [0; 16] || oif != 0 {
         msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
         // SAFETY: CMSG_SPACE/CMSG_FIRSTHDR/CMSG_DATA compute offsets within
@@ -302,6 +379,33 @@ unsafe fn send_from(
                 std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::in_pktinfo, pi);
             }
         }
+        used = msg.msg_controllen as usize;
+    }
+    if tclass != 0 {
+        // The GRH's traffic class travels in the IP header (RoCE v2): TOS
+        // for an IPv4 destination (an IP-level message, which a dual-stack
+        // socket takes for a mapped address too), traffic class for IPv6.
+        let (level, kind) = if gid_as_ipv4(dst).is_some() {
+            (libc::IPPROTO_IP, libc::IP_TOS)
+        } else {
+            (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+        };
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        // SAFETY: the pktinfo message (if any) takes `used` bytes of cbuf,
+        // whose 128 bytes leave room for one int-sized message after it;
+        // the header is written at that aligned offset inside cbuf.
+        unsafe {
+            let space = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize;
+            let c = (cbuf.as_mut_ptr() as *mut u8).add(used) as *mut libc::cmsghdr;
+            (*c).cmsg_level = level;
+            (*c).cmsg_type = kind;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+            std::ptr::write_unaligned(
+                libc::CMSG_DATA(c) as *mut libc::c_int,
+                tclass as libc::c_int,
+            );
+            msg.msg_controllen = (used + space) as _;
+        }
     }
     loop {
         // SAFETY: msg points to our locals and the caller's iovecs.
@@ -318,7 +422,7 @@ unsafe fn send_from(
 
 /// # Safety
 /// Every iovec must describe writable memory for the whole call.
-unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec]) -> io::Result<Datagram> {
+unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec], flags: libc::c_int) -> io::Result<Datagram> {
     // SAFETY: storage is large enough for any socket address.
     let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
     let mut cbuf = [0u64; CMSG_SPACE / 8];
@@ -333,7 +437,8 @@ unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec]) -> io::Result<Datagram> {
     let n = loop {
         // SAFETY: msg points to our locals and iovecs the caller vouches
         // for; MSG_TRUNC makes the result the datagram's real length.
-        let n = unsafe { sock::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+        let n =
+            unsafe { sock::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC | flags) };
         if n >= 0 {
             break n as usize;
         }
@@ -343,6 +448,7 @@ unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec]) -> io::Result<Datagram> {
         }
     };
     let mut dst = [0u8; 16];
+    let mut tclass = 0u8;
     // SAFETY: the kernel wrote msg_controllen bytes of well-formed control
     // messages into cbuf; the CMSG_* walk stays inside them.
     unsafe {
@@ -359,6 +465,13 @@ unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec]) -> io::Result<Datagram> {
                         std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
                     dst = ipv4_mapped(pi.ipi_addr.s_addr.to_ne_bytes());
                 }
+                (libc::IPPROTO_IP, libc::IP_TOS) => {
+                    tclass = *libc::CMSG_DATA(c);
+                }
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                    let v = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::c_int);
+                    tclass = v as u8;
+                }
                 _ => {}
             }
             c = libc::CMSG_NXTHDR(&msg, c);
@@ -370,6 +483,7 @@ unsafe fn recv_on(fd: RawFd, iov: &[libc::iovec]) -> io::Result<Datagram> {
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0 || n > stored,
         src: sockaddr_gid(&ss),
         dst,
+        tclass,
     })
 }
 

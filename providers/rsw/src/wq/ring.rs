@@ -70,6 +70,9 @@ pub struct UdDest {
     pub sgid: [u8; 16],
     pub qpn: u32,
     pub qkey: u32,
+    /// The AH's GRH traffic class, carried as the IP header's TOS / traffic
+    /// class, as RoCE v2 carries it.
+    pub tclass: u8,
 }
 
 impl SendWqe {
@@ -93,6 +96,7 @@ impl SendWqe {
             sgid: [0; 16],
             qpn: 0,
             qkey: 0,
+            tclass: 0,
         },
         xrc_srqn: 0,
         bind: BindArgs {
