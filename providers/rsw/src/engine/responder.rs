@@ -1091,24 +1091,24 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 drop_message(g, &h);
                 return;
             }
-            // The receive a WRITE_WITH_IMM consumes is taken before its
-            // rkey is looked at (rxe's order: resources, then keys), so a
-            // bad rkey completes that receive in error instead of leaving
-            // it to be flushed.
+            // A WRITE_WITH_IMM with a bad rkey completes the receive it
+            // would have consumed in error rather than leaving it to be
+            // flushed; with none posted it is NAKed at once, as a plain
+            // WRITE (no RNR wait for a request that cannot succeed).
+            if !ok {
+                if h.op == Op::WriteImm && qp.claim_recv(g) {
+                    access_error_on_recv(qp, g, h.msn);
+                } else {
+                    access_error(qp, g, h.msn);
+                }
+                return;
+            }
             if h.op == Op::WriteImm && !qp.claim_recv(g) {
                 if reliable {
                     stall(qp, g, h);
                 } else {
                     drop_message(g, &h);
                 }
-                return;
-            }
-            if !ok && h.op == Op::WriteImm {
-                access_error_on_recv(qp, g, h.msn);
-                return;
-            }
-            if !ok {
-                access_error(qp, g, h.msn);
                 return;
             }
             start_payload(qp, g, h);
