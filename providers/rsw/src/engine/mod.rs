@@ -11,6 +11,7 @@ pub mod responder;
 
 use crate::cq::Producer;
 use crate::progress::{engine, Kind, Target};
+use crate::util::mono_ns;
 use verbs_abi::{IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD};
 
 use crate::wq::{Qp, QpInner};
@@ -103,12 +104,27 @@ impl Target for Qp {
         requester::pump(self, &mut g);
     }
 
-    fn on_timer(&self, now: u64) {
+    fn on_timer(&self, _due: u64) {
         let mut g = self.inner.lock();
         if g.destroyed {
             return;
         }
+        // The engine read its clock before the wait for the QP, which a
+        // descheduled polling thread may hold for longer than a retry
+        // period: re-armed from that reading, the next tick would be due
+        // at once, a period with no time in it for the peer to answer.
+        let now = mono_ns();
         responder::on_timer(self, &mut g, now);
+        if requester::tick_finds_silence(&g, now) {
+            // A loaded machine stops all of this process's threads for tens
+            // of milliseconds at a time; the tick that came due meanwhile
+            // runs first when they run again, while what the peer said
+            // waits unread in our sockets (its ACK on our connection, or
+            // riding on its request on the incoming one). Silence we did
+            // not listen to is not the peer's: read before judging.
+            responder::pump(self, &mut g);
+            requester::on_event(self, &mut g, libc::EPOLLIN as u32);
+        }
         requester::on_timer(self, &mut g, now);
     }
 

@@ -172,10 +172,16 @@ pub fn outgoing_timed_out(g: &QpInner) -> bool {
 // here, so what remains of the contract is the bound: while work is
 // outstanding, a timer ticks once per ACK timeout, and retry_cnt + 1
 // consecutive ticks without any sign of the peer (bytes received from it,
-// room made in a full send buffer, a completed connect, or an RNR wait
-// notice) fail the QP. Nothing
+// an ACK riding on its request, room made in a full send buffer, a
+// completed connect, or an RNR wait notice) fail the QP. Nothing
 // on the post path arms a timer or reads a clock while a QP is busy: the
 // tick re-arms itself until the QP has been idle for a whole period.
+// A period counts only if it was silent for all of its length with work
+// outstanding: not one into which the work was posted, not one shortened
+// because the tick waited for the QP, and not before the tick has read
+// what the peer sent while this process was not running (`Qp::on_timer`).
+// On a loaded machine all of a process's threads stop for tens of
+// milliseconds at times, as long as a period of the shortest timeout.
 
 /// Shortest ACK timeout honoured. Below it a busy machine's scheduling
 /// delays alone would exhaust the retries of a live peer (timeout 13).
@@ -208,7 +214,20 @@ fn arm_retry_timer(qp: &Qp, g: &mut QpInner) {
     g.ack_tick_at = mono_ns() + t;
     g.ack_idle = 0;
     g.ack_progress = false;
+    g.ack_busy_from_start = true;
     e.add_timer(g.ack_tick_at, qp.serial);
+}
+
+/// Whether the retry tick due at `now` would count a period without any
+/// sign of the peer (see [`on_timer`]).
+pub fn tick_finds_silence(g: &QpInner, now: u64) -> bool {
+    g.ack_tick_at != 0
+        && g.ack_tick_at <= now
+        && !g.ack_progress
+        && g.outstanding()
+        && g.out
+            .as_ref()
+            .is_some_and(|o| o.connected && o.rnr_since == 0)
 }
 
 /// The retry timer's tick (see above).
@@ -231,7 +250,9 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         if !progressed {
             return; // idle for a whole period: the next post re-arms
         }
-    } else if progressed || now < g.rnr_hold_until {
+    } else if progressed || now < g.rnr_hold_until || !g.ack_busy_from_start {
+        // Work posted into a period that began idle has not waited a
+        // whole period yet: the next one judges it.
         g.ack_idle = 0;
     } else {
         g.ack_idle += 1;
@@ -250,6 +271,7 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         }
     }
     g.ack_tick_at = now + t;
+    g.ack_busy_from_start = g.outstanding();
     if let Ok(e) = engine() {
         e.add_timer(g.ack_tick_at, qp.serial);
     }

@@ -104,10 +104,12 @@ pub struct QpInner {
     pub setup_polls: u32,
     /// The retry timer (see `requester`): when it next ticks (0: not
     /// running), whether the peer showed signs of life since the last tick,
-    /// consecutive ticks without any, and until when an RNR wait notice
-    /// vouches for the peer.
+    /// whether work was outstanding when this period began, consecutive
+    /// ticks without any, and until when an RNR wait notice vouches for
+    /// the peer.
     pub ack_tick_at: u64,
     pub ack_progress: bool,
+    pub ack_busy_from_start: bool,
     pub ack_idle: u8,
     pub rnr_hold_until: u64,
     /// Inside `ibv_post_send` (the requester may hold back atomics);
@@ -213,6 +215,7 @@ impl QpInner {
             setup_polls: 0,
             ack_tick_at: 0,
             ack_progress: false,
+            ack_busy_from_start: false,
             ack_idle: 0,
             rnr_hold_until: 0,
             posting: false,
