@@ -9,7 +9,7 @@ set -u
 . "$(dirname "$0")/lib/common.sh"
 
 # The programs this test requires; any other verbs_* program found is run too.
-required="verbs_basic verbs_qp_state verbs_ops verbs_errors verbs_events verbs_ex verbs_2proc verbs_srq verbs_uc verbs_ud verbs_limits verbs_xrc verbs_xrc_procs verbs_mr verbs_domains"
+required="verbs_basic verbs_qp_state verbs_ops verbs_errors verbs_events verbs_ex verbs_2proc verbs_srq verbs_uc verbs_ud verbs_limits verbs_xrc verbs_xrc_procs verbs_mr verbs_domains verbs_handles"
 
 programs=$required
 for f in "$CTESTS_BIN"/verbs_*; do

@@ -3,17 +3,23 @@
 //! without a GRH), so posting needs no lookup beyond the handle itself.
 
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use verbs_abi::*;
 
 use crate::context::CtxShared;
-use crate::pd::{Pd, PDS};
+use crate::handles::{names, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
+use crate::pd::Pd;
 use crate::util::{ptr_or_errno, set_errno};
 use verbs_rt::Handles;
 
 /// The AHs handed out and not destroyed.
 pub static AHS: Handles<Arc<Ah>> = Handles::new();
+
+/// The next AH's handle (a kernel AH has one too, which rdma-core sends
+/// to destroy it).
+static NEXT_HANDLE: AtomicU32 = AtomicU32::new(1);
 
 #[repr(C)]
 pub struct Ah {
@@ -21,6 +27,9 @@ pub struct Ah {
     pub ibv: std::cell::UnsafeCell<ibv_ah>,
     pub ctx: Arc<CtxShared>,
     pub pd_id: u32,
+    /// The PD it counts as a user of.
+    pd: *mut ibv_pd,
+    handle: u32,
     ctx_ibv: *mut ibv_context,
     pub attr: ibv_ah_attr,
     /// Destination and source addresses, as GIDs.
@@ -29,7 +38,8 @@ pub struct Ah {
 }
 
 // SAFETY: `ibv` is written at creation only (here and by libibverbs before
-// the application sees it); everything else is immutable.
+// the application sees it); everything else is immutable; `pd` outlives
+// the AH (dealloc_pd refuses while it is in use).
 unsafe impl Send for Ah {}
 // SAFETY: as above.
 unsafe impl Sync for Ah {}
@@ -51,17 +61,13 @@ impl Ah {
     }
 }
 
-fn create(pd: *mut ibv_pd, a: &ibv_ah_attr) -> Result<*mut ibv_ah, c_int> {
-    if !PDS.contains(pd) {
-        return Err(libc::EINVAL);
-    }
+fn create(pd_ptr: *mut ibv_pd, a: &ibv_ah_attr) -> Result<*mut ibv_ah, c_int> {
+    let pd = Pd::checked(pd_ptr, None, UNKNOWN_BY_WRITE)?;
     crate::util::limit(
         "ah",
         crate::device::MAX_AH,
         AHS.room_for_one(crate::device::MAX_AH),
     )?;
-    // SAFETY: pd is a live PD of ours (checked above).
-    let pd = unsafe { Pd::from_ibv(pd) };
     let dev = &pd.ctx.dev;
     if a.port_num != 1 {
         return Err(libc::EINVAL);
@@ -80,20 +86,26 @@ fn create(pd: *mut ibv_pd, a: &ibv_ah_attr) -> Result<*mut ibv_ah, c_int> {
     } else {
         (first, first)
     };
+    let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
     let ah = Arc::new(Ah {
         ibv: std::cell::UnsafeCell::new(ibv_ah {
             context: std::ptr::null_mut(),
-            pd: pd as *const Pd as *mut ibv_pd,
-            handle: 0,
+            pd: pd_ptr,
+            handle,
         }),
         ctx: pd.ctx.clone(),
         pd_id: pd.id,
+        pd: pd_ptr,
+        handle,
+        // The PD names its context (checked above).
         ctx_ibv: pd.ibv.context,
         attr: *a,
         dgid,
         sgid,
     });
     let p = ah.as_ibv();
+    // An AH uses its PD, as in the kernel: the PD stays while it lives.
+    pd.users.fetch_add(1, Ordering::AcqRel);
     AHS.insert(p, ah.clone());
     // The table holds the reference; the pointer is its address.
     std::mem::forget(ah);
@@ -110,14 +122,33 @@ pub(crate) unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_att
 }
 
 pub(crate) unsafe extern "C" fn destroy_ah(ah: *mut ibv_ah) -> c_int {
-    match AHS.remove(ah) {
-        Some(a) => {
-            drop(a);
-            // SAFETY: reclaims the reference create forgot; the entry is
-            // gone, so only this call does.
-            drop(unsafe { Arc::from_raw(ah as *const Ah) });
-            0
+    let taken = AHS.remove_if(ah, |a| {
+        // SAFETY: a live AH of ours (in the table, locked).
+        let named = unsafe {
+            names(
+                &raw const (*ah).context,
+                &raw const (*ah).handle,
+                a.ctx_ibv,
+                a.handle,
+            )
+        };
+        if named {
+            Ok(())
+        } else {
+            Err(UNKNOWN_BY_IOCTL)
         }
-        None => libc::EINVAL,
-    }
+    });
+    let a = match taken {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    // SAFETY: the PD outlives its AHs (dealloc_pd refuses while in use).
+    unsafe { Pd::from_ibv(a.pd) }
+        .users
+        .fetch_sub(1, Ordering::AcqRel);
+    drop(a);
+    // SAFETY: reclaims the reference create forgot; the entry is gone, so
+    // only this call does.
+    drop(unsafe { Arc::from_raw(ah as *const Ah) });
+    0
 }

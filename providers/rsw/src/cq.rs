@@ -32,7 +32,7 @@ use crate::channel::CHANNELS;
 use crate::channel::{self, Channel};
 use crate::context::{Context, CtxShared, EventCounter};
 use crate::device::MAX_CQE;
-use crate::handles::Ctx;
+use crate::handles::{names, Ctx, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
 use crate::pd::Pd;
 use crate::ringmem::{Allocator, Slots, RES_TYPE_CQ};
 use crate::util::{mono_ns, set_errno, wall_ns};
@@ -218,6 +218,9 @@ pub struct Cq {
     pub ibv: UnsafeCell<ibv_cq_ex>,
     pub serial: u64,
     pub ctx: Arc<CtxShared>,
+    /// The context it was made in (the public struct's may have been
+    /// overwritten since).
+    ibv_ctx: *mut ibv_context,
     ring: RingCell,
     channel: *mut ibv_comp_channel,
     chan_wr: RawFd,
@@ -270,6 +273,41 @@ impl Cq {
     pub unsafe fn from_ibv<'a, T>(cq: *mut T) -> &'a Cq {
         // SAFETY: ibv is the first field of the Arc'd Cq the pointer names.
         unsafe { &*(cq as *const Cq) }
+    }
+
+    /// Whether its public struct still names it (`handles::names`): its
+    /// handle is its serial's low 32 bits.
+    pub fn names_itself(&self) -> bool {
+        let ibv = self.ibv.get();
+        // SAFETY: the public struct is ours, live while self is.
+        unsafe {
+            names(
+                &raw const (*ibv).context,
+                &raw const (*ibv).handle,
+                self.ibv_ctx,
+                self.serial as u32,
+            )
+        }
+    }
+
+    /// The live CQ behind `cq` if it was made in `context` and its public
+    /// struct still names it; else EINVAL for what is no CQ of ours,
+    /// `unknown` for one that no longer names itself or is of another
+    /// context (`handles::UNKNOWN_BY_IOCTL`, `UNKNOWN_BY_WRITE`).
+    pub(crate) fn checked<'a>(
+        cq: *mut ibv_cq,
+        context: *mut ibv_context,
+        unknown: c_int,
+    ) -> Result<&'a Cq, c_int> {
+        if !CQS.contains(cq) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a live CQ of ours (checked above).
+        let c = unsafe { Cq::from_ibv(cq) };
+        if c.ibv_ctx != context || !c.names_itself() {
+            return Err(unknown);
+        }
+        Ok(c)
     }
 
     /// A new strong reference for a QP that will use this CQ.
@@ -587,6 +625,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
         ibv: UnsafeCell::new(ibv),
         serial,
         ctx,
+        ibv_ctx: context,
         ring: RingCell::new(ring),
         channel: a.channel,
         chan_wr,
@@ -638,7 +677,11 @@ pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
     let claimed = CQS.claim(cq, |_| {
         // SAFETY: cq is a live CQ of ours (in the table, locked).
         let c = unsafe { Cq::from_ibv(cq) };
-        if c.qp_refs.load(Ordering::Acquire) != 0 {
+        // The kernel looks the handle up before it asks whether the CQ is
+        // in use.
+        if !c.names_itself() {
+            Err(UNKNOWN_BY_IOCTL)
+        } else if c.qp_refs.load(Ordering::Acquire) != 0 {
             Err(libc::EBUSY)
         } else if c.destroying.swap(true, Ordering::AcqRel) {
             Err(libc::EINVAL)
@@ -694,6 +737,9 @@ pub(crate) unsafe extern "C" fn resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int 
     let c = unsafe { Cq::from_ibv(cq) };
     if c.destroying.load(Ordering::Acquire) {
         return libc::EINVAL;
+    }
+    if !c.names_itself() {
+        return UNKNOWN_BY_WRITE;
     }
     if cqe <= 0 || cqe as u32 > MAX_CQE {
         return libc::EINVAL;
@@ -781,6 +827,11 @@ fn polled_hooks(cq: *mut ibv_cq, wcs: &[ibv_wc]) {
 pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: cq came from create_cq_ex.
     let c = unsafe { Cq::from_ibv(cq) };
+    // rxe arms through the kernel, which refuses a handle it does not
+    // know; two loads, not a table lookup, as arming is on the event path.
+    if !c.names_itself() {
+        return UNKNOWN_BY_WRITE;
+    }
     let mut r = c.ring.lock();
     // A solicited-only request does not weaken an existing any-completion arm.
     if solicited_only == 0 {

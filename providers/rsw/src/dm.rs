@@ -6,14 +6,14 @@
 
 use std::alloc::Layout;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use verbs_abi::*;
 
 use crate::device::MAX_DM_SIZE;
-use crate::handles::Ctx;
+use crate::handles::{names, Ctx, UNKNOWN_BY_IOCTL};
 use crate::mr::MrEntry;
-use crate::pd::{Pd, PDS};
+use crate::pd::Pd;
 use crate::util::set_errno;
 use verbs_rt::Handles;
 
@@ -21,12 +21,15 @@ use verbs_rt::Handles;
 pub static DMS: Handles<Ctx> = Handles::new();
 /// Bytes of device memory allocated in this process (the device's size).
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
+/// The next allocation's handle.
+static NEXT_HANDLE: AtomicU32 = AtomicU32::new(1);
 
 #[repr(C)]
 pub struct Dm {
     pub ibv: ibv_dm,
     buf: *mut u8,
     layout: Layout,
+    handle: u32,
 }
 
 impl Dm {
@@ -36,6 +39,20 @@ impl Dm {
         DMS.get(dm)?;
         // SAFETY: a live Dm (in the table); ibv is its first field.
         Some(unsafe { &*(dm as *const Dm) })
+    }
+
+    /// Whether its public struct still names it (`handles::names`); `ctx`
+    /// is the context it was made in.
+    fn names_itself(&self, ctx: *mut ibv_context) -> bool {
+        // SAFETY: the public struct is ours, live while self is.
+        unsafe {
+            names(
+                &raw const self.ibv.context,
+                &raw const self.ibv.handle,
+                ctx,
+                self.handle,
+            )
+        }
     }
 
     /// Copies to and from device memory work in 4-byte units, as on
@@ -130,26 +147,30 @@ pub(crate) unsafe extern "C" fn alloc_dm(
         IN_USE.fetch_sub(len, Ordering::AcqRel);
         return fail(libc::ENOMEM);
     }
+    let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
     let d = Box::into_raw(Box::new(Dm {
         ibv: ibv_dm {
             context,
             memcpy_to_dm: Some(memcpy_to_dm),
             memcpy_from_dm: Some(memcpy_from_dm),
             comp_mask: 0,
-            handle: 0,
+            handle,
         },
         buf,
         layout,
+        handle,
     })) as *mut ibv_dm;
     DMS.insert(d, Ctx(context));
     d
 }
 
 pub(crate) unsafe extern "C" fn free_dm(dm: *mut ibv_dm) -> c_int {
-    let taken = DMS.remove_if(dm, |_| {
+    let taken = DMS.remove_if(dm, |&Ctx(ctx)| {
         // SAFETY: a live Dm (in the table, locked).
         let d = unsafe { &*(dm as *const Dm) };
-        if crate::mr::any_in(d.buf as usize, d.layout.size()) {
+        if !d.names_itself(ctx) {
+            Err(UNKNOWN_BY_IOCTL)
+        } else if crate::mr::any_in(d.buf as usize, d.layout.size()) {
             Err(libc::EBUSY)
         } else {
             Ok(())
@@ -177,12 +198,21 @@ pub(crate) unsafe extern "C" fn reg_dm_mr(
         set_errno(e);
         std::ptr::null_mut()
     };
+    let Some(Ctx(ctx)) = DMS.get(dm) else {
+        return fail(libc::EINVAL);
+    };
     // SAFETY: the table decides whether dm is ours.
     let Some(d) = (unsafe { Dm::lookup(dm) }) else {
         return fail(libc::EINVAL);
     };
+    // An ioctl naming both: a handle it does not know is ENOENT.
+    let p = match Pd::checked(pd, Some(ctx), UNKNOWN_BY_IOCTL) {
+        Ok(p) if d.names_itself(ctx) => p,
+        Ok(_) => return fail(UNKNOWN_BY_IOCTL),
+        Err(e) => return fail(e),
+    };
     // MRs over device memory are zero-based: addresses are offsets.
-    if !PDS.contains(pd) || access & IBV_ACCESS_ZERO_BASED == 0 {
+    if access & IBV_ACCESS_ZERO_BASED == 0 {
         return fail(libc::EINVAL);
     }
     if let Err(e) = crate::mr::check_access(access) {
@@ -191,8 +221,6 @@ pub(crate) unsafe extern "C" fn reg_dm_mr(
     let Some(host) = d.range(off, len) else {
         return fail(libc::EINVAL);
     };
-    // SAFETY: pd is a live PD of ours (checked above).
-    let p = unsafe { Pd::from_ibv(pd) };
     let entry = MrEntry {
         host: host as usize,
         len: len as u64,

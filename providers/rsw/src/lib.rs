@@ -167,17 +167,14 @@ unsafe extern "C" fn object_context(kind: u32, obj: *mut c_void) -> *mut ibv_con
         Some(ObjectKind::Xrcd) => xrcd::XRCDS.get(obj),
         Some(ObjectKind::Mw) => mw::MWS.get(obj).map(|m| handles::Ctx(m.context())),
         Some(ObjectKind::Ah) => ah::AHS.get(obj).map(|a| handles::Ctx(a.ctx_ptr())),
-        Some(ObjectKind::Srq) => srq::SRQS
-            .get(obj)
-            // SAFETY: the SRQ is live (we hold a reference); its public
-            // struct is ours.
-            .map(|s| handles::Ctx(unsafe { (*s.ibv.get()).context })),
+        // The context each was made in, not what its public struct says
+        // now: a program may have overwritten that (the verb then fails as
+        // the kernel's does, see `handles::names`).
+        Some(ObjectKind::Srq) => srq::SRQS.get(obj).map(|s| handles::Ctx(s.ibv_ctx)),
         Some(ObjectKind::Qp) => qp::QPS
             .get(obj)
             .and_then(|w| w.upgrade())
-            // SAFETY: the QP is live (we hold a reference); its public
-            // struct is ours.
-            .map(|q| handles::Ctx(unsafe { (*q.ibv.get()).qp_base.context })),
+            .map(|q| handles::Ctx(q.ibv_ctx)),
         // Kinds this provider never creates.
         _ => None,
     };

@@ -19,9 +19,8 @@ use std::sync::LazyLock;
 use parking_lot::{RwLock, RwLockReadGuard};
 use verbs_abi::*;
 
-use crate::handles::Ctx;
+use crate::handles::{names, Ctx, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
 use crate::pd::Pd;
-use crate::pd::PDS;
 use crate::transport::local::{self, KeyEntry};
 use crate::util::{iov, set_errno};
 use verbs_rt::ForkFresh;
@@ -298,6 +297,27 @@ fn new_key(t: &MrTable) -> u32 {
 #[repr(C)]
 pub struct Mr {
     pub ibv: ibv_mr,
+    /// Its key (also its handle) and PD, as we know them: the public
+    /// struct's are the application's to overwrite, and must not pick
+    /// which registration goes.
+    key: u32,
+    pd: *mut ibv_pd,
+}
+
+impl Mr {
+    /// Whether its public struct still names it (`handles::names`); `ctx`
+    /// is the context it was made in.
+    fn names_itself(&self, ctx: *mut ibv_context) -> bool {
+        // SAFETY: the public struct is ours, live while self is.
+        unsafe {
+            names(
+                &raw const self.ibv.context,
+                &raw const self.ibv.handle,
+                ctx,
+                self.key,
+            )
+        }
+    }
 }
 
 pub const KNOWN_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
@@ -391,26 +411,25 @@ pub(crate) unsafe extern "C" fn advise_mr(
     sg_list: *mut ibv_sge,
     num_sge: u32,
 ) -> c_int {
-    if !PDS.contains(pd)
-        || !matches!(
-            advice,
-            IBV_ADVISE_MR_ADVICE_PREFETCH
-                | IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE
-                | IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT
-        )
-        || flags & !IBV_ADVISE_MR_FLAG_FLUSH != 0
+    // mlx5 sends it as an ioctl naming the PD.
+    let p = match Pd::checked(pd, None, UNKNOWN_BY_IOCTL) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    if !matches!(
+        advice,
+        IBV_ADVISE_MR_ADVICE_PREFETCH
+            | IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE
+            | IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT
+    ) || flags & !IBV_ADVISE_MR_FLAG_FLUSH != 0
         || num_sge == 0
         || sg_list.is_null()
     {
         return libc::EINVAL;
     }
-    // SAFETY: pd is live (checked); sg_list holds num_sge entries.
-    let (pd_id, sges) = unsafe {
-        (
-            Pd::from_ibv(pd).id,
-            std::slice::from_raw_parts(sg_list, num_sge as usize),
-        )
-    };
+    let pd_id = p.id;
+    // SAFETY: sg_list holds num_sge entries.
+    let sges = unsafe { std::slice::from_raw_parts(sg_list, num_sge as usize) };
     let write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
     let t = table();
     for s in sges {
@@ -473,11 +492,16 @@ pub(crate) unsafe extern "C" fn reg_mr(
         set_errno(e);
         return std::ptr::null_mut();
     }
-    if !PDS.contains(pd) {
-        log::error!("reg_mr {addr:p}+{length:#x}: pd {pd:p} is not a PD of ours (EINVAL)");
-        set_errno(libc::EINVAL);
-        return std::ptr::null_mut();
-    }
+    let p = match Pd::checked(pd, None, UNKNOWN_BY_WRITE) {
+        Ok(p) => p,
+        Err(e) => {
+            log::error!(
+                "reg_mr {addr:p}+{length:#x}: pd {pd:p} is not a PD of ours, or its context or handle was overwritten (errno {e})"
+            );
+            set_errno(e);
+            return std::ptr::null_mut();
+        }
+    };
     if let Err(e) = crate::util::limit(
         "mr",
         crate::device::MAX_MR,
@@ -487,8 +511,6 @@ pub(crate) unsafe extern "C" fn reg_mr(
         return std::ptr::null_mut();
     }
     crate::guard::install();
-    // SAFETY: pd is a live PD of ours (checked above).
-    let p = unsafe { Pd::from_ibv(pd) };
     let entry = if implicit {
         MrEntry {
             host: 0,
@@ -548,6 +570,8 @@ pub fn insert(
             lkey: key,
             rkey: key,
         },
+        key,
+        pd,
     });
     let mr = Box::into_raw(mr) as *mut ibv_mr;
     MRS.insert(mr, Ctx(p.ibv.context));
@@ -600,18 +624,25 @@ unsafe fn rereg(
             return e;
         }
     }
-    if flags & IBV_REREG_MR_CHANGE_PD != 0 && !PDS.contains(pd) {
+    // The kernel looks the MR up first (ENOENT: it takes it for writing),
+    // then the new PD (EINVAL), which must be of the MR's context.
+    let Some(Ctx(ctx)) = MRS.get(mr) else {
         return libc::EINVAL;
-    }
-    if !MRS.contains(mr) {
-        return libc::EINVAL;
-    }
+    };
     // SAFETY: mr came from reg_mr and is not deregistered (checked above;
     // racing a dereg_mr of the same MR is the application's bug, as with
     // any verb on an object being destroyed).
     let m = unsafe { &mut *(mr as *mut Mr) };
+    if !m.names_itself(ctx) {
+        return UNKNOWN_BY_IOCTL;
+    }
+    if flags & IBV_REREG_MR_CHANGE_PD != 0 {
+        if let Err(e) = Pd::checked(pd, Some(ctx), UNKNOWN_BY_WRITE) {
+            return e;
+        }
+    }
     let mut t = TABLE.get().write();
-    let Some(e) = t.map.get_mut(&m.ibv.lkey) else {
+    let Some(e) = t.map.get_mut(&m.key) else {
         return libc::EINVAL;
     };
     if flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
@@ -652,13 +683,14 @@ unsafe fn rereg(
     }
     if flags & IBV_REREG_MR_CHANGE_PD != 0 {
         // SAFETY: both PDs come from alloc_pd.
-        let (old, new) = unsafe { (Pd::from_ibv(m.ibv.pd), Pd::from_ibv(pd)) };
+        let (old, new) = unsafe { (Pd::from_ibv(m.pd), Pd::from_ibv(pd)) };
         e.pd = new.id;
         new.users.fetch_add(1, Ordering::AcqRel);
         old.users.fetch_sub(1, Ordering::AcqRel);
         m.ibv.pd = pd;
+        m.pd = pd;
     }
-    local::publish_key(m.ibv.lkey, &e.published());
+    local::publish_key(m.key, &e.published());
     0
 }
 
@@ -669,10 +701,13 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
     }
     // Removing it first makes a second or racing dereg fail; an MR that
     // windows are bound to stays (the kernel's EBUSY).
-    let taken = MRS.remove_if(mr, |_| {
+    let taken = MRS.remove_if(mr, |&Ctx(ctx)| {
         // SAFETY: mr is a live MR of ours (in the table, locked).
-        let key = unsafe { (*mr).lkey };
-        if TABLE.get().read().bound.get(&key).is_some_and(|&n| n > 0) {
+        let m = unsafe { &*(mr as *const Mr) };
+        if !m.names_itself(ctx) {
+            return Err(UNKNOWN_BY_IOCTL);
+        }
+        if TABLE.get().read().bound.get(&m.key).is_some_and(|&n| n > 0) {
             Err(libc::EBUSY)
         } else {
             Ok(())
@@ -687,16 +722,15 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
     // Waits for every data-path access under the read lock to finish.
     {
         let mut t = TABLE.get().write();
-        local::withdraw_key(m.ibv.lkey);
-        t.map.remove(&m.ibv.lkey);
+        local::withdraw_key(m.key);
+        t.map.remove(&m.key);
     }
     if verbs_abi::check::on() {
-        crate::check::key_dead(m.ibv.lkey);
-        crate::check::key_dead(m.ibv.rkey);
+        crate::check::key_dead(m.key);
         verbs_abi::check::forget(mr as usize);
     }
     // SAFETY: the MR's PD outlives it (dealloc_pd refuses while users > 0).
-    unsafe { Pd::from_ibv(m.ibv.pd) }
+    unsafe { Pd::from_ibv(m.pd) }
         .users
         .fetch_sub(1, Ordering::AcqRel);
     0

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use verbs_abi::*;
 
-use crate::pd::{Pd, PDS};
+use crate::handles::{names, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
+use crate::pd::Pd;
 use crate::util::set_errno;
 use verbs_rt::Handles;
 
@@ -22,6 +23,14 @@ pub struct Mw {
     /// Shared with the application (it reads `rkey`).
     pub ibv: UnsafeCell<ibv_mw>,
     pub pd_id: u32,
+    /// The PD it counts as a user of.
+    pd: *mut ibv_pd,
+    /// Its context and handle, as made (the public struct's may have been
+    /// overwritten since).
+    ctx: *mut ibv_context,
+    /// Its index in the key table (the rkey's upper 24 bits), which is
+    /// also its handle.
+    index: u32,
 }
 
 // SAFETY: `ibv.rkey` changes only when a bind is posted, on the
@@ -42,8 +51,7 @@ impl Mw {
     }
 
     pub fn context(&self) -> *mut ibv_context {
-        // SAFETY: plain data in our allocation, set at creation.
-        unsafe { (*self.ibv.get()).context }
+        self.ctx
     }
 }
 
@@ -52,9 +60,10 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: ibv_mw_type) 
         set_errno(e);
         std::ptr::null_mut()
     };
-    if !PDS.contains(pd) {
-        return fail(libc::EINVAL);
-    }
+    let p = match Pd::checked(pd, None, UNKNOWN_BY_WRITE) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
     if mw_type != IBV_MW_TYPE_1 && mw_type != IBV_MW_TYPE_2 {
         return fail(libc::EINVAL);
     }
@@ -65,8 +74,6 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: ibv_mw_type) 
     ) {
         return fail(e);
     }
-    // SAFETY: pd is a live PD of ours (checked above).
-    let p = unsafe { Pd::from_ibv(pd) };
     let rkey = crate::mr::new_window(p.id, mw_type);
     let mw = Arc::new(Mw {
         ibv: UnsafeCell::new(ibv_mw {
@@ -77,6 +84,9 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: ibv_mw_type) 
             r#type: mw_type,
         }),
         pd_id: p.id,
+        pd,
+        ctx: p.ibv.context,
+        index: rkey >> 8,
     });
     p.users.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     let ptr = mw.ibv.get();
@@ -86,12 +96,31 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: ibv_mw_type) 
 }
 
 pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
-    let Some(m) = MWS.remove(mw) else {
-        return libc::EINVAL;
+    let taken = MWS.remove_if(mw, |m| {
+        // SAFETY: a live window of ours (in the table, locked).
+        let named = unsafe {
+            names(
+                &raw const (*mw).context,
+                &raw const (*mw).handle,
+                m.ctx,
+                m.index,
+            )
+        };
+        if named {
+            Ok(())
+        } else {
+            Err(UNKNOWN_BY_IOCTL)
+        }
+    });
+    let m = match taken {
+        Ok(m) => m,
+        Err(e) => return e,
     };
-    crate::mr::drop_window(m.rkey());
+    // The index from our record: the public rkey is the application's to
+    // overwrite, and must not pick which window goes.
+    crate::mr::drop_window(m.index << 8 | (m.rkey() & 0xff));
     // SAFETY: the PD outlives its windows (dealloc_pd refuses while in use).
-    unsafe { Pd::from_ibv((*m.ibv.get()).pd) }
+    unsafe { Pd::from_ibv(m.pd) }
         .users
         .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     drop(m);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use verbs_abi::*;
 
 use crate::context::{Context, CtxShared};
-use crate::handles::Ctx;
+use crate::handles::{names, Ctx, UNKNOWN_BY_IOCTL};
 use crate::ringmem::Allocator;
 use crate::util::set_errno;
 use verbs_rt::Handles;
@@ -23,7 +23,9 @@ pub struct Pd {
     pub ibv: ibv_pd,
     pub id: u32,
     pub ctx: Arc<CtxShared>,
-    /// MRs and QPs created on this PD; dealloc is refused while any exist.
+    /// Objects made on this PD (MRs, windows, QPs, SRQs, AHs, and parent
+    /// domains and CQs on a parent domain); dealloc is refused (EBUSY)
+    /// while any exist, as the kernel's use count refuses it.
     pub users: AtomicU32,
     /// A parent domain (`ibv_alloc_parent_domain`): the PD it stands for
     /// (same `id`, so keys and QPs of both match) and its thread domain.
@@ -44,6 +46,41 @@ impl Pd {
     pub unsafe fn from_ibv<'a>(pd: *mut ibv_pd) -> &'a Pd {
         // SAFETY: ibv is the first field of a live, boxed Pd.
         unsafe { &*(pd as *const Pd) }
+    }
+
+    /// The live PD behind `pd` whose public struct still names it
+    /// (`handles::names`) and, when `context` is given, that was made
+    /// there: what an object made on `pd` may be in. A pointer that is no
+    /// PD of ours is EINVAL; a PD whose struct no longer names it, or of
+    /// another context, is `unknown`, what the kernel answers for the verb
+    /// (`handles::UNKNOWN_BY_IOCTL`, `UNKNOWN_BY_WRITE`).
+    pub(crate) fn checked<'a>(
+        pd: *mut ibv_pd,
+        context: Option<*mut ibv_context>,
+        unknown: c_int,
+    ) -> Result<&'a Pd, c_int> {
+        let Some(Ctx(ctx)) = PDS.get(pd) else {
+            return Err(libc::EINVAL);
+        };
+        // SAFETY: a live PD of ours (in the table).
+        let p = unsafe { Pd::from_ibv(pd) };
+        if context.is_some_and(|c| c != ctx) || !p.names_itself(pd, ctx) {
+            return Err(unknown);
+        }
+        Ok(p)
+    }
+
+    /// Whether the public struct at `pd` (this PD's) still names it.
+    fn names_itself(&self, pd: *mut ibv_pd, ctx: *mut ibv_context) -> bool {
+        // SAFETY: `pd` is this live PD's public struct.
+        unsafe {
+            names(
+                &raw const (*pd).context,
+                &raw const (*pd).handle,
+                ctx,
+                self.id,
+            )
+        }
     }
 
     /// The allocator rings of objects made on this PD come from: a parent
@@ -84,9 +121,14 @@ pub(crate) unsafe extern "C" fn alloc_pd(context: *mut ibv_context) -> *mut ibv_
 }
 
 pub(crate) unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    let taken = PDS.remove_if(pd, |_| {
+    let taken = PDS.remove_if(pd, |&Ctx(ctx)| {
         // SAFETY: pd is a live PD of ours (it is in the table, locked).
-        if unsafe { Pd::from_ibv(pd) }.users.load(Ordering::Acquire) != 0 {
+        let p = unsafe { Pd::from_ibv(pd) };
+        // The kernel looks the handle up before it asks whether the PD is
+        // in use.
+        if !p.names_itself(pd, ctx) {
+            Err(UNKNOWN_BY_IOCTL)
+        } else if p.users.load(Ordering::Acquire) != 0 {
             Err(libc::EBUSY)
         } else {
             Ok(())

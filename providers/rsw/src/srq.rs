@@ -19,9 +19,10 @@ use std::collections::HashMap;
 use std::sync::Weak;
 
 use crate::context::{Context, CtxShared, EventCounter};
-use crate::cq::{Cq, CQS};
+use crate::cq::Cq;
 use crate::device::{MAX_SGE, MAX_SRQ_WR};
-use crate::pd::{Pd, PDS};
+use crate::handles::{names, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
+use crate::pd::Pd;
 use crate::progress::engine;
 use crate::ringmem::{Allocator, RES_TYPE_SRQ};
 use crate::transport::mailbox::Mailbox;
@@ -99,6 +100,9 @@ pub struct Srq {
     /// `srq_context`).
     pub ibv: UnsafeCell<ibv_srq>,
     pub ctx: Arc<CtxShared>,
+    /// The context it was made in (the public struct's may have been
+    /// overwritten since).
+    pub ibv_ctx: *mut ibv_context,
     pub pd: *mut ibv_pd,
     pub pd_id: u32,
     /// The parent domain's allocator its private ring comes from (at
@@ -133,6 +137,37 @@ unsafe impl Send for Srq {}
 unsafe impl Sync for Srq {}
 
 impl Srq {
+    /// Whether its public struct still names it (`handles::names`): its
+    /// handle is its serial's low 32 bits.
+    pub fn names_itself(&self) -> bool {
+        let ibv = self.ibv.get();
+        // SAFETY: the public struct is ours, live while self is.
+        unsafe {
+            names(
+                &raw const (*ibv).context,
+                &raw const (*ibv).handle,
+                self.ibv_ctx,
+                self.serial as u32,
+            )
+        }
+    }
+
+    /// The live SRQ behind `srq` if it was made in `context` and its
+    /// public struct still names it; else EINVAL for what is no SRQ of
+    /// ours, `unknown` for one that no longer names itself or is of
+    /// another context.
+    pub fn checked(
+        srq: *mut ibv_srq,
+        context: *mut ibv_context,
+        unknown: c_int,
+    ) -> Result<Arc<Srq>, c_int> {
+        let s = SRQS.get(srq).ok_or(libc::EINVAL)?;
+        if s.ibv_ctx != context || !s.names_itself() {
+            return Err(unknown);
+        }
+        Ok(s)
+    }
+
     /// # Safety
     /// `srq` must come from our `create_srq_ex` and not be destroyed.
     pub unsafe fn from_ibv<'a>(srq: *mut ibv_srq) -> &'a Srq {
@@ -214,9 +249,12 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     }
     let xrc = if ty == IBV_SRQT_XRC {
         let need = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
-        if a.comp_mask & need != need || !CQS.contains(a.cq) {
+        if a.comp_mask & need != need {
             return Err(libc::EINVAL);
         }
+        // rdma-core 44 creates SRQs by ioctl: a handle the kernel does not
+        // know there is ENOENT.
+        Cq::checked(a.cq, context, UNKNOWN_BY_IOCTL)?;
         let domain = Xrcd::domain_of(a.xrcd).ok_or(libc::EINVAL)?;
         // SAFETY: a.cq is a live CQ of ours (checked above).
         let cq = unsafe { Cq::arc_from_ibv(a.cq) };
@@ -224,9 +262,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     } else {
         None
     };
-    if !PDS.contains(a.pd) {
-        return Err(libc::EINVAL);
-    }
+    let pd = Pd::checked(a.pd, Some(context), UNKNOWN_BY_IOCTL)?;
     crate::util::limit(
         "srq",
         crate::device::MAX_SRQ,
@@ -237,14 +273,16 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         return Err(libc::EINVAL);
     }
     let max_sge = at.max_sge.max(1);
-    // SAFETY: context and pd come from this provider.
-    let (ctx, pd) = unsafe { (Context::shared_of(context), Pd::from_ibv(a.pd)) };
+    // SAFETY: context comes from this provider.
+    let ctx = unsafe { Context::shared_of(context) };
     let alloc = pd.allocator().cloned();
     let (wr, sge) = (at.max_wr as usize, max_sge as usize);
     let mut ibv = ibv_srq::zeroed();
     ibv.context = context;
     ibv.srq_context = a.srq_context;
     ibv.pd = a.pd;
+    let serial = crate::qp::NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+    ibv.handle = serial as u32;
     // Other processes reach an XRC SRQ of a shared domain through its
     // mailbox; one of an unnamed domain stays private.
     let reg = xrc.as_ref().and_then(|x| x.domain.reg.as_ref());
@@ -279,6 +317,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     let srq = Arc::new(Srq {
         ibv: UnsafeCell::new(ibv),
         ctx,
+        ibv_ctx: context,
         pd: a.pd,
         pd_id: pd.id,
         alloc,
@@ -296,7 +335,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         xrc,
         sharing: std::sync::atomic::AtomicBool::new(false),
         registered,
-        serial: crate::qp::NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+        serial,
         kick,
         draining: Mutex::new(()),
     });
@@ -325,9 +364,6 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     a.attr.max_wr = at.max_wr;
     a.attr.max_sge = max_sge;
     let p = srq.as_ibv();
-    // The handle is only for the application's eyes; make it unique.
-    // SAFETY: we own the struct; nobody else has the pointer yet.
-    unsafe { (*p).handle = (p as usize >> 4) as u32 };
     SRQS.insert(p, srq.clone());
     // The table keeps the object alive; the pointer is its address.
     std::mem::forget(srq);
@@ -354,6 +390,9 @@ pub(crate) unsafe extern "C" fn modify_srq(
     let Some(s) = SRQS.get(srq) else {
         return libc::EINVAL;
     };
+    if !s.names_itself() {
+        return UNKNOWN_BY_WRITE;
+    }
     if attr.is_null() {
         return libc::EINVAL;
     }
@@ -399,6 +438,9 @@ pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_
     let Some(s) = SRQS.get(srq) else {
         return libc::EINVAL;
     };
+    if !s.names_itself() {
+        return UNKNOWN_BY_WRITE;
+    }
     if attr.is_null() {
         return libc::EINVAL;
     }
@@ -422,6 +464,9 @@ pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
         }
     }
     let claimed = SRQS.claim(srq, |s| {
+        if !s.names_itself() {
+            return Err(UNKNOWN_BY_IOCTL);
+        }
         let mut g = s.inner.lock();
         if g.destroyed {
             return Err(libc::EINVAL);

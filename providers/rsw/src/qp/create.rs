@@ -8,14 +8,15 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use verbs_abi::*;
 
-use super::{live, NEXT_SERIAL, QPS};
+use super::{checked, NEXT_SERIAL, QPS};
 use crate::context::{Context, EventCounter};
-use crate::cq::{Cq, CQS};
+use crate::cq::Cq;
 use crate::device::{MAX_INLINE, MAX_QP_WR, MAX_SGE, MIN_INLINE};
 use crate::engine::responder;
-use crate::pd::{Pd, PDS};
+use crate::handles::UNKNOWN_BY_IOCTL;
+use crate::pd::Pd;
 use crate::progress::{engine, Kind};
-use crate::srq::SRQS;
+use crate::srq::Srq;
 use crate::transport::mailbox::Mailbox;
 use crate::transport::Listener;
 use crate::util::{ptr_or_errno, set_errno};
@@ -102,11 +103,22 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     } else {
         None
     };
-    if !tgt && (a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || !PDS.contains(a.pd)) {
+    if !tgt && a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
         return Err(libc::EINVAL);
     }
-    if (!tgt && !CQS.contains(a.send_cq)) || (has_rq && !CQS.contains(a.recv_cq)) {
-        return Err(libc::EINVAL);
+    // rdma-core 44 creates QPs by ioctl, naming the PD, CQs and SRQ by
+    // handle in the context's command file: one the kernel does not know
+    // there (overwritten, or of another context) is ENOENT.
+    let pd = if tgt {
+        None
+    } else {
+        Some(Pd::checked(a.pd, Some(context), UNKNOWN_BY_IOCTL)?)
+    };
+    if !tgt {
+        Cq::checked(a.send_cq, context, UNKNOWN_BY_IOCTL)?;
+    }
+    if has_rq {
+        Cq::checked(a.recv_cq, context, UNKNOWN_BY_IOCTL)?;
     }
     if !has_rq && !a.srq.is_null() {
         return Err(libc::EINVAL);
@@ -123,7 +135,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     let srq = if a.srq.is_null() {
         None
     } else {
-        Some(SRQS.get(a.srq).ok_or(libc::EINVAL)?)
+        Some(Srq::checked(a.srq, context, UNKNOWN_BY_IOCTL)?)
     };
     let c = a.cap;
     if c.max_send_wr > MAX_QP_WR
@@ -174,12 +186,11 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         (Some(l), None, qpn)
     };
 
-    // SAFETY: context, the PD and the CQs come from this provider
-    // (checked above for the queues this QP type has).
-    let (ctx, pd, send_cq, recv_cq) = unsafe {
+    // SAFETY: context and the CQs come from this provider (checked above
+    // for the queues this QP type has).
+    let (ctx, send_cq, recv_cq) = unsafe {
         (
             Context::shared_of(context),
-            (!tgt).then(|| Pd::from_ibv(a.pd)),
             (!tgt).then(|| Cq::arc_from_ibv(a.send_cq)),
             has_rq.then(|| Cq::arc_from_ibv(a.recv_cq)),
         )
@@ -233,6 +244,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         serial,
         qpn,
         ctx,
+        ibv_ctx: context,
         pd: pd_ptr,
         pd_id: pd.map_or(0, |p| p.id),
         send_cq,
@@ -311,8 +323,9 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     // Claiming it (the destroyed flag, under the QP's lock) makes a second
     // destroy, or a racing one, fail; it stays findable until its async
     // events are acknowledged, since acknowledging looks it up.
-    let Some(held) = live(qp) else {
-        return libc::EINVAL;
+    let held = match checked(qp, UNKNOWN_BY_IOCTL) {
+        Ok(q) => q,
+        Err(e) => return e,
     };
     if verbs_abi::check::on() && held.opened_from.is_none() && !held.inner.lock().destroyed {
         if let Err(e) = crate::check::qp_destroy(&held) {
@@ -449,6 +462,7 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         qpn: a.qp_num,
         // SAFETY: context comes from this provider.
         ctx: unsafe { Context::shared_of(context) },
+        ibv_ctx: context,
         pd: std::ptr::null_mut(),
         pd_id: 0,
         send_cq: None,

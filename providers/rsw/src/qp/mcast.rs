@@ -7,7 +7,8 @@ use std::os::raw::c_int;
 
 use verbs_abi::*;
 
-use super::live;
+use super::checked;
+use crate::handles::UNKNOWN_BY_WRITE;
 use crate::progress::{engine, token, Kind};
 use crate::transport::udp::UdpEndpoint;
 use crate::wq::{Group, Qp};
@@ -64,8 +65,9 @@ unsafe fn run(
     gid: *const ibv_gid,
     f: fn(&Qp, [u8; 16]) -> Result<(), c_int>,
 ) -> c_int {
-    let Some(q) = live(qp) else {
-        return libc::EINVAL;
+    let q = match checked(qp, UNKNOWN_BY_WRITE) {
+        Ok(q) => q,
+        Err(e) => return e,
     };
     if gid.is_null() {
         return libc::EINVAL;

@@ -60,8 +60,24 @@ pub fn held_connections(qp: *mut ibv_qp) -> Option<usize> {
     Some(g.pending.iter().filter(|p| p.is_some()).count())
 }
 
+/// The live QP behind `qp` whose public struct still names it: EINVAL
+/// for what is no QP of ours, `unknown` for one whose context or handle
+/// was overwritten (what the kernel answers for the verb,
+/// `handles::UNKNOWN_BY_IOCTL` or `UNKNOWN_BY_WRITE`).
+fn checked(qp: *mut ibv_qp, unknown: std::os::raw::c_int) -> Result<Arc<Qp>, std::os::raw::c_int> {
+    let q = live(qp).ok_or(libc::EINVAL)?;
+    if q.names_itself() {
+        Ok(q)
+    } else {
+        Err(unknown)
+    }
+}
+
 /// The QP a control verb acts on: the QP itself, or the one an opened
-/// handle stands for.
-fn live_target(qp: *mut ibv_qp) -> Option<Arc<Qp>> {
-    live(qp).map(|q| q.opened_from.clone().unwrap_or(q))
+/// handle stands for; checked as [`checked`] checks it.
+fn checked_target(
+    qp: *mut ibv_qp,
+    unknown: std::os::raw::c_int,
+) -> Result<Arc<Qp>, std::os::raw::c_int> {
+    checked(qp, unknown).map(|q| q.opened_from.clone().unwrap_or(q))
 }

@@ -4,9 +4,10 @@ use std::os::raw::c_int;
 
 use verbs_abi::*;
 
-use super::live_target;
+use super::checked_target;
 use crate::device::MAX_RD_ATOM;
 use crate::engine::{datagram, requester, responder};
+use crate::handles::UNKNOWN_BY_WRITE;
 use crate::transport::RemoteAddr;
 use crate::wq::{Qp, QpInner};
 
@@ -371,8 +372,9 @@ pub(crate) unsafe extern "C" fn modify_qp(
     attr: *mut ibv_qp_attr,
     mask: c_int,
 ) -> c_int {
-    let Some(q) = live_target(qp) else {
-        return libc::EINVAL;
+    let q = match checked_target(qp, UNKNOWN_BY_WRITE) {
+        Ok(q) => q,
+        Err(e) => return e,
     };
     // Another process's QP: its state machine is not ours to drive.
     if q.foreign {
@@ -403,8 +405,9 @@ pub(crate) unsafe extern "C" fn query_qp(
     _mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    let Some(q) = live_target(qp) else {
-        return libc::EINVAL;
+    let q = match checked_target(qp, UNKNOWN_BY_WRITE) {
+        Ok(q) => q,
+        Err(e) => return e,
     };
     // Another process's QP: its state as its domain's registry has it
     // (EINVAL once it is destroyed).

@@ -308,6 +308,9 @@ pub struct Qp {
     pub serial: u64,
     pub qpn: u32,
     pub ctx: Arc<CtxShared>,
+    /// The context it was made (or opened) in: the public struct's may
+    /// have been overwritten since.
+    pub ibv_ctx: *mut ibv_context,
     pub pd: *mut ibv_pd,
     pub pd_id: u32,
     /// None for the queue an XRC QP does not have (an XRC send QP has no
@@ -377,6 +380,21 @@ pub fn rnr_timer_ns(code: u8) -> u64 {
 }
 
 impl Qp {
+    /// Whether its public struct still names it (`handles::names`): its
+    /// handle is its serial's low 32 bits.
+    pub fn names_itself(&self) -> bool {
+        let ibv = self.ibv.get();
+        // SAFETY: the public struct is ours, live while self is.
+        unsafe {
+            crate::handles::names(
+                &raw const (*ibv).qp_base.context,
+                &raw const (*ibv).qp_base.handle,
+                self.ibv_ctx,
+                self.serial as u32,
+            )
+        }
+    }
+
     /// How many times the QP's CQs were polled, not counting polls of an
     /// armed CQ (a program waiting for events does not look again by
     /// itself).
