@@ -61,7 +61,8 @@ const RESERVED_FDS: u64 = 64;
 /// How many QPs this process can really have connected at once: what the
 /// descriptor limit allows (three per QP), and what the host's ephemeral
 /// ports allow (a listener and an outgoing connection per QP), within
-/// [`MAX_QP`]. Read when asked, since both limits can change.
+/// [`MAX_QP`]. Read when asked, since both limits can change; creating a
+/// QP past it fails (`qp::Place`), so `max_qp` is what a program can have.
 pub fn qp_limit() -> u32 {
     let nofile = crate::util::nofile_limit();
     let by_fds = nofile.saturating_sub(RESERVED_FDS) / FDS_PER_QP;

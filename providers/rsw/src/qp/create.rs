@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use verbs_abi::*;
 
-use super::{checked, NEXT_SERIAL, QPS};
+use super::{checked, Place, NEXT_SERIAL, QPS};
 use crate::context::{Context, EventCounter};
 use crate::cq::Cq;
 use crate::device::{MAX_INLINE, MAX_QP_WR, MAX_SGE, MIN_INLINE};
@@ -174,6 +174,8 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             c.max_inline_data.max(MIN_INLINE)
         },
     };
+    // Every failure below gives the place back.
+    let place = Place::take()?;
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::ENOMEM);
     // A connected QP's number is its listener's port; a UD QP's, its
@@ -296,6 +298,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         cq.attach_qp(&qp);
     }
     a.cap = cap;
+    place.keep();
     let weak = Arc::downgrade(&qp);
     let p = Arc::into_raw(qp) as *mut ibv_qp;
     QPS.insert(p, weak);
@@ -386,6 +389,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
             .fetch_sub(1, Ordering::AcqRel);
     }
     QPS.remove(qp);
+    super::release();
     // SAFETY: reclaims the application's reference from create_qp_ex.
     drop(unsafe { Arc::from_raw(qp as *const Qp) });
     0

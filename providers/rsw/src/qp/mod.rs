@@ -17,16 +17,57 @@ pub(crate) use modify::{modify_qp, query_qp};
 pub use post::{check_send_wr, post_send_batch};
 pub(crate) use post::{post_recv, post_send};
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use verbs_abi::*;
 
-use verbs_rt::Handles;
+use verbs_rt::{ForkFresh, Handles};
 
 /// The QPs handed out and not destroyed.
 pub static QPS: Handles<Weak<Qp>> = Handles::new();
 pub(crate) static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// QPs created and not destroyed (handles `ibv_open_qp` made are not QPs
+/// of their own, as in the kernel): `ibv_query_device`'s `max_qp` holds
+/// them.
+static CREATED: ForkFresh<AtomicU32> = ForkFresh::new(|| AtomicU32::new(0));
+
+/// One QP's place under the device's limit, given back when dropped
+/// unless the QP came to be ([`Place::keep`]).
+pub(crate) struct Place(());
+
+impl Place {
+    /// Takes a place, or ENOMEM when `max_qp` QPs exist (the device's
+    /// pool is exhausted, as on hardware; rxe answers EINVAL, README).
+    pub(crate) fn take() -> Result<Place, std::os::raw::c_int> {
+        let max = crate::device::qp_limit();
+        let n = CREATED.get();
+        let taken = n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+            (c < max).then_some(c + 1)
+        });
+        if taken.is_err() {
+            crate::util::limit("qp", max, Err(libc::ENOMEM))?;
+        }
+        Ok(Place(()))
+    }
+
+    /// The QP exists: its place is given back by [`release`].
+    pub(crate) fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        release();
+    }
+}
+
+/// A QP [`Place::take`] counted is destroyed.
+pub(crate) fn release() {
+    CREATED.get().fetch_sub(1, Ordering::AcqRel);
+}
 
 /// The live QP behind an application pointer, if it is one of ours. The
 /// control verbs look a QP up instead of trusting the pointer: librdmacm
