@@ -106,6 +106,25 @@ int main(void)
 	CHECK(ibv_get_device_index(NULL) == -1, "ibv_get_device_index(NULL)");
 	ibv_free_device_list(NULL);
 
+	/*
+	 * A device the program built itself (a mock device list in a test):
+	 * its name is read from it, as rdma-core reads it; it has no sysfs
+	 * record, so no index and no GUID (0, EINVAL).
+	 */
+	{
+		static struct ibv_device mock;
+
+		snprintf(mock.name, sizeof(mock.name), "mock0");
+		CHECK(ibv_get_device_name(&mock) == mock.name,
+		      "ibv_get_device_name(mock) is not its name field");
+		CHECK(ibv_get_device_index(&mock) == -1,
+		      "ibv_get_device_index(mock) = %d",
+		      ibv_get_device_index(&mock));
+		errno = 0;
+		CHECK(ibv_get_device_guid(&mock) == 0 && errno == EINVAL,
+		      "ibv_get_device_guid(mock): errno %d", errno);
+	}
+
 	list = ibv_get_device_list(&num);
 	CHECK(list != NULL, "ibv_get_device_list: %s", strerror(errno));
 	if (!list)

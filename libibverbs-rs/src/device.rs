@@ -449,27 +449,43 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
     })
 }
 
+/// The device's own `name` field, as rdma-core returns it: also for an
+/// `ibv_device` the program built itself (a mock device list in a test).
+///
 /// # Safety
-/// `device` is NULL or an `ibv_device` from a device list.
+/// `device` is NULL or points to an `ibv_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
     verbs_abi::traced!(ptr, (device), {
-        if lookup(device).is_none() {
+        // rdma-core would crash on NULL; refusing costs nothing.
+        if device.is_null() {
             set_errno(libc::EINVAL);
             return core::ptr::null();
         }
-        // SAFETY: one of our devices, which live for the whole process.
-        unsafe { (*device).name.as_ptr() }
+        // SAFETY: the caller's device (non-NULL); only its address is
+        // computed, nothing is read.
+        unsafe { (&raw const (*device).name).cast() }
     })
 }
 
+/// Our record's GUID for a listed device. For an `ibv_device` the
+/// program built itself, rdma-core reads `node_guid` through the sysfs
+/// record of the `verbs_device` around it, and answers 0 with EINVAL when
+/// there is none; we read the `node_guid` file under the device's own
+/// `ibdev_path` (what that record names), and answer 0 with EINVAL when
+/// there is no such file.
+///
 /// # Safety
-/// `device` is NULL or an `ibv_device` from a device list.
+/// `device` is NULL or points to an `ibv_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
     verbs_abi::traced!(value, (device), {
-        match lookup(device) {
-            Some(d) => d.guid,
+        if let Some(d) = lookup(device) {
+            return d.guid;
+        }
+        // SAFETY: NULL or the caller's device.
+        match unsafe { foreign_guid(device) } {
+            Some(g) => g.to_be(),
             None => {
                 set_errno(libc::EINVAL);
                 0
@@ -478,8 +494,39 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
     })
 }
 
+/// The GUID in `<ibdev_path>/node_guid` of a device that is not ours.
+///
 /// # Safety
-/// `device` is NULL or an `ibv_device` from a device list.
+/// `device` is NULL or points to an `ibv_device`.
+unsafe fn foreign_guid(device: *const ibv_device) -> Option<u64> {
+    if device.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's device (non-NULL): a fixed-size array in it.
+    let path = c_str_of(unsafe { &(*device).ibdev_path });
+    if path.is_empty() {
+        return None;
+    }
+    parse_guid(&std::fs::read_to_string(format!("{path}/node_guid")).ok()?)
+}
+
+/// A `node_guid` file's `xxxx:xxxx:xxxx:xxxx`, host order.
+fn parse_guid(s: &str) -> Option<u64> {
+    let mut parts = 0;
+    let mut g = 0u64;
+    for p in s.trim().split(':') {
+        g = g << 16 | u64::from(u16::from_str_radix(p, 16).ok()?);
+        parts += 1;
+    }
+    (parts == 4).then_some(g)
+}
+
+/// Our record's index for a listed device; -1 for any other, as
+/// rdma-core answers for a device without a sysfs record (one the program
+/// built itself).
+///
+/// # Safety
+/// `device` is NULL or points to an `ibv_device`; it is not read.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
     verbs_abi::traced!(value, (device), { lookup(device).map_or(-1, |d| d.index) })
@@ -587,9 +634,46 @@ mod tests {
             assert_eq!(ibv_get_device_index(core::ptr::null_mut()), -1);
             assert_eq!(ibv_get_device_guid(core::ptr::null_mut()), 0);
             assert!(ibv_get_device_name(core::ptr::null_mut()).is_null());
-            let mut fake = ibv_device::zeroed();
-            assert!(ibv_get_device_name(&mut fake).is_null());
             ibv_free_device_list(null_mut());
         }
+    }
+
+    /// A device the program built itself (a mock device list in a test):
+    /// rdma-core reads its name from it, has no index for it, and reads
+    /// its GUID from sysfs.
+    #[test]
+    fn devices_the_program_built() {
+        let dir = std::env::temp_dir().join(format!("ibv-mock-dev-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("node_guid"), "0002:c903:0031:7c41\n").unwrap();
+        let mut mock = ibv_device::zeroed();
+        set_c_str(&mut mock.name, "mock0");
+        set_c_str(&mut mock.ibdev_path, dir.to_str().unwrap());
+        // SAFETY: a live, initialised ibv_device.
+        unsafe {
+            let name = ibv_get_device_name(&mut mock);
+            assert_eq!(name, mock.name.as_ptr());
+            assert_eq!(core::ffi::CStr::from_ptr(name).to_str(), Ok("mock0"));
+            assert_eq!(ibv_get_device_index(&mut mock), -1);
+            assert_eq!(
+                u64::from_be(ibv_get_device_guid(&mut mock)),
+                0x0002_c903_0031_7c41
+            );
+            std::fs::remove_file(dir.join("node_guid")).unwrap();
+            set_errno(0);
+            assert_eq!(ibv_get_device_guid(&mut mock), 0);
+            assert_eq!(*libc::__errno_location(), libc::EINVAL);
+            let mut bare = ibv_device::zeroed();
+            assert_eq!(ibv_get_device_guid(&mut bare), 0);
+            assert_eq!(ibv_get_device_index(&mut bare), -1);
+            assert_eq!(*ibv_get_device_name(&mut bare), 0);
+        }
+        std::fs::remove_dir(&dir).unwrap();
+        assert_eq!(
+            parse_guid("0002:c903:0031:7c41"),
+            Some(0x0002_c903_0031_7c41)
+        );
+        assert_eq!(parse_guid("0002:c903:0031"), None);
+        assert_eq!(parse_guid("zz02:c903:0031:7c41"), None);
     }
 }
