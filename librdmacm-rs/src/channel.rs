@@ -43,6 +43,9 @@ pub enum Post {
     /// A multicast join: attach the id's QP to the group, as rdma-core
     /// does when the application takes the event.
     McastJoin,
+    /// An event of the kernel's CM: `EventBox::ext` holds what the kernel
+    /// reported, and the kernel backend does rdma-core's work on it.
+    Kernel,
 }
 
 /// Longest private data any event carries (the REP's).
@@ -71,6 +74,8 @@ pub struct EventBox {
     pub owner: Arc<dyn EventId>,
     pub subject: Arc<dyn EventId>,
     pub post: Post,
+    /// What a CM backend keeps with its event until it is retrieved.
+    pub ext: Option<Box<dyn Any + Send>>,
 }
 
 // SAFETY: the raw pointers inside are only the C view handed to the
@@ -97,6 +102,7 @@ impl EventBox {
             owner: owner.clone(),
             subject: subject.clone(),
             post: Post::None,
+            ext: None,
         })
     }
 
@@ -138,6 +144,9 @@ pub struct Channel {
     q: Mutex<Queue>,
     /// The C object (`ChannelBox`) applications hold.
     c_ptr: Mutex<usize>,
+    /// A CM backend's own state for this channel (the kernel CM's device
+    /// file), made on first use.
+    backend: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
 }
 
 /// The C `rdma_event_channel` with our channel behind it.
@@ -173,6 +182,7 @@ impl Channel {
                 closed: false,
             }),
             c_ptr: Mutex::new(0),
+            backend: Mutex::new(None),
         });
         let b = Box::into_raw(Box::new(ChannelBox {
             c: rdma_event_channel {
@@ -187,6 +197,17 @@ impl Channel {
 
     pub fn lookup(p: *mut rdma_event_channel) -> Res<Arc<Channel>> {
         CHANNELS.get(p).ok_or(libc::EINVAL)
+    }
+
+    /// The backend state of type `T`, made by `make` the first time.
+    pub fn backend<T: Any + Send + Sync>(&self, make: impl FnOnce() -> Res<Arc<T>>) -> Res<Arc<T>> {
+        let mut slot = self.backend.lock();
+        if let Some(b) = slot.as_ref() {
+            return b.clone().downcast::<T>().map_err(|_| libc::EINVAL);
+        }
+        let b = make()?;
+        *slot = Some(b.clone());
+        Ok(b)
     }
 
     pub fn c_ptr(&self) -> *mut rdma_event_channel {
@@ -208,6 +229,8 @@ impl Channel {
             q.events.drain(..).collect()
         };
         drop(dropped);
+        // Ids still on the channel keep what they use of it.
+        drop(self.backend.lock().take());
         // SAFETY: `p` came from Box::into_raw in `create` and is freed once
         // (the registry entry and c_ptr were removed above).
         drop(unsafe { Box::from_raw(p as *mut ChannelBox) });

@@ -10,6 +10,7 @@ use libc::sockaddr;
 use verbs_abi::*;
 
 use crate::addr;
+use crate::backend;
 use crate::channel::Channel;
 use crate::device;
 use crate::error::{entry, set_errno, to_c, Res};
@@ -48,7 +49,7 @@ fn sync_complete(id: &Arc<CmId>) -> Res<()> {
     if !held.is_null() {
         id::ack(held);
     }
-    let p = id::deliver(chan.get()?);
+    let p = backend::next_event(&chan)?;
     id.with_c(|c, _| c.event = p);
     // SAFETY: `p` is a live event we just delivered.
     let ev = unsafe { &*p };
@@ -128,7 +129,7 @@ pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
             if verbs_abi::check::on() {
                 i.check_destroy()?;
             }
-            i.destroy();
+            backend::destroy(&i);
             Ok(())
         }))
     })
@@ -142,7 +143,7 @@ pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut sockaddr
     let a = unsafe { opt_addr(addr) };
     entry!(minus_one, (id, addr), {
         let a = a?.ok_or(libc::EINVAL)?;
-        lookup(id)?.bind(a)
+        backend::bind(&lookup(id)?, a)
     })
 }
 
@@ -153,24 +154,24 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     id: *mut rdma_cm_id,
     src_addr: *mut sockaddr,
     dst_addr: *mut sockaddr,
-    _timeout_ms: c_int,
+    timeout_ms: c_int,
 ) -> c_int {
     // SAFETY: forwarded caller guarantee.
     let (src, dst) = unsafe { (opt_addr(src_addr), opt_addr(dst_addr)) };
-    entry!(minus_one, (id, src_addr, dst_addr, _timeout_ms), {
+    entry!(minus_one, (id, src_addr, dst_addr, timeout_ms), {
         let dst = dst?.ok_or(libc::EINVAL)?;
         let src = src?;
         let i = lookup(id)?;
-        i.resolve_addr(src, dst)?;
+        backend::resolve_addr(&i, src, dst, timeout_ms)?;
         sync_complete(&i)
     })
 }
 
 #[no_mangle]
-pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    entry!(minus_one, (id, _timeout_ms), {
+pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
+    entry!(minus_one, (id, timeout_ms), {
         let i = lookup(id)?;
-        i.resolve_route()?;
+        backend::resolve_route(&i, timeout_ms)?;
         sync_complete(&i)
     })
 }
@@ -178,7 +179,7 @@ pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) ->
 #[no_mangle]
 pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
     verbs_abi::traced!(minus_one, (id, backlog), {
-        to_c(lookup(id).and_then(|i| i.listen(backlog)))
+        to_c(lookup(id).and_then(|i| backend::listen(&i, backlog)))
     })
 }
 
@@ -193,7 +194,7 @@ pub unsafe extern "C" fn rdma_connect(
     let p = unsafe { conn_param.as_ref() };
     entry!(minus_one, (id, conn_param), {
         let i = lookup(id)?;
-        i.connect(p)?;
+        backend::connect(&i, p)?;
         sync_complete(&i)
     })
 }
@@ -209,7 +210,7 @@ pub unsafe extern "C" fn rdma_accept(
     let p = unsafe { conn_param.as_ref() };
     entry!(minus_one, (id, conn_param), {
         let i = lookup(id)?;
-        i.accept(p)?;
+        backend::accept(&i, p)?;
         if i.is_datagram() {
             // A datagram accept completes at once: no event follows.
             i.release_held_event();
@@ -228,7 +229,7 @@ unsafe fn reject_with(id: *mut rdma_cm_id, data: *const c_void, len: u8, reason:
         // SAFETY: readable for `len` bytes per the caller.
         unsafe { core::slice::from_raw_parts(data as *const u8, len as usize) }
     };
-    to_c(lookup(id).and_then(|i| i.reject(pdata, reason)))
+    to_c(lookup(id).and_then(|i| backend::reject(&i, pdata, reason)))
 }
 
 /// # Safety
@@ -270,7 +271,7 @@ pub unsafe extern "C" fn rdma_reject_ece(
 pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     entry!(minus_one, (id), {
         let i = lookup(id)?;
-        if i.disconnect()? {
+        if backend::disconnect(&i)? {
             sync_complete(&i)?;
         }
         Ok(())
@@ -280,14 +281,14 @@ pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 #[no_mangle]
 pub extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
     verbs_abi::traced!(minus_one, (id), {
-        to_c(lookup(id).and_then(|i| i.establish()))
+        to_c(lookup(id).and_then(|i| backend::establish(&i)))
     })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_notify(id: *mut rdma_cm_id, event: ibv_event_type) -> c_int {
     verbs_abi::traced!(minus_one, (id), {
-        to_c(lookup(id).and_then(|i| i.notify(event)))
+        to_c(lookup(id).and_then(|i| backend::notify(&i, event)))
     })
 }
 
@@ -303,7 +304,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     }
     entry!(minus_one, (channel, event), {
         let ch = Channel::lookup(channel)?;
-        let p = id::deliver(ch.get()?);
+        let p = backend::next_event(&ch)?;
         // SAFETY: checked non-null; the caller provides the slot.
         unsafe { *event = p };
         if verbs_abi::trace::on() {
@@ -400,7 +401,7 @@ pub unsafe extern "C" fn rdma_set_option(
         }
         // SAFETY: readable for `optlen` bytes per the caller.
         let val = unsafe { core::slice::from_raw_parts(optval as *const u8, optlen) };
-        to_c(lookup(id).and_then(|i| i.set_option(level, optname, val)))
+        to_c(lookup(id).and_then(|i| backend::set_option(&i, level, optname, val)))
     })
 }
 
@@ -413,7 +414,7 @@ pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_
         } else {
             Some(Channel::lookup(channel)?)
         };
-        i.migrate(ch)
+        backend::migrate(&i, ch)
     })
 }
 
@@ -527,7 +528,7 @@ fn ex_to_attr(ex: &ibv_qp_init_attr_ex, a: &mut ibv_qp_init_attr) {
 
 fn create_qp(i: &Arc<CmId>, pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> Res<()> {
     let mut ex = attr_to_ex(a, pd);
-    let r = i.create_qp(&mut ex);
+    let r = backend::create_qp(i, &mut ex);
     ex_to_attr(&ex, a);
     r
 }
@@ -561,7 +562,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
         let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
         };
-        to_c(lookup(id).and_then(|i| i.create_qp(a)))
+        to_c(lookup(id).and_then(|i| backend::create_qp(&i, a)))
     })
 }
 
@@ -590,7 +591,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
         let state = unsafe { (*qp_attr).qp_state };
         to_c(
             lookup(id)
-                .and_then(|i| i.init_qp_attr(state))
+                .and_then(|i| backend::init_qp_attr(&i, state))
                 .map(|(a, m)| {
                     // SAFETY: as above.
                     unsafe {
@@ -677,7 +678,7 @@ unsafe fn create_ep(
     let attr = unsafe { qp_init_attr.as_mut() };
     let r = (|| {
         if res.ai_flags & RAI_PASSIVE != 0 {
-            i.bind(src?.ok_or(libc::EINVAL)?)?;
+            backend::bind(&i, src?.ok_or(libc::EINVAL)?)?;
             i.with_c(|c, st| {
                 if !pd.is_null() {
                     c.pd = pd;
@@ -690,9 +691,9 @@ unsafe fn create_ep(
             });
             return Ok(());
         }
-        i.resolve_addr(src?, dst?.ok_or(libc::EINVAL)?)?;
+        backend::resolve_addr(&i, src?, dst?.ok_or(libc::EINVAL)?, 2000)?;
         sync_complete(&i)?;
-        i.resolve_route()?;
+        backend::resolve_route(&i, 2000)?;
         sync_complete(&i)?;
         if let Some(a) = attr {
             a.qp_type = res.ai_qp_type as ibv_qp_type;
@@ -737,7 +738,7 @@ pub unsafe extern "C" fn rdma_create_ep(
 fn destroy_ep(i: &Arc<CmId>) {
     i.destroy_qp();
     i.destroy_srq();
-    i.destroy();
+    backend::destroy(i);
 }
 
 #[no_mangle]
@@ -765,7 +766,7 @@ fn get_request(listen: &Arc<CmId>) -> Res<*mut rdma_cm_id> {
     if !held.is_null() {
         id::ack(held);
     }
-    let p = id::deliver(chan.get()?);
+    let p = backend::next_event(&chan)?;
     // SAFETY: `p` is a live event we just delivered.
     let ev = unsafe { &*p };
     let fail = |e: i32| {
@@ -837,7 +838,7 @@ fn join(
 ) -> Res<()> {
     let addr = addr.ok_or(libc::EINVAL)?;
     let i = lookup(id)?;
-    i.join_multicast(addr, flags, context)?;
+    backend::join_multicast(&i, addr, flags, context)?;
     sync_complete(&i)
 }
 
@@ -880,7 +881,7 @@ pub unsafe extern "C" fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut so
     let a = unsafe { opt_addr(addr) };
     entry!(minus_one, (id, addr), {
         let a = a?.ok_or(libc::EINVAL)?;
-        lookup(id)?.leave_multicast(a)
+        backend::leave_multicast(&lookup(id)?, a)
     })
 }
 

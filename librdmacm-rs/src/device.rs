@@ -16,6 +16,9 @@ use crate::ffi;
 pub struct Device {
     pub ctx: *mut ibv_context,
     pub port_cnt: u8,
+    /// Node GUID, as the kernel's CM names the device (network order).
+    pub guid: u64,
+    pub transport: ibv_transport_type,
     /// Limits on `initiator_depth` and `responder_resources`.
     pub max_initiator_depth: u8,
     pub max_responder_resources: u8,
@@ -65,6 +68,10 @@ fn open_all() -> Vec<Device> {
         out.push(Device {
             ctx,
             port_cnt: attr.phys_port_cnt.max(1),
+            // SAFETY: `dev` comes from the device list, which is never freed.
+            guid: unsafe { ffi::ibv_get_device_guid(dev) },
+            // SAFETY: as above.
+            transport: unsafe { (*dev).transport_type },
             max_initiator_depth: attr.max_qp_init_rd_atom.clamp(0, 255) as u8,
             max_responder_resources: attr.max_qp_rd_atom.clamp(0, 255) as u8,
             default_pd: Mutex::new(0),
@@ -168,6 +175,11 @@ impl Device {
         }
         Ok(*x as *mut ibv_xrcd)
     }
+}
+
+/// The device the kernel's CM names by its node GUID.
+pub fn by_guid(guid: u64) -> Option<usize> {
+    all().ok()?.iter().position(|d| d.guid == guid)
 }
 
 /// The device, port and GID index owning a local IP address.

@@ -46,6 +46,12 @@ pub trait CmTarget: Send + Sync {
     fn on_timer(self: Arc<Self>, cookie: u64);
 }
 
+/// A descriptor the CM thread watches for someone else (a CM backend's
+/// device file): it only says when it is readable.
+pub trait FileTarget: Send + Sync {
+    fn on_ready(self: Arc<Self>);
+}
+
 /// A connection accepted by a listener whose REQ has not arrived yet.
 pub struct Accepted {
     fd: Option<OwnedFd>,
@@ -58,6 +64,7 @@ pub enum Entry {
     Listener(Weak<dyn CmTarget>),
     Accepted(Arc<Mutex<Accepted>>),
     Conn(Weak<dyn CmTarget>),
+    File(Weak<dyn FileTarget>),
 }
 
 #[derive(Clone)]
@@ -175,6 +182,11 @@ impl Engine {
                     Some(Entry::Conn(w)) => {
                         if let Some(id) = w.upgrade() {
                             id.on_io(token, events);
+                        }
+                    }
+                    Some(Entry::File(w)) => {
+                        if let Some(f) = w.upgrade() {
+                            f.on_ready();
                         }
                     }
                     None => {}

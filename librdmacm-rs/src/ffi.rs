@@ -13,6 +13,7 @@ use verbs_abi::*;
 extern "C" {
     pub fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device;
     pub fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context;
+    pub fn ibv_get_device_guid(device: *mut ibv_device) -> u64;
     pub fn ibv_query_device(context: *mut ibv_context, attr: *mut ibv_device_attr) -> c_int;
     fn ibv_query_port(context: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int;
     pub fn ibv_query_gid(
@@ -155,6 +156,9 @@ mod stubs {
     }
     pub unsafe fn ibv_open_device(_: *mut ibv_device) -> *mut ibv_context {
         null_mut()
+    }
+    pub unsafe fn ibv_get_device_guid(_: *mut ibv_device) -> u64 {
+        0
     }
     pub unsafe fn ibv_query_device(_: *mut ibv_context, _: *mut ibv_device_attr) -> c_int {
         libc::ENOSYS

@@ -21,6 +21,7 @@
 
 mod addr;
 mod addrinfo;
+mod backend;
 mod channel;
 mod check;
 mod cma;
@@ -30,6 +31,7 @@ mod error;
 mod faults;
 mod ffi;
 mod id;
+mod kernel;
 mod rsocket;
 mod sock;
 mod wire;

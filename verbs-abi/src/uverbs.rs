@@ -2982,3 +2982,354 @@ pub struct siw_cq_ctrl {
     pub flags: u32,
     pub pad: u32,
 }
+
+// ---------------------------------------------------------------------------
+// rdma/ib_user_sa.h and rdma/rdma_user_cm.h: the kernel's RDMA CM
+// (`/dev/infiniband/rdma_cm`), driven by write() of a header and a command.
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ib_user_path_rec {
+    pub dgid: [u8; 16],
+    pub sgid: [u8; 16],
+    pub dlid: u16,
+    pub slid: u16,
+    pub raw_traffic: u32,
+    pub flow_label: u32,
+    pub reversible: u32,
+    pub mtu: u32,
+    pub pkey: u16,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub numb_path: u8,
+    pub sl: u8,
+    pub mtu_selector: u8,
+    pub rate_selector: u8,
+    pub rate: u8,
+    pub packet_life_time_selector: u8,
+    pub packet_life_time: u8,
+    pub preference: u8,
+}
+
+pub const RDMA_USER_CM_ABI_VERSION: u32 = 4;
+pub const RDMA_MAX_PRIVATE_DATA: u32 = 256;
+
+pub const RDMA_USER_CM_CMD_CREATE_ID: u32 = 0;
+pub const RDMA_USER_CM_CMD_DESTROY_ID: u32 = 1;
+pub const RDMA_USER_CM_CMD_BIND_IP: u32 = 2;
+pub const RDMA_USER_CM_CMD_RESOLVE_IP: u32 = 3;
+pub const RDMA_USER_CM_CMD_RESOLVE_ROUTE: u32 = 4;
+pub const RDMA_USER_CM_CMD_QUERY_ROUTE: u32 = 5;
+pub const RDMA_USER_CM_CMD_CONNECT: u32 = 6;
+pub const RDMA_USER_CM_CMD_LISTEN: u32 = 7;
+pub const RDMA_USER_CM_CMD_ACCEPT: u32 = 8;
+pub const RDMA_USER_CM_CMD_REJECT: u32 = 9;
+pub const RDMA_USER_CM_CMD_DISCONNECT: u32 = 10;
+pub const RDMA_USER_CM_CMD_INIT_QP_ATTR: u32 = 11;
+pub const RDMA_USER_CM_CMD_GET_EVENT: u32 = 12;
+pub const RDMA_USER_CM_CMD_GET_OPTION: u32 = 13;
+pub const RDMA_USER_CM_CMD_SET_OPTION: u32 = 14;
+pub const RDMA_USER_CM_CMD_NOTIFY: u32 = 15;
+pub const RDMA_USER_CM_CMD_JOIN_IP_MCAST: u32 = 16;
+pub const RDMA_USER_CM_CMD_LEAVE_MCAST: u32 = 17;
+pub const RDMA_USER_CM_CMD_MIGRATE_ID: u32 = 18;
+pub const RDMA_USER_CM_CMD_QUERY: u32 = 19;
+pub const RDMA_USER_CM_CMD_BIND: u32 = 20;
+pub const RDMA_USER_CM_CMD_RESOLVE_ADDR: u32 = 21;
+pub const RDMA_USER_CM_CMD_JOIN_MCAST: u32 = 22;
+
+pub const RDMA_USER_CM_QUERY_ADDR: u32 = 0;
+pub const RDMA_USER_CM_QUERY_PATH: u32 = 1;
+pub const RDMA_USER_CM_QUERY_GID: u32 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_cmd_hdr {
+    pub cmd: u32,
+    pub r#in: u16,
+    pub out: u16,
+}
+
+/// `struct sockaddr_in6` as the kernel lays it out (28 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ucma_sockaddr_in6 {
+    pub sin6_family: u16,
+    pub sin6_port: u16,
+    pub sin6_flowinfo: u32,
+    pub sin6_addr: [u8; 16],
+    pub sin6_scope_id: u32,
+}
+
+/// `struct __kernel_sockaddr_storage`.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug)]
+pub struct kernel_sockaddr_storage {
+    pub ss_family: u16,
+    pub __data: [u8; 126],
+}
+
+impl Default for kernel_sockaddr_storage {
+    fn default() -> Self {
+        kernel_sockaddr_storage {
+            ss_family: 0,
+            __data: [0; 126],
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_create_id {
+    pub uid: u64,
+    pub response: u64,
+    pub ps: u16,
+    pub qp_type: u8,
+    pub reserved: [u8; 5],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_create_id_resp {
+    pub id: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_destroy_id {
+    pub response: u64,
+    pub id: u32,
+    pub reserved: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_destroy_id_resp {
+    pub events_reported: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_bind_ip {
+    pub response: u64,
+    pub addr: ucma_sockaddr_in6,
+    pub id: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_resolve_ip {
+    pub src_addr: ucma_sockaddr_in6,
+    pub dst_addr: ucma_sockaddr_in6,
+    pub id: u32,
+    pub timeout_ms: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_resolve_route {
+    pub id: u32,
+    pub timeout_ms: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_query {
+    pub response: u64,
+    pub id: u32,
+    pub option: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_query_route_resp {
+    pub node_guid: u64,
+    pub ib_route: [ib_user_path_rec; 2],
+    pub src_addr: ucma_sockaddr_in6,
+    pub dst_addr: ucma_sockaddr_in6,
+    pub num_paths: u32,
+    pub port_num: u8,
+    pub reserved: [u8; 3],
+    pub ibdev_index: u32,
+    pub reserved1: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rdma_ucm_conn_param {
+    pub qp_num: u32,
+    pub qkey: u32,
+    pub private_data: [u8; 256],
+    pub private_data_len: u8,
+    pub srq: u8,
+    pub responder_resources: u8,
+    pub initiator_depth: u8,
+    pub flow_control: u8,
+    pub retry_count: u8,
+    pub rnr_retry_count: u8,
+    pub valid: u8,
+}
+
+impl Default for rdma_ucm_conn_param {
+    fn default() -> Self {
+        // SAFETY: plain integers and byte arrays: all zeroes is valid.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rdma_ucm_ud_param {
+    pub qp_num: u32,
+    pub qkey: u32,
+    pub ah_attr: ib_uverbs_ah_attr,
+    pub private_data: [u8; 256],
+    pub private_data_len: u8,
+    pub reserved: [u8; 7],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_ece {
+    pub vendor_id: u32,
+    pub attr_mod: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_connect {
+    pub conn_param: rdma_ucm_conn_param,
+    pub id: u32,
+    pub reserved: u32,
+    pub ece: rdma_ucm_ece,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_listen {
+    pub id: u32,
+    pub backlog: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_accept {
+    pub uid: u64,
+    pub conn_param: rdma_ucm_conn_param,
+    pub id: u32,
+    pub reserved: u32,
+    pub ece: rdma_ucm_ece,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rdma_ucm_reject {
+    pub id: u32,
+    pub private_data_len: u8,
+    pub reason: u8,
+    pub reserved: [u8; 2],
+    pub private_data: [u8; 256],
+}
+
+impl Default for rdma_ucm_reject {
+    fn default() -> Self {
+        // SAFETY: plain integers and byte arrays: all zeroes is valid.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_disconnect {
+    pub id: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_init_qp_attr {
+    pub response: u64,
+    pub id: u32,
+    pub qp_state: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_notify {
+    pub id: u32,
+    pub event: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_join_mcast {
+    pub response: u64,
+    pub uid: u64,
+    pub id: u32,
+    pub addr_size: u16,
+    pub join_flags: u16,
+    pub addr: kernel_sockaddr_storage,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_get_event {
+    pub response: u64,
+}
+
+/// `rdma_ucm_event_resp.param`; 4-byte aligned, as the kernel's comment
+/// insists.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union rdma_ucm_event_param {
+    pub conn: rdma_ucm_conn_param,
+    pub ud: rdma_ucm_ud_param,
+}
+
+impl core::fmt::Debug for rdma_ucm_event_param {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("rdma_ucm_event_param")
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rdma_ucm_event_resp {
+    pub uid: u64,
+    pub id: u32,
+    pub event: u32,
+    pub status: u32,
+    pub param: rdma_ucm_event_param,
+    pub reserved: u32,
+    pub ece: rdma_ucm_ece,
+}
+
+impl Default for rdma_ucm_event_resp {
+    fn default() -> Self {
+        // SAFETY: plain integers and byte arrays: all zeroes is valid.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_set_option {
+    pub optval: u64,
+    pub id: u32,
+    pub level: u32,
+    pub optname: u32,
+    pub optlen: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_migrate_id {
+    pub response: u64,
+    pub id: u32,
+    pub fd: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct rdma_ucm_migrate_resp {
+    pub events_reported: u32,
+}

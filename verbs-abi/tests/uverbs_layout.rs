@@ -78,6 +78,19 @@ fn c_path(parts: &[&str]) -> String {
 /// The C types of this module that are unions, not structs.
 const C_UNIONS: &[&str] = &["rxe_gid"];
 
+/// Rust names of C types whose C name is not a valid or free Rust name.
+const C_NAMES: &[(&str, &str)] = &[
+    ("ucma_sockaddr_in6", "sockaddr_in6"),
+    ("kernel_sockaddr_storage", "__kernel_sockaddr_storage"),
+];
+
+fn c_name(name: &str) -> &str {
+    C_NAMES
+        .iter()
+        .find(|(r, _)| *r == name)
+        .map_or(name, |(_, c)| c)
+}
+
 fn c_tag(name: &str) -> &'static str {
     if C_UNIONS.contains(&name) {
         "union"
@@ -90,8 +103,13 @@ fn c_tag(name: &str) -> &'static str {
 /// members (`name = parent.path`), the member's type via `__typeof__`.
 fn c_type(name: &str, parent: &[&str]) -> String {
     match parent.split_first() {
-        None => format!("{} {name}", c_tag(name)),
-        Some((p, path)) => format!("__typeof__((({} {p} *)0)->{})", c_tag(p), c_path(path)),
+        None => format!("{} {}", c_tag(name), c_name(name)),
+        Some((p, path)) => format!(
+            "__typeof__((({} {} *)0)->{})",
+            c_tag(p),
+            c_name(p),
+            c_path(path)
+        ),
     }
 }
 
@@ -339,8 +357,41 @@ fn lists() -> Lists {
     siw_rqe { id, flags, num_sge, opcode, unused, sge }
     siw_cqe { id, flags, opcode, status, bytes, imm_data, qp_id }
     siw_cq_ctrl { flags, pad }
+    ib_user_path_rec { dgid, sgid, dlid, slid, raw_traffic, flow_label, reversible, mtu, pkey, hop_limit, traffic_class, numb_path, sl, mtu_selector, rate_selector, rate, packet_life_time_selector, packet_life_time, preference }
+    rdma_ucm_cmd_hdr { cmd, r#in, out }
+    ucma_sockaddr_in6 { sin6_family, sin6_port, sin6_flowinfo, sin6_addr, sin6_scope_id }
+    kernel_sockaddr_storage { ss_family, __data }
+    rdma_ucm_create_id { uid, response, ps, qp_type, reserved }
+    rdma_ucm_create_id_resp { id }
+    rdma_ucm_destroy_id { response, id, reserved }
+    rdma_ucm_destroy_id_resp { events_reported }
+    rdma_ucm_bind_ip { response, addr, id }
+    rdma_ucm_resolve_ip { src_addr, dst_addr, id, timeout_ms }
+    rdma_ucm_resolve_route { id, timeout_ms }
+    rdma_ucm_query { response, id, option }
+    rdma_ucm_query_route_resp { node_guid, ib_route, src_addr, dst_addr, num_paths, port_num, reserved, ibdev_index, reserved1 }
+    rdma_ucm_conn_param { qp_num, qkey, private_data, private_data_len, srq, responder_resources, initiator_depth, flow_control, retry_count, rnr_retry_count, valid }
+    rdma_ucm_ud_param { qp_num, qkey, ah_attr, private_data, private_data_len, reserved }
+    rdma_ucm_ece { vendor_id, attr_mod }
+    rdma_ucm_connect { conn_param, id, reserved, ece }
+    rdma_ucm_listen { id, backlog }
+    rdma_ucm_accept { uid, conn_param, id, reserved, ece }
+    rdma_ucm_reject { id, private_data_len, reason, reserved, private_data }
+    rdma_ucm_disconnect { id }
+    rdma_ucm_init_qp_attr { response, id, qp_state }
+    rdma_ucm_notify { id, event }
+    rdma_ucm_join_mcast { response, uid, id, addr_size, join_flags, addr }
+    rdma_ucm_get_event { response }
+    rdma_ucm_event_param = rdma_ucm_event_resp.param { conn, ud }
+    rdma_ucm_event_resp { uid, id, event, status, param, reserved, ece }
+    rdma_ucm_set_option { optval, id, level, optname, optlen }
+    rdma_ucm_migrate_id { response, id, fd }
+    rdma_ucm_migrate_resp { events_reported }
     }
     consts! { l;
+    RDMA_USER_CM_ABI_VERSION, RDMA_MAX_PRIVATE_DATA,
+    RDMA_USER_CM_CMD_CREATE_ID, RDMA_USER_CM_CMD_DESTROY_ID, RDMA_USER_CM_CMD_BIND_IP, RDMA_USER_CM_CMD_RESOLVE_IP, RDMA_USER_CM_CMD_RESOLVE_ROUTE, RDMA_USER_CM_CMD_QUERY_ROUTE, RDMA_USER_CM_CMD_CONNECT, RDMA_USER_CM_CMD_LISTEN, RDMA_USER_CM_CMD_ACCEPT, RDMA_USER_CM_CMD_REJECT, RDMA_USER_CM_CMD_DISCONNECT, RDMA_USER_CM_CMD_INIT_QP_ATTR, RDMA_USER_CM_CMD_GET_EVENT, RDMA_USER_CM_CMD_GET_OPTION, RDMA_USER_CM_CMD_SET_OPTION, RDMA_USER_CM_CMD_NOTIFY, RDMA_USER_CM_CMD_JOIN_IP_MCAST, RDMA_USER_CM_CMD_LEAVE_MCAST, RDMA_USER_CM_CMD_MIGRATE_ID, RDMA_USER_CM_CMD_QUERY, RDMA_USER_CM_CMD_BIND, RDMA_USER_CM_CMD_RESOLVE_ADDR, RDMA_USER_CM_CMD_JOIN_MCAST,
+    RDMA_USER_CM_QUERY_ADDR, RDMA_USER_CM_QUERY_PATH, RDMA_USER_CM_QUERY_GID,
     IB_USER_VERBS_ABI_VERSION,
     IB_USER_VERBS_CMD_THRESHOLD,
     IB_USER_VERBS_CMD_GET_CONTEXT,

@@ -23,6 +23,7 @@
 #include <rdma/rdma_netlink.h>
 #include <rdma/rdma_user_rxe.h>
 #include <rdma/siw-abi.h>
+#include <rdma/rdma_user_cm.h>
 
 #define STRUCT(t) printf("%zu %zu\n", sizeof(t), (size_t)_Alignof(t));
 #define FIELD(t, f) printf("%zu %zu\n", offsetof(t, f), sizeof(((t *)0)->f));

@@ -618,7 +618,8 @@ impl CmId {
         };
         // Connect requests nobody retrieved die with their listener.
         for ev in removed {
-            if ev.post == Post::ConnectRequest && !ev.is_about(self) {
+            let request = matches!(ev.post, Post::ConnectRequest | Post::Kernel);
+            if request && !ev.is_about(self) {
                 let sub = cm_id(&ev.subject);
                 drop(ev);
                 if let Some(sub) = sub {

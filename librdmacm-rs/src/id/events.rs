@@ -13,6 +13,17 @@ impl CmId {
         st.chan.push(ev);
     }
 
+    /// Queues an event another CM backend made, unless the id is being
+    /// destroyed (its queued events are already gone then).
+    pub fn post(&self, ev: Box<EventBox>) -> bool {
+        let st = self.st.lock();
+        if st.destroyed {
+            return false;
+        }
+        self.queue(&st, ev);
+        true
+    }
+
     /// A connection attempt or connection ended with `kind`; the QP goes to
     /// the error state when the application gets the event.
     pub(super) fn fail(self: &Arc<Self>, st: &mut IdState, kind: rdma_cm_event_type, status: i32) {

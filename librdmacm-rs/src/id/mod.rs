@@ -348,6 +348,49 @@ impl CmId {
         self.cs(st).qp
     }
 
+    /// The options set on the id so far, as `rdma_set_option` takes them,
+    /// for a backend that takes the id over.
+    pub fn options(&self) -> Vec<(i32, i32, Vec<u8>)> {
+        let st = self.st.lock();
+        let mut v = Vec::new();
+        if st.tos != 0 {
+            v.push((RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, vec![st.tos]));
+        }
+        if st.reuseaddr {
+            v.push((
+                RDMA_OPTION_ID,
+                RDMA_OPTION_ID_REUSEADDR,
+                1i32.to_ne_bytes().to_vec(),
+            ));
+        }
+        if let Some(on) = st.afonly {
+            v.push((
+                RDMA_OPTION_ID,
+                RDMA_OPTION_ID_AFONLY,
+                i32::from(on).to_ne_bytes().to_vec(),
+            ));
+        }
+        if let Some(t) = st.ack_timeout {
+            v.push((RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, vec![t]));
+        }
+        v
+    }
+
+    /// Whether no call has given the id an address yet.
+    pub fn is_idle(&self) -> bool {
+        self.st.lock().phase == Phase::Idle
+    }
+
+    /// Whether the id is bound (by the TCP CM) to a wildcard address: the
+    /// port, if so.
+    pub fn wildcard_port(&self) -> Option<SocketAddr> {
+        let st = self.st.lock();
+        if st.phase != Phase::Bound {
+            return None;
+        }
+        st.src.filter(|a| a.ip().is_unspecified())
+    }
+
     pub fn note_reported(&self) {
         self.counts.lock().reported += 1;
     }
@@ -540,7 +583,7 @@ impl EventId for CmId {
 }
 
 /// The id an event's owner or subject is (ids are the only `EventId`).
-fn cm_id(e: &Arc<dyn EventId>) -> Option<Arc<CmId>> {
+pub fn cm_id(e: &Arc<dyn EventId>) -> Option<Arc<CmId>> {
     let any: Arc<dyn std::any::Any + Send + Sync> = e.clone();
     any.downcast().ok()
 }

@@ -98,6 +98,17 @@ impl CmId {
 
     /// `rdma_create_qp_ex`.
     pub fn create_qp(&self, attr: &mut ibv_qp_init_attr_ex) -> Res<()> {
+        self.create_qp_with(attr, None)
+    }
+
+    /// `rdma_create_qp_ex` with the first transitions (to INIT, or to RTS
+    /// for a UD QP) done by `init` instead of this CM: another backend
+    /// knows the attributes. `init` is told whether the QP is UD.
+    pub fn create_qp_with(
+        &self,
+        attr: &mut ibv_qp_init_attr_ex,
+        init: Option<&dyn Fn(*mut ibv_qp, bool) -> Res<()>>,
+    ) -> Res<()> {
         let mut st = self.st.lock();
         let c = self.cs(&mut st);
         if !c.qp.is_null() || c.verbs.is_null() {
@@ -150,7 +161,9 @@ impl CmId {
         }
         // Ready for ibv_post_recv right away, as librdmacm promises (and a
         // UD QP for sending too).
-        let init = if self.datagram(&mut st) {
+        let init = if let Some(f) = init {
+            f(qp, self.datagram(&mut st))
+        } else if self.datagram(&mut st) {
             Self::ud_qp_to_rts(&st, qp)
         } else {
             self.qp_attr(&mut st, IBV_QPS_INIT)

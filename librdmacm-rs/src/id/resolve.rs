@@ -21,6 +21,12 @@ impl CmId {
         Ok(())
     }
 
+    /// Puts the id on a device another backend found for it.
+    pub fn adopt_device(&self, loc: Local) -> Res<()> {
+        let mut st = self.st.lock();
+        self.set_device(&mut st, loc)
+    }
+
     pub(super) fn write_src(&self, st: &mut IdState, a: SocketAddr) {
         let (ss, _) = addr::to_c(&a);
         self.cs(st).route.addr.src.src_storage = ss;

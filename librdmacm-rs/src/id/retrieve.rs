@@ -8,7 +8,7 @@ impl CmId {
     /// Work done when the application takes `ev` off its channel.
     pub fn on_retrieve(ev: &mut EventBox) {
         match ev.post {
-            Post::None => {}
+            Post::None | Post::Kernel => {}
             Post::McastJoin => CmId::on_join_retrieved(ev),
             Post::ConnectRequest => {
                 let Some(listener) = cm_id(&ev.owner) else {

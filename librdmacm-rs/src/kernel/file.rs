@@ -1,0 +1,134 @@
+//! `/dev/infiniband/rdma_cm`: one open file per event channel (the kernel
+//! delivers an id's events on the file that created it), commands written
+//! to it, and its readiness watched by the CM thread.
+
+use core::ffi::c_void;
+use core::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use verbs_abi::uverbs::*;
+
+use crate::channel::Channel;
+use crate::engine::{self, Entry, FileTarget, EV_IN};
+use crate::error::{errno, Res};
+
+const DEVICE: &core::ffi::CStr = c"/dev/infiniband/rdma_cm";
+const ABI_FILE: &str = "/sys/class/misc/rdma_cm/abi_version";
+
+/// Whether ids may use the kernel's CM: its device opens, it speaks the ABI
+/// we do, and `RDMACM_RS_KERNEL_CM=0` does not turn it off.
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        if std::env::var("RDMACM_RS_KERNEL_CM").is_ok_and(|v| v.trim() == "0") {
+            return false;
+        }
+        let abi = std::fs::read_to_string(ABI_FILE)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        if abi.is_some_and(|v| v != RDMA_USER_CM_ABI_VERSION) {
+            log::warn!(
+                "kernel RDMA CM speaks ABI {abi:?}, not {RDMA_USER_CM_ABI_VERSION}: not used"
+            );
+            return false;
+        }
+        open_fd().is_ok()
+    })
+}
+
+fn open_fd() -> Res<OwnedFd> {
+    // Non-blocking: the CM thread reads events until EAGAIN; no other
+    // command looks at the flag.
+    // SAFETY: a constant NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            DEVICE.as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK,
+        )
+    };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: a fresh descriptor, owned from here on.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A command as the kernel reads it: the header, then the command.
+#[repr(C)]
+struct Msg<T> {
+    hdr: rdma_ucm_cmd_hdr,
+    body: T,
+}
+
+pub struct KFile {
+    fd: OwnedFd,
+    token: AtomicU64,
+}
+
+impl KFile {
+    fn open() -> Res<Arc<KFile>> {
+        let f = Arc::new(KFile {
+            fd: open_fd()?,
+            token: AtomicU64::new(0),
+        });
+        let weak: Weak<KFile> = Arc::downgrade(&f);
+        let target: Weak<dyn FileTarget> = weak;
+        let token = engine::get()?.register(f.raw(), Entry::File(target), EV_IN)?;
+        f.token.store(token, Ordering::Relaxed);
+        Ok(f)
+    }
+
+    /// The file of `chan`, opened on first use.
+    pub fn of(chan: &Channel) -> Res<Arc<KFile>> {
+        chan.backend(KFile::open)
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Writes command `op`. A response goes where the command's `response`
+    /// field points (`out` bytes of room, set by the caller).
+    pub fn cmd<T: Copy>(&self, op: u32, body: &T, out: usize) -> Res<()> {
+        let m = Msg {
+            hdr: rdma_ucm_cmd_hdr {
+                cmd: op,
+                r#in: size_of::<T>() as u16,
+                out: out as u16,
+            },
+            body: *body,
+        };
+        let n = size_of::<Msg<T>>();
+        // SAFETY: writes `n` bytes of a local, fully initialised struct
+        // (the padding the kernel does not read).
+        let r = unsafe { libc::write(self.raw(), (&m as *const Msg<T>).cast::<c_void>(), n) };
+        if r < 0 {
+            return Err(errno());
+        }
+        if r as usize != n {
+            return Err(libc::ENODATA);
+        }
+        Ok(())
+    }
+}
+
+/// The address of a response buffer, as a command's `response` field.
+pub fn resp_ptr<R>(r: &mut R) -> u64 {
+    r as *mut R as u64
+}
+
+impl FileTarget for KFile {
+    fn on_ready(self: Arc<Self>) {
+        super::pump::drain(&self);
+    }
+}
+
+impl Drop for KFile {
+    fn drop(&mut self) {
+        if let Ok(e) = engine::get() {
+            e.deregister(self.raw(), self.token.load(Ordering::Relaxed));
+        }
+    }
+}
