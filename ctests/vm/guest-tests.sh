@@ -101,6 +101,7 @@ serve() {
 		case $ready in
 		none) return 0 ;;
 		tcp:*) ss -Hltn "sport = :${ready#tcp:}" | grep -q . && return 0 ;;
+		out:*) grep -Eq "${ready#out:}" "$CASE_DIR/server.out" && return 0 ;;
 		cm:*)
 			ss -Hltn "sport = :${ready#cm:}" | grep -q . && return 0
 			rdma res show cm_id 2>/dev/null | grep "state LISTEN" | grep -q ":${ready#cm:} " && return 0
@@ -541,6 +542,63 @@ add rust-siw/rdma_client 30 body_siw_rdma_client rust "$(port)"
 add rust-siw/ucmatose 45 body_siw_ucmatose rust "$(port)"
 add rust-siw/rping-debian-libibverbs 45 body_siw_debian_libibverbs "$(port)"
 add c-siw/rping 45 body_siw_rping c "$(port)"
+
+# ---------------------------------------------------------------- kernel CM
+# kcm/*: librdmacm's programs over the kernel's RDMA CM, between our
+# librdmacm and Debian's both ways (and ours on both ends): the server side
+# is named first. Our librdmacm takes the kernel's CM for addresses a kernel
+# device owns; the peers meet only in the kernel (IB CM MADs over rxe,
+# MPA over TCP for siw).
+body_kcm_rping() { # SERVER-SIDE CLIENT-SIDE IP PORT
+	pair "$1" "$2" "cm:$4" \
+		rping -s -a "$3" -p "$4" -C 20 -S 4096 -V -- \
+		rping -c -a "$3" -p "$4" -C 20 -S 4096 -V || return 1
+	good "20 x 4096 B ping/pong, verified"
+}
+body_kcm_ucmatose() { # SERVER-SIDE CLIENT-SIDE IP PORT: 4 connections
+	pair "$1" "$2" "cm:$4" \
+		ucmatose -b "$3" -p "$4" -c 4 -C 50 -- \
+		ucmatose -s "$3" -b "$3" -p "$4" -c 4 -C 50 || return 1
+	grep -q "data transfers complete" "$CASE_DIR/client.out" || { bad "client: no transfers"; return 1; }
+	good "4 connections x 50 messages"
+}
+body_kcm_rdma_client() { # SERVER-SIDE CLIENT-SIDE IP PORT: rdma_create_ep, sync ids
+	pair "$1" "$2" "cm:$4" \
+		rdma_server -s "$3" -p "$4" -- \
+		rdma_client -s "$3" -p "$4" || return 1
+	grep -q "rdma_client: end 0" "$CASE_DIR/client.out" || { bad "client did not end 0"; return 1; }
+	good "send/recv through rdma_create_ep and rdma_get_request"
+}
+body_kcm_udaddy() { # SERVER-SIDE CLIENT-SIDE IP: UD over RDMA_PS_UDP (SIDR), port 7174
+	pair "$1" "$2" "cm:7174" \
+		udaddy -b "$3" -C 20 -- \
+		udaddy -s "$3" -b "$3" -C 20 || return 1
+	grep -q "data transfers complete" "$CASE_DIR/client.out" || { bad "client: no transfers"; return 1; }
+	good "SIDR resolution, 20 datagrams each way"
+}
+body_kcm_mckey_join() { # SIDE IP: a group joined through the CM
+	# (rxe does not loop multicast back to its own QPs: Debian's mckey
+	# pair never completes in one VM, so the join alone is checked.)
+	serve "$1" "out:receiving data transfers" stdbuf -oL mckey -m 239.1.2.3 -b "$2" -C 20 || return 1
+	finish_server 0
+	show "$CASE_DIR/server.out"
+	grep -q "mckey: joined dgid: ::ffff:239.1.2.3" "$CASE_DIR/server.out" ||
+		{ bad "no join: $(last_line "$CASE_DIR/server.out")"; return 1; }
+	good "$(grep 'joined dgid' "$CASE_DIR/server.out")"
+}
+# Each pairing once where both CMs meet (ours/rping-* has ours on both
+# ends; debian/rping-* is the reference).
+add kcm/rping-rxe0-ours-debian 45 body_kcm_rping ours debian "$RXE_IP" "$(port)"
+add kcm/rping-rxe0-debian-ours 45 body_kcm_rping debian ours "$RXE_IP" "$(port)"
+add kcm/rping-siw0-ours-debian 45 body_kcm_rping ours debian "$SIW_IP" "$(port)"
+add kcm/rping-siw0-debian-ours 45 body_kcm_rping debian ours "$SIW_IP" "$(port)"
+add kcm/ucmatose-rxe0-ours-debian 45 body_kcm_ucmatose ours debian "$RXE_IP" "$(port)"
+add kcm/ucmatose-siw0-debian-ours 45 body_kcm_ucmatose debian ours "$SIW_IP" "$(port)"
+add kcm/rdma_client-rxe0-debian-ours 30 body_kcm_rdma_client debian ours "$RXE_IP" "$(port)"
+add kcm/rdma_client-siw0-ours-debian 30 body_kcm_rdma_client ours debian "$SIW_IP" "$(port)"
+add kcm/udaddy-rxe0-ours-debian 45 body_kcm_udaddy ours debian "$RXE_IP"
+add kcm/udaddy-rxe0-debian-ours 45 body_kcm_udaddy debian ours "$RXE_IP"
+add kcm/mckey-join-rxe0-ours 30 body_kcm_mckey_join ours "$RXE_IP"
 
 # ---------------------------------------------------------------- pyverbs
 # rdma-core's own test suite (python3-pyverbs' tests, shared from the host

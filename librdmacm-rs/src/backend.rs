@@ -66,11 +66,7 @@ pub fn resolve_addr(
     timeout_ms: i32,
 ) -> Res<()> {
     if let Some(k) = kernel_of(i) {
-        if src.is_some_and(|s| !s.ip().is_unspecified()) {
-            // Bound already: rdma-core's kernel refuses a second source.
-            return Err(libc::EINVAL);
-        }
-        return k.resolve_addr(i, &addr::any_to_loopback(dst), timeout_ms);
+        return k.resolve_addr(i, src, &addr::any_to_loopback(dst), timeout_ms);
     }
     if kernel::enabled() && kernel::lookup(i).is_none() && i.is_idle() {
         let dst = addr::any_to_loopback(dst);
@@ -83,7 +79,7 @@ pub fn resolve_addr(
         if let Some(from) = from {
             if from.is_ipv4() == dst.is_ipv4() && try_kernel_bind(i, &from)? {
                 let k = kernel::lookup(i).ok_or(libc::EINVAL)?;
-                return k.resolve_addr(i, &dst, timeout_ms);
+                return k.resolve_addr(i, src, &dst, timeout_ms);
             }
         }
     }
@@ -113,7 +109,11 @@ pub fn listen(i: &Arc<CmId>, backlog: i32) -> Res<()> {
     // The wildcard: connect requests come through either CM. An iWARP
     // device (siw) listens through a kernel TCP socket on the same port,
     // which our bound socket must let it share.
-    i.set_option(RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &1i32.to_ne_bytes())?;
+    i.set_option(
+        RDMA_OPTION_ID,
+        RDMA_OPTION_ID_REUSEADDR,
+        &1i32.to_ne_bytes(),
+    )?;
     let k = kernel::create(i)?;
     k.st.lock().dual = true;
     let r = k.bind(&any).and_then(|_| k.listen(i, backlog));
@@ -125,7 +125,10 @@ pub fn listen(i: &Arc<CmId>, backlog: i32) -> Res<()> {
         // An iWARP device (siw) listens on the port through the kernel's
         // TCP: then the kernel's devices alone get the wildcard.
         Err(libc::EADDRINUSE) => {
-            log::warn!("port {} is the kernel's: rsw devices do not listen on it", any.port());
+            log::warn!(
+                "port {} is the kernel's: rsw devices do not listen on it",
+                any.port()
+            );
             Ok(())
         }
         Err(e) => {

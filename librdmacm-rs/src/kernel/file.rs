@@ -127,8 +127,104 @@ impl FileTarget for KFile {
 
 impl Drop for KFile {
     fn drop(&mut self) {
-        if let Ok(e) = engine::get() {
-            e.deregister(self.raw(), self.token.load(Ordering::Relaxed));
+        let token = self.token.load(Ordering::Relaxed);
+        if token == 0 {
+            return;
         }
+        if let Ok(e) = engine::get() {
+            e.deregister(self.raw(), token);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file whose commands land in a pipe, for reading back.
+    fn piped() -> (KFile, OwnedFd) {
+        let mut p = [0; 2];
+        // SAFETY: room for two descriptors, owned right away.
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        // SAFETY: fresh descriptors from pipe(2).
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+        let f = KFile {
+            fd: w,
+            token: AtomicU64::new(0),
+        };
+        (f, r)
+    }
+
+    fn read_all(fd: &OwnedFd, n: usize) -> Vec<u8> {
+        let mut v = vec![0u8; n + 64];
+        // SAFETY: reads into a buffer of that size.
+        let got = unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr().cast(), v.len()) };
+        assert!(got >= 0);
+        v.truncate(got as usize);
+        v
+    }
+
+    #[test]
+    fn a_command_is_its_header_then_its_body() {
+        let (f, r) = piped();
+        let mut resp = rdma_ucm_create_id_resp::default();
+        let cmd = rdma_ucm_create_id {
+            uid: 0x1122_3344_5566_7788,
+            response: resp_ptr(&mut resp),
+            ps: 0x0106,
+            qp_type: 2,
+            reserved: [0; 5],
+        };
+        f.cmd(
+            RDMA_USER_CM_CMD_CREATE_ID,
+            &cmd,
+            size_of::<rdma_ucm_create_id_resp>(),
+        )
+        .unwrap();
+        let b = read_all(&r, 32);
+        assert_eq!(b.len(), 8 + 24);
+        assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), 0);
+        assert_eq!(u16::from_ne_bytes(b[4..6].try_into().unwrap()), 24);
+        assert_eq!(u16::from_ne_bytes(b[6..8].try_into().unwrap()), 4);
+        assert_eq!(u64::from_ne_bytes(b[8..16].try_into().unwrap()), cmd.uid);
+        assert_eq!(
+            u64::from_ne_bytes(b[16..24].try_into().unwrap()),
+            cmd.response
+        );
+        assert_eq!(u16::from_ne_bytes(b[24..26].try_into().unwrap()), 0x0106);
+        assert_eq!(b[26], 2);
+    }
+
+    #[test]
+    fn a_short_command_says_its_own_length() {
+        // The kernel reads `in` bytes after the header, whatever the write's
+        // length: a 4-byte body says 4, padding or not.
+        let (f, r) = piped();
+        f.cmd(
+            RDMA_USER_CM_CMD_DISCONNECT,
+            &rdma_ucm_disconnect { id: 7 },
+            0,
+        )
+        .unwrap();
+        let b = read_all(&r, 16);
+        assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), 10);
+        assert_eq!(u16::from_ne_bytes(b[4..6].try_into().unwrap()), 4);
+        assert_eq!(u16::from_ne_bytes(b[6..8].try_into().unwrap()), 0);
+        assert_eq!(u32::from_ne_bytes(b[8..12].try_into().unwrap()), 7);
+    }
+
+    #[test]
+    fn a_failed_write_is_its_errno() {
+        let (f, r) = piped();
+        drop(r);
+        // SAFETY: ignoring SIGPIPE for this test process; the write must
+        // then fail with EPIPE instead of killing it.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+        let e = f.cmd(
+            RDMA_USER_CM_CMD_LISTEN,
+            &rdma_ucm_listen { id: 1, backlog: 2 },
+            0,
+        );
+        assert_eq!(e, Err(libc::EPIPE));
     }
 }

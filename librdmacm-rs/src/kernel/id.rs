@@ -289,10 +289,16 @@ impl KId {
         f.cmd(RDMA_USER_CM_CMD_BIND_IP, &cmd, 0)
     }
 
-    pub fn resolve_addr(&self, id: &CmId, dst: &SocketAddr, timeout_ms: i32) -> Res<()> {
+    pub fn resolve_addr(
+        &self,
+        id: &CmId,
+        src: Option<SocketAddr>,
+        dst: &SocketAddr,
+        timeout_ms: i32,
+    ) -> Res<()> {
         let (f, h) = self.fh();
         let cmd = rdma_ucm_resolve_ip {
-            src_addr: ucma_sockaddr_in6::default(),
+            src_addr: src.map(|s| convert::to_in6(&s)).unwrap_or_default(),
             dst_addr: convert::to_in6(dst),
             id: h,
             timeout_ms: timeout_ms.max(0) as u32,
