@@ -54,6 +54,25 @@
 
 #include "common/cm_util.c"
 
+/* The address the cases connect over: 127.0.0.1, or CM_EVENTS_ADDR (an
+ * IPv4 address a kernel RDMA device owns, to run the cases over the
+ * kernel's RDMA CM: ctests/vm compares Debian's librdmacm and ours there). */
+static const char *test_addr(void)
+{
+	const char *a = getenv("CM_EVENTS_ADDR");
+
+	return a && *a ? a : "127.0.0.1";
+}
+
+/* The test address, host order. */
+static uint32_t test_ip(void)
+{
+	struct in_addr in;
+
+	CHECK(inet_pton(AF_INET, test_addr(), &in) == 1);
+	return ntohl(in.s_addr);
+}
+
 static struct sockaddr_in loop4(uint16_t port)
 {
 	struct sockaddr_in sin;
@@ -61,7 +80,7 @@ static struct sockaddr_in loop4(uint16_t port)
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_port = htons(port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_addr.s_addr = htonl(test_ip());
 	return sin;
 }
 
@@ -1104,15 +1123,17 @@ static void case_qp_traffic(void)
 	CHECK_EQ(ntohs(rdma_get_src_port(p.sid)), p.port);
 	a = (struct sockaddr_in *)rdma_get_local_addr(p.cid);
 	CHECK_EQ(a->sin_family, AF_INET);
-	CHECK_EQ(ntohl(a->sin_addr.s_addr), INADDR_LOOPBACK);
+	CHECK_EQ(ntohl(a->sin_addr.s_addr), test_ip());
 	a = (struct sockaddr_in *)rdma_get_peer_addr(p.sid);
 	CHECK_EQ(a->sin_family, AF_INET);
-	CHECK_EQ(ntohl(a->sin_addr.s_addr), INADDR_LOOPBACK);
+	CHECK_EQ(ntohl(a->sin_addr.s_addr), test_ip());
 	/* RoCE v2 GIDs: IPv4 as ::ffff:a.b.c.d. */
 	raw = p.cid->route.addr.addr.ibaddr.sgid.raw;
-	CHECK(raw[10] == 0xff && raw[11] == 0xff && raw[12] == 127 && raw[15] == 1);
+	CHECK(raw[10] == 0xff && raw[11] == 0xff && raw[12] == test_ip() >> 24 &&
+	      raw[15] == (test_ip() & 0xff));
 	raw = p.sid->route.addr.addr.ibaddr.dgid.raw;
-	CHECK(raw[10] == 0xff && raw[11] == 0xff && raw[12] == 127 && raw[15] == 1);
+	CHECK(raw[10] == 0xff && raw[11] == 0xff && raw[12] == test_ip() >> 24 &&
+	      raw[15] == (test_ip() & 0xff));
 
 	/* A SEND from client to server. */
 	memcpy(p.cr.buf + 1024, "hello over rdma_cm", 19);
@@ -1413,7 +1434,7 @@ static void case_bind(void)
 	CHECK(rdma_get_src_port(b) != 0);
 	CHECK(rdma_get_src_port(a) != rdma_get_src_port(b));
 	CHECK_EQ(((struct sockaddr_in *)rdma_get_local_addr(b))->sin_addr.s_addr,
-		 htonl(INADDR_LOOPBACK));
+		 htonl(test_ip()));
 	/* Listening on a port that is taken fails. */
 	CHECK_OK(rdma_listen(b, 1));
 	lo.sin_port = rdma_get_src_port(b);
@@ -1513,7 +1534,7 @@ static void *sync_server_thread(void *p)
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_flags = RAI_PASSIVE;
 	hints.ai_port_space = RDMA_PS_TCP;
-	CHECK_OK(rdma_getaddrinfo("127.0.0.1", "0", &hints, &res));
+	CHECK_OK(rdma_getaddrinfo(test_addr(), "0", &hints, &res));
 	CHECK(res->ai_src_addr != NULL);
 	CHECK_EQ(res->ai_qp_type, IBV_QPT_RC);
 	memset(&attr, 0, sizeof(attr));
@@ -1563,7 +1584,7 @@ static void case_sync_endpoints(void)
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_port_space = RDMA_PS_TCP;
-	CHECK_OK(rdma_getaddrinfo("127.0.0.1", service, &hints, &res));
+	CHECK_OK(rdma_getaddrinfo(test_addr(), service, &hints, &res));
 	CHECK(res->ai_dst_addr != NULL);
 	CHECK_EQ(res->ai_port_space, RDMA_PS_TCP);
 	memset(&attr, 0, sizeof(attr));

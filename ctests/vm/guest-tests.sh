@@ -586,6 +586,37 @@ body_kcm_mckey_join() { # SIDE IP: a group joined through the CM
 		{ bad "no join: $(last_line "$CASE_DIR/server.out")"; return 1; }
 	good "$(grep 'joined dgid' "$CASE_DIR/server.out")"
 }
+# ctests/src/cm_events.c's cases over the kernel's CM on rxe0's address,
+# with Debian's librdmacm and with ours: each must end the same way with
+# both. These are the cases that pass with Debian's there; the others
+# assert our TCP CM's own timing and reasons (a DISCONNECTED within 5 s, a
+# refused TCP connect for a closed port, garbage on the listener's TCP
+# port...) and fail with both, and "unsupported" checks our stubs of
+# rdma-core's newer calls, which rdma-core 44 lacks.
+CM_EVENTS_CASES="event_strings nonblocking_channel pdata_reject closed_port
+reject_by_destroy init_qp_attr rd_atomic_limits destroy_waits_for_ack devices
+sync_endpoints getaddrinfo blocking_get_signals"
+body_kcm_cm_events() { # IP
+	local ip=$1 side
+	[[ -x $B/ctests/cm_events ]] || { bad "no $B/ctests/cm_events (make ctests)"; return 1; }
+	for side in debian ours; do
+		# shellcheck disable=SC2086
+		on "$side" env CM_EVENTS_ADDR="$ip" timeout -k 5 100 "$B/ctests/cm_events" $CM_EVENTS_CASES \
+			>"$CASE_DIR/$side.out" 2>&1
+		grep -E '^(ok|FAIL) ' "$CASE_DIR/$side.out" | awk '{print $1, $2}' | sort -k2 >"$CASE_DIR/$side.res"
+	done
+	if ! diff -u --label debian --label ours "$CASE_DIR/debian.res" "$CASE_DIR/ours.res"; then
+		show "$CASE_DIR/ours.out" "$CASE_DIR/debian.out"
+		bad "cases ending differently: $(diff "$CASE_DIR/debian.res" "$CASE_DIR/ours.res" | grep -c '^>')"
+		return 1
+	fi
+	local n
+	n=$(grep -c '^ok' "$CASE_DIR/ours.res")
+	((n == $(echo $CM_EVENTS_CASES | wc -w))) || { show "$CASE_DIR/ours.out"; bad "only $n cases ok"; return 1; }
+	good "$n cases of cm_events pass over the kernel's CM with both librdmacms"
+}
+add kcm/cm_events-rxe0 150 body_kcm_cm_events "$RXE_IP"
+
 # Each pairing once where both CMs meet (ours/rping-* has ours on both
 # ends; debian/rping-* is the reference).
 add kcm/rping-rxe0-ours-debian 45 body_kcm_rping ours debian "$RXE_IP" "$(port)"
@@ -750,6 +781,10 @@ if [[ -n $B && -f $B/lib/libibverbs.so.1 ]]; then
 	echo "guest-tests: build $B: libibverbs.so.1 of $(date -r "$B/lib/libibverbs.so.1" '+%F %T'), librdmacm.so.1 of $(date -r "$B/lib/librdmacm.so.1" '+%F %T')"
 	mkdir -p "$WORK/build"
 	cp -a "$B/lib" "$B/etc" "$WORK/build/"
+	if [[ -x $B/ctests/cm_events ]]; then
+		mkdir -p "$WORK/build/ctests"
+		cp -a "$B/ctests/cm_events" "$WORK/build/ctests/"
+	fi
 	B=$WORK/build
 	export RSV_BUILD=$B
 fi
