@@ -766,7 +766,10 @@ pub fn qp_destroy(q: &Arc<Qp>) -> Result<(), i32> {
 
 /// `ibv_destroy_srq` with async events (`IBV_EVENT_SRQ_LIMIT_REACHED`,
 /// `IBV_EVENT_SRQ_ERR`) not acknowledged: Err(EBUSY), as for CQs.
-pub fn srq_destroy(srq: *mut ibv_srq, events: &crate::context::EventCounter) -> Result<(), i32> {
+pub fn srq_destroy(
+    srq: *mut ibv_srq,
+    events: &crate::event_count::EventCounter,
+) -> Result<(), i32> {
     let n = events.unacked();
     if n > 0 && !events.wait_acked_for(ACK_GRACE) {
         report(

@@ -17,65 +17,13 @@ use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use verbs_abi::*;
 
 use crate::device::{device_attr, port_attr, DeviceInfo, CORE_CLOCK_KHZ};
+use crate::event_count::EventCounter;
 use crate::util::{event_pipe, read_record, set_errno, write_record};
 use verbs_rt::ForkFresh;
-
-/// Counts events handed to the application and acknowledgements received,
-/// so destroying the object can wait for the two to match.
-#[derive(Default)]
-pub struct EventCounter {
-    counts: Mutex<(u64, u64)>,
-    cv: Condvar,
-}
-
-impl EventCounter {
-    pub fn delivered(&self) {
-        self.counts.lock().0 += 1;
-    }
-
-    pub fn acked(&self, n: u64) {
-        let mut c = self.counts.lock();
-        c.1 += n;
-        self.cv.notify_all();
-    }
-
-    pub fn acked_total(&self) -> u64 {
-        self.counts.lock().1
-    }
-
-    /// Delivered events not acknowledged yet.
-    pub fn unacked(&self) -> u64 {
-        let c = self.counts.lock();
-        c.0.saturating_sub(c.1)
-    }
-
-    /// Waits up to `d` for every delivered event to be acknowledged (the
-    /// misuse checker's grace before it calls a destroy hopeless); true
-    /// when they all are.
-    pub fn wait_acked_for(&self, d: std::time::Duration) -> bool {
-        let end = std::time::Instant::now() + d;
-        let mut c = self.counts.lock();
-        while c.1 < c.0 {
-            if self.cv.wait_until(&mut c, end).timed_out() {
-                return c.1 >= c.0;
-            }
-        }
-        true
-    }
-
-    /// Blocks until every delivered event is acknowledged (without a bound,
-    /// as documented for ibv_destroy_cq / ibv_destroy_qp).
-    pub fn wait_all_acked(&self) {
-        let mut c = self.counts.lock();
-        while c.1 < c.0 {
-            self.cv.wait(&mut c);
-        }
-    }
-}
 
 struct QueuedEvent {
     element: usize,
@@ -248,36 +196,6 @@ pub fn port_fault(device: Option<&str>, up: bool) {
             c.async_q.push(1, t, None);
         }
     }
-}
-
-/// The counters report `rsw-stat` reads (`stats`): every live QP's.
-fn stats_report() -> String {
-    let qps: Vec<crate::stats::QpReport> = crate::qp::QPS
-        .values()
-        .iter()
-        .filter_map(std::sync::Weak::upgrade)
-        .filter(|q| q.opened_from.is_none())
-        .map(|q| {
-            let g = q.inner.lock();
-            crate::stats::QpReport {
-                device: q.ctx.dev.name.clone(),
-                qpn: q.qpn,
-                kind: match g.qp_type {
-                    IBV_QPT_RC => "RC",
-                    IBV_QPT_UC => "UC",
-                    IBV_QPT_UD => "UD",
-                    IBV_QPT_XRC_SEND => "XRC_SEND",
-                    IBV_QPT_XRC_RECV => "XRC_RECV",
-                    _ => "other",
-                },
-                state: crate::trace::qp_state_name(g.state),
-                counters: g.stats.snapshot(),
-            }
-        })
-        .collect();
-    let mut qps = qps;
-    qps.sort_by_key(|q| q.qpn);
-    crate::stats::render(std::process::id(), &qps)
 }
 
 /// Whether the interface named `ifname` is up with its link now.
@@ -549,7 +467,6 @@ pub(crate) unsafe fn open_device(
     });
     OPEN.get().lock().push(Arc::downgrade(&shared));
     crate::port::watch(link_changed);
-    crate::stats::serve(stats_report);
     if let Ok(Some(c)) = crate::faults::config() {
         crate::port::schedule_faults(&c.port, port_fault);
     }

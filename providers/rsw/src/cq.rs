@@ -30,8 +30,9 @@ use verbs_abi::*;
 
 use crate::channel::CHANNELS;
 use crate::channel::{self, Channel};
-use crate::context::{Context, CtxShared, EventCounter};
+use crate::context::{Context, CtxShared};
 use crate::device::MAX_CQE;
+use crate::event_count::EventCounter;
 use crate::handles::{names, Ctx, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
 use crate::pd::Pd;
 use crate::ringmem::{Allocator, Slots, RES_TYPE_CQ};

@@ -26,6 +26,7 @@ pub mod cq;
 pub mod device;
 pub mod dm;
 pub mod engine;
+pub mod event_count;
 pub mod faults;
 pub mod gid;
 pub mod guard;
@@ -37,6 +38,7 @@ pub mod port;
 pub mod progress;
 pub mod qp;
 pub mod remote_srq;
+pub mod ring;
 pub mod ringmem;
 pub mod srq;
 pub mod stats;
@@ -133,7 +135,11 @@ unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -
         check::init();
     }
     // SAFETY: forwarded from libibverbs' open of this device.
-    unsafe { context::open_device(device, handle, &DATA_PATH) }
+    let ctx = unsafe { context::open_device(device, handle, &DATA_PATH) };
+    if !ctx.is_null() {
+        stats::serve(qp::stats_report);
+    }
+    ctx
 }
 
 /// Acknowledges an async event: the object it is about may be destroyed

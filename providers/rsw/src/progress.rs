@@ -15,7 +15,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -182,6 +182,16 @@ fn look_setting() -> (u64, bool) {
         Some(us) => (us.saturating_mul(1000), true),
         None => (LOOK_NS, false),
     }
+}
+
+/// Serials of QPs and SRQs, the targets a token names (and the low 32
+/// bits of their handles); the link watch and the stats socket have
+/// constants far above.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// A serial for a new target.
+pub fn new_serial() -> u64 {
+    NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
 }
 
 const TOK_EVENTFD: u64 = Poller::WAKE;

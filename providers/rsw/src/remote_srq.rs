@@ -17,16 +17,18 @@
 //! be reached: a request naming it is refused as an invalid request and a
 //! warning is logged.
 
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::device::MAX_SGE;
+use crate::ring::RecvWqe;
 use crate::transport::local::Peer;
 use crate::transport::mailbox::{Delivered, PeerBox};
-use crate::wq::RecvWqe;
-use crate::xrc_registry::SrqEntry;
-use crate::xrcd::Domain;
+use crate::xrc_registry::{Registry, SrqEntry};
 
 pub struct RemoteSrq {
     pub entry: SrqEntry,
@@ -40,41 +42,45 @@ pub struct RemoteSrq {
     kick: Option<OwnedFd>,
 }
 
-/// The SRQ numbered `num` in another process of the domain `d`, if it
-/// exists there and can be reached.
-///
-/// What was found stays known while the registry is unchanged and the
-/// owner lives: a request then costs no lock and one system call.
-pub fn find(d: &Domain, num: u32) -> Option<Arc<RemoteSrq>> {
-    let reg = d.reg.as_ref()?;
-    let gen = reg.generation();
-    if let Some(r) = d.remote.lock().get(&num) {
-        if r.gen.load(Ordering::Acquire) == gen && r.owner_alive() {
+/// The other processes' SRQs one domain's requests named lately: what
+/// was found stays known while the registry is unchanged and the owner
+/// lives, so a request then costs no lock and one system call.
+#[derive(Default)]
+pub struct Known(Mutex<HashMap<u32, Arc<RemoteSrq>>>);
+
+impl Known {
+    /// The SRQ numbered `num` in another process of the domain whose
+    /// registry is `reg`, if it exists there and can be reached.
+    pub fn find(&self, reg: &Registry, num: u32) -> Option<Arc<RemoteSrq>> {
+        let gen = reg.generation();
+        if let Some(r) = self.0.lock().get(&num) {
+            if r.gen.load(Ordering::Acquire) == gen && r.owner_alive() {
+                return Some(r.clone());
+            }
+        }
+        let e = reg.find_srq(num);
+        let mut cache = self.0.lock();
+        let Some(e) = e else {
+            cache.remove(&num);
+            return None;
+        };
+        if let Some(r) = cache.get(&num).filter(|r| r.entry == e) {
+            r.gen.store(gen, Ordering::Release);
             return Some(r.clone());
         }
-    }
-    let e = reg.find_srq(num);
-    let mut cache = d.remote.lock();
-    let Some(e) = e else {
-        cache.remove(&num);
-        return None;
-    };
-    if let Some(r) = cache.get(&num).filter(|r| r.entry == e) {
-        r.gen.store(gen, Ordering::Release);
-        return Some(r.clone());
-    }
-    match reach(e, gen) {
-        Ok(r) => {
-            cache.insert(num, r.clone());
-            Some(r)
-        }
-        Err(why) => {
-            cache.remove(&num);
-            log::warn!(
-                "xrc srq {num:#x} of pid {}: unreachable, requests naming it are refused: {why}",
-                e.owner.pid
-            );
-            None
+        match reach(e, gen) {
+            Ok(r) => {
+                cache.insert(num, r.clone());
+                Some(r)
+            }
+            Err(why) => {
+                cache.remove(&num);
+                log::warn!(
+                    "xrc srq {num:#x} of pid {}: unreachable, requests naming it are refused: {why}",
+                    e.owner.pid
+                );
+                None
+            }
         }
     }
 }

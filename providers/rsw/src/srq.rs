@@ -18,16 +18,17 @@ use verbs_abi::*;
 use std::collections::HashMap;
 use std::sync::Weak;
 
-use crate::context::{Context, CtxShared, EventCounter};
+use crate::context::{Context, CtxShared};
 use crate::cq::Cq;
 use crate::device::{MAX_SGE, MAX_SRQ_WR};
+use crate::event_count::EventCounter;
 use crate::handles::{names, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
 use crate::pd::Pd;
 use crate::progress::engine;
+use crate::ring::{RecvQueue, RecvWqe};
 use crate::ringmem::{Allocator, RES_TYPE_SRQ};
 use crate::transport::mailbox::Mailbox;
 use crate::util::{ptr_or_errno, set_errno};
-use crate::wq::ring::{RecvQueue, RecvWqe};
 use crate::xrcd::{Domain, Xrcd};
 use verbs_rt::ForkFresh;
 use verbs_rt::Handles;
@@ -281,7 +282,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     ibv.context = context;
     ibv.srq_context = a.srq_context;
     ibv.pd = a.pd;
-    let serial = crate::qp::NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+    let serial = crate::progress::new_serial();
     ibv.handle = serial as u32;
     // Other processes reach an XRC SRQ of a shared domain through its
     // mailbox; one of an unnamed domain stays private.

@@ -38,8 +38,8 @@ pub struct Domain {
     /// Named domains: our membership of the host-wide domain (None when
     /// the registry cannot be had: then the domain is this process's).
     pub reg: Option<crate::xrc_registry::Registry>,
-    /// Other processes' SRQs requests named lately (`remote_srq`).
-    pub remote: Mutex<HashMap<u32, Arc<crate::remote_srq::RemoteSrq>>>,
+    /// Other processes' SRQs requests named lately.
+    remote: crate::remote_srq::Known,
 }
 
 impl Drop for Domain {
@@ -50,6 +50,14 @@ impl Drop for Domain {
                 m.remove(&k);
             }
         }
+    }
+}
+
+impl Domain {
+    /// The SRQ numbered `num` in another process of the domain, if it
+    /// exists there and can be reached (`remote_srq`).
+    pub fn remote_srq(&self, num: u32) -> Option<Arc<crate::remote_srq::RemoteSrq>> {
+        self.remote.find(self.reg.as_ref()?, num)
     }
 }
 
@@ -94,7 +102,7 @@ fn new_domain(key: Option<(u64, u64)>, reg: Option<crate::xrc_registry::Registry
         users: AtomicU32::new(0),
         key,
         reg,
-        remote: Mutex::new(HashMap::new()),
+        remote: Default::default(),
     })
 }
 

@@ -1006,10 +1006,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 g.xrc_srq = None;
                 // Another process's SRQ in the domain (`remote_srq`):
                 // SENDs only.
-                let remote = qp
-                    .xrcd
-                    .as_ref()
-                    .and_then(|d| crate::remote_srq::find(d, h.xrc_srqn));
+                let remote = qp.xrcd.as_ref().and_then(|d| d.remote_srq(h.xrc_srqn));
                 match remote {
                     // Resized (or being destroyed): its receives are out
                     // of reach.

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use verbs_abi::*;
 
-use super::{checked, Place, NEXT_SERIAL, QPS};
-use crate::context::{Context, EventCounter};
+use super::{checked, Place, QPS};
+use crate::context::Context;
 use crate::cq::Cq;
 use crate::device::{MAX_INLINE, MAX_QP_WR, MAX_SGE, MIN_INLINE};
 use crate::engine::responder;
+use crate::event_count::EventCounter;
 use crate::handles::UNKNOWN_BY_IOCTL;
 use crate::pd::Pd;
 use crate::progress::{engine, Kind};
@@ -198,7 +199,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         )
     };
     let pd_ptr = if tgt { std::ptr::null_mut() } else { a.pd };
-    let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+    let serial = crate::progress::new_serial();
     let mut ibv = ibv_qp_ex::zeroed();
     ibv.qp_base.context = context;
     ibv.qp_base.qp_context = a.qp_context;
@@ -438,7 +439,7 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
             (None, state)
         }
     };
-    let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+    let serial = crate::progress::new_serial();
     let mut ibv = ibv_qp_ex::zeroed();
     ibv.qp_base.qp_num = a.qp_num;
     ibv.qp_base.state = state;

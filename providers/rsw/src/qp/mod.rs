@@ -17,7 +17,7 @@ pub(crate) use modify::{modify_qp, query_qp};
 pub use post::{check_send_wr, post_send_batch};
 pub(crate) use post::{post_recv, post_send};
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 
 use verbs_abi::*;
@@ -26,7 +26,6 @@ use verbs_rt::{ForkFresh, Handles};
 
 /// The QPs handed out and not destroyed.
 pub static QPS: Handles<Weak<Qp>> = Handles::new();
-pub(crate) static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// QPs created and not destroyed (handles `ibv_open_qp` made are not QPs
 /// of their own, as in the kernel): `ibv_query_device`'s `max_qp` holds
@@ -121,4 +120,34 @@ fn checked_target(
     unknown: std::os::raw::c_int,
 ) -> Result<Arc<Qp>, std::os::raw::c_int> {
     checked(qp, unknown).map(|q| q.opened_from.clone().unwrap_or(q))
+}
+
+/// The counters report `rsw-stat` reads (`stats`): every live QP's.
+pub(crate) fn stats_report() -> String {
+    let qps: Vec<crate::stats::QpReport> = QPS
+        .values()
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .filter(|q| q.opened_from.is_none())
+        .map(|q| {
+            let g = q.inner.lock();
+            crate::stats::QpReport {
+                device: q.ctx.dev.name.clone(),
+                qpn: q.qpn,
+                kind: match g.qp_type {
+                    IBV_QPT_RC => "RC",
+                    IBV_QPT_UC => "UC",
+                    IBV_QPT_UD => "UD",
+                    IBV_QPT_XRC_SEND => "XRC_SEND",
+                    IBV_QPT_XRC_RECV => "XRC_RECV",
+                    _ => "other",
+                },
+                state: crate::trace::qp_state_name(g.state),
+                counters: g.stats.snapshot(),
+            }
+        })
+        .collect();
+    let mut qps = qps;
+    qps.sort_by_key(|q| q.qpn);
+    crate::stats::render(std::process::id(), &qps)
 }

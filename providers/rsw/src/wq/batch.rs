@@ -5,7 +5,7 @@ use std::os::raw::c_int;
 
 use verbs_abi::*;
 
-use super::ring::NO_SGE;
+use crate::ring::NO_SGE;
 
 pub struct Builder {
     pub(crate) wrs: Vec<ibv_send_wr>,

@@ -1,5 +1,5 @@
 //! A QP's state: the object the application's pointer names, its
-//! work queues (`ring`), what its engines keep between events (`conn`,
+//! work queues (rings, `crate::ring`), what its engines keep between events (`conn`,
 //! `dgram`), the `ibv_wr_*` batch (`batch`), and the completion helpers
 //! every engine and verb uses (complete, claim a receive, flush, enter the
 //! error state).
@@ -17,12 +17,10 @@
 pub mod batch;
 pub mod conn;
 pub mod dgram;
-pub mod ring;
 
 pub use batch::Builder;
 pub use conn::{InConn, OutConn, PendingConn};
 pub use dgram::{Dgram, Group};
-pub use ring::{BindArgs, RecvQueue, RecvWqe, SendQueue, SendWqe, UdDest, NO_SGE};
 
 use std::cell::UnsafeCell;
 use std::os::raw::c_int;
@@ -31,8 +29,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use verbs_abi::*;
 
-use crate::context::{CtxShared, EventCounter};
+use crate::context::CtxShared;
 use crate::cq::{Cq, Cqe};
+use crate::event_count::EventCounter;
+use crate::ring::{RecvQueue, RecvWqe, SendQueue, SendWqe};
 use crate::ringmem::{Allocator, RES_TYPE_QP};
 use crate::srq::Srq;
 use crate::stats::Counters;

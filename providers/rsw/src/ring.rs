@@ -1,6 +1,7 @@
-//! A QP's work queues: the send and receive rings, preallocated when the
-//! QP is created so posting never allocates (on our heap, or from the
-//! allocator of the parent domain the QP or SRQ is made on: `ringmem`).
+//! Work queues, a QP's and an SRQ's: the send and receive rings,
+//! preallocated when the QP or SRQ is created so posting never allocates
+//! (on our heap, or from the allocator of the parent domain it is made
+//! on: `ringmem`).
 //! Sequence numbers only grow; a slot is `seq % cap`.
 
 use verbs_abi::*;
