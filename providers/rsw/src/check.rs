@@ -1,8 +1,13 @@
-//! The misuse checker's data-path and object checks (`RDMA_CHECK`, see
-//! `verbs_abi::check` for the switch, the report format and the once-only
-//! rule). The verbs call in here only when the checker is on: off, each
-//! check point is the one branch of `verbs_abi::check::on` (or
-//! `hooks_on`, shared with the tracer, on the post and poll paths).
+//! The misuse checker's ledger (`RDMA_CHECK`; `verbs_abi::check` holds
+//! the switch, the report format and the once-only rule): what the checker
+//! remembers between verbs, and the checks that need nothing else. The
+//! objects report to it as they act, with plain values (handles, numbers,
+//! the application's structs), so it sits below all of them; the checks
+//! that read an object live beside it (`qp::check`, `mr::check_sge`), and
+//! what only the layers above can answer comes through the hooks they
+//! register when the checker starts ([`Above`]). Off, each check point is
+//! the one branch of `verbs_abi::check::on` (or `hooks_on`, shared with
+//! the tracer, on the post and poll paths).
 //!
 //! What it keeps, only while on: per QP the signaled send WRs posted and
 //! not yet polled (wr_id, and a checksum of up to [`SUM_BYTES`] of each
@@ -13,15 +18,15 @@
 //! acknowledged.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Once};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use verbs_abi::check::{report, summary, Obj};
+use verbs_abi::check::{report, Obj};
 use verbs_abi::*;
 
-use crate::cq::{Cq, CQS};
-use crate::qp::{Qp, QPS};
+use crate::event_count::EventCounter;
 
 /// Bytes of each send SGE checksummed at post and at completion.
 const SUM_BYTES: usize = 4096;
@@ -47,6 +52,25 @@ pub struct Posted {
     wr: usize,
 }
 
+impl Posted {
+    pub fn new(wr_id: u64, call: u64, wr: usize) -> Posted {
+        Posted {
+            wr_id,
+            sums: Vec::new(),
+            call,
+            wr,
+        }
+    }
+
+    /// Remembers the `len` bytes at `host` the WR gathers from (when they
+    /// can be read), to compare them at its completion.
+    pub fn sum(&mut self, host: usize, len: usize) {
+        if let Some(sum) = checksum(host, len) {
+            self.sums.push(Sum { host, len, sum });
+        }
+    }
+}
+
 /// What a post recorded before it ran (entries are recorded first: another
 /// thread may poll their completions before the post returns).
 pub struct Recorded {
@@ -54,16 +78,43 @@ pub struct Recorded {
     n: usize,
 }
 
-static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+impl Recorded {
+    /// Nothing was recorded.
+    pub fn none(&self) -> bool {
+        self.n == 0
+    }
+}
+
+static CALLS: AtomicU64 = AtomicU64::new(1);
+
+/// A number for one post call, which its records carry.
+pub fn new_call() -> u64 {
+    CALLS.fetch_add(1, Ordering::Relaxed)
+}
 
 /// A posted receive: wr_id, the ranges its SGEs name, and (as for
 /// [`Posted`]) the call and WR it came from.
-struct RecvRec {
+pub struct RecvRec {
     wr_id: u64,
     ranges: Vec<(u64, u64)>,
     lkeys: Vec<u32>,
     call: u64,
     wr: usize,
+}
+
+impl RecvRec {
+    pub fn new(wr_id: u64, sges: &[ibv_sge], call: u64, wr: usize) -> RecvRec {
+        RecvRec {
+            wr_id,
+            ranges: sges
+                .iter()
+                .map(|s| (s.addr, s.addr.wrapping_add(s.length as u64)))
+                .collect(),
+            lkeys: sges.iter().map(|s| s.lkey).collect(),
+            call,
+            wr,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -102,22 +153,30 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     f(g.get_or_insert_with(State::default))
 }
 
-fn qp_obj(q: &Qp) -> Obj {
-    Obj::qp(q.as_ibv() as usize, q.qpn)
+/// What the ledger asks of the layers above it, which know the live QPs
+/// and every object table; registered by the top layer when the checker
+/// starts.
+pub struct Above {
+    /// The application's handle of the live QP numbered `qpn`, or 0.
+    pub qp_handle: fn(u32) -> usize,
+    /// Send WRs posted and not completed, on live QPs in RTS or SQD, that
+    /// name `lkey`.
+    pub sends_naming: fn(u32) -> usize,
+    /// At exit, before the count of findings: the objects never destroyed
+    /// and the events never acknowledged.
+    pub exit_summary: fn(),
 }
 
-fn state_name(s: ibv_qp_state) -> &'static str {
-    crate::trace::qp_state_name(s)
-}
+static ABOVE: OnceLock<Above> = OnceLock::new();
 
-/// Registers the exit summary (once; the provider calls this when it
-/// opens a device with the checker on).
-pub fn init() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
+/// Starts the checker (the provider calls this when it opens a device
+/// with the checker on; the first call's hooks stay): the exit summary is
+/// registered once.
+pub fn init(above: Above) {
+    if ABOVE.set(above).is_ok() {
         // SAFETY: registers a plain function with no captured state.
         unsafe { libc::atexit(at_exit) };
-    });
+    }
 }
 
 fn fnv(sum: u64, bytes: &[u8]) -> u64 {
@@ -128,7 +187,7 @@ fn fnv(sum: u64, bytes: &[u8]) -> u64 {
 
 /// A checksum of `len` bytes at `host` (at most [`SUM_BYTES`]), or None if
 /// the memory cannot be read.
-fn checksum(host: usize, len: usize) -> Option<u64> {
+pub fn checksum(host: usize, len: usize) -> Option<u64> {
     let mut buf = [0u8; SUM_BYTES];
     let n = len.min(SUM_BYTES);
     // SAFETY: host..host+n lies in registered memory (checked against the
@@ -137,216 +196,30 @@ fn checksum(host: usize, len: usize) -> Option<u64> {
     Some(fnv(0xcbf2_9ce4_8422_2325, &buf[..n]))
 }
 
-/// Checks one local SGE against the key table: unknown or deregistered
-/// lkey, another PD, a range outside the MR. Returns the host address of
-/// a good one.
-fn check_sge(obj: Obj, pd: u32, s: &ibv_sge, verb: &str) -> Option<usize> {
-    if s.length == 0 {
-        return None;
-    }
-    let e = crate::mr::table().lookup(s.lkey);
-    let spec = "ibv_post_send(3)/ibv_post_recv(3): every SGE's lkey must be the lkey of an MR registered in the QP's PD, and [addr, addr+length) must lie inside that MR; otherwise the WR completes with IBV_WC_LOC_PROT_ERR (IB spec 10.6.3.1, C10-11)";
-    let Some(e) = e else {
-        let dead = with(|st| st.dead.contains(&s.lkey));
-        let (kind, what) = if dead {
-            ("lkey_deregistered", "names an MR this process deregistered")
-        } else {
-            ("lkey_unknown", "is not the lkey of any registered MR")
-        };
-        report(
-            kind,
-            obj,
-            &format!(
-                "{verb}: SGE addr={:#x} length={} lkey={:#x} {what}",
-                s.addr, s.length, s.lkey
-            ),
-            spec,
-        );
-        return None;
-    };
-    if e.pd != pd {
-        report(
-            "lkey_other_pd",
-            obj,
-            &format!(
-                "{verb}: SGE lkey={:#x} belongs to an MR of another PD (pd id {} vs the QP's {pd})",
-                s.lkey, e.pd
-            ),
-            spec,
-        );
-        return None;
-    }
-    let end = s.addr.checked_add(s.length as u64);
-    if s.addr < e.iova || end.is_none_or(|x| x > e.iova + e.len) {
-        report(
-            "sge_out_of_mr",
-            obj,
-            &format!(
-                "{verb}: SGE [{:#x}, +{}) leaves its MR [{:#x}, +{}) (lkey={:#x})",
-                s.addr, s.length, e.iova, e.len, s.lkey
-            ),
-            spec,
-        );
-        return None;
-    }
-    Some(e.host + (s.addr - e.iova) as usize)
+/// Whether `key` is one this process deregistered or invalidated (and
+/// still remembers).
+pub fn is_dead(key: u32) -> bool {
+    with(|st| st.dead.contains(&key))
 }
 
-fn is_read_or_atomic(op: ibv_wr_opcode) -> bool {
-    matches!(
-        op,
-        IBV_WR_RDMA_READ | IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
-    )
+/// The signaled send WRs due on the CQ `cq`, not polled yet.
+pub fn due_on(cq: usize) -> usize {
+    with(|st| st.cqs.get(&cq).map_or(0, |c| c.due))
 }
 
-fn names_rkey(op: ibv_wr_opcode) -> bool {
-    matches!(
-        op,
-        IBV_WR_RDMA_WRITE
-            | IBV_WR_RDMA_WRITE_WITH_IMM
-            | IBV_WR_RDMA_READ
-            | IBV_WR_ATOMIC_CMP_AND_SWP
-            | IBV_WR_ATOMIC_FETCH_AND_ADD
-            | IBV_WR_ATOMIC_WRITE
-    )
-}
-
-/// Whether a SEND/WRITE reads its buffers until it completes.
-fn reads_buffers(op: ibv_wr_opcode) -> bool {
-    matches!(
-        op,
-        IBV_WR_SEND
-            | IBV_WR_SEND_WITH_IMM
-            | IBV_WR_SEND_WITH_INV
-            | IBV_WR_RDMA_WRITE
-            | IBV_WR_RDMA_WRITE_WITH_IMM
-    )
-}
-
-/// The checks of `ibv_post_send` (or `ibv_wr_complete`: `verb`) before
-/// the post; records the signaled WRs of the list (with the checksums of
-/// their buffers), in order.
-///
-/// # Safety
-/// `wr` is the caller's list of send WRs.
-pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr, verb: &str) -> Recorded {
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let obj = qp_obj(q);
-    let (state, max_rd_atomic, sig_all, qp_type, max_sge) = {
-        let g = q.inner.lock();
-        (
-            g.state,
-            g.attr.max_rd_atomic,
-            g.sq_sig_all,
-            g.qp_type,
-            g.sq.max_sge,
-        )
-    };
-    match state {
-        IBV_QPS_RESET => report(
-            "post_state",
-            obj,
-            &format!("{verb} on a QP in RESET: the post fails"),
-            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); a QP in RESET refuses them",
-        ),
-        IBV_QPS_INIT | IBV_QPS_RTR => report(
-            "post_state",
-            obj,
-            &format!(
-                "{verb} on a QP in {}: accepted here, the WR waits for RTS",
-                state_name(state)
-            ),
-            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); in INIT and RTR the spec refuses the post, and so do hns, bnxt_re and efa (EINVAL), where mlx5 and irdma take it and rxe says EINVAL yet runs it at RTS",
-        ),
-        IBV_QPS_ERR => report(
-            "post_state",
-            obj,
-            &format!("{verb} on a QP in ERR: the WR will complete with IBV_WC_WR_FLUSH_ERR"),
-            "IB spec 10.3.1 (Error state): WRs posted to a QP in ERR are completed in error (flushed) without being executed",
-        ),
-        _ => {}
-    }
-    let mut out = Vec::new();
-    while !wr.is_null() {
-        // SAFETY: wr walks the caller's list.
-        let w = unsafe { &*wr };
-        // SAFETY: the WR describes its own SGE array.
-        let sges = unsafe { sg_list(w.sg_list, w.num_sge, max_sge) };
-        let inline = w.send_flags & IBV_SEND_INLINE != 0;
-        let local = !matches!(w.opcode, IBV_WR_BIND_MW | IBV_WR_LOCAL_INV);
-        let signaled = w.send_flags & IBV_SEND_SIGNALED != 0 || sig_all;
-        let mut sums = Vec::new();
-        // Inline data is copied at post: its SGEs need no key.
-        if local && (!inline || is_read_or_atomic(w.opcode)) {
-            for s in sges {
-                let host = check_sge(obj, q.pd_id, s, verb);
-                if let (Some(h), true) = (host, signaled && reads_buffers(w.opcode)) {
-                    let len = s.length as usize;
-                    if let Some(sum) = checksum(h, len) {
-                        sums.push(Sum { host: h, len, sum });
-                    }
-                }
-            }
-        }
-        if names_rkey(w.opcode) && qp_type != IBV_QPT_UD {
-            // SAFETY: the rdma/atomic member, as these opcodes fill it.
-            let rkey = unsafe {
-                if matches!(
-                    w.opcode,
-                    IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
-                ) {
-                    w.wr.atomic.rkey
-                } else {
-                    w.wr.rdma.rkey
-                }
-            };
-            check_rkey(obj, rkey);
-        }
-        // (UC and UD have no READ/atomic at all: the post refuses them.)
-        if is_read_or_atomic(w.opcode)
-            && max_rd_atomic == 0
-            && state == IBV_QPS_RTS
-            && matches!(qp_type, IBV_QPT_RC | IBV_QPT_XRC_SEND)
-        {
-            report(
-                "rd_atomic_exceeded",
-                obj,
-                "RDMA READ/atomic posted on a QP whose max_rd_atomic is 0: it may never have one outstanding, so the WR can never be issued",
-                "ibv_modify_qp(3): max_rd_atomic is the number of outstanding RDMA READ/atomic operations the QP may have as initiator (set with IBV_QP_MAX_QP_RD_ATOMIC for RTS); IB spec 9.4.4/C9-147 forbids exceeding it (hardware stalls the send queue or fails the WR)",
-            );
-        }
-        if signaled {
-            out.push(Posted {
-                wr_id: w.wr_id,
-                sums,
-                call,
-                wr: wr as usize,
-            });
-        }
-        wr = w.next;
-    }
-    if let Some(cq) = &q.send_cq {
-        // SAFETY: plain data in the CQ's allocation.
-        let cap =
-            unsafe { std::ptr::read_volatile(&raw const (*cq.ibv.get()).cqe) }.max(0) as usize;
-        let handle = cq.as_ibv() as usize;
-        let due = with(|st| st.cqs.get(&handle).map_or(0, |c| c.due)) + out.len();
-        if due > cap {
-            report(
-                "cq_overrun",
-                Obj::new("cq", handle),
-                &format!(
-                    "{due} signaled send WRs outstanding on a CQ of {cap} entries: its completions will certainly overrun it"
-                ),
-                "ibv_create_cq(3)/ibv_poll_cq(3): the CQ must be large enough for every completion that can be outstanding; an overrun is a CQ error (IBV_EVENT_CQ_ERR) and puts its QPs in error",
-            );
-        }
-    }
-    let send_cq = q.send_cq.as_ref().map_or(0, |c| c.as_ibv() as usize);
+/// Records the signaled send WRs of post call `call` on QP `qpn` (whose
+/// application handle is `handle`, whose send CQ `send_cq`), in order.
+pub fn record_sends(
+    qpn: u32,
+    handle: usize,
+    send_cq: usize,
+    call: u64,
+    out: Vec<Posted>,
+) -> Recorded {
     let sends = out.len();
     with(|st| {
-        let w = st.qps.entry(q.qpn).or_default();
-        w.handle = q.as_ibv() as usize;
+        let w = st.qps.entry(qpn).or_default();
+        w.handle = handle;
         w.send_cq = send_cq;
         for p in out {
             if w.sends.len() >= MAX_KEPT {
@@ -359,17 +232,48 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr, verb: &str) -> 
     Recorded { call, n: sends }
 }
 
-fn check_rkey(obj: Obj, rkey: u32) {
-    let live = crate::mr::table().key_live(rkey);
-    let dead = live == Some(false) || (live.is_none() && with(|st| st.dead.contains(&rkey)));
-    if dead {
-        report(
-            "rkey_invalidated",
-            obj,
-            &format!("a WR names rkey {rkey:#x}, which this process deregistered, invalidated or bound again (or never bound)"),
-            "ibv_dereg_mr(3)/ibv_dealloc_mw(3)/IBV_WR_LOCAL_INV: once an MR is deregistered or a window invalidated, its rkey is invalid; a remote access with it completes with IBV_WC_REM_ACCESS_ERR and moves both QPs to error (IB spec 10.6.7)",
-        );
-    }
+/// A post of QP `qpn` was refused from some WR on: takes back what `rec`
+/// recorded, but for the WRs in `accepted`.
+pub fn take_back_sends(qpn: u32, rec: Recorded, accepted: &HashSet<usize>) {
+    with(|st| {
+        let Some(w) = st.qps.get_mut(&qpn) else {
+            return;
+        };
+        let before = w.sends.len();
+        w.sends
+            .retain(|x| x.call != rec.call || accepted.contains(&x.wr));
+        let gone = before - w.sends.len();
+        let send_cq = w.send_cq;
+        if let Some(c) = st.cqs.get_mut(&send_cq) {
+            c.due = c.due.saturating_sub(gone);
+        }
+    });
+}
+
+/// Records the receives of post call `call` on QP `qpn`, in order.
+pub fn record_recvs(qpn: u32, handle: usize, call: u64, out: Vec<RecvRec>) -> Recorded {
+    let n = out.len();
+    with(|st| {
+        let w = st.qps.entry(qpn).or_default();
+        w.handle = handle;
+        for r in out {
+            if w.recvs.len() >= MAX_KEPT {
+                w.recvs.pop_front();
+            }
+            w.recvs.push_back(r);
+        }
+    });
+    Recorded { call, n }
+}
+
+/// As [`take_back_sends`], for receives.
+pub fn take_back_recvs(qpn: u32, rec: Recorded, accepted: &HashSet<usize>) {
+    with(|st| {
+        if let Some(w) = st.qps.get_mut(&qpn) {
+            w.recvs
+                .retain(|x| x.call != rec.call || accepted.contains(&x.wr));
+        }
+    });
 }
 
 /// A remote access was refused by this process's key table (the
@@ -386,10 +290,7 @@ pub fn remote_key_refused(rkey: u32, qpn: u32, live: Option<bool>) {
         let handle = if handle != 0 {
             handle
         } else {
-            QPS.entries()
-                .into_iter()
-                .find(|(_, w)| w.upgrade().is_some_and(|q| q.qpn == qpn))
-                .map_or(0, |(h, _)| h)
+            ABOVE.get().map_or(0, |a| (a.qp_handle)(qpn))
         };
         report(
             "rkey_invalidated",
@@ -398,43 +299,6 @@ pub fn remote_key_refused(rkey: u32, qpn: u32, live: Option<bool>) {
             "ibv_dereg_mr(3)/ibv_dealloc_mw(3)/IBV_WR_LOCAL_INV: an invalidated rkey gives the requester IBV_WC_REM_ACCESS_ERR and the responder QP IBV_EVENT_QP_ACCESS_ERR (IB spec 10.6.7)",
         );
     }
-}
-
-/// After `ibv_post_send` of the list at `head`: a refused post takes back
-/// what it recorded from `bad` on (everything, when `bad` is NULL).
-///
-/// # Safety
-/// `head` is the caller's list, as posted.
-pub unsafe fn after_post_send(
-    q: &Qp,
-    rec: Recorded,
-    rc: i32,
-    head: *mut ibv_send_wr,
-    bad: *mut ibv_send_wr,
-) {
-    if rc == 0 || rec.n == 0 {
-        return;
-    }
-    let mut accepted = HashSet::new();
-    let mut p = head;
-    while !bad.is_null() && !p.is_null() && p != bad {
-        accepted.insert(p as usize);
-        // SAFETY: p walks the caller's list.
-        p = unsafe { (*p).next };
-    }
-    with(|st| {
-        let Some(w) = st.qps.get_mut(&q.qpn) else {
-            return;
-        };
-        let before = w.sends.len();
-        w.sends
-            .retain(|x| x.call != rec.call || accepted.contains(&x.wr));
-        let gone = before - w.sends.len();
-        let send_cq = w.send_cq;
-        if let Some(c) = st.cqs.get_mut(&send_cq) {
-            c.due = c.due.saturating_sub(gone);
-        }
-    });
 }
 
 /// A QP went to RESET: its queues and unpolled completions are gone.
@@ -451,134 +315,18 @@ pub fn qp_reset(qpn: u32) {
     });
 }
 
-/// The checks of `ibv_post_srq_recv`: the SGEs against the SRQ's PD.
-///
-/// # Safety
-/// `wr` is the caller's list of receive WRs.
-pub unsafe fn before_post_srq_recv(
-    srq: *mut ibv_srq,
-    pd: u32,
-    max_sge: usize,
-    mut wr: *mut ibv_recv_wr,
-) {
-    let obj = Obj::new("srq", srq as usize);
-    while !wr.is_null() {
-        // SAFETY: wr walks the caller's list.
-        let w = unsafe { &*wr };
-        // SAFETY: the WR describes its own SGE array.
-        for s in unsafe { sg_list(w.sg_list, w.num_sge, max_sge) } {
-            check_sge(obj, pd, s, "ibv_post_srq_recv");
-        }
-        wr = w.next;
-    }
-}
-
 /// A WR's scatter/gather list, or nothing when its length is out of the
 /// queue's bounds (the post refuses it with EINVAL before reading it, and
 /// so must the checker).
 ///
 /// # Safety
 /// With `0 < n <= max`, `p` holds `n` entries.
-unsafe fn sg_list<'a>(p: *mut ibv_sge, n: i32, max: usize) -> &'a [ibv_sge] {
+pub unsafe fn sg_list<'a>(p: *mut ibv_sge, n: i32, max: usize) -> &'a [ibv_sge] {
     if n <= 0 || n as usize > max || p.is_null() {
         return &[];
     }
     // SAFETY: per the contract.
     unsafe { std::slice::from_raw_parts(p, n as usize) }
-}
-
-/// The checks of `ibv_post_recv` before the post; records the receives.
-///
-/// # Safety
-/// `wr` is the caller's list of receive WRs.
-pub unsafe fn before_post_recv(q: &Qp, mut wr: *mut ibv_recv_wr) -> Recorded {
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let obj = qp_obj(q);
-    let (state, max_sge) = {
-        let g = q.inner.lock();
-        (g.state, g.rq.max_sge)
-    };
-    match state {
-        IBV_QPS_RESET => report(
-            "post_state",
-            obj,
-            "ibv_post_recv on a QP in RESET: the post fails",
-            "ibv_post_recv(3), IB spec 10.8.2: receive WRs may be posted from INIT on; a QP in RESET refuses them",
-        ),
-        IBV_QPS_ERR => report(
-            "post_state",
-            obj,
-            "ibv_post_recv on a QP in ERR: the WR will complete with IBV_WC_WR_FLUSH_ERR",
-            "IB spec 10.3.1 (Error state): WRs posted to a QP in ERR are completed in error (flushed)",
-        ),
-        _ => {}
-    }
-    let mut out = Vec::new();
-    if q.srq.is_some() {
-        return Recorded { call, n: 0 };
-    }
-    while !wr.is_null() {
-        // SAFETY: wr walks the caller's list.
-        let w = unsafe { &*wr };
-        // SAFETY: the WR describes its own SGE array.
-        let sges = unsafe { sg_list(w.sg_list, w.num_sge, max_sge) };
-        for s in sges {
-            check_sge(obj, q.pd_id, s, "ibv_post_recv");
-        }
-        out.push(RecvRec {
-            wr_id: w.wr_id,
-            ranges: sges
-                .iter()
-                .map(|s| (s.addr, s.addr.wrapping_add(s.length as u64)))
-                .collect(),
-            lkeys: sges.iter().map(|s| s.lkey).collect(),
-            call,
-            wr: wr as usize,
-        });
-        wr = w.next;
-    }
-    let n = out.len();
-    with(|st| {
-        let w = st.qps.entry(q.qpn).or_default();
-        w.handle = q.as_ibv() as usize;
-        for r in out {
-            if w.recvs.len() >= MAX_KEPT {
-                w.recvs.pop_front();
-            }
-            w.recvs.push_back(r);
-        }
-    });
-    Recorded { call, n }
-}
-
-/// After `ibv_post_recv` of the list at `head`: a refused post takes
-/// back what it recorded from `bad` on (everything, when `bad` is NULL).
-///
-/// # Safety
-/// `head` is the caller's list, as posted.
-pub unsafe fn after_post_recv(
-    q: &Qp,
-    rec: Recorded,
-    rc: i32,
-    head: *mut ibv_recv_wr,
-    bad: *mut ibv_recv_wr,
-) {
-    if rc == 0 || rec.n == 0 {
-        return;
-    }
-    let mut accepted = HashSet::new();
-    let mut p = head;
-    while !bad.is_null() && !p.is_null() && p != bad {
-        accepted.insert(p as usize);
-        // SAFETY: p walks the caller's list.
-        p = unsafe { (*p).next };
-    }
-    with(|st| {
-        if let Some(w) = st.qps.get_mut(&q.qpn) {
-            w.recvs
-                .retain(|x| x.call != rec.call || accepted.contains(&x.wr));
-        }
-    });
 }
 
 /// Completions polled from `cq`: signaled sends leave their CQ's due
@@ -657,20 +405,19 @@ fn overlaps(a: u64, alen: u64, lo: u64, hi: u64) -> bool {
     a < hi && lo < a.saturating_add(alen)
 }
 
-/// `ibv_req_notify_cq`: remembers what the CQ held.
-pub fn armed(c: &Cq) {
-    let held = c.backlog() as u64;
+/// `ibv_req_notify_cq` of the CQ `cq`, which holds `held` completions.
+pub fn armed(cq: usize, held: u64) {
     with(|st| {
-        let w = st.cqs.entry(c.as_ibv() as usize).or_default();
+        let w = st.cqs.entry(cq).or_default();
         w.held_at_arm = Some(w.polled + held);
     });
 }
 
-/// A completion event of `c` is being handed to the application: if the
-/// CQ was re-armed while holding completions that have not been polled
-/// since, the program waits for events without draining the CQ.
-pub fn event_delivered(c: &Cq) {
-    let handle = c.as_ibv() as usize;
+/// A completion event of the CQ `handle` is being handed to the
+/// application: if the CQ was re-armed while holding completions that
+/// have not been polled since, the program waits for events without
+/// draining the CQ.
+pub fn event_delivered(handle: usize) {
     let left = with(|st| {
         let w = st.cqs.entry(handle).or_default();
         let left = w.held_at_arm.map_or(0, |h| h.saturating_sub(w.polled));
@@ -692,9 +439,15 @@ pub fn event_delivered(c: &Cq) {
 /// `ibv_destroy_cq`: a CQ still used by QPs, or with events not
 /// acknowledged (the destroy would block for ever): Err(EBUSY) then,
 /// leaving the CQ intact, so the program can acknowledge and retry.
-pub fn cq_destroy(c: &Cq) -> Result<(), i32> {
-    let obj = Obj::new("cq", c.as_ibv() as usize);
-    let users = c.qp_refs.load(std::sync::atomic::Ordering::Acquire);
+/// `users` is how many QPs use the CQ `cq`; `comp_events` and
+/// `async_events` count its events.
+pub fn cq_destroy(
+    cq: usize,
+    users: u32,
+    comp_events: &EventCounter,
+    async_events: &EventCounter,
+) -> Result<(), i32> {
+    let obj = Obj::new("cq", cq);
     if users > 0 {
         report(
             "destroy_busy",
@@ -704,78 +457,49 @@ pub fn cq_destroy(c: &Cq) -> Result<(), i32> {
         );
         return Ok(());
     }
-    let comp = c.comp_events.unacked();
-    let asy = c.async_events.unacked();
+    let comp = comp_events.unacked();
+    let asy = async_events.unacked();
     if comp + asy > 0
-        && !(c.comp_events.wait_acked_for(ACK_GRACE) && c.async_events.wait_acked_for(ACK_GRACE))
+        && !(comp_events.wait_acked_for(ACK_GRACE) && async_events.wait_acked_for(ACK_GRACE))
     {
         report(
             "unacked_events",
             obj,
             &format!(
                 "ibv_destroy_cq with {} completion event(s) and {} async event(s) not acknowledged: rdma-core blocks for ever here; with the checker on the destroy fails with EBUSY instead",
-                c.comp_events.unacked(),
-                c.async_events.unacked()
+                comp_events.unacked(),
+                async_events.unacked()
             ),
             "ibv_get_cq_event(3): every event must be acknowledged with ibv_ack_cq_events (ibv_ack_async_event); ibv_destroy_cq waits until all events of the CQ are acknowledged",
         );
         return Err(libc::EBUSY);
     }
-    with(|st| st.cqs.remove(&(c.as_ibv() as usize)));
-    verbs_abi::check::forget(c.as_ibv() as usize);
+    with(|st| st.cqs.remove(&cq));
+    verbs_abi::check::forget(cq);
     Ok(())
 }
 
-/// `ibv_destroy_qp`: send WRs still in flight (discarded without a
-/// completion), async events not acknowledged (Err(EBUSY), as for CQs).
-pub fn qp_destroy(q: &Arc<Qp>) -> Result<(), i32> {
-    let obj = qp_obj(q);
-    let (state, in_flight) = {
-        let g = q.inner.lock();
-        let r = g.sq.outstanding();
-        (g.state, r.end - r.start)
-    };
-    if in_flight > 0 && matches!(state, IBV_QPS_RTS | IBV_QPS_SQD) {
-        report(
-            "destroy_busy",
-            obj,
-            &format!("ibv_destroy_qp with {in_flight} send WR(s) posted and not completed: they are discarded without completions"),
-            "ibv_destroy_qp(3)/IB spec 10.2.4.4: destroying a QP discards its outstanding WRs without completing them; move it to ERR and poll the flushed completions first, or wait for them",
-        );
-    }
-    let asy = q.async_events.unacked();
-    if asy > 0 && !q.async_events.wait_acked_for(ACK_GRACE) {
-        report(
-            "unacked_events",
-            obj,
-            &format!("ibv_destroy_qp with {asy} async event(s) not acknowledged: rdma-core blocks for ever here; with the checker on the destroy fails with EBUSY instead"),
-            "ibv_get_async_event(3): every async event must be acknowledged with ibv_ack_async_event; destroying the object it is about waits until then",
-        );
-        return Err(libc::EBUSY);
-    }
+/// A QP is destroyed: what was kept of it goes, and its signaled sends
+/// leave their CQ's due count.
+pub fn qp_gone(qpn: u32) {
     with(|st| {
-        if let Some(w) = st.qps.remove(&q.qpn) {
+        if let Some(w) = st.qps.remove(&qpn) {
             if let Some(c) = st.cqs.get_mut(&w.send_cq) {
                 c.due = c.due.saturating_sub(w.sends.len());
             }
         }
     });
-    verbs_abi::check::forget(q.as_ibv() as usize);
-    Ok(())
 }
 
-/// `ibv_destroy_srq` with async events (`IBV_EVENT_SRQ_LIMIT_REACHED`,
-/// `IBV_EVENT_SRQ_ERR`) not acknowledged: Err(EBUSY), as for CQs.
-pub fn srq_destroy(
-    srq: *mut ibv_srq,
-    events: &crate::event_count::EventCounter,
-) -> Result<(), i32> {
+/// `verb` (`ibv_destroy_qp`, `ibv_destroy_srq`) of `obj` with async
+/// events not acknowledged: Err(EBUSY), as for CQs.
+pub fn async_unacked(obj: Obj, verb: &str, events: &EventCounter) -> Result<(), i32> {
     let n = events.unacked();
     if n > 0 && !events.wait_acked_for(ACK_GRACE) {
         report(
             "unacked_events",
-            Obj::new("srq", srq as usize),
-            &format!("ibv_destroy_srq with {n} async event(s) not acknowledged: rdma-core blocks for ever here; with the checker on the destroy fails with EBUSY instead"),
+            obj,
+            &format!("{verb} with {n} async event(s) not acknowledged: rdma-core blocks for ever here; with the checker on the destroy fails with EBUSY instead"),
             "ibv_get_async_event(3): every async event must be acknowledged with ibv_ack_async_event; destroying the object it is about waits until then",
         );
         return Err(libc::EBUSY);
@@ -786,19 +510,7 @@ pub fn srq_destroy(
 /// `ibv_dereg_mr` of an MR that WRs still in flight (posted sends not
 /// completed, posted receives) name.
 pub fn mr_destroy(mr: *mut ibv_mr, lkey: u32) {
-    let mut sends = 0usize;
-    for (_, w) in QPS.entries() {
-        let Some(q) = w.upgrade() else { continue };
-        let g = q.inner.lock();
-        if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) {
-            continue;
-        }
-        for seq in g.sq.outstanding() {
-            if g.sq.sges(seq).iter().any(|s| s.lkey == lkey) {
-                sends += 1;
-            }
-        }
-    }
+    let sends = ABOVE.get().map_or(0, |a| (a.sends_naming)(lkey));
     let recvs: usize = with(|st| {
         st.qps
             .values()
@@ -887,89 +599,14 @@ pub fn close_device(ctx: *mut ibv_context) {
     }
 }
 
-fn list(entries: &[(usize, String)]) -> String {
-    let mut s: Vec<String> = entries
-        .iter()
-        .take(8)
-        .map(|(h, extra)| format!("{h:#x}{extra}"))
-        .collect();
-    if entries.len() > 8 {
-        s.push(format!("and {} more", entries.len() - 8));
-    }
-    s.join(", ")
-}
-
-/// The exit summary: objects never destroyed, events never acknowledged.
+/// The exit summary: what the layers above list, then the findings.
 extern "C" fn at_exit() {
-    let mut leaked: Vec<(&str, Vec<(usize, String)>)> = Vec::new();
-    let qps: Vec<(usize, String)> = QPS
-        .entries()
-        .into_iter()
-        .map(|(h, w)| {
-            let n = w
-                .upgrade()
-                .map_or(String::new(), |q| format!(" qpn={}", q.qpn));
-            (h, n)
-        })
-        .collect();
-    leaked.push(("qp", qps));
-    let plain = |e: Vec<(usize, crate::handles::Ctx)>| -> Vec<(usize, String)> {
-        e.into_iter().map(|(h, _)| (h, String::new())).collect()
-    };
-    leaked.push(("cq", plain(CQS.entries())));
-    leaked.push((
-        "srq",
-        crate::srq::SRQS
-            .entries()
-            .into_iter()
-            .map(|(h, _)| (h, String::new()))
-            .collect(),
-    ));
-    leaked.push(("mr", plain(crate::mr::MRS.entries())));
-    leaked.push((
-        "mw",
-        crate::mw::MWS
-            .entries()
-            .into_iter()
-            .map(|(h, _)| (h, String::new()))
-            .collect(),
-    ));
-    leaked.push((
-        "ah",
-        crate::ah::AHS
-            .entries()
-            .into_iter()
-            .map(|(h, _)| (h, String::new()))
-            .collect(),
-    ));
-    leaked.push(("pd", plain(crate::pd::PDS.entries())));
-    leaked.push(("channel", plain(crate::channel::CHANNELS.entries())));
-    for (kind, objs) in &leaked {
-        if !objs.is_empty() {
-            summary(&format!("leaked {} {kind}(s): {}", objs.len(), list(objs)));
-        }
-    }
-    for (h, _) in CQS.entries() {
-        // SAFETY: a live CQ of ours (in the table).
-        let c = unsafe { Cq::from_ibv(h as *mut ibv_cq) };
-        let (comp, asy) = (c.comp_events.unacked(), c.async_events.unacked());
-        if comp + asy > 0 {
-            summary(&format!(
-                "unacked events on cq {h:#x}: {comp} completion, {asy} async"
-            ));
-        }
-    }
-    for (h, w) in QPS.entries() {
-        if let Some(q) = w.upgrade() {
-            let asy = q.async_events.unacked();
-            if asy > 0 {
-                summary(&format!("unacked events on qp {h:#x}: {asy} async"));
-            }
-        }
+    if let Some(a) = ABOVE.get() {
+        (a.exit_summary)();
     }
     let n = verbs_abi::check::findings();
     if n > 0 {
-        summary(&format!("{n} finding(s) reported by the provider"));
+        verbs_abi::check::summary(&format!("{n} finding(s) reported by the provider"));
     }
 }
 

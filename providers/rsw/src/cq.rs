@@ -671,7 +671,11 @@ fn overran_check(c: &Cq, cap: usize) {
 pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
     if verbs_abi::check::on() && CQS.contains(cq) {
         // SAFETY: a live CQ of ours (checked above).
-        if let Err(e) = crate::check::cq_destroy(unsafe { Cq::from_ibv(cq) }) {
+        let c = unsafe { Cq::from_ibv(cq) };
+        let users = c.qp_refs.load(Ordering::Acquire);
+        if let Err(e) =
+            crate::check::cq_destroy(cq as usize, users, &c.comp_events, &c.async_events)
+        {
             return e;
         }
     }
@@ -862,7 +866,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     c.deferred.store(defer, Ordering::Relaxed);
     drop(r);
     if verbs_abi::check::on() {
-        crate::check::armed(c);
+        crate::check::armed(c.as_ibv() as usize, c.backlog() as u64);
     }
     if fire && c.chan_wr >= 0 {
         channel::notify(c.chan_wr, c.serial);
@@ -1053,7 +1057,7 @@ impl channel::EventSource for Cq {
     }
 
     fn checked_delivery(&self) {
-        crate::check::event_delivered(self);
+        crate::check::event_delivered(self.as_ibv() as usize);
     }
 
     fn public(&self) -> (*mut ibv_cq, *mut std::os::raw::c_void) {

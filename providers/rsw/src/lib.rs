@@ -31,6 +31,7 @@ pub mod faults;
 pub mod gid;
 pub mod guard;
 pub mod handles;
+mod leaks;
 pub mod mr;
 pub mod mw;
 pub mod pd;
@@ -118,7 +119,7 @@ static DATA_PATH: context::DataPath = context::DataPath {
     open_xrcd: xrcd::open_xrcd,
     close_xrcd: xrcd::close_xrcd,
     alloc_mw: mw::alloc_mw,
-    bind_mw: mw::bind_mw,
+    bind_mw: qp::bind_mw,
     dealloc_mw: mw::dealloc_mw,
     advise_mr: mr::advise_mr,
     alloc_dm: dm::alloc_dm,
@@ -132,7 +133,11 @@ static DATA_PATH: context::DataPath = context::DataPath {
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {
     if verbs_abi::check::on() {
-        check::init();
+        check::init(check::Above {
+            qp_handle: qp::check::handle_of,
+            sends_naming: qp::check::sends_naming,
+            exit_summary: leaks::report,
+        });
     }
     // SAFETY: forwarded from libibverbs' open of this device.
     let ctx = unsafe { context::open_device(device, handle, &DATA_PATH) };

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::LazyLock;
 
 use parking_lot::{RwLock, RwLockReadGuard};
+use verbs_abi::check::{report, Obj};
 use verbs_abi::*;
 
 use crate::handles::{names, Ctx, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
@@ -734,6 +735,77 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
         .users
         .fetch_sub(1, Ordering::AcqRel);
     0
+}
+
+// ---- the misuse checker's key checks (`RDMA_CHECK`) ------------------------
+
+/// Checks one local SGE against the key table: unknown or deregistered
+/// lkey, another PD, a range outside the MR. Returns the host address of
+/// a good one.
+pub(crate) fn check_sge(obj: Obj, pd: u32, s: &ibv_sge, verb: &str) -> Option<usize> {
+    if s.length == 0 {
+        return None;
+    }
+    let e = table().lookup(s.lkey);
+    let spec = "ibv_post_send(3)/ibv_post_recv(3): every SGE's lkey must be the lkey of an MR registered in the QP's PD, and [addr, addr+length) must lie inside that MR; otherwise the WR completes with IBV_WC_LOC_PROT_ERR (IB spec 10.6.3.1, C10-11)";
+    let Some(e) = e else {
+        let dead = crate::check::is_dead(s.lkey);
+        let (kind, what) = if dead {
+            ("lkey_deregistered", "names an MR this process deregistered")
+        } else {
+            ("lkey_unknown", "is not the lkey of any registered MR")
+        };
+        report(
+            kind,
+            obj,
+            &format!(
+                "{verb}: SGE addr={:#x} length={} lkey={:#x} {what}",
+                s.addr, s.length, s.lkey
+            ),
+            spec,
+        );
+        return None;
+    };
+    if e.pd != pd {
+        report(
+            "lkey_other_pd",
+            obj,
+            &format!(
+                "{verb}: SGE lkey={:#x} belongs to an MR of another PD (pd id {} vs the QP's {pd})",
+                s.lkey, e.pd
+            ),
+            spec,
+        );
+        return None;
+    }
+    let end = s.addr.checked_add(s.length as u64);
+    if s.addr < e.iova || end.is_none_or(|x| x > e.iova + e.len) {
+        report(
+            "sge_out_of_mr",
+            obj,
+            &format!(
+                "{verb}: SGE [{:#x}, +{}) leaves its MR [{:#x}, +{}) (lkey={:#x})",
+                s.addr, s.length, e.iova, e.len, s.lkey
+            ),
+            spec,
+        );
+        return None;
+    }
+    Some(e.host + (s.addr - e.iova) as usize)
+}
+
+/// Checks an rkey a WR names: one this process deregistered or invalidated.
+pub(crate) fn check_rkey(obj: Obj, rkey: u32) {
+    let live = table().key_live(rkey);
+    let dead = live == Some(false) || (live.is_none() && crate::check::is_dead(rkey));
+    if dead {
+        report(
+            "rkey_invalidated",
+            obj,
+            &format!("a WR names rkey {rkey:#x}, which this process deregistered, invalidated or bound again (or never bound)"),
+            "ibv_dereg_mr(3)/ibv_dealloc_mw(3)/IBV_WR_LOCAL_INV: once an MR is deregistered or a window invalidated, its rkey is invalid; a remote access with it completes with IBV_WC_REM_ACCESS_ERR and moves both QPs to error (IB spec 10.6.7)",
+        );
+    }
 }
 
 // ---- memory windows -------------------------------------------------------

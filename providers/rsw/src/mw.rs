@@ -1,6 +1,6 @@
-//! Memory windows: `ibv_alloc_mw`, `ibv_dealloc_mw` and the type 1 bind
-//! (`ibv_bind_mw`). Binds and invalidations themselves run in send-queue
-//! order as work requests (`IBV_WR_BIND_MW`, `IBV_WR_LOCAL_INV`,
+//! Memory windows: `ibv_alloc_mw`, `ibv_dealloc_mw`. Binds (`ibv_bind_mw`,
+//! posted by `qp::post`) and invalidations run in send-queue order as work
+//! requests (`IBV_WR_BIND_MW`, `IBV_WR_LOCAL_INV`,
 //! `IBV_WR_SEND_WITH_INV`); the window's state lives in the key table
 //! (`mr.rs`), where the responder checks every rkey.
 
@@ -142,37 +142,4 @@ pub fn bind_posted(mw: *mut ibv_mw, rkey: u32) {
         // the thread that posts (the verbs threading rules), after this.
         unsafe { std::ptr::write_volatile(&raw mut (*m.ibv.get()).rkey, rkey) };
     }
-}
-
-/// `ibv_bind_mw` (type 1): a bind work request on `qp`'s send queue, with
-/// the next rkey (the low 8 bits bumped); the window's `rkey` shows it once
-/// the request is posted (`bind_posted`).
-pub(crate) unsafe extern "C" fn bind_mw(
-    qp: *mut ibv_qp,
-    mw: *mut ibv_mw,
-    mw_bind: *mut ibv_mw_bind,
-) -> c_int {
-    let Some(m) = Mw::lookup(mw) else {
-        return libc::EINVAL;
-    };
-    if mw_bind.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: the caller's bind description (non-NULL).
-    let b = unsafe { *mw_bind };
-    let old = m.rkey();
-    let new = (old & 0xffff_ff00) | (old.wrapping_add(1) & 0xff);
-    let mut wr = ibv_send_wr::zeroed();
-    wr.wr_id = b.wr_id;
-    wr.opcode = IBV_WR_BIND_MW;
-    wr.send_flags = b.send_flags;
-    wr.ext.bind_mw = ibv_send_wr_bind_mw {
-        mw,
-        rkey: new,
-        bind_info: b.bind_info,
-    };
-    let mut bad = std::ptr::null_mut();
-    // SAFETY: qp is the caller's QP; the data path trusts it as
-    // ibv_post_send does. wr is a complete WR on our stack.
-    unsafe { crate::qp::post_send(qp, &mut wr, &mut bad) }
 }

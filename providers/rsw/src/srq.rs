@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use verbs_abi::check::Obj;
 use verbs_abi::*;
 
 use std::collections::HashMap;
@@ -459,7 +460,11 @@ pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_
 pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
     if verbs_abi::check::on() {
         if let Some(s) = SRQS.get(srq) {
-            if let Err(e) = crate::check::srq_destroy(srq, &s.async_events) {
+            if let Err(e) = crate::check::async_unacked(
+                Obj::new("srq", srq as usize),
+                "ibv_destroy_srq",
+                &s.async_events,
+            ) {
                 return e;
             }
         }
@@ -537,7 +542,7 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
             let s = unsafe { Srq::from_ibv(srq) };
             let max_sge = s.inner.lock().rq.max_sge;
             // SAFETY: the caller's list.
-            unsafe { crate::check::before_post_srq_recv(srq, s.pd_id, max_sge, wr) };
+            unsafe { check_post(srq, s.pd_id, max_sge, wr) };
         }
         if !verbs_abi::trace::on() {
             // SAFETY: forwarded contract.
@@ -605,6 +610,24 @@ unsafe fn post_srq_recv_inner(
         }
     }
     rc
+}
+
+/// The misuse checker's checks of `ibv_post_srq_recv` (`RDMA_CHECK`):
+/// the SGEs against the SRQ's PD.
+///
+/// # Safety
+/// `wr` is the caller's list of receive WRs.
+unsafe fn check_post(srq: *mut ibv_srq, pd: u32, max_sge: usize, mut wr: *mut ibv_recv_wr) {
+    let obj = Obj::new("srq", srq as usize);
+    while !wr.is_null() {
+        // SAFETY: wr walks the caller's list.
+        let w = unsafe { &*wr };
+        // SAFETY: the WR describes its own SGE array.
+        for s in unsafe { crate::check::sg_list(w.sg_list, w.num_sge, max_sge) } {
+            crate::mr::check_sge(obj, pd, s, "ibv_post_srq_recv");
+        }
+        wr = w.next;
+    }
 }
 
 // ---- an XRC SRQ other processes deliver into ------------------------------------------

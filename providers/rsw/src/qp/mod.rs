@@ -4,6 +4,7 @@
 //! what the application asks and hand the QP's state (`wq`) to the engines
 //! (`engine`) below.
 
+pub(crate) mod check;
 mod create;
 pub mod ex;
 mod mcast;
@@ -14,8 +15,8 @@ pub use crate::wq::{Qp, QpInner};
 pub(crate) use create::{create_qp_ex, destroy_qp, open_qp};
 pub(crate) use mcast::{attach_mcast, detach_mcast};
 pub(crate) use modify::{modify_qp, query_qp};
+pub(crate) use post::{bind_mw, post_recv, post_send};
 pub use post::{check_send_wr, post_send_batch};
-pub(crate) use post::{post_recv, post_send};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};

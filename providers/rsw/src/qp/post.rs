@@ -330,7 +330,7 @@ unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_i
     let ibv = qp as *const Qp as *mut ibv_qp;
     let rec = if check {
         // SAFETY: the caller's list.
-        Some(unsafe { crate::check::before_post_send(qp, wr, "ibv_wr_complete") })
+        Some(unsafe { super::check::before_post_send(qp, wr, "ibv_wr_complete") })
     } else {
         None
     };
@@ -343,7 +343,7 @@ unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_i
     if let Some(rec) = rec {
         // All or nothing: on failure none was posted (`bad` is the head).
         // SAFETY: the caller's list, as posted.
-        unsafe { crate::check::after_post_send(qp, rec, rc, wr, wr) };
+        unsafe { super::check::after_post_send(qp, rec, rc, wr, wr) };
     }
     if trace {
         crate::trace::post_result("wr_complete", ibv as usize, rc, None);
@@ -408,7 +408,7 @@ unsafe fn traced_post_send(
     let q = unsafe { Qp::from_ibv(qp) };
     let rec = if check {
         // SAFETY: the caller's list.
-        Some(unsafe { crate::check::before_post_send(q, wr, "ibv_post_send") })
+        Some(unsafe { super::check::before_post_send(q, wr, "ibv_post_send") })
     } else {
         None
     };
@@ -428,7 +428,7 @@ unsafe fn traced_post_send(
     if let Some(rec) = rec {
         let bad = bad.unwrap_or(std::ptr::null_mut());
         // SAFETY: the caller's list, as posted.
-        unsafe { crate::check::after_post_send(q, rec, rc, wr, bad) };
+        unsafe { super::check::after_post_send(q, rec, rc, wr, bad) };
     }
     if trace {
         // SAFETY: as above.
@@ -436,6 +436,39 @@ unsafe fn traced_post_send(
         crate::trace::post_result("post_send", qp as usize, rc, bad);
     }
     rc
+}
+
+/// `ibv_bind_mw` (type 1): a bind work request on `qp`'s send queue, with
+/// the next rkey (the low 8 bits bumped); the window's `rkey` shows it once
+/// the request is posted (`mw::bind_posted`).
+pub(crate) unsafe extern "C" fn bind_mw(
+    qp: *mut ibv_qp,
+    mw: *mut ibv_mw,
+    mw_bind: *mut ibv_mw_bind,
+) -> c_int {
+    let Some(m) = crate::mw::Mw::lookup(mw) else {
+        return libc::EINVAL;
+    };
+    if mw_bind.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's bind description (non-NULL).
+    let b = unsafe { *mw_bind };
+    let old = m.rkey();
+    let new = (old & 0xffff_ff00) | (old.wrapping_add(1) & 0xff);
+    let mut wr = ibv_send_wr::zeroed();
+    wr.wr_id = b.wr_id;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = b.send_flags;
+    wr.ext.bind_mw = ibv_send_wr_bind_mw {
+        mw,
+        rkey: new,
+        bind_info: b.bind_info,
+    };
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: qp is the caller's QP; the data path trusts it as
+    // ibv_post_send does. wr is a complete WR on our stack.
+    unsafe { post_send(qp, &mut wr, &mut bad) }
 }
 
 pub(crate) unsafe extern "C" fn post_recv(
@@ -467,7 +500,7 @@ unsafe fn hooked_post_recv(
     let q = unsafe { Qp::from_ibv(qp) };
     let rec = if check {
         // SAFETY: the caller's list.
-        Some(unsafe { crate::check::before_post_recv(q, wr) })
+        Some(unsafe { super::check::before_post_recv(q, wr) })
     } else {
         None
     };
@@ -485,7 +518,7 @@ unsafe fn hooked_post_recv(
             std::ptr::null_mut()
         };
         // SAFETY: the caller's list, as posted.
-        unsafe { crate::check::after_post_recv(q, rec, rc, wr, bad) };
+        unsafe { super::check::after_post_recv(q, rec, rc, wr, bad) };
     }
     if trace {
         crate::trace::post_result("post_recv", qp as usize, rc, None);
