@@ -10,7 +10,7 @@ use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
 use crate::abi::Cmd;
-use crate::{ah, cq, ffi, mr, pd, post, qp, srq};
+use crate::{ah, cq, ffi, mr, pd, post, qp, srq, wr};
 
 /// Every operation rxe's C provider supplies (C: `rxe_ctx_ops`).
 static CONTEXT_OPS: verbs_context_ops = {
@@ -37,7 +37,7 @@ static CONTEXT_OPS: verbs_context_ops = {
     o.destroy_srq = Some(srq::destroy_srq);
     o.post_srq_recv = Some(post::post_srq_recv);
     o.create_qp = Some(qp::create_qp);
-    o.create_qp_ex = Some(qp::create_qp_ex);
+    o.create_qp_ex = Some(create_qp_ex);
     o.query_qp = Some(qp::query_qp);
     o.modify_qp = Some(qp::modify_qp);
     o.destroy_qp = Some(qp::destroy_qp);
@@ -50,6 +50,17 @@ static CONTEXT_OPS: verbs_context_ops = {
     o.free_context = Some(free_context);
     o
 };
+
+/// `ibv_create_qp_ex`: the QP with the `ibv_wr_*` operations it was asked
+/// for.
+unsafe extern "C" fn create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    // SAFETY: libibverbs passes one of our contexts and the program's
+    // attribute.
+    verbs_abi::errno::ptr_or_errno(unsafe { qp::create_ex(ctx, attr, wr::install) })
+}
 
 /// `verbs_context_ops::zeroed()`, in a constant (every entry absent).
 const EMPTY_OPS: verbs_context_ops = {

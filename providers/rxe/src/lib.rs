@@ -10,10 +10,10 @@
 //! completions read straight out of the CQ rings.
 //!
 //! Modules, top to bottom: `device` (what is registered, the match table),
-//! `context` (the operation table, queries), the objects `pd`, `mr`
-//! (regions and windows), `ah`, `cq`, `srq`, `qp`; the data path `post`
-//! (posting, the doorbell) and `wr` (`ibv_wr_*`); below them `wq` (a work
-//! queue and its posting), `wqe` (what goes into a slot), `cqe` (what
+//! `context` (the operation table, queries); the data path `post`
+//! (posting) and `wr` (`ibv_wr_*`); the objects `pd`, `mr` (regions and
+//! windows), `ah`, `cq`, `srq`, `qp`; below them `wq` (a work queue, its
+//! posting and the doorbell), `wqe` (what goes into a slot), `cqe` (what
 //! comes out of one), `queue` (a ring shared with the kernel), `lock`;
 //! beside them `abi` (command buffers) and `ffi` (libibverbs' functions).
 //! Each module's extern "C" functions are thin: they turn the C pointers

@@ -173,11 +173,16 @@ pub fn check_init_attr(a: &ibv_qp_init_attr_ex) -> Result<(), c_int> {
     Ok(())
 }
 
+/// `ibv_create_qp_ex` (C: `rxe_create_qp_ex`); `install` fills the
+/// `ibv_wr_*` table the program asked for (`wr::install`, from above:
+/// the data path sits over the objects it drives).
+///
 /// # Safety
 /// `ctx` a live rxe context; `attr` valid.
-unsafe fn create_ex(
+pub unsafe fn create_ex(
     ctx: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
+    install: fn(&mut ibv_qp_ex, u64),
 ) -> Result<*mut ibv_qp, c_int> {
     // SAFETY: per the contract.
     let a = unsafe { &*attr };
@@ -185,7 +190,7 @@ unsafe fn create_ex(
     let mut qp = Qp::new();
     if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
         // SAFETY: the union's `qp_ex` member, ours until returned.
-        crate::wr::install(unsafe { &mut qp.vqp.get_mut().u.qp_ex }, a.send_ops_flags);
+        install(unsafe { &mut qp.vqp.get_mut().u.qp_ex }, a.send_ops_flags);
     }
     let mut cmd = ExCmd::<ib_uverbs_ex_create_qp>::default();
     let mut resp = CreateQpExResp::default();
@@ -212,15 +217,6 @@ unsafe fn create_ex(
         return Err(e);
     }
     Ok(Box::into_raw(qp).cast())
-}
-
-pub unsafe extern "C" fn create_qp_ex(
-    ctx: *mut ibv_context,
-    attr: *mut ibv_qp_init_attr_ex,
-) -> *mut ibv_qp {
-    // SAFETY: libibverbs passes one of our contexts and the program's
-    // attribute.
-    verbs_abi::errno::ptr_or_errno(unsafe { create_ex(ctx, attr) })
 }
 
 pub unsafe extern "C" fn query_qp(

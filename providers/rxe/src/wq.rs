@@ -8,10 +8,13 @@
 //! posted together at once, and never a half-written WQE.
 
 use core::ffi::c_int;
+use core::mem::size_of;
 
 use libc::{EINVAL, ENOMEM, ENOSPC};
+use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
+use crate::abi::PostSendCmd;
 use crate::queue::{self, Queue};
 use crate::wqe::{encode_recv, encode_send, SendSlot, SqLimits};
 
@@ -203,6 +206,46 @@ impl SendQueue {
         self.open = false;
         // The builders used sequence numbers for WQEs the kernel will not
         // see; a gap in them is harmless (the kernel does not check).
+    }
+}
+
+/// Rings the doorbell: a POST_SEND command with no work requests, which
+/// makes the kernel run the QP's requester (C: `post_send_db`).
+///
+/// # Safety
+/// `qp` is a live QP of this provider.
+pub unsafe fn doorbell(qp: *mut ibv_qp) -> c_int {
+    let mut resp = ib_uverbs_post_send_resp::default();
+    // SAFETY: per the contract; the context outlives its QPs.
+    let (fd, handle) = unsafe { ((*(*qp).context).cmd_fd, (*qp).handle) };
+    let cmd = PostSendCmd {
+        hdr: ib_uverbs_cmd_hdr {
+            command: IB_USER_VERBS_CMD_POST_SEND,
+            in_words: (size_of::<PostSendCmd>() / 4) as u16,
+            out_words: (size_of::<ib_uverbs_post_send_resp>() / 4) as u16,
+        },
+        core: ib_uverbs_post_send {
+            response: &mut resp as *mut ib_uverbs_post_send_resp as u64,
+            qp_handle: handle,
+            wr_count: 0,
+            sge_count: 0,
+            wqe_size: size_of::<ibv_send_wr>() as u32,
+        },
+        drv: (),
+    };
+    // SAFETY: a whole command from our stack to the command file; the
+    // kernel writes the response into `resp`, alive across the call.
+    let n = unsafe {
+        libc::write(
+            fd,
+            (&cmd as *const PostSendCmd).cast(),
+            size_of::<PostSendCmd>(),
+        )
+    };
+    if n == size_of::<PostSendCmd>() as isize {
+        0
+    } else {
+        verbs_abi::errno::errno()
     }
 }
 

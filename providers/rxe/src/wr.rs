@@ -199,7 +199,7 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
     unsafe { qp.sq.release() };
     match res {
         // SAFETY: our live QP.
-        Ok(true) => unsafe { crate::post::doorbell(qp.ibv()) },
+        Ok(true) => unsafe { crate::wq::doorbell(qp.ibv()) },
         Ok(false) => 0,
         Err(e) => e,
     }
