@@ -675,6 +675,162 @@ mod tests {
     use super::super::cmd_issue::testing::*;
     use super::*;
 
+    fn bytes_of<T>(t: &T) -> &[u8] {
+        // SAFETY: a plain repr(C) request, read as the bytes it is.
+        unsafe { core::slice::from_raw_parts((t as *const T).cast(), size_of::<T>()) }
+    }
+
+    /// What a create names: a PD, two CQs and an SRQ, with their handles.
+    struct Objs {
+        pd: ibv_pd,
+        send: ibv_cq,
+        recv: ibv_cq,
+        srq: ibv_srq,
+    }
+
+    fn objs(ctx: *mut ibv_context) -> Box<Objs> {
+        let mut o = Box::new(Objs {
+            pd: ibv_pd::zeroed(),
+            send: ibv_cq::zeroed(),
+            recv: ibv_cq::zeroed(),
+            srq: ibv_srq::zeroed(),
+        });
+        o.pd.context = ctx;
+        o.pd.handle = 7;
+        o.send.handle = 11;
+        o.recv.handle = 12;
+        o.srq.handle = 13;
+        o
+    }
+
+    fn attr_ex(o: &mut Objs) -> ibv_qp_init_attr_ex {
+        let mut a = ibv_qp_init_attr_ex::zeroed();
+        a.send_cq = &mut o.send;
+        a.recv_cq = &mut o.recv;
+        a.srq = &mut o.srq;
+        a.cap = ibv_qp_cap {
+            max_send_wr: 10,
+            max_recv_wr: 20,
+            max_send_sge: 3,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+        };
+        a.qp_type = IBV_QPT_UD;
+        a.sq_sig_all = 1;
+        a.comp_mask = IBV_QP_INIT_ATTR_PD;
+        a.pd = &mut o.pd;
+        a
+    }
+
+    /// The request's fields both creates carry, as `attr_ex` sets them.
+    fn core_fields(qp: *mut ibv_qp) -> ib_uverbs_ex_create_qp {
+        ib_uverbs_ex_create_qp {
+            user_handle: qp as u64,
+            pd_handle: 7,
+            send_cq_handle: 11,
+            recv_cq_handle: 12,
+            srq_handle: 13,
+            max_send_wr: 10,
+            max_recv_wr: 20,
+            max_send_sge: 3,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+            sq_sig_all: 1,
+            qp_type: IBV_QPT_UD as u8,
+            is_srq: 1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn legacy_create_writes_every_field() {
+        let f = FakeCtx::new();
+        let mut o = objs(f.ctx());
+        let a = attr_ex(&mut o);
+        let mut init = ibv_qp_init_attr::zeroed();
+        init.send_cq = a.send_cq;
+        init.recv_cq = a.recv_cq;
+        init.srq = a.srq;
+        init.cap = a.cap;
+        init.qp_type = a.qp_type;
+        init.sq_sig_all = a.sq_sig_all;
+        let mut qp = ibv_qp::zeroed();
+        let mut resp = ib_uverbs_create_qp_resp::default();
+        // SAFETY: fake objects of a fake kernel context; NULL request:
+        // ours is used; the response is ours and of its size.
+        let rc = unsafe {
+            ibv_cmd_create_qp(
+                &mut o.pd,
+                &mut qp,
+                &mut init,
+                core::ptr::null_mut(),
+                0,
+                &mut resp,
+                size_of::<ib_uverbs_create_qp_resp>(),
+            )
+        };
+        assert_eq!(rc, 0);
+        let c = core_fields(&mut qp);
+        let want = ib_uverbs_create_qp {
+            response: &mut resp as *mut ib_uverbs_create_qp_resp as u64,
+            user_handle: c.user_handle,
+            pd_handle: c.pd_handle,
+            send_cq_handle: c.send_cq_handle,
+            recv_cq_handle: c.recv_cq_handle,
+            srq_handle: c.srq_handle,
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: c.max_recv_wr,
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: c.max_recv_sge,
+            max_inline_data: c.max_inline_data,
+            sq_sig_all: c.sq_sig_all,
+            qp_type: c.qp_type,
+            is_srq: c.is_srq,
+            reserved: 0,
+        };
+        let b = f.take();
+        assert_eq!(b.len(), HDR + size_of::<ib_uverbs_create_qp>());
+        assert_eq!(u32_at(&b, 0), IB_USER_VERBS_CMD_CREATE_QP);
+        assert_eq!(&b[HDR..], bytes_of(&want));
+    }
+
+    #[test]
+    fn extended_create_writes_every_field() {
+        let f = FakeCtx::new();
+        let mut o = objs(f.ctx());
+        let mut a = attr_ex(&mut o);
+        a.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        a.create_flags = IBV_QP_CREATE_SOURCE_QPN | IBV_QP_CREATE_SCATTER_FCS;
+        a.source_qpn = 0x5a5a;
+        let mut qp = verbs_qp::zeroed();
+        let mut resp = ib_uverbs_ex_create_qp_resp::default();
+        // SAFETY: as above, with the extended layout.
+        let rc = unsafe {
+            ibv_cmd_create_qp_ex2(
+                f.ctx(),
+                &mut qp,
+                &mut a,
+                core::ptr::null_mut(),
+                0,
+                &mut resp,
+                size_of::<ib_uverbs_ex_create_qp_resp>(),
+            )
+        };
+        assert_eq!(rc, 0);
+        let want = ib_uverbs_ex_create_qp {
+            create_flags: a.create_flags,
+            source_qpn: 0x5a5a,
+            ..core_fields(qp.qp())
+        };
+        let b = f.take();
+        assert_eq!(b.len(), EX_HDRS + size_of::<ib_uverbs_ex_create_qp>());
+        assert_eq!(
+            u32_at(&b, 0),
+            IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_CREATE_QP
+        );
+        assert_eq!(&b[EX_HDRS..], bytes_of(&want));
+    }
+
     #[test]
     fn modify_qp_copies_only_the_masked_fields() {
         let f = FakeCtx::new();
