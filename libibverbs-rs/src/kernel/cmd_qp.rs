@@ -95,6 +95,71 @@ unsafe fn qp_handles(a: &mut ibv_qp_init_attr_ex) -> Result<(u32, u32, u32), c_i
     }
 }
 
+/// What both creates do first: the QP's context, then the handles its
+/// attribute names (errno set on failure).
+///
+/// # Safety
+/// `qp` is the provider's new QP; the attribute's objects are live.
+unsafe fn begin_create(
+    ctx: *mut ibv_context,
+    qp: *mut ibv_qp,
+    a: &mut ibv_qp_init_attr_ex,
+) -> Result<(u32, u32, u32), c_int> {
+    // SAFETY: per the contract.
+    unsafe {
+        (*qp).context = ctx;
+        qp_handles(a).inspect_err(|&e| verbs_abi::errno::set_errno(e))
+    }
+}
+
+/// Fills the request fields both creates carry. `ib_uverbs_create_qp` and
+/// `ib_uverbs_ex_create_qp` name them alike but share no type, so a macro
+/// writes them into either.
+macro_rules! fill_create_qp {
+    ($p:expr, $qp:expr, $a:expr, $handles:expr) => {{
+        let (p, a) = ($p, &*$a);
+        let (pd, send, recv) = $handles;
+        p.user_handle = ptr_u64($qp);
+        p.pd_handle = pd;
+        p.send_cq_handle = send;
+        p.recv_cq_handle = recv;
+        p.srq_handle = if a.srq.is_null() { 0 } else { (*a.srq).handle };
+        p.max_send_wr = a.cap.max_send_wr;
+        p.max_recv_wr = a.cap.max_recv_wr;
+        p.max_send_sge = a.cap.max_send_sge;
+        p.max_recv_sge = a.cap.max_recv_sge;
+        p.max_inline_data = a.cap.max_inline_data;
+        p.sq_sig_all = (a.sq_sig_all != 0) as u8;
+        p.qp_type = a.qp_type as u8;
+        p.is_srq = (!a.srq.is_null()) as u8;
+        p.reserved = 0;
+    }};
+}
+
+/// What both creates take from the kernel's answer (the extended one's
+/// `base`): the QP's handle and number, the capabilities granted.
+///
+/// # Safety
+/// As for [`set_qp`].
+unsafe fn finish_create(
+    qp: *mut ibv_qp,
+    vqp: *mut verbs_qp,
+    a: &mut ibv_qp_init_attr_ex,
+    r: &ib_uverbs_create_qp_resp,
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        (*qp).handle = r.qp_handle;
+        (*qp).qp_num = r.qpn;
+        a.cap.max_recv_sge = r.max_recv_sge;
+        a.cap.max_send_sge = r.max_send_sge;
+        a.cap.max_recv_wr = r.max_recv_wr;
+        a.cap.max_send_wr = r.max_send_wr;
+        a.cap.max_inline_data = r.max_inline_data;
+        set_qp(qp, vqp, a);
+    }
+}
+
 /// The legacy create: the provider's `struct ibv_create_qp` request.
 ///
 /// # Safety
@@ -156,31 +221,13 @@ unsafe fn create_qp_legacy(
 ) -> c_int {
     // SAFETY: per the contract.
     unsafe {
-        (*qp).context = ctx;
-        let (pd, send, recv) = match qp_handles(a) {
+        let handles = match begin_create(ctx, qp, a) {
             Ok(h) => h,
-            Err(e) => {
-                verbs_abi::errno::set_errno(e);
-                return e;
-            }
+            Err(e) => return e,
         };
         let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_qp>());
         let (cmd, cmd_size) = (buf.ptr, buf.size);
-        let p = payload::<ib_uverbs_create_qp>(cmd);
-        p.user_handle = ptr_u64(qp);
-        p.pd_handle = pd;
-        p.send_cq_handle = send;
-        p.recv_cq_handle = recv;
-        p.srq_handle = if a.srq.is_null() { 0 } else { (*a.srq).handle };
-        p.max_send_wr = a.cap.max_send_wr;
-        p.max_recv_wr = a.cap.max_recv_wr;
-        p.max_send_sge = a.cap.max_send_sge;
-        p.max_recv_sge = a.cap.max_recv_sge;
-        p.max_inline_data = a.cap.max_inline_data;
-        p.sq_sig_all = (a.sq_sig_all != 0) as u8;
-        p.qp_type = a.qp_type as u8;
-        p.is_srq = (!a.srq.is_null()) as u8;
-        p.reserved = 0;
+        fill_create_qp!(payload::<ib_uverbs_create_qp>(cmd), qp, a, handles);
         let rc = legacy_with_resp(
             ctx,
             IB_USER_VERBS_CMD_CREATE_QP,
@@ -192,15 +239,7 @@ unsafe fn create_qp_legacy(
         if rc != 0 {
             return rc;
         }
-        let r = &*resp;
-        (*qp).handle = r.qp_handle;
-        (*qp).qp_num = r.qpn;
-        a.cap.max_recv_sge = r.max_recv_sge;
-        a.cap.max_send_sge = r.max_send_sge;
-        a.cap.max_recv_wr = r.max_recv_wr;
-        a.cap.max_send_wr = r.max_send_wr;
-        a.cap.max_inline_data = r.max_inline_data;
-        set_qp(qp, vqp, a);
+        finish_create(qp, vqp, a, &*resp);
     }
     0
 }
@@ -254,31 +293,14 @@ pub unsafe extern "C" fn ibv_cmd_create_qp_ex2(
     unsafe {
         let a = &mut *attr_ex;
         let ibqp = qp.cast::<ibv_qp>();
-        (*ibqp).context = ctx;
-        let (pd, send, recv) = match qp_handles(a) {
+        let handles = match begin_create(ctx, ibqp, a) {
             Ok(h) => h,
-            Err(e) => {
-                verbs_abi::errno::set_errno(e);
-                return e;
-            }
+            Err(e) => return e,
         };
         let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_create_qp>());
         let (cmd, cmd_size) = (buf.ptr, buf.size);
         let p = ex_payload::<ib_uverbs_ex_create_qp>(cmd);
-        p.user_handle = ptr_u64(ibqp);
-        p.pd_handle = pd;
-        p.send_cq_handle = send;
-        p.recv_cq_handle = recv;
-        p.srq_handle = if a.srq.is_null() { 0 } else { (*a.srq).handle };
-        p.max_send_wr = a.cap.max_send_wr;
-        p.max_recv_wr = a.cap.max_recv_wr;
-        p.max_send_sge = a.cap.max_send_sge;
-        p.max_recv_sge = a.cap.max_recv_sge;
-        p.max_inline_data = a.cap.max_inline_data;
-        p.sq_sig_all = (a.sq_sig_all != 0) as u8;
-        p.qp_type = a.qp_type as u8;
-        p.is_srq = (!a.srq.is_null()) as u8;
-        p.reserved = 0;
+        fill_create_qp!(&mut *p, ibqp, a, handles);
         p.comp_mask = 0;
         p.create_flags = 0;
         p.rwq_ind_tbl_handle = 0;
@@ -311,15 +333,7 @@ pub unsafe extern "C" fn ibv_cmd_create_qp_ex2(
         if rc != 0 {
             return rc;
         }
-        let r = &(*resp).base;
-        (*ibqp).handle = r.qp_handle;
-        (*ibqp).qp_num = r.qpn;
-        a.cap.max_recv_sge = r.max_recv_sge;
-        a.cap.max_send_sge = r.max_send_sge;
-        a.cap.max_recv_wr = r.max_recv_wr;
-        a.cap.max_send_wr = r.max_send_wr;
-        a.cap.max_inline_data = r.max_inline_data;
-        set_qp(ibqp, qp, a);
+        finish_create(ibqp, qp, a, &(*resp).base);
     }
     0
 }
@@ -708,13 +722,9 @@ mod tests {
         a.send_cq = &mut o.send;
         a.recv_cq = &mut o.recv;
         a.srq = &mut o.srq;
-        a.cap = ibv_qp_cap {
-            max_send_wr: 10,
-            max_recv_wr: 20,
-            max_send_sge: 3,
-            max_recv_sge: 4,
-            max_inline_data: 64,
-        };
+        (a.cap.max_send_wr, a.cap.max_recv_wr) = (10, 20);
+        (a.cap.max_send_sge, a.cap.max_recv_sge) = (3, 4);
+        a.cap.max_inline_data = 64;
         a.qp_type = IBV_QPT_UD;
         a.sq_sig_all = 1;
         a.comp_mask = IBV_QP_INIT_ATTR_PD;
@@ -747,28 +757,23 @@ mod tests {
         let f = FakeCtx::new();
         let mut o = objs(f.ctx());
         let a = attr_ex(&mut o);
-        let mut init = ibv_qp_init_attr::zeroed();
-        init.send_cq = a.send_cq;
-        init.recv_cq = a.recv_cq;
-        init.srq = a.srq;
-        init.cap = a.cap;
-        init.qp_type = a.qp_type;
-        init.sq_sig_all = a.sq_sig_all;
+        // The legacy attribute holding what `attr_ex` holds.
+        let mut init = ibv_qp_init_attr {
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            cap: a.cap,
+            qp_type: a.qp_type,
+            sq_sig_all: a.sq_sig_all,
+            ..ibv_qp_init_attr::zeroed()
+        };
         let mut qp = ibv_qp::zeroed();
         let mut resp = ib_uverbs_create_qp_resp::default();
+        let (no_req, n) = (core::ptr::null_mut(), size_of_val(&resp));
         // SAFETY: fake objects of a fake kernel context; NULL request:
         // ours is used; the response is ours and of its size.
-        let rc = unsafe {
-            ibv_cmd_create_qp(
-                &mut o.pd,
-                &mut qp,
-                &mut init,
-                core::ptr::null_mut(),
-                0,
-                &mut resp,
-                size_of::<ib_uverbs_create_qp_resp>(),
-            )
-        };
+        let rc =
+            unsafe { ibv_cmd_create_qp(&mut o.pd, &mut qp, &mut init, no_req, 0, &mut resp, n) };
         assert_eq!(rc, 0);
         let c = core_fields(&mut qp);
         let want = ib_uverbs_create_qp {
@@ -804,18 +809,10 @@ mod tests {
         a.source_qpn = 0x5a5a;
         let mut qp = verbs_qp::zeroed();
         let mut resp = ib_uverbs_ex_create_qp_resp::default();
+        let (no_req, n) = (core::ptr::null_mut(), size_of_val(&resp));
         // SAFETY: as above, with the extended layout.
-        let rc = unsafe {
-            ibv_cmd_create_qp_ex2(
-                f.ctx(),
-                &mut qp,
-                &mut a,
-                core::ptr::null_mut(),
-                0,
-                &mut resp,
-                size_of::<ib_uverbs_ex_create_qp_resp>(),
-            )
-        };
+        let rc =
+            unsafe { ibv_cmd_create_qp_ex2(f.ctx(), &mut qp, &mut a, no_req, 0, &mut resp, n) };
         assert_eq!(rc, 0);
         let want = ib_uverbs_ex_create_qp {
             create_flags: a.create_flags,
