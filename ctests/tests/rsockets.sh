@@ -163,11 +163,20 @@ PY
 
 # udpong_pair SERVER_NS CLIENT_NS ADDR LABEL ARGS... : datagram rsockets,
 # in echo mode (every datagram comes back, so the count is exact).
+# The server blocks in rrecvfrom (-T b). Its non-blocking default spins,
+# and udpong's echo client sends again after 1 ms without an answer and
+# never retires a copy (a late echo even makes it send that stale
+# sequence number on): beside CPU hogs the spinning server lost the CPU
+# for whole slices, every millisecond of them left one more copy going
+# round, until a receive queue overflowed; once the dropped datagram was
+# the echo the client waited for, it exchanged stale copies until the
+# timeout killed it (10 runs in 100 beside two hogs). A sleeping server
+# is woken by the datagram instead.
 udpong_pair() {
     local sns=$1 cns=$2 addr=$3 label=$4 port end
     shift 4
     port=$(free_port)
-    start "$sns" "udpong-$label-server" stdbuf -o0 udpong -b "$addr" -p "$port" "$@"
+    start "$sns" "udpong-$label-server" stdbuf -o0 udpong -b "$addr" -p "$port" "$@" -T b
     end=$((SECONDS + 10))
     until in_ns "$sns" ss -Hlun "sport = :$port" | grep -q .; do
         ((SECONDS < end)) || fail "udpong $label: server did not bind"
