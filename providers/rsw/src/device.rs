@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use verbs_abi::provider::{ProviderDevice, DEVICE_NAME_MAX};
 use verbs_abi::*;
 
-pub use crate::gid::{gid_as_ipv4, ipv4_mapped};
+pub use crate::gid::ipv4_mapped;
 use crate::util::copy_cstr;
 use verbs_rt::ForkFresh;
 
@@ -376,6 +376,7 @@ pub fn port_attr(d: &DeviceInfo) -> ibv_port_attr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gid::gid_as_ipv4;
 
     #[test]
     fn mtu_mapping() {

@@ -90,7 +90,7 @@ fn a_ping_pong_sends_no_ack_messages() {
     let mut src_b = p.buf(LEN as usize);
     let dst_a = p.buf(LEN as usize);
     let dst_b = p.buf(LEN as usize);
-    let writes = |q| rsw::qp::socket_calls(q).unwrap()[0].1;
+    let writes = |q| rsw::testing::socket_calls(q).unwrap()[0].1;
     let (wa, wb) = (writes(p.a), writes(p.b));
     for i in 0..N {
         let mut r = [dst_b.sge(0, LEN)];

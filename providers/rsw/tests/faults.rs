@@ -1,4 +1,4 @@
-//! Fault injection (`RSW_FAULTS`, set here through `rsw::faults::configure`)
+//! Fault injection (`RSW_FAULTS`, set here through `rsw::testing::configure_faults`)
 //! and the counters: each fault reaches the application as the exact
 //! completion statuses, async events and QP states real hardware gives,
 //! and the counters count exactly what was sent.
@@ -27,19 +27,19 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 /// A pair whose faults are configured, by `spec(qpn_a, qpn_b)`, after the
 /// QPs exist and before they connect.
 fn pair(oa: ConnOpts, ob: ConnOpts, spec: impl Fn(u32, u32) -> String) -> Pair {
-    rsw::faults::configure(None).unwrap();
+    rsw::testing::configure_faults(None).unwrap();
     let c = Ctx::open();
     let pd = c.alloc_pd();
     let s = spec(0, 0);
     // A CQ takes its overrun rule at creation.
     if s.starts_with("cq:") {
-        rsw::faults::configure(Some(&s)).unwrap();
+        rsw::testing::configure_faults(Some(&s)).unwrap();
     }
     let cq_a = c.cq(64, null_mut());
     let cq_b = c.cq(64, null_mut());
     let a = c.create_qp(&mut c.qp_attr(pd, cq_a, cq_a));
     let b = c.create_qp(&mut c.qp_attr(pd, cq_b, cq_b));
-    rsw::faults::configure(Some(&spec(qpn(a), qpn(b)))).unwrap();
+    rsw::testing::configure_faults(Some(&spec(qpn(a), qpn(b)))).unwrap();
     connect(a, &oa, b, &ob);
     Pair {
         c,
@@ -86,7 +86,7 @@ fn next_event(ctx: *mut ibv_context) -> ibv_event_type {
 fn teardown(p: Pair) {
     destroy_qp(p.a);
     destroy_qp(p.b);
-    rsw::faults::configure(None).unwrap();
+    rsw::testing::configure_faults(None).unwrap();
 }
 
 /// `fail=REM_ACCESS_ERR:after=2`: the third request is refused by the
@@ -375,7 +375,7 @@ fn cq_overrun() {
 #[test]
 fn bad_spec_refuses_open() {
     let _l = lock();
-    let e = rsw::faults::configure(Some("qp=*:fail=NOPE")).unwrap_err();
+    let e = rsw::testing::configure_faults(Some("qp=*:fail=NOPE")).unwrap_err();
     assert!(e.contains("unknown status `NOPE`"), "{e}");
     let mut devs = vec![
         verbs_abi::provider::ProviderDevice {
@@ -395,7 +395,7 @@ fn bad_spec_refuses_open() {
     let ctx = unsafe { OPS.open_device.unwrap()(&mut *dev, devs[0].handle) };
     assert!(ctx.is_null());
     assert_eq!(errno(), libc::EINVAL);
-    rsw::faults::configure(None).unwrap();
+    rsw::testing::configure_faults(None).unwrap();
 }
 
 // ---- counters ---------------------------------------------------------------
@@ -448,7 +448,7 @@ fn device_counter(lines: &[String], dev: &str, name: &str) -> u64 {
 fn counters_count_exactly() {
     let _l = lock();
     let p = pair(Default::default(), Default::default(), |_, _| String::new());
-    rsw::faults::configure(None).unwrap();
+    rsw::testing::configure_faults(None).unwrap();
     let before = stat_lines();
     let dev_sent = device_counter(&before, "rsw_lo", "sent_pkts");
     let mut src = p.buf(4096);
@@ -555,7 +555,7 @@ fn cq_overrun_met_while_polling() {
 #[test]
 fn uc_meets_only_what_uc_can() {
     let _l = lock();
-    rsw::faults::configure(None).unwrap();
+    rsw::testing::configure_faults(None).unwrap();
     let c = Ctx::open();
     let pd = c.alloc_pd();
     let cq_a = c.cq(16, null_mut());
@@ -566,7 +566,7 @@ fn uc_meets_only_what_uc_can() {
         c.create_qp(&mut at)
     };
     let (a, b) = (mk(cq_a), mk(cq_b));
-    rsw::faults::configure(Some(&format!(
+    rsw::testing::configure_faults(Some(&format!(
         "qp={:#x}:fail=REM_ACCESS_ERR:count=1;qp={:#x}:rnr;qp={:#x}:fail=LOC_LEN_ERR:after=1",
         qpn(a),
         qpn(a),

@@ -41,7 +41,7 @@ fn event(ctx: *mut ibv_context) -> (ibv_event_type, i32) {
 #[test]
 fn port_down_then_up() {
     std::env::set_var("RSW_TRANSPORT", "tcp");
-    rsw::faults::configure(Some("port=rsw_lo:down@300ms,up@2s")).unwrap();
+    rsw::testing::configure_faults(Some("port=rsw_lo:down@300ms,up@2s")).unwrap();
     // Patient: 1 s per try, 8 tries. Hasty: 67 ms per try, 2 tries.
     let patient = Pair::with(
         ConnOpts {

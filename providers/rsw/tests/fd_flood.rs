@@ -17,9 +17,9 @@ use std::ptr::null_mut;
 use std::time::Instant;
 
 use common::*;
-use rsw::engine::responder::refused_connections;
+use rsw::testing::pending_connections;
+use rsw::testing::refused_connections;
 use rsw::wire::{Hello, HDR_LEN};
-use rsw::wq::conn::pending_connections;
 use verbs_abi::*;
 
 const QPS: usize = 12;

@@ -19,7 +19,7 @@ fn fork_while_the_qp_table_is_locked() {
     let (locked_tx, locked_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let holder = std::thread::spawn(move || {
-        rsw::qp::QPS.with_locked(|| {
+        rsw::testing::with_qps_locked(|| {
             locked_tx.send(()).unwrap();
             release_rx.recv().unwrap();
         })

@@ -13,8 +13,8 @@ use std::ptr::null_mut;
 use std::time::Instant;
 
 use common::*;
+use rsw::testing::pending_connections;
 use rsw::wire::{Header, Op, HDR_LEN};
-use rsw::wq::conn::pending_connections;
 use verbs_abi::*;
 
 const QPS: usize = 300;

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::*;
-use rsw::engine::responder::refused_connections;
+use rsw::testing::refused_connections;
 use rsw::wire::{Header, Op, HDR_LEN};
 use verbs_abi::*;
 
@@ -301,7 +301,7 @@ fn held_connections_are_capped_per_qp() {
     let q = c.qp(pd, cq, cq);
     to_init(q, ConnOpts::default().access);
     let before = refused_connections();
-    let pending_before = rsw::wq::conn::pending_connections();
+    let pending_before = rsw::testing::pending_connections();
     const N: u64 = 40;
     let conns: Vec<TcpStream> = (0..N)
         .map(|i| {
@@ -319,8 +319,8 @@ fn held_connections_are_capped_per_qp() {
     );
     // This QP holds the cap (the process-wide count also moves with
     // other tests' connections: only an upper bound holds there).
-    assert_eq!(rsw::qp::held_connections(q), Some(8));
-    let pending = rsw::wq::conn::pending_connections();
+    assert_eq!(rsw::testing::held_connections(q), Some(8));
+    let pending = rsw::testing::pending_connections();
     assert!(pending >= 8, "{pending} pending, {pending_before} before");
     drop(conns);
 }

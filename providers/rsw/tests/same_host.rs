@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use rsw::transport::{local, shm};
+use rsw::testing::{local, shm};
 use verbs_abi::*;
 
 fn on() -> bool {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::*;
-use rsw::transport::{local, shm};
+use rsw::testing::{local, shm};
 use rsw::verbs_rs_provider_v1 as OPS;
 use verbs_abi::*;
 

@@ -11,7 +11,7 @@ use std::ptr::null_mut;
 use std::time::Duration;
 
 use common::*;
-use rsw::transport::{local, shm};
+use rsw::testing::{local, shm};
 use verbs_abi::*;
 
 const LEN: usize = 1 << 20;

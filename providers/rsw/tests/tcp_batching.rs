@@ -67,12 +67,12 @@ impl Responder {
 
     /// Reads by the QP's incoming connection that returned bytes.
     fn reads(&self) -> u64 {
-        rsw::qp::socket_calls(self.q).expect("live QP")[0].0
+        rsw::testing::socket_calls(self.q).expect("live QP")[0].0
     }
 
     /// Writes by the QP's incoming connection that sent bytes.
     fn writes(&self) -> u64 {
-        rsw::qp::socket_calls(self.q).expect("live QP")[0].1
+        rsw::testing::socket_calls(self.q).expect("live QP")[0].1
     }
 
     /// Waits for the cumulative ACK of message `msn` (RNR notices and
@@ -372,7 +372,7 @@ fn a_posted_list_goes_out_in_few_writes() {
         let next: *mut ibv_send_wr = &mut wrs[i + 1];
         wrs[i].next = next;
     }
-    let before = rsw::qp::socket_calls(q).unwrap()[1].1;
+    let before = rsw::testing::socket_calls(q).unwrap()[1].1;
     assert_eq!(post_send(q, &mut wrs[0]), 0);
     for i in 0..N {
         s.read_exact(&mut hb).unwrap();
@@ -386,7 +386,7 @@ fn a_posted_list_goes_out_in_few_writes() {
         s.read_exact(&mut p).unwrap();
         assert_eq!(&p[..], &payload(i, 32)[..], "payload {i}");
     }
-    let writes = rsw::qp::socket_calls(q).unwrap()[1].1 - before;
+    let writes = rsw::testing::socket_calls(q).unwrap()[1].1 - before;
     // One per request before they were gathered.
     assert!(writes <= 3, "{N} SENDs took {writes} writes");
     let ack = Header::new(Op::Ack, N as u32 - 1);

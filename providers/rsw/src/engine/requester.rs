@@ -74,7 +74,8 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         Ok(Connecting::Ready(c)) => (c, true),
         Ok(Connecting::Pending(c)) => (c, false),
         Err(ConnectError::Local(e)) => return Err(e.raw_os_error().unwrap_or(libc::ENOMEM)),
-        Err(ConnectError::Remote(_)) => {
+        Err(ConnectError::Remote(e)) => {
+            log::debug!("qp {:#x}: connect: {e}", qp.qpn);
             g.peer_gone = true;
             return Ok(());
         }

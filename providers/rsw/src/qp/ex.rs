@@ -12,7 +12,7 @@ use std::os::raw::{c_int, c_void};
 
 use verbs_abi::*;
 
-use super::post_send_batch;
+use super::post::post_send_batch;
 use crate::wq::{Builder, Qp};
 
 /// # Safety

@@ -11,12 +11,11 @@ mod mcast;
 mod modify;
 mod post;
 
-pub use crate::wq::{Qp, QpInner};
+pub use crate::wq::Qp;
 pub(crate) use create::{create_qp_ex, destroy_qp, open_qp};
 pub(crate) use mcast::{attach_mcast, detach_mcast};
 pub(crate) use modify::{modify_qp, query_qp};
 pub(crate) use post::{bind_mw, post_recv, post_send};
-pub use post::{check_send_wr, post_send_batch};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};

@@ -579,15 +579,6 @@ impl Peer {
         unsafe { self.vm_copy(true, local, remote, len) }
     }
 
-    /// Copies our iovecs to `remote` in the peer.
-    ///
-    /// # Safety
-    /// As [`Peer::vm_copy`].
-    pub unsafe fn write(&self, local: &[libc::iovec], remote: u64, len: usize) -> bool {
-        // SAFETY: forwarded contract.
-        unsafe { self.vm_copy(true, local, &[iov(remote as *const u8, len)], len) }
-    }
-
     /// Copies the peer's `remote` iovecs into ours.
     ///
     /// # Safety

@@ -39,10 +39,6 @@ impl Dgram {
     pub fn fd(&self) -> std::os::fd::RawFd {
         self.ep.fd()
     }
-
-    pub fn events(&self) -> u32 {
-        self.events
-    }
 }
 
 /// A multicast group the QP is attached to: a socket of its own, bound to

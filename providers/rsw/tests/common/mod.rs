@@ -614,7 +614,7 @@ pub fn cq_event_waiter(ch: *mut ibv_comp_channel) -> std::thread::JoinHandle<(c_
 
 /// rsw_lo's first GID, `::ffff:127.0.0.1`.
 pub fn lo_gid() -> [u8; 16] {
-    rsw::gid::ipv4_mapped([127, 0, 0, 1])
+    rsw::testing::ipv4_mapped([127, 0, 0, 1])
 }
 
 /// A hello block from (`src_gid`, `src_qpn`) to `dst_qpn`, as a peer's
