@@ -1,22 +1,31 @@
-//! `rsw`: a software RDMA provider. Real RC queue pairs in userspace,
-//! carried over TCP between processes and hosts, with no kernel module and
-//! no daemon.
+//! `rsw`: a software RDMA provider. RC, UC, UD and XRC queue pairs in
+//! userspace, carried over TCP (RC, UC, XRC) and UDP (UD) between processes
+//! and hosts, and by a same-host path between processes of one host, with
+//! no kernel module and no daemon.
 //!
 //! libibverbs reaches the provider through one exported table,
 //! [`verbs_rs_provider_v1`] (see `verbs_abi::provider`); programs reach the
 //! data path through the function pointers stored in the public structs
 //! (`ibv_context.ops`, `verbs_context`, `ibv_cq_ex`, `ibv_qp_ex`).
 //!
-//! Module map, top to bottom (see docs/architecture.md): this file (the
-//! one entry-point table), `qp_ex` (`ibv_wr_*`); the objects `context`,
-//! `device`, `pd`, `mr` (key table), `channel`, `cq`, `qp/` (object, work
-//! queues, creation, state machine, posting); the RC engine `requester` /
-//! `responder`; `transport` (byte streams between QPs, TCP today);
-//! `progress` (the background thread); and at the bottom `wire` (message
-//! format), `gid`, `handles` (the handle table type), `guard` (fault-safe
-//! access to application memory) and `util`; beside them `faults` (what
-//! `RSW_FAULTS` asks for, which the engines carry out) and `stats` (the
-//! counters and the socket `rsw-stat` reads).
+//! Module map, top to bottom (each calls only those below it; see
+//! docs/architecture.md):
+//! - entry points: this file (the one entry-point table, and `testing`,
+//!   what the tests reach), `leaks` (the misuse checker's exit summary);
+//! - verbs: `qp/` (creation, the state machine, posting, multicast,
+//!   `ibv_wr_*`, the checker's QP checks);
+//! - engine: `engine/` (`requester`, `responder` for RC, UC and XRC;
+//!   `datagram` for UD);
+//! - objects: `wq/` (the QP's state), `srq`, `mw`, `dm`, `cq`, `mr` (the
+//!   key table), `xrcd`, `ah`, `remote_srq`, `pd`, `xrc_registry`,
+//!   `ring` (work queues), `context`, `channel`, `device`, `td`;
+//! - transport: `transport/` (TCP, UDP, the same-host path);
+//! - progress: `progress` (the background thread), `port` (the link
+//!   watch), `stats` (counters, the socket `rsw-stat` reads);
+//! - bottom: `check` (the misuse checker's ledger), `wire` (message
+//!   format), `gid`, `handles` (the handle table type), `guard` (fault-safe
+//!   access to application memory), `ringmem`, `event_count`, `faults`
+//!   (what `RSW_FAULTS` asks for), `trace` and `util`.
 
 mod ah;
 mod channel;
