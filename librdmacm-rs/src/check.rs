@@ -1,7 +1,12 @@
 //! The misuse checker's CM checks (`RDMA_CHECK`, see `verbs_abi::check`):
 //! `rdma_destroy_id` with CM events not acknowledged, which rdma-core
-//! answers by blocking for ever.
+//! answers by blocking for ever, and the summary at exit.
+//!
+//! This module sits below the ids and the devices: it knows neither. What
+//! it reports is pushed to it, and what must happen at exit is registered
+//! with it as a hook by the module that owns the state (`at_exit`).
 
+use parking_lot::Mutex;
 use verbs_abi::check::{report, summary, Obj};
 
 /// `rdma_destroy_id` of `id` with `n` events the application never acked
@@ -15,21 +20,9 @@ pub(crate) fn unacked_at_destroy(id: usize, n: u64) {
     );
 }
 
-/// With the checker on, at exit: the CM ids never destroyed and the CM
-/// events never acknowledged are listed, and the default PDs this library
-/// keeps for the life of the process are released before the provider's
-/// leak summary (registered earlier, when the first device was opened, so
-/// it runs later). Registered at the first device open or event.
-pub(crate) fn release_at_exit() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: registers a plain function with no captured state.
-        unsafe { libc::atexit(at_exit) };
-    });
-}
-
-extern "C" fn at_exit() {
-    let (ids, events) = crate::id::leftovers();
+/// The exit summary's lines for the CM ids never destroyed and the CM
+/// events never acknowledged.
+pub(crate) fn leftovers(ids: &[usize], events: usize) {
     if !ids.is_empty() {
         let mut l: Vec<String> = ids.iter().take(8).map(|h| format!("{h:#x}")).collect();
         if ids.len() > 8 {
@@ -42,5 +35,31 @@ extern "C" fn at_exit() {
             "{events} CM event(s) never acknowledged (rdma_ack_cm_event)"
         ));
     }
-    crate::device::release_default_pds();
+}
+
+/// What runs at exit with the checker on, in the reverse order of
+/// registration (as atexit(3) runs its handlers); each hook once.
+static HOOKS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// Runs `hook` at exit. The process-wide handler is installed with the
+/// first hook: the first device open or event, so after the provider's own
+/// leak summary was registered and therefore before it runs (the default
+/// PDs this library keeps must be gone by then).
+pub(crate) fn at_exit(hook: fn()) {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // SAFETY: registers a plain function with no captured state.
+        unsafe { libc::atexit(run_hooks) };
+    });
+    let mut hooks = HOOKS.lock();
+    if !hooks.iter().any(|h| std::ptr::fn_addr_eq(*h, hook)) {
+        hooks.push(hook);
+    }
+}
+
+extern "C" fn run_hooks() {
+    let hooks = std::mem::take(&mut *HOOKS.lock());
+    for h in hooks.iter().rev() {
+        h();
+    }
 }

@@ -79,14 +79,14 @@ fn open_all() -> Vec<Device> {
         });
     }
     if verbs_abi::check::on() {
-        crate::check::release_at_exit();
+        crate::check::at_exit(release_default_pds);
     }
     out
 }
 
 /// The default PDs this library allocated, released at exit so the misuse
 /// checker's leak summary does not count them against the application.
-pub fn release_default_pds() {
+fn release_default_pds() {
     for d in DEVICES.get().map_or(&[][..], |v| &v[..]) {
         let pd = std::mem::replace(&mut *d.default_pd.lock(), 0);
         if pd != 0 {

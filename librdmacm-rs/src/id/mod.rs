@@ -556,15 +556,16 @@ static OUTSTANDING: LazyLock<Mutex<std::collections::HashSet<usize>>> =
 
 /// For the misuse checker's exit summary: the ids never destroyed and the
 /// events retrieved and never acknowledged.
-pub fn leftovers() -> (Vec<usize>, usize) {
-    let ids = IDS.entries().into_iter().map(|(h, _)| h).collect();
-    (ids, OUTSTANDING.lock().len())
+fn report_leftovers() {
+    let ids: Vec<usize> = IDS.entries().into_iter().map(|(h, _)| h).collect();
+    let events = OUTSTANDING.lock().len();
+    crate::check::leftovers(&ids, events);
 }
 
 /// Hands a retrieved event to the application.
 pub fn deliver(mut ev: Box<EventBox>) -> *mut rdma_cm_event {
     if verbs_abi::check::on() {
-        crate::check::release_at_exit();
+        crate::check::at_exit(report_leftovers);
     }
     CmId::on_retrieve(&mut ev);
     let p = Box::into_raw(ev);
