@@ -2094,6 +2094,202 @@ static void case_blocking_get_signals(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* ---- port ownership -------------------------------------------------------- */
+
+/* A TCP port nobody holds, below the ephemeral range (the library binds
+ * ephemeral ports of its own meanwhile, and could be handed this one). */
+static uint16_t free_port(void)
+{
+	int i;
+
+	srand(getpid() ^ (unsigned)now_ms());
+	for (i = 0; i < 1000; i++) {
+		uint16_t port = 10000 + rand() % 20000;
+		struct sockaddr_in sin = loop4(port);
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		int ok;
+
+		CHECK(s >= 0);
+		sin.sin_addr.s_addr = htonl(INADDR_ANY);
+		ok = bind(s, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+		close(s);
+		if (ok)
+			return port;
+	}
+	failf(__LINE__, "no free port");
+	return 0;
+}
+
+static struct sockaddr_in any4(uint16_t port)
+{
+	struct sockaddr_in sin = loop4(port);
+
+	sin.sin_addr.s_addr = htonl(INADDR_ANY);
+	return sin;
+}
+
+/* A new TCP id, RDMA_OPTION_ID_REUSEADDR set when `reuse`, bound to `a`:
+ * the id, or NULL with errno from rdma_bind_addr. */
+static struct rdma_cm_id *bound(struct rdma_event_channel *ch, enum rdma_port_space ps,
+				const void *a, int reuse)
+{
+	struct rdma_cm_id *id;
+	int e;
+
+	CHECK_OK(rdma_create_id(ch, &id, NULL, ps));
+	if (reuse)
+		CHECK_OK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR,
+					 &reuse, sizeof(reuse)));
+	if (rdma_bind_addr(id, (struct sockaddr *)a) == 0)
+		return id;
+	e = errno;
+	CHECK_OK(rdma_destroy_id(id));
+	errno = e;
+	return NULL;
+}
+
+#define BIND_ERR(ch, a, reuse, err) \
+	do { errno = 0; struct rdma_cm_id *_id = bound(ch, RDMA_PS_TCP, a, reuse); \
+	     if (_id || errno != (err)) \
+		failf(__LINE__, "second bind: %s errno %d, expected errno %d (%s)", \
+		      _id ? "succeeded" : "failed", errno, (err), strerror(err)); \
+	} while (0)
+
+/* Two ids on one port, as the kernel's CM allows them (cma.c
+ * cma_check_port): a wildcard on either side is EADDRNOTAVAIL, the same
+ * address EADDRINUSE, unless both ids set RDMA_OPTION_ID_REUSEADDR; a
+ * listener shares its port with no one; another port space is another
+ * set of ports. */
+static void case_bind_port_rules(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	uint16_t port = free_port();
+	struct sockaddr_in lo = loop4(port), any = any4(port);
+	struct sockaddr_in6 six;
+	struct rdma_cm_id *a, *b, *c;
+	int s6, zero = 0, one = 1;
+
+	CHECK(ch);
+	/* Without reuse. */
+	CHECK((a = bound(ch, RDMA_PS_TCP, &any, 0)));
+	BIND_ERR(ch, &any, 0, EADDRNOTAVAIL);
+	BIND_ERR(ch, &lo, 0, EADDRNOTAVAIL);
+	BIND_ERR(ch, &any, 1, EADDRNOTAVAIL);
+	CHECK_OK(rdma_destroy_id(a));
+	CHECK((a = bound(ch, RDMA_PS_TCP, &lo, 0)));
+	BIND_ERR(ch, &lo, 0, EADDRINUSE);
+	BIND_ERR(ch, &any, 0, EADDRNOTAVAIL);
+	/* Reuse takes both ids asking for it. */
+	BIND_ERR(ch, &lo, 1, EADDRINUSE);
+	CHECK_OK(rdma_destroy_id(a));
+	CHECK((a = bound(ch, RDMA_PS_TCP, &lo, 1)));
+	BIND_ERR(ch, &lo, 0, EADDRINUSE);
+	CHECK((b = bound(ch, RDMA_PS_TCP, &lo, 1)));
+	/* Listening checks again as if neither allowed reuse... */
+	CHECK_ERR(rdma_listen(a, 1), EADDRINUSE);
+	CHECK_OK(rdma_destroy_id(b));
+	CHECK_OK(rdma_listen(a, 1));
+	/* ...and the listener is nobody's to share any more. */
+	BIND_ERR(ch, &lo, 1, EADDRINUSE);
+	BIND_ERR(ch, &any, 1, EADDRNOTAVAIL);
+	CHECK_OK(rdma_destroy_id(a));
+	/* Wildcards sharing, then one of them listening. */
+	CHECK((a = bound(ch, RDMA_PS_TCP, &any, 1)));
+	CHECK((b = bound(ch, RDMA_PS_TCP, &any, 1)));
+	CHECK((c = bound(ch, RDMA_PS_TCP, &lo, 1)));
+	CHECK_ERR(rdma_listen(b, 1), EADDRNOTAVAIL);
+	CHECK_OK(rdma_destroy_id(a));
+	CHECK_OK(rdma_destroy_id(c));
+	CHECK_OK(rdma_listen(b, 1));
+	CHECK_OK(rdma_destroy_id(b));
+	/* Reuse set after the bind counts too. */
+	CHECK((a = bound(ch, RDMA_PS_TCP, &lo, 0)));
+	CHECK_OK(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)));
+	CHECK((b = bound(ch, RDMA_PS_TCP, &lo, 1)));
+	CHECK_OK(rdma_destroy_id(b));
+	CHECK_OK(rdma_destroy_id(a));
+	/* The UDP port space is another set of ports. */
+	CHECK((a = bound(ch, RDMA_PS_TCP, &lo, 0)));
+	CHECK((b = bound(ch, RDMA_PS_UDP, &lo, 0)));
+	CHECK_OK(rdma_destroy_id(b));
+	/* A port freed by rdma_destroy_id is free. */
+	CHECK_OK(rdma_destroy_id(a));
+	CHECK((a = bound(ch, RDMA_PS_TCP, &any, 0)));
+	/* IPv6, where the host has it: an AF-only IPv6 id never meets an IPv4
+	 * one; one that is not AF-only meets the IPv4 wildcard. */
+	s6 = socket(AF_INET6, SOCK_STREAM, 0);
+	memset(&six, 0, sizeof(six));
+	six.sin6_family = AF_INET6;
+	six.sin6_addr = in6addr_any;
+	if (s6 >= 0 && bind(s6, (struct sockaddr *)&six, sizeof(six)) == 0) {
+		six.sin6_port = htons(port);
+		CHECK_OK(rdma_create_id(ch, &b, NULL, RDMA_PS_TCP));
+		CHECK_OK(rdma_set_option(b, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &zero, sizeof(zero)));
+		CHECK_ERR(rdma_bind_addr(b, (struct sockaddr *)&six), EADDRNOTAVAIL);
+		CHECK_OK(rdma_set_option(b, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof(one)));
+		CHECK_OK(rdma_bind_addr(b, (struct sockaddr *)&six));
+		CHECK_OK(rdma_destroy_id(b));
+	}
+	if (s6 >= 0)
+		close(s6);
+	CHECK_OK(rdma_destroy_id(a));
+	CHECK(channel_quiet(ch, 20));
+	rdma_destroy_event_channel(ch);
+}
+
+/* The same rules between processes: a port another process's id holds is
+ * taken until that id is destroyed (or the process is gone). */
+static void case_bind_port_other_process(void)
+{
+	int to_child[2], from_child[2];
+	struct rdma_event_channel *ch;
+	struct sockaddr_in lo, any;
+	struct rdma_cm_id *a;
+	uint16_t port;
+	pid_t pid;
+	char c;
+
+	port = free_port();
+	lo = loop4(port);
+	any = any4(port);
+	CHECK_OK(pipe(to_child));
+	CHECK_OK(pipe(from_child));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		case_name = "bind_port_other_process (child)";
+		ch = rdma_create_event_channel();
+		CHECK(ch);
+		CHECK((a = bound(ch, RDMA_PS_TCP, &lo, 1)));
+		CHECK(write(from_child[1], "B", 1) == 1);
+		/* Until the parent says so; then the id goes, the process stays. */
+		CHECK(read_byte(to_child[0], EVENT_MS) == 'D');
+		CHECK_OK(rdma_destroy_id(a));
+		CHECK(write(from_child[1], "D", 1) == 1);
+		CHECK(read_byte(to_child[0], EVENT_MS) == 'X');
+		_exit(0);
+	}
+	CHECK_EQ(read_byte(from_child[0], EVENT_MS), 'B');
+	ch = rdma_create_event_channel();
+	CHECK(ch);
+	BIND_ERR(ch, &lo, 0, EADDRINUSE);
+	BIND_ERR(ch, &any, 0, EADDRNOTAVAIL);
+	/* Both asked for reuse: shared across processes too. */
+	CHECK((a = bound(ch, RDMA_PS_TCP, &lo, 1)));
+	CHECK_ERR(rdma_listen(a, 1), EADDRINUSE);
+	CHECK_OK(rdma_destroy_id(a));
+	c = 'D';
+	CHECK(write(to_child[1], &c, 1) == 1);
+	CHECK_EQ(read_byte(from_child[0], EVENT_MS), 'D');
+	CHECK((a = bound(ch, RDMA_PS_TCP, &any, 0)));
+	CHECK_OK(rdma_listen(a, 1));
+	c = 'X';
+	CHECK(write(to_child[1], &c, 1) == 1);
+	reap(pid);
+	CHECK_OK(rdma_destroy_id(a));
+	rdma_destroy_event_channel(ch);
+}
+
 /* ---- runner --------------------------------------------------------------- */
 
 static const struct cm_case cases[] = {
@@ -2102,6 +2298,8 @@ static const struct cm_case cases[] = {
 	{ "blocking_get_signals", case_blocking_get_signals },
 	{ "wrong_state", case_wrong_state },
 	{ "bind", case_bind },
+	{ "bind_port_rules", case_bind_port_rules },
+	{ "bind_port_other_process", case_bind_port_other_process },
 	{ "devices", case_devices },
 	{ "getaddrinfo", case_getaddrinfo },
 	{ "unsupported", case_unsupported },

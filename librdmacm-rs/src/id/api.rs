@@ -113,6 +113,7 @@ impl CmId {
         } else {
             1024
         };
+        self.claim_for_listen(&mut st)?;
         let fd = st.sock.as_ref().ok_or(libc::EINVAL)?;
         sock::listen(fd, 1024)?;
         let raw = fd.as_raw_fd();
@@ -524,6 +525,14 @@ impl CmId {
                         if let Some(fd) = st.sock.as_ref() {
                             sock::set_reuseaddr(fd)?;
                         }
+                        // Others may share the port from now on.
+                        if let Some(c) = st.claim.as_ref() {
+                            let want = ports::Holder {
+                                reuse: true,
+                                ..c.holder()
+                            };
+                            st.claim = Some(ports::claim(want, false, Some(c))?);
+                        }
                     }
                     _ => return Err(libc::EINVAL),
                 }
@@ -541,6 +550,7 @@ impl CmId {
                         if let Some(a) = st.src.filter(|a| a.is_ipv6()) {
                             let old = st.sock.take();
                             drop(old);
+                            st.claim = None;
                             st.phase = Phase::Idle;
                             self.bind_locked(&mut st, a)?;
                         }
@@ -608,6 +618,7 @@ impl CmId {
                 }
             }
             self.close_sock(&mut st);
+            st.claim = None;
             st.timer_gen += 1;
             st.phase = Phase::Closed;
             let removed = st.chan.take_for(self);

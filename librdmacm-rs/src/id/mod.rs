@@ -39,6 +39,7 @@ mod events;
 mod io;
 mod mcast;
 mod passive;
+mod ports;
 mod qp;
 mod resolve;
 mod retrieve;
@@ -184,6 +185,8 @@ pub struct IdState {
     tos: u8,
     reuseaddr: bool,
     afonly: Option<bool>,
+    /// The port this id holds as the kernel's CM counts it (see `ports`).
+    claim: Option<ports::Claim>,
     ack_timeout: Option<u8>,
     backlog: u32,
     passive: bool,
@@ -287,6 +290,7 @@ impl CmId {
                 tos: 0,
                 reuseaddr: false,
                 afonly: None,
+                claim: None,
                 ack_timeout: None,
                 backlog: 0,
                 passive: false,

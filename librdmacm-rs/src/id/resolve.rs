@@ -96,8 +96,15 @@ impl CmId {
                 sock::set_v6only(&fd, only)?;
             }
         }
+        // The kernel's CM rules for a port another id holds; a port the
+        // system picks is nobody's yet.
+        let claim = match a.port() {
+            0 => None,
+            _ => Some(ports::claim(self.holder(st, a), false, None)?),
+        };
         // A listener restarted on its well-known port must not trip over
-        // TCP TIME_WAIT remnants of its previous life.
+        // TCP TIME_WAIT remnants of its previous life (the claim above is
+        // what keeps two ids apart).
         if a.port() != 0 || st.reuseaddr {
             sock::set_reuseaddr(&fd)?;
         }
@@ -109,7 +116,38 @@ impl CmId {
         }
         self.write_src(st, bound);
         st.sock = Some(fd);
+        st.claim = claim;
         st.phase = Phase::Bound;
+        Ok(())
+    }
+
+    /// How the port check sees this id bound to `a`.
+    pub(super) fn holder(&self, st: &IdState, a: SocketAddr) -> ports::Holder {
+        ports::Holder {
+            ps: st.ps,
+            addr: a,
+            // The kernel's CM: IPv4 ids are AF-only unless told otherwise,
+            // IPv6 ids as the namespace's bindv6only says.
+            afonly: st
+                .afonly
+                .unwrap_or_else(|| a.is_ipv4() || ports::default_v6only()),
+            reuse: st.reuseaddr,
+        }
+    }
+
+    /// At `rdma_listen`: the port checked again as if this id allowed no
+    /// reuse, and held unshareable from now on (a listener on a port the
+    /// system picked claims it only now).
+    pub(super) fn claim_for_listen(&self, st: &mut IdState) -> Res<()> {
+        let held = st.claim.as_ref().map(|c| c.holder());
+        let want = match (held, st.src) {
+            (Some(h), _) if !h.reuse => return Ok(()),
+            (Some(h), _) => h,
+            (None, Some(a)) if a.port() != 0 => self.holder(st, a),
+            (None, _) => return Ok(()),
+        };
+        let new = ports::claim(want, true, st.claim.as_ref())?;
+        st.claim = Some(new);
         Ok(())
     }
 }
