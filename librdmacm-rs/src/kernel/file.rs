@@ -73,6 +73,7 @@ impl KFile {
             fd: open_fd()?,
             token: AtomicU64::new(0),
         });
+        // The CM thread drains it (`pump`, which implements `FileTarget`).
         let weak: Weak<KFile> = Arc::downgrade(&f);
         let target: Weak<dyn FileTarget> = weak;
         let token = engine::get()?.register(f.raw(), Entry::File(target), EV_IN)?;
@@ -117,12 +118,6 @@ impl KFile {
 /// The address of a response buffer, as a command's `response` field.
 pub fn resp_ptr<R>(r: &mut R) -> u64 {
     r as *mut R as u64
-}
-
-impl FileTarget for KFile {
-    fn on_ready(self: Arc<Self>) {
-        super::pump::drain(&self);
-    }
 }
 
 impl Drop for KFile {

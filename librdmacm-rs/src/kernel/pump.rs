@@ -12,6 +12,13 @@ use super::file::{resp_ptr, KFile};
 use super::id::{self, Target};
 use super::retrieve::Raw;
 use crate::channel::{EventBox, Post};
+use crate::engine::FileTarget;
+
+impl FileTarget for KFile {
+    fn on_ready(self: Arc<Self>) {
+        drain(&self);
+    }
+}
 
 /// Reads events until the file has none (it is non-blocking).
 pub fn drain(f: &Arc<KFile>) {
