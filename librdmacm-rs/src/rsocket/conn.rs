@@ -1,105 +1,53 @@
-//! The data path of one connected stream rsocket: an RC QP whose every
-//! message is an RDMA WRITE WITH IMMEDIATE.
+//! The data path of one connected stream rsocket, speaking rdma-core's
+//! rsocket protocol (`wire`) on an RC QP.
 //!
-//! Each side owns a receive ring (registered for remote write) and tells
-//! its peer where it is in the connection's private data ([`Hello`]). A
-//! sender copies a chunk into its registered bounce buffer (or sends it
-//! inline) and writes it at its running position in the peer's ring; the
-//! immediate names the message's kind and length, and the zero-length
-//! receive it consumes (reposted as soon as it is polled) produces the
-//! completion that tells the reader. Chunks never wrap around the ring
-//! end, and RC delivers in order, so the reader finds the messages back to
-//! back and needs no header.
+//! Each side owns a receive buffer registered for remote write and hands
+//! it to the peer half by half: the first half in the connect private
+//! data, each later half as an SGE written into the peer's target SGL
+//! (two slots, used in turn) when the reader has consumed a half. A
+//! sender writes each chunk (from its registered bounce buffer, or
+//! inline) at the current target SGE and advances it, so chunks land back
+//! to back and never cross a half. The immediate data names every
+//! message; the zero-length receive it consumes produces the completion
+//! that tells the reader. On iWARP, which has no immediate data, a message
+//! is a plain RDMA WRITE followed by a 4-byte SEND carrying the same word
+//! (rdma-core's `RS_OPT_MSG_SEND`), and receives take those 4 bytes.
 //!
-//! Flow control is one counter: a credit message says how many data
-//! messages the reader has fully consumed since the last one. The sender
-//! keeps the lengths of its unacknowledged messages in a FIFO, so the
-//! count also tells it how many ring bytes were freed. Data messages are
-//! limited to the `slots` receives the peer announced; credits, FIN/CLOSE
-//! and iomap announcements ride on a few extra receives the reader keeps
-//! posted ([`RESERVE`]) and reposts at once: a side sends a credit only
-//! after consuming half the window, so at most a couple are ever in flight.
+//! Flow control: the sender numbers its data messages (u16) and may send
+//! up to the number the peer last granted (`OP_SGL`): the peer's count of
+//! messages its reader consumed plus its receive queue depth. The reader
+//! grants again after consuming half its queue or a half of its buffer.
+//! Control messages (credits, shutdown, disconnect) take their own few
+//! send-queue entries, so data never starves them; we post a few receives
+//! beyond the credits we grant, for the peer's control messages.
 //!
 //! `riowrite` is a plain RDMA WRITE into a region the peer announced with
-//! `riomap` (an entry written into the peer's iomap table, after the
-//! ring); the same QP keeps it in order with the stream.
+//! `riomap` (an entry written into our target area's iomap table); the
+//! same QP keeps it in order with the stream.
 
 use core::ptr::null_mut;
 
 use verbs_abi::*;
 
 use super::verbs::{self, Mr};
+use super::wire::{self, ConnData, Iomap, Sge, IOMAP_LEN, SGE_LEN, SGL_SIZE};
 use crate::error::Res;
 
-/// Receives posted beyond the data slots, for control messages.
+/// Receives posted beyond the credits we grant: the peer's control
+/// messages (at most `CTRL_SLOTS` of its own in flight) land there.
 pub const RESERVE: u32 = 8;
-/// Bytes of one iomap table entry.
-const IOMAP_ENTRY: usize = 32;
-/// Wire version of [`Hello`].
-const MAGIC: u32 = 0x5253_4b31; // "RSK1"
-pub const HELLO_LEN: usize = 36;
+/// Send-queue entries kept for control messages (rdma-core's
+/// `RS_QP_CTRL_SIZE`).
+const CTRL_SLOTS: u32 = 4;
+/// Bytes of the word a SEND carries in place of immediate data.
+const MSG_LEN: usize = 4;
 
-const KIND_SHIFT: u32 = 30;
-const VALUE_MASK: u32 = (1 << KIND_SHIFT) - 1;
-const KIND_DATA: u32 = 0;
-const KIND_CREDIT: u32 = 1;
-const KIND_CTRL: u32 = 2;
-const KIND_IOMAP: u32 = 3;
-const CTRL_FIN: u32 = 1;
-const CTRL_CLOSE: u32 = 2;
-
-/// Receive completions carry this id; sends carry the bounce buffer
-/// position their completion frees up to.
-const RECV_ID: u64 = u64::MAX;
-
-/// What each side tells the other when connecting.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Hello {
-    pub ring_addr: u64,
-    pub rkey: u32,
-    pub ring_size: u32,
-    /// Data messages the sender may have unacknowledged.
-    pub slots: u32,
-    pub table_addr: u64,
-    /// Entries of the iomap table (how many regions the peer may map).
-    pub iomaps: u32,
-}
-
-impl Hello {
-    pub fn encode(&self) -> [u8; HELLO_LEN] {
-        let mut b = [0u8; HELLO_LEN];
-        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4..12].copy_from_slice(&self.ring_addr.to_le_bytes());
-        b[12..16].copy_from_slice(&self.rkey.to_le_bytes());
-        b[16..20].copy_from_slice(&self.ring_size.to_le_bytes());
-        b[20..24].copy_from_slice(&self.slots.to_le_bytes());
-        b[24..32].copy_from_slice(&self.table_addr.to_le_bytes());
-        b[32..36].copy_from_slice(&self.iomaps.to_le_bytes());
-        b
-    }
-
-    /// The peer's hello; None when it is not one of ours or is unusable.
-    pub fn decode(b: &[u8]) -> Option<Hello> {
-        if b.len() < HELLO_LEN {
-            return None;
-        }
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or_default());
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or_default());
-        if u32_at(0) != MAGIC {
-            return None;
-        }
-        let h = Hello {
-            ring_addr: u64_at(4),
-            rkey: u32_at(12),
-            ring_size: u32_at(16),
-            slots: u32_at(20),
-            table_addr: u64_at(24),
-            iomaps: u32_at(32),
-        };
-        (h.ring_size > 0 && h.ring_size <= VALUE_MASK && h.slots > 0 && h.slots <= 1 << 16)
-            .then_some(h)
-    }
-}
+/// wr_id bits: a receive (the low bits: its message slot); a control
+/// message's send. Other sends carry the bounce-buffer position their
+/// completion frees up to.
+const RECV_FLAG: u64 = 1 << 63;
+const CTRL_FLAG: u64 = 1 << 62;
+const MARK_MASK: u64 = CTRL_FLAG - 1;
 
 /// Sizes a connection is built with (from the socket options).
 #[derive(Clone, Copy, Debug)]
@@ -188,15 +136,6 @@ pub struct LocalMap {
     _mr: Mr,
 }
 
-#[derive(Clone, Copy, Default)]
-struct RemoteMap {
-    offset: u64,
-    addr: u64,
-    len: u64,
-    rkey: u32,
-    valid: bool,
-}
-
 /// Progress of the connection as the data path sees it.
 #[derive(Default)]
 pub struct Ends {
@@ -208,6 +147,18 @@ pub struct Ends {
     pub reset: bool,
 }
 
+/// What the peer told us when connecting, as we use it.
+#[derive(Clone, Copy, Default)]
+struct Peer {
+    /// Its target SGL (`length` in SGEs) and the slot we write next.
+    sgl: Sge,
+    sgl_next: u32,
+    /// Its iomap table: address, key, entries.
+    iomap: Sge,
+    /// Its SGEs and iomap entries go in the other byte order.
+    swap: bool,
+}
+
 pub struct Conn {
     // Field order is drop order: the QP goes (in `Drop`) before its CQ,
     // the MRs before their memory and the PD.
@@ -217,30 +168,42 @@ pub struct Conn {
     pd: *mut ibv_pd,
     ring_mr: Option<Mr>,
     bounce_mr: Option<Mr>,
+    target_mr: Option<Mr>,
+    /// The receive buffer, then (iWARP) a word per receive.
     ring: Region,
     bounce: Region,
+    /// The target SGL, then the iomap table: written by the peer.
+    target: Region,
     sizes: Sizes,
+    /// Entries of our iomap table (`sizes.iomaps` as the wire rounds it).
+    iomaps: u32,
     max_inline: u32,
-    peer: Hello,
+    /// iWARP: messages are SENDs, not immediate data.
+    msg_send: bool,
+    started: bool,
+    peer: Peer,
+    /// The part of its buffer the peer hands out at a time.
+    peer_half: u32,
     // Sending.
-    sent: u64,
-    acked: u64,
-    unacked: Fifo,
-    sq_free: u32,
+    target_sge: usize,
+    sseq_no: u16,
+    sseq_comp: u16,
+    data_free: u32,
+    ctrl_free: u32,
     sb_tail: u64,
     sb_head: u64,
-    pending_credit: bool,
     // Receiving.
     rxq: Fifo,
     front_used: u32,
     rx_pos: u64,
-    /// Where the next message lands in the ring (cumulative).
-    rx_in: u64,
     pub rx_avail: usize,
-    unrep_msgs: u32,
-    unrep_bytes: u64,
+    rseq_no: u16,
+    rseq_comp: u16,
+    /// Consumed bytes of the receive buffer not yet handed back.
+    rbuf_free: u32,
+    rbuf_free_offset: u32,
+    recv_slot: u32,
     pub ends: Ends,
-    remote_maps: Box<[RemoteMap]>,
     pub local_maps: Vec<LocalMap>,
 }
 
@@ -249,31 +212,33 @@ pub struct Conn {
 // rsocket serialises every use behind its mutex.
 unsafe impl Send for Conn {}
 
-fn clamp(v: u32, lo: u32, hi: u32) -> u32 {
-    v.clamp(lo, hi)
-}
-
 impl Conn {
-    /// The PD, CQ, QP and rings of a connection on `id` (whose device is
-    /// known: after route resolution or on a connect request).
+    /// The PD, CQ, QP and buffers of a connection on `id` (whose device
+    /// is known: after route resolution or on a connect request).
     ///
     /// # Safety
     /// `id` is a live id with `verbs` set and no QP.
     pub unsafe fn new(id: *mut rdma_cm_id, sizes: Sizes) -> Res<Box<Conn>> {
         let sizes = Sizes {
-            rbuf: clamp(sizes.rbuf, 4096, 1 << 26),
-            sbuf: clamp(sizes.sbuf, 4096, 1 << 26),
-            sq: clamp(sizes.sq, 4, 4096),
-            slots: clamp(sizes.slots, 2, 4096),
+            // Halves of the receive buffer are what the peer fills.
+            rbuf: sizes.rbuf.clamp(4096, 1 << 26) & !63,
+            sbuf: sizes.sbuf.clamp(4096, 1 << 26),
+            sq: sizes.sq.clamp(16, 4096),
+            slots: sizes.slots.clamp(16, 4096),
             inline: sizes.inline.min(4096),
-            iomaps: sizes.iomaps.min(1024),
+            iomaps: sizes.iomaps,
         };
+        let iomaps = wire::iomap_size_from_byte(wire::iomap_size_to_byte(sizes.iomaps.min(1024)));
         // SAFETY: caller guarantee.
         let ctx = unsafe { (*id).verbs };
         if ctx.is_null() {
             return Err(libc::ENODEV);
         }
-        let table = sizes.iomaps as usize * IOMAP_ENTRY;
+        // SAFETY: a live context and its device.
+        let msg_send = unsafe { (*(*ctx).device).transport_type } == IBV_TRANSPORT_IWARP;
+        let recvs = sizes.slots + RESERVE;
+        let msg_area = if msg_send { recvs as usize * MSG_LEN } else { 0 };
+        let target_len = SGL_SIZE as usize * SGE_LEN + iomaps as usize * IOMAP_LEN;
         let mut c = Box::new(Conn {
             id,
             cq: null_mut(),
@@ -281,27 +246,36 @@ impl Conn {
             pd: null_mut(),
             ring_mr: None,
             bounce_mr: None,
-            ring: Region::new(sizes.rbuf as usize + table),
+            target_mr: None,
+            ring: Region::new(sizes.rbuf as usize + msg_area),
             bounce: Region::new(sizes.sbuf as usize),
+            target: Region::new(target_len),
             sizes,
+            iomaps,
             max_inline: 0,
-            peer: Hello::default(),
-            sent: 0,
-            acked: 0,
-            unacked: Fifo::new(1),
-            sq_free: sizes.sq,
+            msg_send,
+            started: false,
+            peer: Peer::default(),
+            peer_half: 0,
+            target_sge: 0,
+            sseq_no: 0,
+            sseq_comp: 0,
+            data_free: sizes.sq - CTRL_SLOTS,
+            ctrl_free: CTRL_SLOTS,
             sb_tail: 0,
             sb_head: 0,
-            pending_credit: false,
-            rxq: Fifo::new(sizes.slots as usize),
+            rxq: Fifo::new(recvs as usize),
             front_used: 0,
             rx_pos: 0,
-            rx_in: 0,
             rx_avail: 0,
-            unrep_msgs: 0,
-            unrep_bytes: 0,
+            rseq_no: 0,
+            rseq_comp: (sizes.slots / 2) as u16,
+            // The second half is free from the start: it goes to the peer
+            // in our first credit message.
+            rbuf_free: sizes.rbuf / 2,
+            rbuf_free_offset: sizes.rbuf / 2,
+            recv_slot: 0,
             ends: Ends::default(),
-            remote_maps: Box::new([]),
             local_maps: Vec::new(),
         });
         // SAFETY: `ctx` is the id's open device; every object made here is
@@ -316,17 +290,14 @@ impl Conn {
                 return Err(crate::error::errno());
             }
             set_nonblocking((*c.cc).fd);
-            let cqe = (sizes.sq + sizes.slots + RESERVE) as i32;
+            let cqe = (sizes.sq + recvs) as i32;
             c.cq = verbs::ibv_create_cq(ctx, cqe, null_mut(), c.cc, 0);
             if c.cq.is_null() {
                 return Err(crate::error::errno());
             }
-            c.ring_mr = Some(Mr::new(
-                c.pd,
-                c.ring.ptr,
-                c.ring.len,
-                (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) as i32,
-            )?);
+            let remote = (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) as i32;
+            c.ring_mr = Some(Mr::new(c.pd, c.ring.ptr, c.ring.len, remote)?);
+            c.target_mr = Some(Mr::new(c.pd, c.target.ptr, c.target.len, remote)?);
             c.bounce_mr = Some(Mr::new(
                 c.pd,
                 c.bounce.ptr,
@@ -339,41 +310,61 @@ impl Conn {
             attr.qp_type = IBV_QPT_RC;
             attr.sq_sig_all = 1;
             attr.cap.max_send_wr = sizes.sq;
-            attr.cap.max_recv_wr = sizes.slots + RESERVE;
+            attr.cap.max_recv_wr = recvs;
             attr.cap.max_send_sge = 1;
             attr.cap.max_recv_sge = 1;
-            attr.cap.max_inline_data = sizes.inline.max(IOMAP_ENTRY as u32);
+            // Control payloads (an SGE, an iomap entry) always go inline.
+            attr.cap.max_inline_data = sizes.inline.max(IOMAP_LEN as u32);
             if crate::cma::rdma_create_qp(id, c.pd, &mut attr) != 0 {
                 return Err(crate::error::errno());
             }
             c.max_inline = attr.cap.max_inline_data;
-            let qp = (*id).qp;
-            for _ in 0..sizes.slots + RESERVE {
-                verbs::post_empty_recv(qp, RECV_ID)?;
+            if c.max_inline < IOMAP_LEN as u32 {
+                return Err(libc::EOPNOTSUPP);
+            }
+            for _ in 0..recvs {
+                c.post_recv()?;
             }
         }
         Ok(c)
     }
 
     /// What this side tells its peer.
-    pub fn hello(&self) -> Hello {
-        let mr = self.ring_mr.as_ref().map(|m| m.rkey()).unwrap_or(0);
-        Hello {
-            ring_addr: self.ring.ptr as u64,
-            rkey: mr,
-            ring_size: self.sizes.rbuf,
-            slots: self.sizes.slots,
-            table_addr: self.ring.ptr as u64 + self.sizes.rbuf as u64,
-            iomaps: self.sizes.iomaps,
+    pub fn conn_data(&self) -> ConnData {
+        let rkey = |m: &Option<Mr>| m.as_ref().map(|m| m.rkey()).unwrap_or(0);
+        ConnData {
+            flags: wire::our_flags(),
+            credits: self.sizes.slots as u16,
+            iomap_size: self.iomaps,
+            target_sgl: Sge {
+                addr: self.target.ptr as u64,
+                key: rkey(&self.target_mr),
+                length: SGL_SIZE,
+            },
+            data_buf: Sge {
+                addr: self.ring.ptr as u64,
+                key: rkey(&self.ring_mr),
+                length: self.sizes.rbuf / 2,
+            },
         }
     }
 
-    /// The peer's hello arrived: the connection may carry data.
-    pub fn start(&mut self, peer: Hello) {
-        self.peer = peer;
-        self.unacked = Fifo::new(peer.slots as usize);
-        self.remote_maps =
-            vec![RemoteMap::default(); self.sizes.iomaps as usize].into_boxed_slice();
+    /// The peer's connect data arrived: the connection may carry data.
+    pub fn start(&mut self, peer: ConnData) {
+        self.peer = Peer {
+            sgl: peer.target_sgl,
+            sgl_next: 1 % peer.target_sgl.length,
+            iomap: Sge {
+                addr: peer.target_sgl.addr + peer.target_sgl.length as u64 * SGE_LEN as u64,
+                key: peer.target_sgl.key,
+                length: peer.iomap_size,
+            },
+            swap: peer.swapped(),
+        };
+        self.set_target_sgl(0, peer.data_buf);
+        self.sseq_comp = peer.credits;
+        self.peer_half = peer.data_buf.length;
+        self.started = true;
     }
 
     pub fn comp_fd(&self) -> i32 {
@@ -399,7 +390,53 @@ impl Conn {
     }
 
     pub fn all_sent(&self) -> bool {
-        self.sq_free == self.sizes.sq
+        self.data_free == self.sizes.sq - CTRL_SLOTS && self.ctrl_free == CTRL_SLOTS
+    }
+
+    /// Send-queue entries one message takes.
+    fn per_msg(&self) -> u32 {
+        if self.msg_send {
+            2
+        } else {
+            1
+        }
+    }
+
+    // -- the target area (written by the peer) --------------------------------
+
+    fn target_sgl(&self, i: usize) -> Sge {
+        let mut b = [0u8; SGE_LEN];
+        // SAFETY: slot `i` < SGL_SIZE lies inside the target allocation;
+        // the peer may write it at any time, so it is read volatile, byte
+        // by byte (no tearing matters: the peer writes a slot only once
+        // we have used it up, before telling us).
+        for (k, v) in b.iter_mut().enumerate() {
+            *v = unsafe { self.target.ptr.add(i * SGE_LEN + k).read_volatile() };
+        }
+        Sge::from_bytes(&b)
+    }
+
+    fn set_target_sgl(&mut self, i: usize, s: Sge) {
+        for (k, v) in s.to_bytes(false).iter().enumerate() {
+            // SAFETY: as in `target_sgl`; the slot is ours until we hand
+            // it back by using it up.
+            unsafe { self.target.ptr.add(i * SGE_LEN + k).write_volatile(*v) };
+        }
+    }
+
+    /// The peer's mapping covering `offset`.
+    fn remote_map(&self, offset: u64) -> Option<Iomap> {
+        let base = SGL_SIZE as usize * SGE_LEN;
+        (0..self.iomaps as usize).find_map(|i| {
+            let mut b = [0u8; IOMAP_LEN];
+            for (k, v) in b.iter_mut().enumerate() {
+                // SAFETY: entry `i` < iomaps lies inside the target
+                // allocation; the peer writes it behind our back.
+                *v = unsafe { self.target.ptr.add(base + i * IOMAP_LEN + k).read_volatile() };
+            }
+            let m = Iomap::from_bytes(&b);
+            m.covers(offset).then_some(m)
+        })
     }
 
     // -- completions --------------------------------------------------------
@@ -423,13 +460,17 @@ impl Conn {
                 break;
             }
         }
-        self.maybe_credit();
+        self.update_credits();
     }
 
     fn complete(&mut self, w: &ibv_wc) {
-        if w.wr_id != RECV_ID {
-            self.sq_free += 1;
-            self.sb_head = self.sb_head.max(w.wr_id);
+        if w.wr_id & RECV_FLAG == 0 {
+            if w.wr_id & CTRL_FLAG != 0 {
+                self.ctrl_free += 1;
+            } else {
+                self.data_free += 1;
+                self.sb_head = self.sb_head.max(w.wr_id & MARK_MASK);
+            }
             if w.status != IBV_WC_SUCCESS && w.status != IBV_WC_WR_FLUSH_ERR {
                 self.ends.reset = true;
                 self.ends.peer_closed = true;
@@ -442,80 +483,87 @@ impl Conn {
             self.ends.fin_in = true;
             return;
         }
-        // SAFETY: our live QP; the receive carries no buffer.
-        if unsafe { verbs::post_empty_recv(self.qp(), RECV_ID) }.is_err() {
+        let m = if w.wc_flags & IBV_WC_WITH_IMM != 0 {
+            u32::from_be(w.imm_data())
+        } else {
+            let slot = (w.wr_id & !RECV_FLAG) as usize;
+            let at = self.sizes.rbuf as usize + slot * MSG_LEN;
+            let mut b = [0u8; MSG_LEN];
+            if at + MSG_LEN <= self.ring.len {
+                // SAFETY: inside the ring allocation (checked); the SEND
+                // that filled it completed.
+                unsafe { core::ptr::copy_nonoverlapping(self.ring.ptr.add(at), b.as_mut_ptr(), MSG_LEN) };
+            }
+            // The sender's own order, as rdma-core writes it.
+            let v = u32::from_ne_bytes(b);
+            if self.peer.swap {
+                v.swap_bytes()
+            } else {
+                v
+            }
+        };
+        // SAFETY: our live QP; the receive's buffer (if any) is ours.
+        if unsafe { self.post_recv() }.is_err() {
             self.ends.reset = true;
         }
-        let imm = u32::from_be(w.imm_data());
-        let value = imm & VALUE_MASK;
-        match imm >> KIND_SHIFT {
-            KIND_DATA => {
-                // The reader copies each message straight out of the ring:
-                // one that is empty, wraps, overfills the ring or exceeds
-                // the slots we granted breaks the connection instead.
-                let r = self.sizes.rbuf as u64;
-                let fits = value > 0
-                    && self.rx_in % r + value as u64 <= r
-                    && self.rx_in + value as u64 - self.rx_pos <= r;
-                if fits && self.rxq.push(value) {
-                    self.rx_in += value as u64;
-                    self.rx_avail += value as usize;
+        let v = wire::msg_data(m);
+        match wire::msg_op(m) {
+            wire::OP_SGL => self.sseq_comp = v as u16,
+            // The entry is already in our table.
+            wire::OP_IOMAP_SGL | wire::OP_WRITE => {}
+            wire::OP_CTRL => match v {
+                wire::CTRL_DISCONNECT => {
+                    self.ends.fin_in = true;
+                    self.ends.peer_closed = true;
+                }
+                wire::CTRL_SHUTDOWN => self.ends.fin_in = true,
+                _ => {}
+            },
+            // Data (rdma-core takes every other op as data too).
+            _ => {
+                if v == 0 {
+                    self.rseq_no = self.rseq_no.wrapping_add(1);
+                } else if self.rx_avail + v as usize <= self.sizes.rbuf as usize
+                    && self.rxq.push(v)
+                {
+                    self.rx_avail += v as usize;
                 } else {
+                    // More than we granted room for.
                     self.ends.reset = true;
                 }
             }
-            KIND_CREDIT => {
-                for _ in 0..value {
-                    match self.unacked.pop() {
-                        Some(len) => self.acked += len as u64,
-                        None => break,
-                    }
-                }
-            }
-            KIND_CTRL => {
-                self.ends.fin_in = true;
-                if value == CTRL_CLOSE {
-                    self.ends.peer_closed = true;
-                }
-            }
-            _ => self.install_remote_map(value as usize),
         }
     }
 
-    fn install_remote_map(&mut self, index: usize) {
-        if index >= self.remote_maps.len() {
-            return;
+    /// Posts one receive (with its message word's slot on iWARP).
+    ///
+    /// # Safety
+    /// The QP is live.
+    unsafe fn post_recv(&mut self) -> Res<()> {
+        if !self.msg_send {
+            // SAFETY: caller guarantee.
+            return unsafe { verbs::post_recv(self.qp(), RECV_FLAG, None) };
         }
-        let mut e = [0u8; IOMAP_ENTRY];
-        // SAFETY: the entry lies inside our ring allocation (table after
-        // the ring, `iomaps` entries); the peer wrote it before the
-        // completion we just polled.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                self.ring
-                    .ptr
-                    .add(self.sizes.rbuf as usize + index * IOMAP_ENTRY),
-                e.as_mut_ptr(),
-                IOMAP_ENTRY,
-            )
+        let slot = self.recv_slot;
+        self.recv_slot = (slot + 1) % (self.sizes.slots + RESERVE);
+        let sge = ibv_sge {
+            addr: self.ring.ptr as u64 + self.sizes.rbuf as u64 + (slot as usize * MSG_LEN) as u64,
+            length: MSG_LEN as u32,
+            lkey: self.ring_mr.as_ref().map(|m| m.lkey()).unwrap_or(0),
         };
-        let u64_at = |i: usize| u64::from_le_bytes(e[i..i + 8].try_into().unwrap_or_default());
-        let u32_at = |i: usize| u32::from_le_bytes(e[i..i + 4].try_into().unwrap_or_default());
-        self.remote_maps[index] = RemoteMap {
-            offset: u64_at(0),
-            addr: u64_at(8),
-            len: u64_at(16),
-            rkey: u32_at(24),
-            valid: u32_at(28) != 0,
-        };
+        // SAFETY: caller guarantee; the slot lies in the registered ring
+        // and is not reused before this receive completes (receives
+        // complete in order, and there are as many slots as receives).
+        unsafe { verbs::post_recv(self.qp(), RECV_FLAG | slot as u64, Some(sge)) }
     }
 
     // -- sending ------------------------------------------------------------
 
-    /// Posts one write; `imm` None for a plain RDMA WRITE. The payload is
-    /// either inline from `src` or `len` bytes of the bounce buffer at
-    /// `bounce_at`.
-    fn post(&mut self, src: Src, remote: (u64, u32), imm: Option<u32>, release: u64) -> Res<()> {
+    /// Posts one message: a write of `src` at `remote` carrying `m` (as
+    /// immediate data, or in a SEND after it on iWARP), or with `m` None
+    /// a plain RDMA WRITE. `mark` is the wr_id (with CTRL_FLAG for a
+    /// control message).
+    fn post(&mut self, src: Src, remote: (u64, u32), m: Option<u32>, mark: u64) -> Res<()> {
         let (addr, len, lkey, flags) = match src {
             Src::Inline(p, n) => (p as u64, n, 0, IBV_SEND_INLINE),
             Src::Bounce(off, n) => (
@@ -532,85 +580,162 @@ impl Conn {
             lkey,
         };
         let mut wr = ibv_send_wr::zeroed();
-        wr.wr_id = release;
+        wr.wr_id = mark;
         wr.sg_list = &mut sge;
         wr.num_sge = i32::from(len > 0);
         wr.send_flags = flags | IBV_SEND_SIGNALED;
-        match imm {
-            Some(v) => {
-                wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-                wr.set_imm_data(v.to_be());
-            }
-            None => wr.opcode = IBV_WR_RDMA_WRITE,
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        if let (Some(v), false) = (m, self.msg_send) {
+            wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+            wr.set_imm_data(v.to_be());
         }
         wr.wr.rdma = ibv_send_wr_rdma {
             remote_addr: remote.0,
             rkey: remote.1,
         };
-        // SAFETY: our live QP; `wr` and `sge` live through the call, and
-        // the inline payload is copied by the provider before it returns.
-        unsafe { verbs::post_send(self.qp(), &mut wr) }?;
-        self.sq_free -= 1;
+        let per = match (m, self.msg_send) {
+            (Some(_), true) => 2,
+            _ => 1,
+        };
+        let pool = if mark & CTRL_FLAG != 0 {
+            self.ctrl_free
+        } else {
+            self.data_free
+        };
+        if pool < per {
+            return Err(libc::EAGAIN);
+        }
+        // On iWARP a message with nothing to write is the SEND alone.
+        let write = !(self.msg_send && m.is_some() && len == 0);
+        if write {
+            // SAFETY: our live QP; `wr` and `sge` live through the call,
+            // and an inline payload is copied before it returns.
+            unsafe { verbs::post_send(self.qp(), &mut wr) }?;
+            self.take(mark, 1);
+        }
+        if let (Some(v), true) = (m, self.msg_send) {
+            let word = if self.peer.swap { v.swap_bytes() } else { v };
+            let b = word.to_ne_bytes();
+            let mut sge = ibv_sge {
+                addr: b.as_ptr() as u64,
+                length: MSG_LEN as u32,
+                lkey: 0,
+            };
+            let mut wr = ibv_send_wr::zeroed();
+            wr.wr_id = mark;
+            wr.sg_list = &mut sge;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_SEND;
+            wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+            // SAFETY: as above; the word is copied inline.
+            unsafe { verbs::post_send(self.qp(), &mut wr) }?;
+            self.take(mark, 1);
+        }
         Ok(())
     }
 
-    /// A control message (no payload) to the peer's ring start.
-    fn post_ctrl(&mut self, imm: u32) -> Res<()> {
-        let remote = (self.peer.ring_addr, self.peer.rkey);
-        let mark = self.sb_tail;
-        self.post(Src::None, remote, Some(imm), mark)
-    }
-
-    fn maybe_credit(&mut self) {
-        let due = self.unrep_msgs > 0
-            && (self.pending_credit
-                || self.unrep_msgs >= (self.sizes.slots / 2).max(1)
-                || self.unrep_bytes >= self.sizes.rbuf as u64 / 2);
-        if !due || self.ends.peer_closed {
-            return;
-        }
-        if self.sq_free == 0 {
-            self.pending_credit = true;
-            return;
-        }
-        let n = self.unrep_msgs;
-        if self.post_ctrl((KIND_CREDIT << KIND_SHIFT) | n).is_ok() {
-            self.unrep_msgs = 0;
-            self.unrep_bytes = 0;
-            self.pending_credit = false;
+    fn take(&mut self, mark: u64, n: u32) {
+        if mark & CTRL_FLAG != 0 {
+            self.ctrl_free -= n;
+        } else {
+            self.data_free -= n;
         }
     }
 
-    /// Sends a FIN (`close` false) or CLOSE; false when the send queue is
-    /// full for now.
+    /// rdma-core's `rs_give_credits`: after consuming half the receive
+    /// buffer or half the granted messages.
+    fn credits_due(&self) -> bool {
+        let half = self.sizes.rbuf / 2;
+        self.started
+            && !self.ends.peer_closed
+            && self.ctrl_free >= 2
+            && (self.rbuf_free >= half || self.rseq_no.wrapping_sub(self.rseq_comp) as i16 >= 0)
+    }
+
+    fn update_credits(&mut self) {
+        // At most two rounds: a half handed back, then the count alone.
+        for _ in 0..2 {
+            if !self.credits_due() || self.send_credits().is_err() {
+                return;
+            }
+        }
+    }
+
+    fn send_credits(&mut self) -> Res<()> {
+        let half = self.sizes.rbuf / 2;
+        let grant = wire::msg(
+            wire::OP_SGL,
+            self.rseq_no.wrapping_add(self.sizes.slots as u16) as u32,
+        );
+        if self.rbuf_free >= half {
+            let sge = Sge {
+                addr: self.ring.ptr as u64 + self.rbuf_free_offset as u64,
+                key: self.ring_mr.as_ref().map(|m| m.rkey()).unwrap_or(0),
+                length: half,
+            };
+            let b = sge.to_bytes(self.peer.swap);
+            let slot = self.peer.sgl.addr + self.peer.sgl_next as u64 * SGE_LEN as u64;
+            self.post(
+                Src::Inline(b.as_ptr(), SGE_LEN as u32),
+                (slot, self.peer.sgl.key),
+                Some(grant),
+                CTRL_FLAG,
+            )?;
+            self.rbuf_free -= half;
+            self.rbuf_free_offset = (self.rbuf_free_offset + half) % self.sizes.rbuf;
+            self.peer.sgl_next = (self.peer.sgl_next + 1) % self.peer.sgl.length;
+        } else {
+            let at = (self.peer.sgl.addr, self.peer.sgl.key);
+            self.post(Src::None, at, Some(grant), CTRL_FLAG)?;
+        }
+        self.rseq_comp = self.rseq_no.wrapping_add((self.sizes.slots / 2) as u16);
+        Ok(())
+    }
+
+    /// Sends a SHUTDOWN (`close` false) or DISCONNECT; false when the
+    /// control entries are busy for now.
     pub fn send_end(&mut self, close: bool) -> Res<bool> {
-        if self.sq_free == 0 {
+        if self.ctrl_free < self.per_msg() {
             return Ok(false);
         }
-        let v = if close { CTRL_CLOSE } else { CTRL_FIN };
-        self.post_ctrl((KIND_CTRL << KIND_SHIFT) | v)?;
+        let v = if close {
+            wire::CTRL_DISCONNECT
+        } else {
+            wire::CTRL_SHUTDOWN
+        };
+        let at = (self.peer.sgl.addr, self.peer.sgl.key);
+        self.post(Src::None, at, Some(wire::msg(wire::OP_CTRL, v)), CTRL_FLAG)?;
         Ok(true)
     }
 
     /// Room for one more data message right now (bytes, capped by the
-    /// contiguous parts of the peer's ring and our bounce buffer).
+    /// target SGE and the contiguous part of our bounce buffer).
     fn room(&self) -> usize {
-        // One send slot stays free for credits, so a writer filling the
-        // queue never starves the peer of them.
-        if self.sq_free <= 1 || self.unacked.full() {
+        if !self.started || self.data_free < self.per_msg() || self.sseq_no == self.sseq_comp {
             return 0;
         }
-        let r = self.peer.ring_size as u64;
-        let ring_free = r - (self.sent - self.acked);
-        let ring_contig = r - self.sent % r;
-        // A quarter ring per message keeps several in flight.
-        ring_free.min(ring_contig).min((r / 4).max(1)) as usize
+        let t = self.target_sgl(self.target_sge);
+        // Half an SGE (a quarter of the peer's buffer) per message keeps
+        // several in flight while its reader empties the first.
+        t.length.min((self.peer_half / 2).max(1)) as usize
     }
 
     fn bounce_room(&self) -> usize {
         let s = self.bounce.len as u64;
         let free = s - (self.sb_tail - self.sb_head);
         free.min(s - self.sb_tail % s) as usize
+    }
+
+    /// Leaves a sliver at the bounce buffer's end unused rather than send
+    /// a message of a few bytes from it: the next completion past it
+    /// frees it with the rest.
+    fn skip_bounce_tail(&mut self, want: usize) {
+        let s = self.bounce.len as u64;
+        let contig = s - self.sb_tail % s;
+        let free = s - (self.sb_tail - self.sb_head);
+        if (contig as usize) < want.min(4096) && free > contig {
+            self.sb_tail += contig;
+        }
     }
 
     pub fn writable(&self) -> bool {
@@ -636,6 +761,7 @@ impl Conn {
                 let n = if want as u32 <= self.max_inline.min(self.sizes.inline) {
                     self.post_data(Src::Inline(src, want as u32), want)?
                 } else {
+                    self.skip_bounce_tail(want);
                     let n = want.min(self.bounce_room());
                     if n == 0 {
                         return Ok(total);
@@ -658,21 +784,31 @@ impl Conn {
     }
 
     fn post_data(&mut self, src: Src, n: usize) -> Res<usize> {
-        let r = self.peer.ring_size as u64;
-        let remote = (self.peer.ring_addr + self.sent % r, self.peer.rkey);
+        let i = self.target_sge;
+        let t = self.target_sgl(i);
         let release = match src {
             Src::Bounce(..) => self.sb_tail + n as u64,
             _ => self.sb_tail,
         };
-        self.post(
-            src,
-            remote,
-            Some((KIND_DATA << KIND_SHIFT) | n as u32),
-            release,
-        )?;
+        // The SGE moves before the write goes: once it is used up the
+        // peer may rewrite the slot at any time.
+        let rest = Sge {
+            addr: t.addr + n as u64,
+            length: t.length - n as u32,
+            ..t
+        };
+        self.set_target_sgl(i, rest);
+        let m = Some(wire::msg(wire::OP_DATA, n as u32));
+        if let Err(e) = self.post(src, (t.addr, t.key), m, release) {
+            // Nothing went: the slot is still ours.
+            self.set_target_sgl(i, t);
+            return Err(e);
+        }
+        if rest.length == 0 {
+            self.target_sge = (i + 1) % SGL_SIZE as usize;
+        }
         self.sb_tail = release;
-        self.sent += n as u64;
-        self.unacked.push(n as u32);
+        self.sseq_no = self.sseq_no.wrapping_add(1);
         Ok(n)
     }
 
@@ -695,14 +831,18 @@ impl Conn {
                     return self.finish_recv(total, peek);
                 }
                 let len = self.rxq.buf[(self.rxq.head + qi) % self.rxq.buf.len()];
-                let n = ((len - used) as usize).min(b.iov_len - off);
-                // SAFETY: the message lies contiguously in our ring at
-                // `pos % r` (checked when it arrived, in `complete`) and
-                // the peer finished writing it before its completion; the
+                let at = (pos % r) as usize;
+                // Messages never cross the buffer's end when the peer
+                // keeps to its SGEs; one that does is cut there.
+                let n = ((len - used) as usize)
+                    .min(b.iov_len - off)
+                    .min(r as usize - at);
+                // SAFETY: `at + n` <= the ring's data part; the peer
+                // finished writing it before its completion; the
                 // destination is the caller's.
                 unsafe {
                     core::ptr::copy_nonoverlapping(
-                        self.ring.ptr.add((pos % r) as usize),
+                        self.ring.ptr.add(at),
                         (b.iov_base as *mut u8).add(off),
                         n,
                     )
@@ -711,12 +851,14 @@ impl Conn {
                 total += n;
                 pos += n as u64;
                 used += n as u32;
+                if !peek {
+                    self.rbuf_free += n as u32;
+                }
                 if used == len {
                     used = 0;
                     qi += 1;
                     if !peek {
-                        self.unrep_msgs += 1;
-                        self.unrep_bytes += len as u64;
+                        self.rseq_no = self.rseq_no.wrapping_add(1);
                     }
                 }
                 if !peek {
@@ -735,7 +877,7 @@ impl Conn {
     fn finish_recv(&mut self, total: usize, peek: bool) -> usize {
         if !peek {
             self.rx_avail -= total;
-            self.maybe_credit();
+            self.update_credits();
         }
         total
     }
@@ -744,11 +886,14 @@ impl Conn {
 
     /// Maps `addr..addr+len` for the peer's riowrite at `offset`. The
     /// peer hears of it before anything sent after this call (at once, or
-    /// as soon as the connection is up and the send queue has room).
+    /// as soon as the connection is up and credits allow).
     pub fn iomap(&mut self, addr: usize, len: usize, offset: u64, connected: bool) -> Res<u64> {
-        let index = (0..self.peer.iomaps)
+        let index = (0..self.peer.iomap.length)
             .find(|i| self.local_maps.iter().all(|m| m.index != *i))
             .ok_or(libc::ENOMEM)?;
+        if len > u32::MAX as usize {
+            return Err(libc::EINVAL);
+        }
         // SAFETY: the caller's buffer; riomap's contract keeps it valid
         // until riounmap or close.
         let mr = unsafe {
@@ -776,15 +921,22 @@ impl Conn {
     /// Tells the peer about mappings it does not know yet.
     pub fn announce_pending(&mut self) {
         for i in 0..self.local_maps.len() {
-            if self.local_maps[i].announced || self.sq_free == 0 {
+            let m = &self.local_maps[i];
+            if m.announced {
                 continue;
             }
-            let m = &self.local_maps[i];
-            let (index, offset, addr, len, rkey) =
-                (m.index, m.offset, m.addr as u64, m.len as u64, m._mr.rkey());
-            if self.announce(index, offset, addr, len, rkey, true).is_ok() {
-                self.local_maps[i].announced = true;
+            let e = Iomap {
+                offset: m.offset,
+                sge: Sge {
+                    addr: m.addr as u64,
+                    key: m._mr.rkey(),
+                    length: m.len as u32,
+                },
+            };
+            if self.announce(m.index, e).is_err() {
+                return;
             }
+            self.local_maps[i].announced = true;
         }
     }
 
@@ -795,59 +947,37 @@ impl Conn {
             .position(|m| m.addr == addr && m.len == len)
             .ok_or(libc::EINVAL)?;
         let m = &self.local_maps[i];
-        let (index, offset) = (m.index, m.offset);
-        if m.announced && !self.ends.peer_closed && self.sq_free > 0 {
-            self.announce(index, offset, 0, 0, 0, false)?;
+        // rdma-core leaves the peer's entry in place; an empty one keeps
+        // the peer from writing into memory that is no longer ours to
+        // offer (rdma-core peers read the table the same way).
+        if m.announced && !self.ends.peer_closed {
+            let _ = self.announce(m.index, Iomap::default());
         }
         self.local_maps.remove(i);
         Ok(())
     }
 
-    fn announce(
-        &mut self,
-        index: u32,
-        offset: u64,
-        addr: u64,
-        len: u64,
-        rkey: u32,
-        valid: bool,
-    ) -> Res<()> {
-        let mut e = [0u8; IOMAP_ENTRY];
-        e[0..8].copy_from_slice(&offset.to_le_bytes());
-        e[8..16].copy_from_slice(&addr.to_le_bytes());
-        e[16..24].copy_from_slice(&len.to_le_bytes());
-        e[24..28].copy_from_slice(&rkey.to_le_bytes());
-        e[28..32].copy_from_slice(&u32::from(valid).to_le_bytes());
-        let remote = (
-            self.peer.table_addr + index as u64 * IOMAP_ENTRY as u64,
-            self.peer.rkey,
-        );
+    /// Writes entry `index` of the peer's iomap table. It counts as a
+    /// data message, as rdma-core counts it.
+    fn announce(&mut self, index: u32, e: Iomap) -> Res<()> {
+        if !self.started || self.sseq_no == self.sseq_comp {
+            return Err(libc::EAGAIN);
+        }
+        let b = e.to_bytes(self.peer.swap);
+        let at = self.peer.iomap.addr + index as u64 * IOMAP_LEN as u64;
         let mark = self.sb_tail;
         self.post(
-            Src::Inline(e.as_ptr(), IOMAP_ENTRY as u32),
-            remote,
-            Some((KIND_IOMAP << KIND_SHIFT) | index),
+            Src::Inline(b.as_ptr(), IOMAP_LEN as u32),
+            (at, self.peer.iomap.key),
+            Some(wire::msg(wire::OP_IOMAP_SGL, index)),
             mark,
-        )
-    }
-
-    /// The peer's mapping covering `offset`, as (remote address, bytes
-    /// left in it, rkey).
-    fn remote_target(&self, offset: u64) -> Option<(u64, u64, u32)> {
-        self.remote_maps
-            .iter()
-            .find(|m| m.valid && offset >= m.offset && offset - m.offset < m.len)
-            .map(|m| {
-                (
-                    m.addr + (offset - m.offset),
-                    m.len - (offset - m.offset),
-                    m.rkey,
-                )
-            })
+        )?;
+        self.sseq_no = self.sseq_no.wrapping_add(1);
+        Ok(())
     }
 
     pub fn has_remote_map(&self, offset: u64) -> bool {
-        self.remote_target(offset).is_some()
+        self.remote_map(offset).is_some()
     }
 
     /// Writes as much of `data` as fits now at the peer's `offset`.
@@ -857,22 +987,25 @@ impl Conn {
     pub unsafe fn iowrite(&mut self, data: *const u8, len: usize, offset: u64) -> Res<usize> {
         let mut done = 0;
         while done < len {
-            let Some((raddr, left, rkey)) = self.remote_target(offset + done as u64) else {
+            let at = offset + done as u64;
+            let Some(m) = self.remote_map(at) else {
                 return if done > 0 {
                     Ok(done)
                 } else {
                     Err(libc::EINVAL)
                 };
             };
-            if self.sq_free <= 1 {
+            if self.data_free == 0 {
                 break;
             }
+            let left = m.sge.length as u64 - (at - m.offset);
+            let remote = (m.sge.addr + (at - m.offset), m.sge.key);
             let want = ((len - done) as u64).min(left) as usize;
             // SAFETY: inside the caller's buffer.
             let src = unsafe { data.add(done) };
             let n = if want as u32 <= self.max_inline.min(self.sizes.inline) {
                 let mark = self.sb_tail;
-                self.post(Src::Inline(src, want as u32), (raddr, rkey), None, mark)?;
+                self.post(Src::Inline(src, want as u32), remote, None, mark)?;
                 want
             } else {
                 let n = want.min(self.bounce_room());
@@ -883,7 +1016,7 @@ impl Conn {
                 // SAFETY: as in `send`.
                 unsafe { core::ptr::copy_nonoverlapping(src, self.bounce.ptr.add(at as usize), n) };
                 let mark = self.sb_tail + n as u64;
-                self.post(Src::Bounce(at, n as u32), (raddr, rkey), None, mark)?;
+                self.post(Src::Bounce(at, n as u32), remote, None, mark)?;
                 self.sb_tail = mark;
                 n
             };
@@ -927,6 +1060,7 @@ impl Drop for Conn {
             }
             self.ring_mr = None;
             self.bounce_mr = None;
+            self.target_mr = None;
             if !self.pd.is_null() {
                 verbs::dealloc_pd(self.pd);
             }
@@ -937,25 +1071,6 @@ impl Drop for Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hello_round_trip_and_rejects_strangers() {
-        let h = Hello {
-            ring_addr: 0x1234_5678_9abc,
-            rkey: 77,
-            ring_size: 1 << 20,
-            slots: 64,
-            table_addr: 0x1234_5678_9abc + (1 << 20),
-            iomaps: 2,
-        };
-        assert_eq!(Hello::decode(&h.encode()), Some(h));
-        let mut bad = h.encode();
-        bad[0] ^= 1;
-        assert_eq!(Hello::decode(&bad), None);
-        assert_eq!(Hello::decode(&h.encode()[..HELLO_LEN - 1]), None);
-        let zero = Hello { slots: 0, ..h };
-        assert_eq!(Hello::decode(&zero.encode()), None);
-    }
 
     #[test]
     fn fifo_keeps_order_and_capacity() {

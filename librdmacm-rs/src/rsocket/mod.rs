@@ -1,22 +1,24 @@
 //! rsockets: the socket API of `<rdma/rsocket.h>` over our own librdmacm
 //! and libibverbs, so the bytes travel as RDMA writes on an RC QP.
 //!
-//! A stream rsocket is an rdma_cm id on its own event channel; connecting
-//! exchanges, in the connection's private data, where each side's receive
-//! ring is (`conn::Hello`). Both ends run this library: the protocol
-//! (`conn`) is ours and is not rdma-core's rsocket wire format. A datagram
+//! A stream rsocket is an rdma_cm id on its own event channel; it speaks
+//! rdma-core 44's rsocket protocol (`wire` has its formats, `conn` runs
+//! it), so either end may be rdma-core's librdmacm. A datagram
 //! rsocket (`dgram`) is a UD QP named by a kernel UDP socket that only
 //! answers address queries.
 //!
 //! Layers, top down: `api` (the exported calls) over `poll` (`rpoll`,
 //! `rselect`) and `opts` (socket options, `rfcntl`) over `stream` (the
 //! rsocket and its connection state machine) and `dgram` over `conn` (the
-//! stream data path) over `verbs` (the libibverbs calls).
+//! stream data path, in `wire`'s formats) over `verbs` (the libibverbs
+//! calls). `settings` holds the option values all of them read.
 
 mod api;
 mod conn;
 mod dgram;
 mod opts;
 mod poll;
+mod settings;
 mod stream;
 mod verbs;
+mod wire;

@@ -18,8 +18,9 @@ use core::ptr::null_mut;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use verbs_abi::*;
 
-use super::conn::{Conn, Hello, Sizes, HELLO_LEN};
-use super::opts::Opts;
+use super::conn::{Conn, Sizes};
+use super::settings::Opts;
+use super::wire::{ConnData, CONN_DATA_LEN};
 use crate::addr;
 use crate::cma;
 use crate::error::{errno, Res};
@@ -266,7 +267,7 @@ impl Inner {
                 (State::Connecting, RDMA_CM_EVENT_ESTABLISHED) => {
                     // SAFETY: the live event.
                     let pd = unsafe { event_pdata(ev) };
-                    match (Hello::decode(&pd), self.conn.as_mut()) {
+                    match (ConnData::decode(&pd), self.conn.as_mut()) {
                         (Some(h), Some(c)) => {
                             c.start(h);
                             self.state = State::Connected;
@@ -318,10 +319,10 @@ impl Inner {
     fn send_req(&mut self) -> Res<()> {
         // SAFETY: our id, its route resolved (so its device is known).
         let conn = unsafe { Conn::new(self.id, self.sizes()) }?;
-        let hello = conn.hello().encode();
+        let cdata = conn.conn_data().encode();
         self.conn = Some(conn);
-        let mut p = conn_param(&hello);
-        // SAFETY: our id; `p` points at `hello`, alive through the call.
+        let mut p = conn_param(&cdata);
+        // SAFETY: our id; `p` points at `cdata`, alive through the call.
         if unsafe { cma::rdma_connect(self.id, &mut p) } != 0 {
             return Err(errno());
         }
@@ -420,12 +421,16 @@ impl Inner {
     }
 }
 
-fn conn_param(hello: &[u8; HELLO_LEN]) -> rdma_conn_param {
+/// rdma-core's: hardware flow control and endless RNR retries, on which
+/// its senders rely (they may send control messages past the receives a
+/// peer posted).
+fn conn_param(cdata: &[u8; CONN_DATA_LEN]) -> rdma_conn_param {
     let mut p = rdma_conn_param::zeroed();
-    p.private_data = hello.as_ptr().cast();
-    p.private_data_len = HELLO_LEN as u8;
+    p.private_data = cdata.as_ptr().cast();
+    p.private_data_len = CONN_DATA_LEN as u8;
     p.responder_resources = 1;
     p.initiator_depth = 1;
+    p.flow_control = 1;
     p.retry_count = 7;
     p.rnr_retry_count = 7;
     p
@@ -778,7 +783,9 @@ impl RSocket {
         }
         if how != libc::SHUT_RD && !g.shut_wr {
             g.shut_wr = true;
-            g.end_pending = Some(how == libc::SHUT_RDWR);
+            // A side that reads no more ends the connection (rdma-core's
+            // DISCONNECT); otherwise the peer may still write (SHUTDOWN).
+            g.end_pending = Some(g.shut_rd);
             g.progress(self.chan, false);
         }
         if how == libc::SHUT_RDWR {
@@ -1016,7 +1023,7 @@ impl IovList {
 }
 
 /// A connect request taken from a listener: a new rsocket on its own
-/// channel, accepted with our hello.
+/// channel, accepted with our connect data.
 fn accept_request(
     id: *mut rdma_cm_id,
     pdata: &[u8],
@@ -1029,7 +1036,7 @@ fn accept_request(
         cma::rdma_destroy_id(id);
         Err(e)
     };
-    let Some(peer) = Hello::decode(pdata) else {
+    let Some(peer) = ConnData::decode(pdata) else {
         return reject(libc::EPROTO);
     };
     let chan = cma::rdma_create_event_channel();
@@ -1055,10 +1062,10 @@ fn accept_request(
         }
     };
     conn.start(peer);
-    let hello = conn.hello().encode();
+    let cdata = conn.conn_data().encode();
     i.conn = Some(conn);
-    let mut p = conn_param(&hello);
-    // SAFETY: the request's id; `p` points at `hello`.
+    let mut p = conn_param(&cdata);
+    // SAFETY: the request's id; `p` points at `cdata`.
     if unsafe { cma::rdma_accept(id, &mut p) } != 0 {
         let e = errno();
         i.conn = None;

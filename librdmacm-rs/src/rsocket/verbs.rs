@@ -92,21 +92,24 @@ pub unsafe fn post_send(qp: *mut ibv_qp, wr: &mut ibv_send_wr) -> Res<()> {
     }
 }
 
-/// `ibv_post_recv` of one receive without a scatter list (our messages
-/// are RDMA writes with immediate data: the receive carries no payload).
+/// `ibv_post_recv` of one receive: without a scatter list when messages
+/// are RDMA writes with immediate data (the receive carries no payload),
+/// with `sge` where they are sends (iWARP has no immediate data).
 ///
 /// # Safety
-/// `qp` is live.
+/// `qp` is live; `sge`, if any, names registered memory that stays valid
+/// until the receive completes.
 #[inline]
-pub unsafe fn post_empty_recv(qp: *mut ibv_qp, wr_id: u64) -> Res<()> {
+pub unsafe fn post_recv(qp: *mut ibv_qp, wr_id: u64, sge: Option<ibv_sge>) -> Res<()> {
+    let mut sge = sge;
     let mut wr = ibv_recv_wr {
         wr_id,
         next: null_mut(),
-        sg_list: null_mut(),
-        num_sge: 0,
+        sg_list: sge.as_mut().map_or(null_mut(), |s| s as *mut ibv_sge),
+        num_sge: i32::from(sge.is_some()),
     };
     let mut bad = null_mut();
-    // SAFETY: caller guarantee; `wr` lives through the call.
+    // SAFETY: caller guarantee; `wr` and `sge` live through the call.
     let rc = unsafe {
         match (*(*qp).context).ops.post_recv {
             Some(f) => f(qp, &mut wr, &mut bad),
