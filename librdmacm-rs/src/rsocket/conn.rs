@@ -237,7 +237,11 @@ impl Conn {
         // SAFETY: a live context and its device.
         let msg_send = unsafe { (*(*ctx).device).transport_type } == IBV_TRANSPORT_IWARP;
         let recvs = sizes.slots + RESERVE;
-        let msg_area = if msg_send { recvs as usize * MSG_LEN } else { 0 };
+        let msg_area = if msg_send {
+            recvs as usize * MSG_LEN
+        } else {
+            0
+        };
         let target_len = SGL_SIZE as usize * SGE_LEN + iomaps as usize * IOMAP_LEN;
         let mut c = Box::new(Conn {
             id,
@@ -406,11 +410,12 @@ impl Conn {
 
     fn target_sgl(&self, i: usize) -> Sge {
         let mut b = [0u8; SGE_LEN];
-        // SAFETY: slot `i` < SGL_SIZE lies inside the target allocation;
-        // the peer may write it at any time, so it is read volatile, byte
-        // by byte (no tearing matters: the peer writes a slot only once
-        // we have used it up, before telling us).
         for (k, v) in b.iter_mut().enumerate() {
+            // SAFETY: slot `i` < SGL_SIZE lies inside the target
+            // allocation; the peer may write it at any time, so it is read
+            // volatile, byte by byte (tearing cannot matter: the peer
+            // writes a slot only once we have used it up, before telling
+            // us).
             *v = unsafe { self.target.ptr.add(i * SGE_LEN + k).read_volatile() };
         }
         Sge::from_bytes(&b)
@@ -432,7 +437,12 @@ impl Conn {
             for (k, v) in b.iter_mut().enumerate() {
                 // SAFETY: entry `i` < iomaps lies inside the target
                 // allocation; the peer writes it behind our back.
-                *v = unsafe { self.target.ptr.add(base + i * IOMAP_LEN + k).read_volatile() };
+                *v = unsafe {
+                    self.target
+                        .ptr
+                        .add(base + i * IOMAP_LEN + k)
+                        .read_volatile()
+                };
             }
             let m = Iomap::from_bytes(&b);
             m.covers(offset).then_some(m)
@@ -492,7 +502,9 @@ impl Conn {
             if at + MSG_LEN <= self.ring.len {
                 // SAFETY: inside the ring allocation (checked); the SEND
                 // that filled it completed.
-                unsafe { core::ptr::copy_nonoverlapping(self.ring.ptr.add(at), b.as_mut_ptr(), MSG_LEN) };
+                unsafe {
+                    core::ptr::copy_nonoverlapping(self.ring.ptr.add(at), b.as_mut_ptr(), MSG_LEN)
+                };
             }
             // The sender's own order, as rdma-core writes it.
             let v = u32::from_ne_bytes(b);
@@ -523,8 +535,7 @@ impl Conn {
             _ => {
                 if v == 0 {
                     self.rseq_no = self.rseq_no.wrapping_add(1);
-                } else if self.rx_avail + v as usize <= self.sizes.rbuf as usize
-                    && self.rxq.push(v)
+                } else if self.rx_avail + v as usize <= self.sizes.rbuf as usize && self.rxq.push(v)
                 {
                     self.rx_avail += v as usize;
                 } else {
