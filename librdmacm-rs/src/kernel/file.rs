@@ -34,8 +34,22 @@ pub fn enabled() -> bool {
             );
             return false;
         }
-        open_fd().is_ok()
+        open_fd().is_ok_and(|fd| is_misc_device(&fd))
     })
+}
+
+/// Whether `fd` is a misc character device, as the kernel's rdma_cm is: a
+/// stand-in bound over its name (rsw-run binds /dev/null there for
+/// programs that only look for it) accepts every write and answers none.
+fn is_misc_device(fd: &OwnedFd) -> bool {
+    const MISC_MAJOR: u32 = 10;
+    // SAFETY: fstat fills the zeroed struct for a descriptor we own.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    st.st_mode & libc::S_IFMT == libc::S_IFCHR && libc::major(st.st_rdev) == MISC_MAJOR
 }
 
 fn open_fd() -> Res<OwnedFd> {
@@ -188,6 +202,15 @@ mod tests {
         );
         assert_eq!(u16::from_ne_bytes(b[24..26].try_into().unwrap()), 0x0106);
         assert_eq!(b[26], 2);
+    }
+
+    #[test]
+    fn a_stand_in_is_not_the_kernels_device() {
+        // rsw-run binds /dev/null over /dev/infiniband/rdma_cm.
+        let f = std::fs::File::open("/dev/null").unwrap();
+        assert!(!is_misc_device(&OwnedFd::from(f)));
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        assert!(!is_misc_device(&OwnedFd::from(f)));
     }
 
     #[test]
