@@ -656,22 +656,12 @@ add kcm/udaddy-rxe0-debian-ours 45 body_kcm_udaddy debian ours "$RXE_IP"
 add kcm/mckey-join-rxe0-ours 30 body_kcm_mckey_join ours "$RXE_IP"
 add kcm/rstream-rxe0-ours-debian 60 body_kcm_rstream ours debian "$RXE_IP" "$(port)" -T b -T v -S 100000 -C 200
 add kcm/rstream-small-rxe0-ours-debian 60 body_kcm_rstream ours debian "$RXE_IP" "$(port)" -T b -T v -S 64 -C 2000
-add kcm/riostream-rxe0-ours-debian 60 body_kcm_riostream ours debian "$RXE_IP" "$(port)" -S 64000 -C 100
 add kcm/rstream-rxe0-debian-ours 60 body_kcm_rstream debian ours "$RXE_IP" "$(port)" -T b -T v -S 100000 -C 200
-add kcm/rstream-small-rxe0-debian-ours 60 body_kcm_rstream debian ours "$RXE_IP" "$(port)" -T b -T v -S 64 -C 2000
 add kcm/riostream-rxe0-debian-ours 60 body_kcm_riostream debian ours "$RXE_IP" "$(port)" -S 64000 -C 100
-add kcm/rstream-rxe0-ours-ours 60 body_kcm_rstream ours ours "$RXE_IP" "$(port)" -T b -T v -S 100000 -C 200
-add kcm/rstream-small-rxe0-ours-ours 60 body_kcm_rstream ours ours "$RXE_IP" "$(port)" -T b -T v -S 64 -C 2000
-add kcm/riostream-rxe0-ours-ours 60 body_kcm_riostream ours ours "$RXE_IP" "$(port)" -S 64000 -C 100
 add kcm/rstream-siw0-ours-debian 60 body_kcm_rstream ours debian "$SIW_IP" "$(port)" -T b -T v -S 100000 -C 200
 add kcm/rstream-small-siw0-ours-debian 60 body_kcm_rstream ours debian "$SIW_IP" "$(port)" -T b -T v -S 64 -C 2000
-add kcm/riostream-siw0-ours-debian 60 body_kcm_riostream ours debian "$SIW_IP" "$(port)" -S 64000 -C 100
 add kcm/rstream-siw0-debian-ours 60 body_kcm_rstream debian ours "$SIW_IP" "$(port)" -T b -T v -S 100000 -C 200
-add kcm/rstream-small-siw0-debian-ours 60 body_kcm_rstream debian ours "$SIW_IP" "$(port)" -T b -T v -S 64 -C 2000
 add kcm/riostream-siw0-debian-ours 60 body_kcm_riostream debian ours "$SIW_IP" "$(port)" -S 64000 -C 100
-add kcm/rstream-siw0-ours-ours 60 body_kcm_rstream ours ours "$SIW_IP" "$(port)" -T b -T v -S 100000 -C 200
-add kcm/rstream-small-siw0-ours-ours 60 body_kcm_rstream ours ours "$SIW_IP" "$(port)" -T b -T v -S 64 -C 2000
-add kcm/riostream-siw0-ours-ours 60 body_kcm_riostream ours ours "$SIW_IP" "$(port)" -S 64000 -C 100
 
 # ---------------------------------------------------------------- pyverbs
 # rdma-core's own test suite (python3-pyverbs' tests, shared from the host

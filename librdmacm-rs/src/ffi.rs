@@ -5,6 +5,7 @@
 use core::ffi::{c_int, c_void};
 use core::mem::offset_of;
 
+use verbs_abi::uverbs;
 use verbs_abi::*;
 
 // Unit tests exercise the pure logic only; they get failing stand-ins so the
@@ -14,6 +15,12 @@ extern "C" {
     pub fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device;
     pub fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context;
     pub fn ibv_get_device_guid(device: *mut ibv_device) -> u64;
+    pub fn ibv_copy_ah_attr_from_kern(dst: *mut ibv_ah_attr, src: *mut uverbs::ib_uverbs_ah_attr);
+    pub fn ibv_copy_qp_attr_from_kern(dst: *mut ibv_qp_attr, src: *mut uverbs::ib_uverbs_qp_attr);
+    pub fn ibv_copy_path_rec_from_kern(
+        dst: *mut ibv_sa_path_rec,
+        src: *mut uverbs::ib_user_path_rec,
+    );
     pub fn ibv_query_device(context: *mut ibv_context, attr: *mut ibv_device_attr) -> c_int;
     fn ibv_query_port(context: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int;
     pub fn ibv_query_gid(
@@ -159,6 +166,21 @@ mod stubs {
     }
     pub unsafe fn ibv_get_device_guid(_: *mut ibv_device) -> u64 {
         0
+    }
+    pub unsafe fn ibv_copy_ah_attr_from_kern(
+        _: *mut ibv_ah_attr,
+        _: *mut uverbs::ib_uverbs_ah_attr,
+    ) {
+    }
+    pub unsafe fn ibv_copy_qp_attr_from_kern(
+        _: *mut ibv_qp_attr,
+        _: *mut uverbs::ib_uverbs_qp_attr,
+    ) {
+    }
+    pub unsafe fn ibv_copy_path_rec_from_kern(
+        _: *mut ibv_sa_path_rec,
+        _: *mut uverbs::ib_user_path_rec,
+    ) {
     }
     pub unsafe fn ibv_query_device(_: *mut ibv_context, _: *mut ibv_device_attr) -> c_int {
         libc::ENOSYS

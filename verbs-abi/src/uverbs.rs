@@ -580,7 +580,7 @@ pub struct ib_uverbs_destroy_cq_resp {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
 pub struct ib_uverbs_global_route {
     pub dgid: [u8; 16],
     pub flow_label: u32,
@@ -591,7 +591,7 @@ pub struct ib_uverbs_global_route {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
 pub struct ib_uverbs_ah_attr {
     pub grh: ib_uverbs_global_route,
     pub dlid: u16,
@@ -604,7 +604,7 @@ pub struct ib_uverbs_ah_attr {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
 pub struct ib_uverbs_qp_attr {
     pub qp_attr_mask: u32,
     pub qp_state: u32,
@@ -2988,7 +2988,7 @@ pub struct siw_cq_ctrl {
 // (`/dev/infiniband/rdma_cm`), driven by write() of a header and a command.
 
 #[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
 pub struct ib_user_path_rec {
     pub dgid: [u8; 16],
     pub sgid: [u8; 16],

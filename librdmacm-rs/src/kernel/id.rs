@@ -649,17 +649,7 @@ impl KId {
 
     fn destroy_kernel(&self) {
         let (f, h) = self.fh();
-        let mut r = rdma_ucm_destroy_id_resp::default();
-        let cmd = rdma_ucm_destroy_id {
-            response: resp_ptr(&mut r),
-            id: h,
-            reserved: 0,
-        };
-        let _ = f.cmd(
-            RDMA_USER_CM_CMD_DESTROY_ID,
-            &cmd,
-            size_of::<rdma_ucm_destroy_id_resp>(),
-        );
+        destroy_handle(&f, h);
     }
 }
 
