@@ -247,7 +247,7 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     grh: *mut ibv_grh,
     port_num: u8,
 ) -> *mut ibv_ah {
-    verbs_abi::traced!(ptr, (pd, wc, grh, port_num), {
+    verbs_rt::traced!(ptr, (pd, wc, grh, port_num), {
         // SAFETY: forwarded contract.
         let ctx = match unsafe { object_ops(pd) } {
             Ok((_, ctx)) => ctx,

@@ -1,4 +1,4 @@
-//! The misuse checker's fork check (`RDMA_CHECK`, see `verbs_abi::check`):
+//! The misuse checker's fork check (`RDMA_CHECK`, see `verbs_rt::check`):
 //! `fork()` while memory is registered and `ibv_fork_init` was never
 //! called (nor `RDMAV_FORK_SAFE`/`IBV_FORK_SAFE` set). Our providers do
 //! not need it (fork.rs), but hardware on kernels without copy-on-fork for
@@ -10,7 +10,7 @@
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Once;
 
-use verbs_abi::check::{report, Obj};
+use verbs_rt::check::{report, Obj};
 
 static FORK_INIT: AtomicBool = AtomicBool::new(false);
 static LIVE_MRS: AtomicUsize = AtomicUsize::new(0);

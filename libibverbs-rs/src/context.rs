@@ -87,10 +87,10 @@ pub(crate) unsafe fn open_device_with(
             unsafe { open(device, dev.handle) }
         };
         if ctx.is_null() {
-            let e = verbs_abi::errno::errno();
+            let e = verbs_rt::errno::errno();
             log::error!(
                 "ibv_open_device {device:p}: the provider failed to open it (errno {e}, {})",
-                verbs_abi::trace::errno_name(e)
+                verbs_rt::trace::errno_name(e)
             );
             return Ok(null_mut());
         }
@@ -163,7 +163,7 @@ pub unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
     device_attr: *mut ibv_device_attr,
 ) -> c_int {
-    verbs_abi::traced!(int, (context, device_attr), {
+    verbs_rt::traced!(int, (context, device_attr), {
         if device_attr.is_null() {
             return int_ret(Err(libc::EINVAL));
         }
@@ -250,7 +250,7 @@ pub unsafe extern "C" fn ibv_query_port(
     port_num: u8,
     port_attr: *mut c_void,
 ) -> c_int {
-    verbs_abi::traced!(int, (context, port_num, port_attr), {
+    verbs_rt::traced!(int, (context, port_num, port_attr), {
         // SAFETY: forwarded contract.
         unsafe { query_port_sized(context, port_num, port_attr, COMPAT_PORT_ATTR_SIZE) }
     })
@@ -358,7 +358,7 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    verbs_abi::traced!(value, (context, entries, max_entries, flags, entry_size), {
+    verbs_rt::traced!(value, (context, entries, max_entries, flags, entry_size), {
         let r = (|| -> Result<usize, c_int> {
             if entry_size < size_of::<ibv_gid_entry>() || (entries.is_null() && max_entries != 0) {
                 return Err(libc::EINVAL);
@@ -466,7 +466,7 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
     port_num: u8,
     pkey: __be16,
 ) -> c_int {
-    verbs_abi::traced!(value, (context, port_num), {
+    verbs_rt::traced!(value, (context, port_num), {
         let r = (|| -> Result<c_int, c_int> {
             let ops = context_ops(context)?;
             let q = ops.query_pkey.ok_or(libc::EOPNOTSUPP)?;
@@ -507,7 +507,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
             Some(get) => {
                 // SAFETY: the provider's own context; the event buffer is valid.
                 let rc = unsafe { get(context, event) };
-                if verbs_abi::trace::on() {
+                if verbs_rt::trace::on() {
                     // SAFETY: the event buffer is valid (checked non-NULL).
                     unsafe { trace_async_event(context, event, rc) };
                 }
@@ -524,9 +524,9 @@ pub unsafe extern "C" fn ibv_get_async_event(
 /// `event` is valid.
 #[cold]
 unsafe fn trace_async_event(context: *mut ibv_context, event: *mut ibv_async_event, rc: c_int) {
-    use verbs_abi::trace::{errno_name, record, Val};
+    use verbs_rt::trace::{errno_name, record, Val};
     if rc != 0 {
-        let e = verbs_abi::errno::errno();
+        let e = verbs_rt::errno::errno();
         record(
             "event",
             "ibv_get_async_event",
@@ -561,7 +561,7 @@ unsafe fn trace_async_event(context: *mut ibv_context, event: *mut ibv_async_eve
 /// `event` is NULL or was filled by `ibv_get_async_event`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    verbs_abi::traced!(void, (event), {
+    verbs_rt::traced!(void, (event), {
         if event.is_null() {
             return;
         }

@@ -96,7 +96,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut ibv_cq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (channel, cq, cq_context), {
+    verbs_rt::traced!(minus_one, (channel, cq, cq_context), {
         if cq.is_null() || cq_context.is_null() {
             return minus_one_ret(Err(libc::EINVAL));
         }
@@ -116,7 +116,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 /// `cq` is NULL or a CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
-    verbs_abi::traced!(void, (cq, nevents), {
+    verbs_rt::traced!(void, (cq, nevents), {
         // SAFETY: forwarded contract.
         let Ok((ops, _)) = (unsafe { object_ops(cq) }) else {
             return;

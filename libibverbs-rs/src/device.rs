@@ -224,17 +224,17 @@ where
         // SAFETY: the provider's own object.
         errno_result(unsafe { f(obj) })
     })();
-    if verbs_abi::trace::on() {
+    if verbs_rt::trace::on() {
         // F is the caller's closure: its type names the exported call
         // (`ibverbs::mr::ibv_dereg_mr::{{closure}}`).
-        verbs_abi::trace::verb(
+        verbs_rt::trace::verb(
             core::any::type_name::<F>(),
             "int",
-            &[("handle", verbs_abi::trace::Val::from(obj))],
+            &[("handle", verbs_rt::trace::Val::from(obj))],
             &r,
         );
     }
-    verbs_abi::errno::int_or_errno(r)
+    verbs_rt::errno::int_or_errno(r)
 }
 
 /// Copies `src` into a fixed C string field, truncating and terminating.
@@ -415,7 +415,7 @@ fn refresh() -> Vec<*mut ibv_device> {
 /// `num_devices` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
-    verbs_abi::traced!(ptr, (num_devices), {
+    verbs_rt::traced!(ptr, (num_devices), {
         if !num_devices.is_null() {
             // SAFETY: checked non-NULL; the caller provides an int.
             unsafe { *num_devices = 0 };
@@ -442,7 +442,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 /// `list` is NULL or came from `ibv_get_device_list`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    verbs_abi::traced!(void, (list), {
+    verbs_rt::traced!(void, (list), {
         // The devices themselves live on; only the array is ours to free.
         // SAFETY: the array was allocated with calloc; free(NULL) is a no-op.
         unsafe { libc::free(list.cast()) };
@@ -456,7 +456,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
 /// `device` is NULL or points to an `ibv_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
-    verbs_abi::traced!(ptr, (device), {
+    verbs_rt::traced!(ptr, (device), {
         // rdma-core would crash on NULL; refusing costs nothing.
         if device.is_null() {
             set_errno(libc::EINVAL);
@@ -479,7 +479,7 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 /// `device` is NULL or points to an `ibv_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
-    verbs_abi::traced!(value, (device), {
+    verbs_rt::traced!(value, (device), {
         if let Some(d) = lookup(device) {
             return d.guid;
         }
@@ -529,7 +529,7 @@ fn parse_guid(s: &str) -> Option<u64> {
 /// `device` is NULL or points to an `ibv_device`; it is not read.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
-    verbs_abi::traced!(value, (device), { lookup(device).map_or(-1, |d| d.index) })
+    verbs_rt::traced!(value, (device), { lookup(device).map_or(-1, |d| d.index) })
 }
 
 /// Importing needs the uverbs command fd of a kernel device; ours have none,
@@ -539,7 +539,7 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 /// None: only fstat is applied to `cmd_fd`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
-    verbs_abi::traced!(ptr, (cmd_fd), {
+    verbs_rt::traced!(ptr, (cmd_fd), {
         // SAFETY: fstat on any integer is safe; st is plain data.
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
         // SAFETY: st is a valid out buffer.

@@ -44,7 +44,7 @@ pub static verbs_allow_disassociate_destroy: AtomicBool = AtomicBool::new(false)
 /// The environment switches rdma-core reads when it initialises, before
 /// the providers load (its `ibverbs_init`).
 fn init_from_env() {
-    verbs_abi::logging::init();
+    verbs_rt::logging::init();
     crate::fork::init_from_env();
     let on = std::env::var_os("RDMAV_ALLOW_DISASSOC_DESTROY").is_some_and(|v| v != "0");
     verbs_allow_disassociate_destroy.store(on, Ordering::Relaxed);

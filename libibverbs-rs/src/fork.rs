@@ -52,7 +52,7 @@ fn page_size() -> usize {
 
 #[no_mangle]
 pub extern "C" fn ibv_fork_init() -> c_int {
-    verbs_abi::traced!(int, (), {
+    verbs_rt::traced!(int, (), {
         crate::check::fork_init_called();
         let mut r = RANGES.lock();
         if r.is_some() {
@@ -68,7 +68,7 @@ pub extern "C" fn ibv_fork_init() -> c_int {
 
 #[no_mangle]
 pub extern "C" fn ibv_is_fork_initialized() -> ibv_fork_status {
-    verbs_abi::traced!(value, (), {
+    verbs_rt::traced!(value, (), {
         match *COPY_ON_FORK {
             None | Some(true) => IBV_FORK_UNNEEDED,
             Some(false) if RANGES.lock().is_some() => IBV_FORK_ENABLED,
@@ -136,7 +136,7 @@ fn madvise(pieces: &[(usize, usize)], advice: c_int) -> Result<(), (usize, c_int
         // SAFETY: page-aligned ranges of the caller's registered memory;
         // madvise changes only the fork behaviour of the mapping.
         if unsafe { libc::madvise(s as *mut c_void, e - s, advice) } != 0 {
-            return Err((i, verbs_abi::errno::errno()));
+            return Err((i, verbs_rt::errno::errno()));
         }
     }
     Ok(())
@@ -163,7 +163,7 @@ fn madvise_range(base: *mut c_void, size: usize, add: bool) -> c_int {
     };
     if let Err((done, e)) = madvise(&pieces, advice) {
         let _ = madvise(&pieces[..done], undo);
-        verbs_abi::errno::set_errno(e);
+        verbs_rt::errno::set_errno(e);
         return -1;
     }
     *ranges = next;
@@ -172,12 +172,12 @@ fn madvise_range(base: *mut c_void, size: usize, add: bool) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn ibv_dontfork_range(base: *mut c_void, size: usize) -> c_int {
-    verbs_abi::traced!(int, (base, size), { madvise_range(base, size, true) })
+    verbs_rt::traced!(int, (base, size), { madvise_range(base, size, true) })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_dofork_range(base: *mut c_void, size: usize) -> c_int {
-    verbs_abi::traced!(int, (base, size), { madvise_range(base, size, false) })
+    verbs_rt::traced!(int, (base, size), { madvise_range(base, size, false) })
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ unsafe fn membership(
 /// `qp` is NULL or a QP; `gid` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    verbs_abi::traced!(int, (qp, gid, lid), {
+    verbs_rt::traced!(int, (qp, gid, lid), {
         // SAFETY: forwarded contract.
         unsafe { membership(qp, gid, lid, |ops| ops.attach_mcast) }
     })
@@ -46,7 +46,7 @@ pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
 /// `qp` is NULL or a QP; `gid` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    verbs_abi::traced!(int, (qp, gid, lid), {
+    verbs_rt::traced!(int, (qp, gid, lid), {
         // SAFETY: forwarded contract.
         unsafe { membership(qp, gid, lid, |ops| ops.detach_mcast) }
     })

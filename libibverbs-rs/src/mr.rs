@@ -40,7 +40,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
                 (*mr).addr = addr;
                 (*mr).length = length;
             }
-            if verbs_abi::check::on() {
+            if verbs_rt::check::on() {
                 crate::check::mr_registered();
             }
         }
@@ -57,7 +57,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut ibv_mr {
-    verbs_abi::traced!(ptr, (pd, addr, length, access), {
+    verbs_rt::traced!(ptr, (pd, addr, length, access), {
         // SAFETY: forwarded contract; the access bits are reinterpreted as C does.
         unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as c_uint) }
     })
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
-    verbs_abi::traced!(ptr, (pd, addr, length, iova, access), {
+    verbs_rt::traced!(ptr, (pd, addr, length, iova, access), {
         // SAFETY: forwarded contract.
         unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
     })
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     _fd: c_int,
     _access: c_int,
 ) -> *mut ibv_mr {
-    verbs_abi::traced!(ptr, (pd), {
+    verbs_rt::traced!(ptr, (pd), {
         // SAFETY: forwarded contract.
         ptr_ret(unsafe { object_ops(pd) }.and(Err(libc::EOPNOTSUPP)))
     })
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     length: usize,
     access: c_int,
 ) -> c_int {
-    verbs_abi::traced!(value, (mr, flags, pd, addr, length, access), {
+    verbs_rt::traced!(value, (mr, flags, pd, addr, length, access), {
         let input_error = |e| {
             set_errno(e);
             IBV_REREG_MR_ERR_INPUT
@@ -162,7 +162,7 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     // SAFETY: forwarded contract.
     let rc = unsafe { release(mr, |ops| ops.dereg_mr) };
-    if rc == 0 && verbs_abi::check::on() {
+    if rc == 0 && verbs_rt::check::on() {
         crate::check::mr_deregistered();
     }
     rc
@@ -174,7 +174,7 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
 /// `pd` is NULL or a PD.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, _mr_handle: u32) -> *mut ibv_mr {
-    verbs_abi::traced!(ptr, (pd), {
+    verbs_rt::traced!(ptr, (pd), {
         // SAFETY: forwarded contract.
         ptr_ret(unsafe { object_ops(pd) }.and(Err(libc::EOPNOTSUPP)))
     })
@@ -186,5 +186,5 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, _mr_handle: u32) -> *mut
 /// Not dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_mr(_mr: *mut ibv_mr) {
-    verbs_abi::traced!(void, (), {})
+    verbs_rt::traced!(void, (), {})
 }

@@ -39,7 +39,7 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
 /// `context` is NULL or an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, _pd_handle: u32) -> *mut ibv_pd {
-    verbs_abi::traced!(ptr, (context), {
+    verbs_rt::traced!(ptr, (context), {
         ptr_ret(context_ops(context).and(Err(libc::EOPNOTSUPP)))
     })
 }
@@ -51,5 +51,5 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, _pd_handle: u3
 /// Not dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_pd(_pd: *mut ibv_pd) {
-    verbs_abi::traced!(void, (), {})
+    verbs_rt::traced!(void, (), {})
 }

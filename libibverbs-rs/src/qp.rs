@@ -118,7 +118,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 /// `qp` is NULL or a QP.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
-    verbs_abi::traced!(ptr, (qp), {
+    verbs_rt::traced!(ptr, (qp), {
         if qp.is_null() {
             set_errno(libc::EINVAL);
         }
@@ -198,5 +198,5 @@ pub unsafe extern "C" fn ibv_query_qp_data_in_order(
     _op: c_uint,
     _flags: u32,
 ) -> c_int {
-    verbs_abi::traced!(value, (), { 0 })
+    verbs_rt::traced!(value, (), { 0 })
 }

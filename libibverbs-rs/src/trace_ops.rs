@@ -11,8 +11,8 @@ use core::ffi::{c_int, c_uint, c_void};
 use core::mem::offset_of;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use verbs_abi::trace::{verb_c, CRet, Val};
 use verbs_abi::*;
+use verbs_rt::trace::{verb_c, CRet, Val};
 
 use verbs_abi::vctx::{verbs_context_has, verbs_context_of};
 
@@ -152,7 +152,7 @@ fn swap<F: Copy>(entry: &mut Option<F>, slot: &Slot, t: F) {
 /// # Safety
 /// `ctx` is an open, extended context the provider just returned.
 pub unsafe fn install(ctx: *mut ibv_context) {
-    if !verbs_abi::trace::on() {
+    if !verbs_rt::trace::on() {
         return;
     }
     // SAFETY: the caller's context; the ops table is part of it.

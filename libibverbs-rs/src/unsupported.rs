@@ -106,7 +106,7 @@ unsupported! {
 /// Not dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_dm(_dm: *mut ibv_dm) {
-    verbs_abi::traced!(void, (), {})
+    verbs_rt::traced!(void, (), {})
 }
 
 /// # Safety
@@ -122,7 +122,7 @@ pub unsafe extern "C" fn ibv_query_port_speed(
     _port_num: u32,
     port_speed: *mut u64,
 ) -> c_int {
-    verbs_abi::traced!(value, (context, port_speed), {
+    verbs_rt::traced!(value, (context, port_speed), {
         if port_speed.is_null() {
             return int_ret(Err(libc::EINVAL));
         }
@@ -159,7 +159,7 @@ pub unsafe extern "C" fn _ibv_query_comp_cntr_caps(
     caps: Opaque,
     caps_size: usize,
 ) -> c_int {
-    verbs_abi::traced!(value, (context, caps_size), {
+    verbs_rt::traced!(value, (context, caps_size), {
         if !caps.is_null() {
             // SAFETY: the caller's buffer of caps_size bytes; zeroed as the C
             // call does before asking the provider.
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn ibv_qp_attach_comp_cntr(
     comp_cntr: Opaque,
     _attr: Opaque,
 ) -> c_int {
-    verbs_abi::traced!(value, (qp), {
+    verbs_rt::traced!(value, (qp), {
         if comp_cntr.is_null() {
             return int_ret(Err(libc::EINVAL));
         }

@@ -109,7 +109,7 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     hints: *const rdma_addrinfo,
     res: *mut *mut rdma_addrinfo,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (node, service, hints, res), {
+    verbs_rt::traced!(minus_one, (node, service, hints, res), {
         if (node.is_null() && service.is_null() && hints.is_null()) || res.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -193,7 +193,7 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
 /// `res` must come from `rdma_getaddrinfo` (or be null).
 #[no_mangle]
 pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut rdma_addrinfo) {
-    verbs_abi::traced!(void, (res), {
+    verbs_rt::traced!(void, (res), {
         let mut p = res;
         while !p.is_null() {
             // SAFETY: every node and its members were malloc'd by us.

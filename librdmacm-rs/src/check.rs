@@ -1,4 +1,4 @@
-//! The misuse checker's CM checks (`RDMA_CHECK`, see `verbs_abi::check`):
+//! The misuse checker's CM checks (`RDMA_CHECK`, see `verbs_rt::check`):
 //! `rdma_destroy_id` with CM events not acknowledged, which rdma-core
 //! answers by blocking for ever, and the summary at exit.
 //!
@@ -7,7 +7,7 @@
 //! with it as a hook by the module that owns the state (`at_exit`).
 
 use parking_lot::Mutex;
-use verbs_abi::check::{report, summary, Obj};
+use verbs_rt::check::{report, summary, Obj};
 
 /// `rdma_destroy_id` of `id` with `n` events the application never acked
 /// (after the grace for other threads).

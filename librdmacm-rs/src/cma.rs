@@ -63,7 +63,7 @@ fn sync_complete(id: &Arc<CmId>) -> Res<()> {
 
 #[no_mangle]
 pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
-    verbs_abi::traced!(ptr, (), {
+    verbs_rt::traced!(ptr, (), {
         let r = device::all().and_then(|_| Channel::create());
         match r {
             Ok(ch) => ch.c_ptr(),
@@ -77,7 +77,7 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
-    verbs_abi::traced!(void, (channel), {
+    verbs_rt::traced!(void, (channel), {
         if let Ok(ch) = Channel::lookup(channel) {
             ch.destroy();
         }
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: rdma_port_space,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (channel, id, context, ps), {
+    verbs_rt::traced!(minus_one, (channel, id, context, ps), {
         if id.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -124,9 +124,9 @@ pub unsafe extern "C" fn rdma_create_id(
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
-    verbs_abi::traced!(minus_one, (id), {
+    verbs_rt::traced!(minus_one, (id), {
         to_c(lookup(id).and_then(|i| {
-            if verbs_abi::check::on() {
+            if verbs_rt::check::on() {
                 i.check_destroy()?;
             }
             backend::destroy(&i);
@@ -178,7 +178,7 @@ pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> 
 
 #[no_mangle]
 pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
-    verbs_abi::traced!(minus_one, (id, backlog), {
+    verbs_rt::traced!(minus_one, (id, backlog), {
         to_c(lookup(id).and_then(|i| backend::listen(&i, backlog)))
     })
 }
@@ -240,7 +240,7 @@ pub unsafe extern "C" fn rdma_reject(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, private_data, private_data_len), {
+    verbs_rt::traced!(minus_one, (id, private_data, private_data_len), {
         // SAFETY: forwarded caller guarantee.
         unsafe { reject_with(id, private_data, private_data_len, REJ_CONSUMER_DEFINED) }
     })
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn rdma_reject_ece(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, private_data, private_data_len), {
+    verbs_rt::traced!(minus_one, (id, private_data, private_data_len), {
         // SAFETY: forwarded caller guarantee.
         unsafe {
             reject_with(
@@ -280,14 +280,14 @@ pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
-    verbs_abi::traced!(minus_one, (id), {
+    verbs_rt::traced!(minus_one, (id), {
         to_c(lookup(id).and_then(|i| backend::establish(&i)))
     })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_notify(id: *mut rdma_cm_id, event: ibv_event_type) -> c_int {
-    verbs_abi::traced!(minus_one, (id), {
+    verbs_rt::traced!(minus_one, (id), {
         to_c(lookup(id).and_then(|i| backend::notify(&i, event)))
     })
 }
@@ -307,7 +307,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
         let p = backend::next_event(&ch)?;
         // SAFETY: checked non-null; the caller provides the slot.
         unsafe { *event = p };
-        if verbs_abi::trace::on() {
+        if verbs_rt::trace::on() {
             // SAFETY: an event just delivered, live until acked.
             unsafe { trace_cm_event(channel, p) };
         }
@@ -321,7 +321,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
 /// `p` is a live event.
 #[cold]
 unsafe fn trace_cm_event(channel: *mut rdma_event_channel, p: *mut rdma_cm_event) {
-    use verbs_abi::trace::{record, Val};
+    use verbs_rt::trace::{record, Val};
     // SAFETY: forwarded contract.
     let e = unsafe { &*p };
     // SAFETY: rdma_event_str returns a static C string.
@@ -344,7 +344,7 @@ unsafe fn trace_cm_event(channel: *mut rdma_event_channel, p: *mut rdma_cm_event
 
 #[no_mangle]
 pub extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
-    verbs_abi::traced!(minus_one, (event), {
+    verbs_rt::traced!(minus_one, (event), {
         if event.is_null() || !id::ack(event) {
             return to_c(Err(libc::EINVAL));
         }
@@ -395,7 +395,7 @@ pub unsafe extern "C" fn rdma_set_option(
     optval: *mut c_void,
     optlen: usize,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, level, optname, optval, optlen), {
+    verbs_rt::traced!(minus_one, (id, level, optname, optval, optlen), {
         if optval.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -433,7 +433,7 @@ fn port_of(sa: &libc::sockaddr_storage) -> u16 {
 /// Returns the port in network byte order, as rdma-core does.
 #[no_mangle]
 pub extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
-    verbs_abi::traced!(value, (id), {
+    verbs_rt::traced!(value, (id), {
         lookup(id)
             // SAFETY: union members are plain data.
             .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.src.src_storage })))
@@ -444,7 +444,7 @@ pub extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
 /// Returns the port in network byte order, as rdma-core does.
 #[no_mangle]
 pub extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
-    verbs_abi::traced!(value, (id), {
+    verbs_rt::traced!(value, (id), {
         lookup(id)
             // SAFETY: union members are plain data.
             .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.dst.dst_storage })))
@@ -456,7 +456,7 @@ pub extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
 /// `num_devices` must be null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
-    verbs_abi::traced!(ptr, (num_devices), {
+    verbs_rt::traced!(ptr, (num_devices), {
         let set_num = |n: c_int| {
             if !num_devices.is_null() {
                 // SAFETY: non-null and writable per the caller.
@@ -495,7 +495,7 @@ pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut 
 /// `list` must come from `rdma_get_devices` (or be null).
 #[no_mangle]
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
-    verbs_abi::traced!(void, (list), {
+    verbs_rt::traced!(void, (list), {
         // SAFETY: allocated with malloc in rdma_get_devices; the contexts stay
         // open for the life of the process.
         unsafe { libc::free(list.cast()) };
@@ -541,7 +541,7 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, pd, qp_init_attr), {
+    verbs_rt::traced!(minus_one, (id, pd, qp_init_attr), {
         // SAFETY: null or valid per the caller.
         let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
@@ -557,7 +557,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut rdma_cm_id,
     qp_init_attr: *mut ibv_qp_init_attr_ex,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, qp_init_attr), {
+    verbs_rt::traced!(minus_one, (id, qp_init_attr), {
         // SAFETY: null or valid per the caller.
         let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
@@ -568,7 +568,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
-    verbs_abi::traced!(void, (id), {
+    verbs_rt::traced!(void, (id), {
         if let Ok(i) = lookup(id) {
             i.destroy_qp();
         }
@@ -583,7 +583,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr: *mut ibv_qp_attr,
     qp_attr_mask: *mut c_int,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, qp_attr, qp_attr_mask), {
+    verbs_rt::traced!(minus_one, (id, qp_attr, qp_attr_mask), {
         if qp_attr.is_null() || qp_attr_mask.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -610,7 +610,7 @@ pub unsafe extern "C" fn rdma_create_srq_ex(
     id: *mut rdma_cm_id,
     attr: *mut ibv_srq_init_attr_ex,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, attr), {
+    verbs_rt::traced!(minus_one, (id, attr), {
         // SAFETY: null or valid per the caller.
         let Some(a) = (unsafe { attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
@@ -627,7 +627,7 @@ pub unsafe extern "C" fn rdma_create_srq(
     pd: *mut ibv_pd,
     attr: *mut ibv_srq_init_attr,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, pd, attr), {
+    verbs_rt::traced!(minus_one, (id, pd, attr), {
         // SAFETY: null or valid per the caller.
         let Some(a) = (unsafe { attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
@@ -651,7 +651,7 @@ pub unsafe extern "C" fn rdma_create_srq(
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
-    verbs_abi::traced!(void, (id), {
+    verbs_rt::traced!(void, (id), {
         if let Ok(i) = lookup(id) {
             i.destroy_srq();
         }
@@ -719,7 +719,7 @@ pub unsafe extern "C" fn rdma_create_ep(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (id, res, pd, qp_init_attr), {
+    verbs_rt::traced!(minus_one, (id, res, pd, qp_init_attr), {
         // SAFETY: null or valid per the caller.
         let Some(res) = (unsafe { res.as_ref() }) else {
             return to_c(Err(libc::EINVAL));
@@ -743,7 +743,7 @@ fn destroy_ep(i: &Arc<CmId>) {
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
-    verbs_abi::traced!(void, (id), {
+    verbs_rt::traced!(void, (id), {
         if let Ok(i) = lookup(id) {
             destroy_ep(&i);
         }
@@ -802,7 +802,7 @@ pub unsafe extern "C" fn rdma_get_request(
     listen: *mut rdma_cm_id,
     id: *mut *mut rdma_cm_id,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (listen, id), {
+    verbs_rt::traced!(minus_one, (listen, id), {
         if id.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -934,7 +934,7 @@ pub extern "C" fn rdma_resolve_addrinfo(
     _service: *const c_char,
     _hints: *const rdma_addrinfo,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
+    verbs_rt::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }
 
 #[no_mangle]
@@ -942,7 +942,7 @@ pub extern "C" fn rdma_query_addrinfo(
     _id: *mut rdma_cm_id,
     _info: *mut *mut rdma_addrinfo,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
+    verbs_rt::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }
 
 #[no_mangle]
@@ -952,5 +952,5 @@ pub extern "C" fn rdma_write_cm_event(
     _status: c_int,
     _arg: u64,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
+    verbs_rt::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }

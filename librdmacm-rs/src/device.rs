@@ -43,7 +43,7 @@ pub struct Local {
 static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
 
 fn open_all() -> Vec<Device> {
-    verbs_abi::logging::init();
+    verbs_rt::logging::init();
     let mut out = Vec::new();
     let mut n = 0;
     // SAFETY: `n` is a valid out-parameter. The list is deliberately never
@@ -78,7 +78,7 @@ fn open_all() -> Vec<Device> {
             xrcd: Mutex::new(0),
         });
     }
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         crate::check::at_exit(release_default_pds);
     }
     out

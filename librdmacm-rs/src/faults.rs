@@ -111,14 +111,14 @@ fn rule(r: &str) -> Result<Rule, String> {
 
 /// The `cm:` rules of a spec (the others are rsw's).
 fn parse(spec: &str) -> Result<Vec<Rule>, String> {
-    verbs_abi::fault_spec::rules(spec)
+    verbs_rt::fault_spec::rules(spec)
         .filter(|r| *r == "cm" || r.starts_with("cm:"))
         .map(|r| rule(r).map_err(|e| format!("in `{r}`: {e}")))
         .collect()
 }
 
 fn from_env() -> Result<Vec<Rule>, String> {
-    parse(&verbs_abi::fault_spec::from_env()?)
+    parse(&verbs_rt::fault_spec::from_env()?)
 }
 
 static RULES: LazyLock<Mutex<Result<Vec<Rule>, String>>> = LazyLock::new(|| {

@@ -1,11 +1,29 @@
-//! Runtime pieces shared by libibverbs, librdmacm and the rsw provider:
-//! process-wide state that a forked child starts afresh ([`ForkFresh`]),
-//! the table that validates every object pointer a C caller hands back
-//! ([`Handles`]), and the event loop's system-call layer ([`Poller`]).
+//! Runtime pieces shared by libibverbs, librdmacm and the providers (each
+//! shared object links its own copy, statics included):
+//!
+//! * `errno`: the calling thread's errno, the C return conventions
+//!   (`int`, `ptr`, `minus_one`) and the `entry!`/`traced!` macros the
+//!   exported calls are written with;
+//! * `trace`: the verbs tracer (`RDMA_TRACE`);
+//! * `check`: the misuse checker's switch, sink and report format
+//!   (`RDMA_CHECK`);
+//! * `logging`: the logger behind the `log` crate's macros
+//!   (`VERBS_LOG_LEVEL`, `VERBS_LOG_FILE`, ...);
+//! * `fault_spec`: the text of the fault-injection rules (`RSW_FAULTS`);
+//! * [`ForkFresh`] (`fork`): process-wide state that a forked child starts
+//!   afresh;
+//! * [`Handles`] (`handles`): the table that validates every object
+//!   pointer a C caller hands back;
+//! * [`Poller`] (`poller`): the event loop's system-call layer.
 
+pub mod check;
+pub mod errno;
+pub mod fault_spec;
 pub mod fork;
 pub mod handles;
+pub mod logging;
 pub mod poller;
+pub mod trace;
 
 pub use fork::{fork_generation, register_fork_handler, ForkFresh};
 pub use handles::Handles;

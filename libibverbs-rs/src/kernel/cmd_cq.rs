@@ -183,7 +183,7 @@ pub unsafe extern "C" fn ibv_cmd_req_notify_cq(cq: *mut ibv_cq, solicited_only: 
 #[no_mangle]
 pub unsafe extern "C" fn ibv_cmd_poll_cq(cq: *mut ibv_cq, ne: c_int, wc: *mut ibv_wc) -> c_int {
     if ne < 0 {
-        verbs_abi::errno::set_errno(libc::EINVAL);
+        verbs_rt::errno::set_errno(libc::EINVAL);
         return -1;
     }
     let n = ne as usize;
@@ -209,7 +209,7 @@ pub unsafe extern "C" fn ibv_cmd_poll_cq(cq: *mut ibv_cq, ne: c_int, wc: *mut ib
             words * 8,
         );
         if rc != 0 {
-            verbs_abi::errno::set_errno(rc);
+            verbs_rt::errno::set_errno(rc);
             return -1;
         }
         let head = &*resp.as_ptr().cast::<ib_uverbs_poll_cq_resp>();

@@ -108,7 +108,7 @@ pub(crate) unsafe fn reg_dm_mr(
     // DM MRs are always zero based: the mapping, if any, is hidden from
     // the user.
     if access & IBV_ACCESS_ZERO_BASED == 0 {
-        verbs_abi::errno::set_errno(libc::EINVAL);
+        verbs_rt::errno::set_errno(libc::EINVAL);
         return libc::EINVAL;
     }
     let (mut lkey, mut rkey) = (0u32, 0u32);

@@ -405,7 +405,7 @@ pub(crate) unsafe fn create_flow(
             let n = match to_kern(ib, &mut bytes[at..]) {
                 Ok(n) => n,
                 Err(e) => {
-                    verbs_abi::errno::set_errno(e);
+                    verbs_rt::errno::set_errno(e);
                     return e;
                 }
             };

@@ -158,7 +158,7 @@ pub unsafe extern "C" fn ibv_cmd_reg_mr(
         p.length = length as u64;
         if access as c_uint & IBV_ACCESS_ON_DEMAND != 0 {
             if length == usize::MAX && !addr.is_null() {
-                verbs_abi::errno::set_errno(libc::EINVAL);
+                verbs_rt::errno::set_errno(libc::EINVAL);
                 return libc::EINVAL;
             }
             if length == usize::MAX {

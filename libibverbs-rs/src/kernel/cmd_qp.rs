@@ -108,7 +108,7 @@ unsafe fn begin_create(
     // SAFETY: per the contract.
     unsafe {
         (*qp).context = ctx;
-        qp_handles(a).inspect_err(|&e| verbs_abi::errno::set_errno(e))
+        qp_handles(a).inspect_err(|&e| verbs_rt::errno::set_errno(e))
     }
 }
 
@@ -307,7 +307,7 @@ pub unsafe extern "C" fn ibv_cmd_create_qp_ex2(
         p.source_qpn = 0;
         if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 {
             if a.create_flags & !SUP_CREATE_FLAGS != 0 {
-                verbs_abi::errno::set_errno(libc::EINVAL);
+                verbs_rt::errno::set_errno(libc::EINVAL);
                 return libc::EINVAL;
             }
             p.create_flags = a.create_flags;

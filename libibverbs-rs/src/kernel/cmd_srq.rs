@@ -74,11 +74,11 @@ pub unsafe extern "C" fn ibv_cmd_create_srq_ex(
     unsafe {
         let a = &mut *attr_ex;
         if a.comp_mask >= IBV_SRQ_INIT_ATTR_RESERVED {
-            verbs_abi::errno::set_errno(libc::EOPNOTSUPP);
+            verbs_rt::errno::set_errno(libc::EOPNOTSUPP);
             return libc::EOPNOTSUPP;
         }
         if a.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 || a.pd.is_null() {
-            verbs_abi::errno::set_errno(libc::EINVAL);
+            verbs_rt::errno::set_errno(libc::EINVAL);
             return libc::EINVAL;
         }
         let pd = a.pd;
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn ibv_cmd_create_srq_ex(
                 if a.comp_mask & IBV_SRQ_INIT_ATTR_XRCD == 0
                     || a.comp_mask & IBV_SRQ_INIT_ATTR_CQ == 0
                 {
-                    verbs_abi::errno::set_errno(libc::EINVAL);
+                    verbs_rt::errno::set_errno(libc::EINVAL);
                     return libc::EINVAL;
                 }
                 p.xrcd_handle = (*a.xrcd.cast::<verbs_xrcd>()).handle;
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn ibv_cmd_create_srq_ex(
                     || a.comp_mask & IBV_SRQ_INIT_ATTR_TM == 0
                     || a.tm_cap.max_num_tags == 0
                 {
-                    verbs_abi::errno::set_errno(libc::EINVAL);
+                    verbs_rt::errno::set_errno(libc::EINVAL);
                     return libc::EINVAL;
                 }
                 p.max_num_tags = a.tm_cap.max_num_tags;

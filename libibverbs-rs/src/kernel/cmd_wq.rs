@@ -20,7 +20,7 @@ const CREATE_RESP: usize = size_of::<ib_uverbs_ex_create_wq_resp>();
 const MODIFY_CORE: usize = EX_HDRS + size_of::<ib_uverbs_ex_modify_wq>();
 
 fn fail(e: c_int) -> c_int {
-    verbs_abi::errno::set_errno(e);
+    verbs_rt::errno::set_errno(e);
     e
 }
 

@@ -277,7 +277,7 @@ pub(crate) fn open_cdev(sysfs_name: &str, cdev: libc::dev_t) -> Result<c_int, c_
     // SAFETY: a valid path string.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
     if fd < 0 {
-        return Err(verbs_abi::errno::errno());
+        return Err(verbs_rt::errno::errno());
     }
     // SAFETY: plain data out-buffer.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };

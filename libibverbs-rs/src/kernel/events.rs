@@ -20,7 +20,7 @@ fn read_exact<T: Default>(fd: c_int) -> Result<T, c_int> {
         if n == size_of::<T>() as isize {
             return Ok(v);
         }
-        let e = verbs_abi::errno::errno();
+        let e = verbs_rt::errno::errno();
         if n < 0 && e == libc::EINTR {
             continue;
         }
@@ -87,7 +87,7 @@ pub(crate) unsafe extern "C" fn get_cq_event(
     let ev = match read_exact::<ib_uverbs_comp_event_desc>(fd) {
         Ok(ev) => ev,
         Err(e) => {
-            verbs_abi::errno::set_errno(e);
+            verbs_rt::errno::set_errno(e);
             return -1;
         }
     };
@@ -129,7 +129,7 @@ pub(crate) unsafe extern "C" fn get_async_event(
     let ev = match read_exact::<ib_uverbs_async_event_desc>(fd) {
         Ok(ev) => ev,
         Err(e) => {
-            verbs_abi::errno::set_errno(e);
+            verbs_rt::errno::set_errno(e);
             return -1;
         }
     };

@@ -42,7 +42,7 @@ unsafe fn issue(ctx: *mut ibv_context, hdr: *mut ib_uverbs_ioctl_hdr) -> c_int {
             if libc::ioctl((*ctx).cmd_fd, RDMA_VERBS_IOCTL, hdr) == 0 {
                 return 0;
             }
-            let e = verbs_abi::errno::errno();
+            let e = verbs_rt::errno::errno();
             if e != libc::EINTR {
                 return e;
             }
@@ -149,7 +149,7 @@ pub unsafe extern "C" fn execute_ioctl(
     unsafe {
         let c = &mut *cmd;
         if c.buffer_error() {
-            verbs_abi::errno::set_errno(libc::EINVAL);
+            verbs_rt::errno::set_errno(libc::EINVAL);
             return libc::EINVAL;
         }
         let base = core::ptr::addr_of_mut!(c.hdr.attrs).cast::<ib_uverbs_attr>();
@@ -188,7 +188,7 @@ pub unsafe extern "C" fn execute_ioctl(
         }
         let rc = issue(ctx, &mut c.hdr);
         if rc != 0 {
-            verbs_abi::errno::set_errno(rc);
+            verbs_rt::errno::set_errno(rc);
             return rc;
         }
         // Linked attributes go back to their owners (outputs such as

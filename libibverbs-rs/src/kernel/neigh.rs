@@ -117,7 +117,7 @@ fn ask(kind: u16, flags: u16, body: &[u8]) -> Result<Vec<Vec<u8>>, c_int> {
         )
     };
     if fd < 0 {
-        return Err(verbs_abi::errno::errno());
+        return Err(verbs_rt::errno::errno());
     }
     // SAFETY: a descriptor we just created.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -145,7 +145,7 @@ fn ask(kind: u16, flags: u16, body: &[u8]) -> Result<Vec<Vec<u8>>, c_int> {
     m.extend_from_slice(body);
     // SAFETY: `m` is readable for its length.
     if unsafe { libc::send(fd.as_raw_fd(), m.as_ptr().cast(), m.len(), 0) } < 0 {
-        return Err(verbs_abi::errno::errno());
+        return Err(verbs_rt::errno::errno());
     }
     let dump = flags & libc::NLM_F_DUMP as u16 != 0;
     let mut out = Vec::new();
@@ -154,7 +154,7 @@ fn ask(kind: u16, flags: u16, body: &[u8]) -> Result<Vec<Vec<u8>>, c_int> {
         // SAFETY: `buf` is writable for its length.
         let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
         if n < 0 {
-            let e = verbs_abi::errno::errno();
+            let e = verbs_rt::errno::errno();
             if e == libc::EINTR {
                 continue;
             }

@@ -169,7 +169,7 @@ impl Socket {
         // destination of an unbound netlink socket by default.
         let n = unsafe { libc::send(self.fd.as_raw_fd(), m.as_ptr().cast(), m.len(), 0) };
         if n < 0 {
-            return Err(verbs_abi::errno::errno());
+            return Err(verbs_rt::errno::errno());
         }
         let dump = flags & libc::NLM_F_DUMP as u16 != 0;
         let mut out = Vec::new();
@@ -179,7 +179,7 @@ impl Socket {
             let n =
                 unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
             if n < 0 {
-                let e = verbs_abi::errno::errno();
+                let e = verbs_rt::errno::errno();
                 if e == libc::EINTR {
                     continue;
                 }

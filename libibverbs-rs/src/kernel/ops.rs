@@ -177,7 +177,7 @@ unsafe extern "C" fn reg_mr(
             // SAFETY: the provider's own PD; the range is the caller's.
             let mr = unsafe { f(pd, addr, length, iova, access as c_int) };
             if mr.is_null() && !odp {
-                let e = verbs_abi::errno::errno();
+                let e = verbs_rt::errno::errno();
                 crate::fork::ibv_dofork_range(addr, length);
                 set_errno(e);
             }

@@ -23,7 +23,7 @@ fn write_all(fd: c_int, req: *const u8, len: usize) -> c_int {
         if n == len as isize {
             return 0;
         }
-        let e = verbs_abi::errno::errno();
+        let e = verbs_rt::errno::errno();
         if n < 0 && e == libc::EINTR {
             continue;
         }

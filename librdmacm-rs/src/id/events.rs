@@ -34,7 +34,7 @@ impl CmId {
             st.phase,
             crate::cma::event_name(kind),
             status,
-            verbs_abi::trace::errno_name(-status),
+            verbs_rt::trace::errno_name(-status),
             if status == -libc::ETIMEDOUT {
                 ": timed out"
             } else {

@@ -568,7 +568,7 @@ fn report_leftovers() {
 
 /// Hands a retrieved event to the application.
 pub fn deliver(mut ev: Box<EventBox>) -> *mut rdma_cm_event {
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         crate::check::at_exit(report_leftovers);
     }
     CmId::on_retrieve(&mut ev);

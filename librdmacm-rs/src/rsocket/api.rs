@@ -224,7 +224,7 @@ fn dgram_of(fd: c_int) -> Option<Arc<DSocket>> {
 
 #[no_mangle]
 pub extern "C" fn rsocket(domain: c_int, type_: c_int, protocol: c_int) -> c_int {
-    verbs_abi::traced!(minus_one, (domain, type_, protocol), {
+    verbs_rt::traced!(minus_one, (domain, type_, protocol), {
         int((|| {
             if domain != libc::AF_INET && domain != libc::AF_INET6 {
                 return Err(libc::EAFNOSUPPORT);
@@ -282,7 +282,7 @@ pub unsafe extern "C" fn raccept(
     addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (socket, addr, addrlen), {
+    verbs_rt::traced!(minus_one, (socket, addr, addrlen), {
         int((|| {
             if dgram_of(socket).is_some() {
                 return Err(libc::EOPNOTSUPP);
@@ -351,7 +351,7 @@ pub unsafe extern "C" fn rrecv(
     len: size_t,
     flags: c_int,
 ) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, buf, len, flags), {
+    verbs_rt::traced!(ssize, (socket, buf, len, flags), {
         ssize(one(buf, len).and_then(|v| recv_core(socket, &[v], flags).map(|r| r.0)))
     })
 }
@@ -367,7 +367,7 @@ pub unsafe extern "C" fn rrecvfrom(
     src_addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, buf, len, flags, src_addr, addrlen), {
+    verbs_rt::traced!(ssize, (socket, buf, len, flags, src_addr, addrlen), {
         ssize(one(buf, len).and_then(|v| {
             let (n, from) = recv_core(socket, &[v], flags)?;
             if !src_addr.is_null() {
@@ -387,7 +387,7 @@ pub unsafe extern "C" fn rrecvfrom(
 /// As `recvmsg(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, msg, flags), {
+    verbs_rt::traced!(ssize, (socket, msg, flags), {
         // SAFETY: caller guarantee: null or a valid msghdr.
         ssize(unsafe { msg.as_mut() }.ok_or(libc::EFAULT).and_then(|m| {
             if !m.msg_control.is_null() && m.msg_controllen > 0 {
@@ -421,7 +421,7 @@ pub unsafe extern "C" fn rsend(
     len: size_t,
     flags: c_int,
 ) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, buf, len, flags), {
+    verbs_rt::traced!(ssize, (socket, buf, len, flags), {
         ssize(one(buf, len).and_then(|v| send_core(socket, &[v], flags, None)))
     })
 }
@@ -437,7 +437,7 @@ pub unsafe extern "C" fn rsendto(
     dest_addr: *const sockaddr,
     addrlen: socklen_t,
 ) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, buf, len, flags, dest_addr, addrlen), {
+    verbs_rt::traced!(ssize, (socket, buf, len, flags, dest_addr, addrlen), {
         ssize(one(buf, len).and_then(|v| {
             let to = if dest_addr.is_null() && addrlen == 0 {
                 None
@@ -454,7 +454,7 @@ pub unsafe extern "C" fn rsendto(
 /// As `sendmsg(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, msg, flags), {
+    verbs_rt::traced!(ssize, (socket, msg, flags), {
         // SAFETY: caller guarantee: null or a valid msghdr.
         ssize(unsafe { msg.as_ref() }.ok_or(libc::EFAULT).and_then(|m| {
             if !m.msg_control.is_null() && m.msg_controllen > 0 {
@@ -477,7 +477,7 @@ pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_in
 /// As `read(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rread(socket: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, buf, count), {
+    verbs_rt::traced!(ssize, (socket, buf, count), {
         ssize(one(buf, count).and_then(|v| recv_core(socket, &[v], 0).map(|r| r.0)))
     })
 }
@@ -486,7 +486,7 @@ pub unsafe extern "C" fn rread(socket: c_int, buf: *mut c_void, count: size_t) -
 /// As `readv(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, iov, iovcnt), {
+    verbs_rt::traced!(ssize, (socket, iov, iovcnt), {
         // SAFETY: caller guarantee.
         ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| recv_core(socket, v, 0).map(|r| r.0)))
     })
@@ -496,7 +496,7 @@ pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int)
 /// As `write(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rwrite(socket: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, buf, count), {
+    verbs_rt::traced!(ssize, (socket, buf, count), {
         ssize(one(buf, count).and_then(|v| send_core(socket, &[v], 0, None)))
     })
 }
@@ -505,7 +505,7 @@ pub unsafe extern "C" fn rwrite(socket: c_int, buf: *const c_void, count: size_t
 /// As `writev(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
-    verbs_abi::traced!(ssize, (socket, iov, iovcnt), {
+    verbs_rt::traced!(ssize, (socket, iov, iovcnt), {
         // SAFETY: caller guarantee.
         ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| send_core(socket, v, 0, None)))
     })
@@ -515,7 +515,7 @@ pub unsafe extern "C" fn rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int
 /// As `poll(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rpoll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
-    verbs_abi::traced!(minus_one, (fds, nfds, timeout), {
+    verbs_rt::traced!(minus_one, (fds, nfds, timeout), {
         if fds.is_null() && nfds > 0 {
             set_errno(libc::EFAULT);
             return -1;
@@ -540,7 +540,7 @@ pub unsafe extern "C" fn rselect(
     exceptfds: *mut fd_set,
     timeout: *mut timeval,
 ) -> c_int {
-    verbs_abi::traced!(minus_one, (nfds, readfds, writefds, exceptfds, timeout), {
+    verbs_rt::traced!(minus_one, (nfds, readfds, writefds, exceptfds, timeout), {
         // SAFETY: caller guarantee: null or a valid timeval.
         let t = match unsafe { timeout.as_ref() } {
             None => None,
@@ -704,7 +704,7 @@ pub unsafe extern "C" fn rgetsockopt(
 /// register as a third fixed argument, so it is taken as one.
 #[no_mangle]
 pub extern "C" fn rfcntl(socket: c_int, cmd: c_int, arg: usize) -> c_int {
-    verbs_abi::traced!(minus_one, (socket, cmd, arg), {
+    verbs_rt::traced!(minus_one, (socket, cmd, arg), {
         if let Some(d) = dgram_of(socket) {
             return int(opts::dgram_fcntl(&d, cmd, arg));
         }
@@ -721,7 +721,7 @@ pub extern "C" fn riomap(
     _flags: c_int,
     offset: off_t,
 ) -> off_t {
-    verbs_abi::traced!(ssize, (socket, buf, len, prot, offset), {
+    verbs_rt::traced!(ssize, (socket, buf, len, prot, offset), {
         if dgram_of(socket).is_some() {
             set_errno(libc::EOPNOTSUPP);
             return -1;
@@ -751,7 +751,7 @@ pub extern "C" fn riomap(
 
 #[no_mangle]
 pub extern "C" fn riounmap(socket: c_int, buf: *mut c_void, len: size_t) -> c_int {
-    verbs_abi::traced!(minus_one, (socket, buf, len), {
+    verbs_rt::traced!(minus_one, (socket, buf, len), {
         int(stream::lookup(socket)
             .and_then(|s| s.iounmap(buf as usize, len))
             .map(|()| 0))
@@ -766,7 +766,7 @@ pub extern "C" fn riowrite(
     offset: off_t,
     flags: c_int,
 ) -> size_t {
-    verbs_abi::traced!(ssize, (socket, buf, count, offset, flags), {
+    verbs_rt::traced!(ssize, (socket, buf, count, offset, flags), {
         if dgram_of(socket).is_some() {
             set_errno(libc::EOPNOTSUPP);
             return usize::MAX;

@@ -130,7 +130,7 @@ pub(crate) unsafe extern "C" fn destroy_comp_channel(channel: *mut ibv_comp_chan
         let cqs = unsafe { Channel::from_ibv(channel) }
             .cqs
             .load(Ordering::Acquire);
-        if verbs_abi::check::on() {
+        if verbs_rt::check::on() {
             crate::check::channel_destroy(channel, cqs);
         }
         if cqs > 0 {
@@ -172,7 +172,7 @@ pub(crate) unsafe extern "C" fn get_cq_event(
         let c = unsafe { &*p };
         c.delivered();
         drop(cqs);
-        if verbs_abi::check::on() {
+        if verbs_rt::check::on() {
             c.checked_delivery();
         }
         let (ibv, ctx) = c.public();

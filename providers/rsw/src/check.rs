@@ -1,4 +1,4 @@
-//! The misuse checker's ledger (`RDMA_CHECK`; `verbs_abi::check` holds
+//! The misuse checker's ledger (`RDMA_CHECK`; `verbs_rt::check` holds
 //! the switch, the report format and the once-only rule): what the checker
 //! remembers between verbs, and the checks that need nothing else. The
 //! objects report to it as they act, with plain values (handles, numbers,
@@ -6,7 +6,7 @@
 //! that read an object live beside it (`qp::check`, `mr::check_sge`), and
 //! what only the layers above can answer comes through the hooks they
 //! register when the checker starts ([`Above`]). Off, each check point is
-//! the one branch of `verbs_abi::check::on` (or `hooks_on`, shared with
+//! the one branch of `verbs_rt::check::on` (or `hooks_on`, shared with
 //! the tracer, on the post and poll paths).
 //!
 //! What it keeps, only while on: per QP the signaled send WRs posted and
@@ -23,8 +23,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use verbs_abi::check::{report, Obj};
 use verbs_abi::*;
+use verbs_rt::check::{report, Obj};
 
 use crate::event_count::EventCounter;
 
@@ -475,7 +475,7 @@ pub fn cq_destroy(
         return Err(libc::EBUSY);
     }
     with(|st| st.cqs.remove(&cq));
-    verbs_abi::check::forget(cq);
+    verbs_rt::check::forget(cq);
     Ok(())
 }
 
@@ -604,9 +604,9 @@ extern "C" fn at_exit() {
     if let Some(a) = ABOVE.get() {
         (a.exit_summary)();
     }
-    let n = verbs_abi::check::findings();
+    let n = verbs_rt::check::findings();
     if n > 0 {
-        verbs_abi::check::summary(&format!("{n} finding(s) reported by the provider"));
+        verbs_rt::check::summary(&format!("{n} finding(s) reported by the provider"));
     }
 }
 

@@ -509,7 +509,7 @@ pub(crate) unsafe fn open_device(
 }
 
 pub(crate) unsafe extern "C" fn close_device(context: *mut ibv_context) -> c_int {
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         crate::check::close_device(context);
     }
     let off = offset_of!(verbs_context, context);
@@ -527,7 +527,7 @@ pub(crate) unsafe extern "C" fn get_async_event(
     let ctx = unsafe { Context::from_ibv(context) };
     match ctx.shared.async_q.get() {
         Ok(ev) => {
-            if verbs_abi::check::on() {
+            if verbs_rt::check::on() {
                 crate::check::async_delivered(context, &ev);
             }
             // SAFETY: event points to a caller-owned struct.

@@ -352,7 +352,7 @@ impl Cq {
             }
             r.error = true;
             drop(r);
-            if verbs_abi::check::on() {
+            if verbs_rt::check::on() {
                 overran_check(self, cap);
             }
             self.overrun.store(true, Ordering::Release);
@@ -660,16 +660,16 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
 #[cold]
 #[inline(never)]
 fn overran_check(c: &Cq, cap: usize) {
-    verbs_abi::check::report(
+    verbs_rt::check::report(
         "cq_overrun",
-        verbs_abi::check::Obj::new("cq", c.as_ibv() as usize),
+        verbs_rt::check::Obj::new("cq", c.as_ibv() as usize),
         &format!("the CQ overran: a completion arrived with all {cap} entries unpolled; the CQ and its QPs are now in error"),
         "ibv_create_cq(3)/ibv_poll_cq(3): the CQ must be large enough for every completion that can be outstanding; an overrun is a CQ error (IBV_EVENT_CQ_ERR)",
     );
 }
 
 pub(crate) unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
-    if verbs_abi::check::on() && CQS.contains(cq) {
+    if verbs_rt::check::on() && CQS.contains(cq) {
         // SAFETY: a live CQ of ours (checked above).
         let c = unsafe { Cq::from_ibv(cq) };
         let users = c.qp_refs.load(Ordering::Acquire);
@@ -810,7 +810,7 @@ pub(crate) unsafe extern "C" fn poll_cq(
     if fire {
         c.notify();
     }
-    if verbs_abi::check::hooks_on() && n > 0 {
+    if verbs_rt::check::hooks_on() && n > 0 {
         // SAFETY: the n completions just written.
         polled_hooks(cq, unsafe { core::slice::from_raw_parts(wc, n as usize) });
     }
@@ -821,10 +821,10 @@ pub(crate) unsafe extern "C" fn poll_cq(
 #[cold]
 #[inline(never)]
 fn polled_hooks(cq: *mut ibv_cq, wcs: &[ibv_wc]) {
-    if verbs_abi::trace::on() {
+    if verbs_rt::trace::on() {
         crate::trace::wcs(cq as usize, wcs);
     }
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         crate::check::polled(cq, wcs);
     }
 }
@@ -865,7 +865,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
     }
     c.deferred.store(defer, Ordering::Relaxed);
     drop(r);
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         crate::check::armed(c.as_ibv() as usize, c.backlog() as u64);
     }
     if fire && c.chan_wr >= 0 {
@@ -900,7 +900,7 @@ fn advance(c: &Cq) -> c_int {
         (*ibv).status = e.status;
         (*ibv).wr_id = e.wr_id;
     }
-    if verbs_abi::check::hooks_on() {
+    if verbs_rt::check::hooks_on() {
         cqe_hooks(c, &e);
     }
     0
@@ -911,10 +911,10 @@ fn advance(c: &Cq) -> c_int {
 #[cold]
 #[inline(never)]
 fn cqe_hooks(c: &Cq, e: &Cqe) {
-    if verbs_abi::trace::on() {
+    if verbs_rt::trace::on() {
         trace_cqe(c, e);
     }
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         crate::check::polled(c.as_ibv(), &[e.to_wc()]);
     }
 }

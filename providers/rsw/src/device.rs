@@ -277,7 +277,7 @@ pub fn lookup(handle: *mut c_void) -> Option<DeviceInfo> {
 }
 
 pub(crate) unsafe extern "C" fn discover(out: *mut ProviderDevice, max: usize) -> isize {
-    verbs_abi::logging::init();
+    verbs_rt::logging::init();
     let devs = scan();
     for (i, d) in devs.iter().enumerate().take(max) {
         let mut pd = ProviderDevice {

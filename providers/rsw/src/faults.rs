@@ -285,7 +285,7 @@ fn rule(c: &mut Config, r: &str) -> Result<(), String> {
 /// Parses a whole spec; the error names the rule that is wrong.
 pub fn parse(spec: &str) -> Result<Config, String> {
     let mut c = Config::default();
-    for r in verbs_abi::fault_spec::rules(spec) {
+    for r in verbs_rt::fault_spec::rules(spec) {
         rule(&mut c, r).map_err(|e| format!("in `{r}`: {e}"))?;
     }
     Ok(c)
@@ -294,7 +294,7 @@ pub fn parse(spec: &str) -> Result<Config, String> {
 /// The spec from the environment: `RSW_FAULTS_FILE`'s rules, then
 /// `RSW_FAULTS`'s.
 fn from_env() -> Result<Option<Config>, String> {
-    let spec = verbs_abi::fault_spec::from_env()?;
+    let spec = verbs_rt::fault_spec::from_env()?;
     if spec.trim().is_empty() {
         return Ok(None);
     }

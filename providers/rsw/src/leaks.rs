@@ -4,8 +4,8 @@
 //! sits above them all, and the ledger runs it at exit through the hook
 //! the top layer registers (`check::Above::exit_summary`).
 
-use verbs_abi::check::summary;
 use verbs_abi::*;
+use verbs_rt::check::summary;
 
 use crate::cq::{Cq, CQS};
 use crate::qp::QPS;

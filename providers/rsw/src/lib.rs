@@ -141,7 +141,7 @@ static DATA_PATH: context::DataPath = context::DataPath {
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         check::init(check::Above {
             qp_handle: qp::check::handle_of,
             sends_naming: qp::check::sends_naming,
@@ -163,7 +163,7 @@ unsafe extern "C" fn ack_async_event(event: *mut ibv_async_event) {
     // object because destroying that object waits for this acknowledgement.
     unsafe {
         let ev = &*event;
-        if verbs_abi::check::on() {
+        if verbs_rt::check::on() {
             check::async_acked(ev);
         }
         match async_event_object(ev.event_type) {

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::LazyLock;
 
 use parking_lot::{RwLock, RwLockReadGuard};
-use verbs_abi::check::{report, Obj};
 use verbs_abi::*;
+use verbs_rt::check::{report, Obj};
 
 use crate::handles::{names, Ctx, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
 use crate::pd::Pd;
@@ -179,7 +179,7 @@ impl MrTable {
         qpn: u32,
     ) -> Result<*mut u8, AccessError> {
         let r = self.remote_inner(rkey, addr, len, pd, need, qpn);
-        if r.is_err() && verbs_abi::check::on() {
+        if r.is_err() && verbs_rt::check::on() {
             crate::check::remote_key_refused(rkey, qpn, self.key_live(rkey));
         }
         r
@@ -696,7 +696,7 @@ unsafe fn rereg(
 }
 
 pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
-    if verbs_abi::check::on() && MRS.contains(mr) {
+    if verbs_rt::check::on() && MRS.contains(mr) {
         // SAFETY: a live MR of ours (checked above).
         crate::check::mr_destroy(mr, unsafe { (*mr).lkey });
     }
@@ -726,9 +726,9 @@ pub(crate) unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
         local::withdraw_key(m.key);
         t.map.remove(&m.key);
     }
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         crate::check::key_dead(m.key);
-        verbs_abi::check::forget(mr as usize);
+        verbs_rt::check::forget(mr as usize);
     }
     // SAFETY: the MR's PD outlives it (dealloc_pd refuses while users > 0).
     unsafe { Pd::from_ibv(m.pd) }
@@ -850,7 +850,7 @@ fn unbind(t: &mut MrTable, w: &mut Window) {
 
 /// Forgets a window (`ibv_dealloc_mw`); false if there is none.
 pub fn drop_window(rkey: u32) -> bool {
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         crate::check::key_dead(rkey);
     }
     let mut t = TABLE.get().write();

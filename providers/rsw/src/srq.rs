@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use verbs_abi::check::Obj;
 use verbs_abi::*;
+use verbs_rt::check::Obj;
 
 use std::collections::HashMap;
 use std::sync::Weak;
@@ -458,7 +458,7 @@ pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_
 }
 
 pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
-    if verbs_abi::check::on() {
+    if verbs_rt::check::on() {
         if let Some(s) = SRQS.get(srq) {
             if let Err(e) = crate::check::async_unacked(
                 Obj::new("srq", srq as usize),
@@ -536,15 +536,15 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    if verbs_abi::check::hooks_on() {
-        if verbs_abi::check::on() {
+    if verbs_rt::check::hooks_on() {
+        if verbs_rt::check::on() {
             // SAFETY: srq came from create_srq_ex.
             let s = unsafe { Srq::from_ibv(srq) };
             let max_sge = s.inner.lock().rq.max_sge;
             // SAFETY: the caller's list.
             unsafe { check_post(srq, s.pd_id, max_sge, wr) };
         }
-        if !verbs_abi::trace::on() {
+        if !verbs_rt::trace::on() {
             // SAFETY: forwarded contract.
             return unsafe { post_srq_recv_inner(srq, wr, bad_wr) };
         }

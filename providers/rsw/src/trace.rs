@@ -1,4 +1,4 @@
-//! The tracer's data-path records (`RDMA_TRACE`, see `verbs_abi::trace`):
+//! The tracer's data-path records (`RDMA_TRACE`, see `verbs_rt::trace`):
 //! work requests as they are posted and completions as they are polled.
 //! Every trace point is `if trace::on() { return traced(...) }` at the top
 //! of a data-path call: off, one predictable branch; the traced variants
@@ -6,8 +6,8 @@
 
 use core::ffi::c_int;
 
-use verbs_abi::trace::{errno_name, record, Val};
 use verbs_abi::*;
+use verbs_rt::trace::{errno_name, record, Val};
 
 pub(crate) fn wr_opcode_name(op: ibv_wr_opcode) -> &'static str {
     match op {

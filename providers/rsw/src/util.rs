@@ -3,7 +3,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-pub use verbs_abi::errno::{ptr_or_errno, set_errno};
+pub use verbs_rt::errno::{ptr_or_errno, set_errno};
 
 /// This process's soft limit on descriptors (1024 if it cannot be read).
 pub fn nofile_limit() -> u64 {

@@ -108,7 +108,7 @@ unsafe fn old_kernel_av(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> Result<rxe_a
         let mut sgid = ibv_gid { raw: [0; 16] };
         let rc = ffi::ibv_query_gid(ctx, a.port_num, a.grh.sgid_index.into(), &mut sgid);
         if rc != 0 {
-            return Err(verbs_abi::errno::errno());
+            return Err(verbs_rt::errno::errno());
         }
         let mut av = av_from(a, &sgid.raw);
         let rc = ffi::ibv_resolve_eth_l2_from_gid(
@@ -155,7 +155,7 @@ unsafe fn create(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> Result<*mut ibv_ah,
 
 pub unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     // SAFETY: libibverbs passes a live PD and the program's attribute.
-    verbs_abi::errno::ptr_or_errno(unsafe { create(pd, attr) })
+    verbs_rt::errno::ptr_or_errno(unsafe { create(pd, attr) })
 }
 
 pub unsafe extern "C" fn destroy_ah(ah: *mut ibv_ah) -> c_int {

@@ -59,7 +59,7 @@ unsafe extern "C" fn create_qp_ex(
 ) -> *mut ibv_qp {
     // SAFETY: libibverbs passes one of our contexts and the program's
     // attribute.
-    verbs_abi::errno::ptr_or_errno(unsafe { qp::create_ex(ctx, attr, wr::install) })
+    verbs_rt::errno::ptr_or_errno(unsafe { qp::create_ex(ctx, attr, wr::install) })
 }
 
 /// `verbs_context_ops::zeroed()`, in a constant (every entry absent).
@@ -107,7 +107,7 @@ pub unsafe extern "C" fn alloc_context(
         if rc != 0 {
             ffi::verbs_uninit_context(vctx);
             libc::free(vctx.cast());
-            verbs_abi::errno::set_errno(rc);
+            verbs_rt::errno::set_errno(rc);
             return core::ptr::null_mut();
         }
         ffi::verbs_set_ops(vctx, &CONTEXT_OPS);

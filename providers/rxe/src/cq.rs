@@ -290,7 +290,7 @@ pub unsafe extern "C" fn create_cq(
 ) -> *mut ibv_cq {
     // SAFETY: libibverbs passes one of our contexts and the program's
     // channel.
-    verbs_abi::errno::ptr_or_errno(unsafe { create(ctx, cqe, channel, comp_vector) })
+    verbs_rt::errno::ptr_or_errno(unsafe { create(ctx, cqe, channel, comp_vector) })
 }
 
 /// # Safety
@@ -337,7 +337,7 @@ pub unsafe extern "C" fn create_cq_ex(
 ) -> *mut ibv_cq_ex {
     // SAFETY: libibverbs passes one of our contexts and the program's
     // attribute.
-    verbs_abi::errno::ptr_or_errno(unsafe { create_ex(ctx, attr) })
+    verbs_rt::errno::ptr_or_errno(unsafe { create_ex(ctx, attr) })
 }
 
 pub unsafe extern "C" fn resize_cq(ibcq: *mut ibv_cq, cqe: c_int) -> c_int {
@@ -391,7 +391,7 @@ pub unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
 pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, ne: c_int, wc: *mut ibv_wc) -> c_int {
     let n = usize::try_from(ne).unwrap_or(0);
     if n != 0 && wc.is_null() {
-        verbs_abi::errno::set_errno(libc::EINVAL);
+        verbs_rt::errno::set_errno(libc::EINVAL);
         return -1;
     }
     // SAFETY: libibverbs passes one of our live CQs; the program's array
@@ -407,7 +407,7 @@ pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, ne: c_int, wc: *mut ibv_wc) ->
     match cq.poll(out) {
         Ok(n) => n as c_int,
         Err(e) => {
-            verbs_abi::errno::set_errno(e);
+            verbs_rt::errno::set_errno(e);
             -1
         }
     }

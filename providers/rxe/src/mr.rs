@@ -64,7 +64,7 @@ pub unsafe extern "C" fn reg_mr(
     access: c_int,
 ) -> *mut ibv_mr {
     // SAFETY: libibverbs passes a live PD and the program's range.
-    verbs_abi::errno::ptr_or_errno(unsafe { reg(pd, addr, length, hca_va, access) })
+    verbs_rt::errno::ptr_or_errno(unsafe { reg(pd, addr, length, hca_va, access) })
 }
 
 pub unsafe extern "C" fn dereg_mr(vmr: *mut verbs_mr) -> c_int {
@@ -106,7 +106,7 @@ unsafe fn alloc(pd: *mut ibv_pd, mw_type: ibv_mw_type) -> Result<*mut ibv_mw, c_
 
 pub unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: ibv_mw_type) -> *mut ibv_mw {
     // SAFETY: libibverbs passes a live PD.
-    verbs_abi::errno::ptr_or_errno(unsafe { alloc(pd, mw_type) })
+    verbs_rt::errno::ptr_or_errno(unsafe { alloc(pd, mw_type) })
 }
 
 pub unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn bind_mw(
     unsafe {
         let b = &*bind;
         if b.bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED != 0 {
-            verbs_abi::errno::set_errno(libc::EINVAL);
+            verbs_rt::errno::set_errno(libc::EINVAL);
             return libc::EINVAL;
         }
         let mut wr: ibv_send_wr = core::mem::zeroed();
@@ -153,7 +153,7 @@ pub unsafe extern "C" fn bind_mw(
         let mut bad = core::ptr::null_mut();
         let rc = crate::post::post_send(qp, &mut wr, &mut bad);
         if rc != 0 {
-            verbs_abi::errno::set_errno(rc);
+            verbs_rt::errno::set_errno(rc);
             return rc;
         }
         (*mw).rkey = rkey;

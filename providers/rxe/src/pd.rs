@@ -41,7 +41,7 @@ unsafe fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
 
 pub unsafe extern "C" fn alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
     // SAFETY: libibverbs passes one of our contexts.
-    verbs_abi::errno::ptr_or_errno(unsafe { alloc(ctx) })
+    verbs_rt::errno::ptr_or_errno(unsafe { alloc(ctx) })
 }
 
 pub unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {

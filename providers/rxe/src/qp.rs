@@ -125,7 +125,7 @@ unsafe fn create(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> Result<*mut ib
 
 pub unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
     // SAFETY: libibverbs passes a live PD and the program's attribute.
-    verbs_abi::errno::ptr_or_errno(unsafe { create(pd, attr) })
+    verbs_rt::errno::ptr_or_errno(unsafe { create(pd, attr) })
 }
 
 const SUPPORTED_COMP_MASK: u32 =

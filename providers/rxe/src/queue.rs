@@ -83,7 +83,7 @@ impl Queue {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(verbs_abi::errno::errno());
+            return Err(verbs_rt::errno::errno());
         }
         let base = NonNull::new(p.cast::<u8>()).ok_or(libc::ENOMEM)?;
         // SAFETY: the header lies inside the mapping (len >= DATA_OFFSET);

@@ -93,7 +93,7 @@ unsafe fn create(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> Result<*mut i
 
 pub unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
     // SAFETY: libibverbs passes a live PD and the program's attribute.
-    verbs_abi::errno::ptr_or_errno(unsafe { create(pd, attr) })
+    verbs_rt::errno::ptr_or_errno(unsafe { create(pd, attr) })
 }
 
 /// # Safety
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn create_srq_ex(
 ) -> *mut ibv_srq {
     // SAFETY: libibverbs passes one of our contexts and the program's
     // attribute.
-    verbs_abi::errno::ptr_or_errno(unsafe { create_ex(ctx, attr) })
+    verbs_rt::errno::ptr_or_errno(unsafe { create_ex(ctx, attr) })
 }
 
 pub unsafe extern "C" fn modify_srq(

@@ -245,7 +245,7 @@ pub unsafe fn doorbell(qp: *mut ibv_qp) -> c_int {
     if n == size_of::<PostSendCmd>() as isize {
         0
     } else {
-        verbs_abi::errno::errno()
+        verbs_rt::errno::errno()
     }
 }
 

@@ -7,9 +7,9 @@ use core::mem::{offset_of, size_of};
 use core::ptr::{addr_of_mut, null_mut};
 
 use verbs_abi::driver::verbs_context_ops;
-use verbs_abi::errno::set_errno;
 use verbs_abi::uverbs::*;
 use verbs_abi::*;
+use verbs_rt::errno::set_errno;
 
 use crate::abi::{GetContextReq, GetContextResp, QueryPortReq};
 use crate::ffi;
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn alloc_context(
     cmd_fd: c_int,
     _private_data: *mut c_void,
 ) -> *mut verbs_context {
-    verbs_abi::logging::init();
+    verbs_rt::logging::init();
     // SAFETY: libibverbs allocates our Context with its verbs_context at
     // the offset we give (rdma-core passes the offset as a pointer).
     let ctx = unsafe {

@@ -8,9 +8,9 @@ use core::mem::size_of;
 use core::ptr::{addr_of_mut, null_mut};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use verbs_abi::errno::set_errno;
 use verbs_abi::uverbs::*;
 use verbs_abi::*;
+use verbs_rt::errno::set_errno;
 
 use crate::abi::{CreateCqReq, CreateCqResp};
 use crate::lock::SpinLock;

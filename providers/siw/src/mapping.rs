@@ -38,7 +38,7 @@ impl Mapping {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(verbs_abi::errno::errno());
+            return Err(verbs_rt::errno::errno());
         }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or(libc::ENOMEM)?;
         Ok(Mapping { ptr, len })

@@ -5,8 +5,8 @@ use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
 
 use verbs_abi::driver::verbs_mr;
-use verbs_abi::errno::set_errno;
 use verbs_abi::*;
+use verbs_rt::errno::set_errno;
 
 use crate::abi::{RegMrReq, RegMrResp};
 use crate::ffi;

@@ -3,8 +3,8 @@
 use core::ffi::c_int;
 use core::ptr::null_mut;
 
-use verbs_abi::errno::set_errno;
 use verbs_abi::*;
+use verbs_rt::errno::set_errno;
 
 use crate::abi::{AllocPdReq, AllocPdResp};
 use crate::ffi;

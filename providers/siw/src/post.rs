@@ -136,7 +136,7 @@ fn doorbell(cmd_fd: c_int, qp_handle: u32) -> Result<(), c_int> {
     if n == size_of::<Doorbell>() as isize {
         Ok(())
     } else if n < 0 {
-        Err(verbs_abi::errno::errno())
+        Err(verbs_rt::errno::errno())
     } else {
         Err(libc::EIO)
     }

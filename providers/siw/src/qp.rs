@@ -6,9 +6,9 @@ use core::cell::UnsafeCell;
 use core::ffi::c_int;
 use core::ptr::{addr_of_mut, null_mut};
 
-use verbs_abi::errno::set_errno;
 use verbs_abi::uverbs::*;
 use verbs_abi::*;
+use verbs_rt::errno::set_errno;
 
 use crate::abi::{CreateQpReq, CreateQpResp, ModifyQpReq, QueryQpReq};
 use crate::ffi;

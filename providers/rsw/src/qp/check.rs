@@ -8,8 +8,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use verbs_abi::check::{report, Obj};
 use verbs_abi::*;
+use verbs_rt::check::{report, Obj};
 
 use super::QPS;
 use crate::check::{self, sg_list, Posted, Recorded, RecvRec};
@@ -292,7 +292,7 @@ pub fn qp_destroy(q: &Arc<Qp>) -> Result<(), i32> {
     }
     check::async_unacked(obj, "ibv_destroy_qp", &q.async_events)?;
     check::qp_gone(q.qpn);
-    verbs_abi::check::forget(q.as_ibv() as usize);
+    verbs_rt::check::forget(q.as_ibv() as usize);
     Ok(())
 }
 

@@ -331,7 +331,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         Ok(q) => q,
         Err(e) => return e,
     };
-    if verbs_abi::check::on() && held.opened_from.is_none() && !held.inner.lock().destroyed {
+    if verbs_rt::check::on() && held.opened_from.is_none() && !held.inner.lock().destroyed {
         if let Err(e) = super::check::qp_destroy(&held) {
             return e;
         }

@@ -287,7 +287,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
     match new {
         IBV_QPS_RESET => {
             qp.reset(&mut g);
-            if verbs_abi::check::on() {
+            if verbs_rt::check::on() {
                 crate::check::qp_reset(qp.qpn);
             }
         }

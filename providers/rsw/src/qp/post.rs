@@ -313,7 +313,7 @@ unsafe fn post_locked(
 /// # Safety
 /// `wr` must be a valid list of `n` send WRs.
 pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
-    if verbs_abi::check::hooks_on() {
+    if verbs_rt::check::hooks_on() {
         // SAFETY: forwarded contract.
         return unsafe { traced_post_send_batch(qp, wr, n) };
     }
@@ -326,7 +326,7 @@ pub unsafe fn post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int 
 #[cold]
 #[inline(never)]
 unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
-    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
+    let (trace, check) = (verbs_rt::trace::on(), verbs_rt::check::on());
     let ibv = qp as *const Qp as *mut ibv_qp;
     let rec = if check {
         // SAFETY: the caller's list.
@@ -380,7 +380,7 @@ pub(crate) unsafe extern "C" fn post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    if verbs_abi::check::hooks_on() {
+    if verbs_rt::check::hooks_on() {
         // SAFETY: forwarded contract.
         return unsafe { traced_post_send(qp, wr, bad_wr) };
     }
@@ -403,7 +403,7 @@ unsafe fn traced_post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
+    let (trace, check) = (verbs_rt::trace::on(), verbs_rt::check::on());
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
     let rec = if check {
@@ -476,7 +476,7 @@ pub(crate) unsafe extern "C" fn post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    if verbs_abi::check::hooks_on() {
+    if verbs_rt::check::hooks_on() {
         // SAFETY: forwarded contract.
         return unsafe { hooked_post_recv(qp, wr, bad_wr) };
     }
@@ -495,7 +495,7 @@ unsafe fn hooked_post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    let (trace, check) = (verbs_abi::trace::on(), verbs_abi::check::on());
+    let (trace, check) = (verbs_rt::trace::on(), verbs_rt::check::on());
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
     let rec = if check {

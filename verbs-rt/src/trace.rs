@@ -20,7 +20,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use crate::verbs::ibv_sge;
+use verbs_abi::ibv_sge;
 
 const UNKNOWN: u8 = 0;
 const OFF: u8 = 1;
