@@ -15,7 +15,9 @@
  * pattern, both directions, through rsend/rwrite/rwritev/rsendmsg and
  * rrecv/rread/rreadv/rrecvmsg, MSG_PEEK and MSG_WAITALL), EAGAIN on
  * non-blocking calls with nothing to read or no room to write, EINPROGRESS
- * and completion through rpoll for a non-blocking rconnect, ECONNREFUSED
+ * and completion through rpoll for a non-blocking rconnect, rpoll as
+ * `rstream -T a` uses it (a non-blocking listener and connects, 40 rounds:
+ * never -1, errno left as it was by every call that succeeds), ECONNREFUSED
  * connecting to a port nobody listens on (blocking, and via SO_ERROR),
  * EOF after the peer's SHUT_WR while the other direction keeps working,
  * EPIPE writing after the peer closed, EINVAL for bad arguments,
@@ -354,10 +356,14 @@ static void case_refused(void)
 	pfd.events = POLLOUT;
 	t0 = now();
 	do {
+		errno = EDOM;
 		r = rpoll(&pfd, 1, 5000);
+		CHECK(r >= 0);
+		CHECK_EQ(errno, EDOM);	/* untouched by a call that succeeds */
 	} while (r == 0 && now() - t0 < 10);
 	CHECK_EQ(r, 1);
-	CHECK(pfd.revents & (POLLERR | POLLHUP));
+	/* As rdma-core: POLLERR with the POLLOUT asked for, no POLLHUP. */
+	CHECK_EQ(pfd.revents, POLLOUT | POLLERR);
 	len = sizeof(err);
 	CHECK_OK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len));
 	CHECK_EQ(err, ECONNREFUSED);
@@ -947,6 +953,118 @@ static void case_dgram(void)
 	}
 }
 
+/* rpoll as `rstream -T a` uses it: a non-blocking listener and
+ * non-blocking connects, every wait an rpoll. rpoll never fails here, and a
+ * call that succeeds leaves errno as the caller set it (rstream prints
+ * errno after an rpoll that reported POLLERR/POLLHUP: a stale EAGAIN from
+ * inside rpoll read as "rpoll: Resource temporarily unavailable"). */
+#define ASYNC_ROUNDS 40
+#define SENTINEL EDOM
+
+/* Waits for `events` on `fd` through rpoll; its revents. */
+static short await_poll(int line, int fd, short events)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	double t0 = now();
+	int r;
+
+	do {
+		pfd.revents = 0;
+		errno = SENTINEL;
+		r = rpoll(&pfd, 1, 1000);
+		if (r < 0)
+			failf(line, "rpoll returned %d", r);
+		if (errno != SENTINEL)
+			failf(line, "rpoll returned %d and changed errno to %d", r, errno);
+	} while (r == 0 && now() - t0 < 15);
+	if (r != 1)
+		failf(line, "rpoll returned %d after 15 s", r);
+	if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
+		failf(line, "rpoll revents 0x%x", pfd.revents);
+	return pfd.revents;
+}
+
+static void async_send(int s, const char *m)
+{
+	size_t off = 0;
+
+	while (off < 4) {
+		await_poll(__LINE__, s, POLLOUT);
+		ssize_t n = rsend(s, m + off, 4 - off, 0);
+		if (n < 0 && errno != EAGAIN)
+			failf(__LINE__, "rsend");
+		if (n > 0)
+			off += n;
+	}
+}
+
+static void async_recv(int s, const char *m)
+{
+	char b[4];
+	size_t off = 0;
+
+	while (off < 4) {
+		await_poll(__LINE__, s, POLLIN);
+		ssize_t n = rrecv(s, b + off, 4 - off, 0);
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			failf(__LINE__, "rrecv returned %zd after %zu bytes", n, off);
+		if (n > 0)
+			off += n;
+	}
+	CHECK_EQ(memcmp(b, m, 4), 0);
+}
+
+static void case_async(void)
+{
+	int port, l, s, i;
+
+	if (split()) {
+		l = listener(&port);
+		CHECK_OK(rfcntl(l, F_SETFL, O_NONBLOCK));
+		tell(port);
+		for (i = 0; i < ASYNC_ROUNDS; i++) {
+			do {
+				await_poll(__LINE__, l, POLLIN);
+				s = raccept(l, NULL, NULL);
+				if (s < 0 && errno != EAGAIN)
+					failf(__LINE__, "raccept");
+			} while (s < 0);
+			CHECK_OK(rfcntl(s, F_SETFL, O_NONBLOCK));
+			async_recv(s, "ping");
+			async_send(s, "pong");
+			async_recv(s, "done");
+			CHECK_OK(rclose(s));
+		}
+		CHECK_OK(rclose(l));
+		join();
+	} else {
+		struct sockaddr_in sin;
+		socklen_t len;
+		int err, r;
+
+		port = hear();
+		sin = loop4(port);
+		for (i = 0; i < ASYNC_ROUNDS; i++) {
+			s = rsocket(AF_INET, SOCK_STREAM, 0);
+			CHECK(s >= 0);
+			CHECK_OK(rfcntl(s, F_SETFL, O_NONBLOCK));
+			errno = 0;
+			r = rconnect(s, (struct sockaddr *)&sin, sizeof(sin));
+			if (r != 0 && errno != EINPROGRESS)
+				failf(__LINE__, "rconnect returned %d", r);
+			await_poll(__LINE__, s, POLLOUT);
+			len = sizeof(err);
+			CHECK_OK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len));
+			CHECK_EQ(err, 0);
+			async_send(s, "ping");
+			async_recv(s, "pong");
+			async_send(s, "done");
+			CHECK_OK(rclose(s));
+		}
+		exit(0);
+	}
+}
+
 struct tcase {
 	const char *name;
 	void (*fn)(void);
@@ -961,6 +1079,7 @@ static const struct tcase cases[] = {
 	{ "peer_close", case_peer_close },
 	{ "peer_killed", case_peer_killed },
 	{ "poll", case_poll },
+	{ "async", case_async },
 	{ "iomap", case_iomap },
 	{ "dgram", case_dgram },
 };

@@ -3,7 +3,8 @@
 # The rsocket cases of ctests/src/rsocket_errors.c on loopback: bytes
 # delivered end to end through every send and receive call (both ways,
 # 1 MiB each), EAGAIN on non-blocking reads and full writes, EINPROGRESS
-# and rpoll for a non-blocking connect, ECONNREFUSED, EOF after SHUT_WR,
+# and rpoll for a non-blocking connect, `rstream -T a`'s pattern (rpoll never
+# -1 and errno untouched by a call that succeeds), ECONNREFUSED, EOF after SHUT_WR,
 # EPIPE after the peer closes, EINVAL/EFAULT for bad arguments,
 # EBADF/ENOTSOCK for descriptors that are no rsocket, socket options,
 # rpoll/rselect over rsockets and pipes, riomap/riowrite, datagram rsockets

@@ -16,7 +16,7 @@ use super::dgram::{self, DSocket};
 use super::opts::{self, Val};
 use super::{poll, stream};
 use crate::addr;
-use crate::error::{entry, set_errno, Res};
+use crate::error::{entry, errno, set_errno, Res};
 use std::sync::Arc;
 
 fn ssize(r: Res<usize>) -> ssize_t {
@@ -526,7 +526,14 @@ pub unsafe extern "C" fn rpoll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -
             // SAFETY: caller guarantee: `nfds` writable pollfds.
             unsafe { core::slice::from_raw_parts_mut(fds, nfds as usize) }
         };
-        int(poll::rpoll(fds, timeout))
+        // Internal steps (a non-blocking read of a CM channel, say) may
+        // set errno; a call that succeeds leaves the caller's as it was.
+        let saved = errno();
+        let r = int(poll::rpoll(fds, timeout));
+        if r >= 0 {
+            set_errno(saved);
+        }
+        r
     })
 }
 
@@ -552,8 +559,13 @@ pub unsafe extern "C" fn rselect(
                 Some(Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64))
             }
         };
-        // SAFETY: caller guarantee.
-        int(unsafe { poll::rselect(nfds, readfds, writefds, exceptfds, t) })
+        let saved = errno();
+        // SAFETY: caller guarantee: null or valid sets for `nfds`.
+        let r = int(unsafe { poll::rselect(nfds, readfds, writefds, exceptfds, t) });
+        if r >= 0 {
+            set_errno(saved);
+        }
+        r
     })
 }
 

@@ -394,7 +394,9 @@ impl Inner {
             r |= libc::POLLOUT;
         }
         match self.state {
-            State::Failed => r |= libc::POLLERR | libc::POLLHUP,
+            // A failed connect, as rdma-core reports it: POLLERR (with
+            // the POLLIN/POLLOUT asked for), the reason in SO_ERROR.
+            State::Failed => r |= libc::POLLERR,
             State::Connected | State::Disconnected => {
                 if let Some(c) = &self.conn {
                     if c.ends.reset {
