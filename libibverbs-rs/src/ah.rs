@@ -10,7 +10,8 @@ use crate::context::{
     IBV_GID_TYPE_SYSFS_ROCE_V2,
 };
 use crate::device::{context_ops, object_ops, release};
-use crate::util::{entry, ptr_ret, set_errno};
+use crate::util::{ptr_ret, set_errno};
+use verbs_rt::export;
 
 /// IP protocol number of UDP: a RoCE v2 packet.
 const NEXT_HDR_UDP: u8 = 17;
@@ -21,7 +22,7 @@ const NEXT_HDR_IB: u8 = 0x1b;
 /// `pd` is NULL or a PD; `attr` NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
-    entry!(ptr, (pd, attr), {
+    export!(ptr, (pd, attr), {
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -45,8 +46,10 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
 /// `ah` is NULL or an AH.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { release(ah, |ops| ops.destroy_ah) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { release(ah, |ops| ops.destroy_ah) }
+    })
 }
 
 /// What the 40-byte GRH area in front of a UD payload carried.
@@ -170,7 +173,7 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     grh: *mut ibv_grh,
     ah_attr: *mut ibv_ah_attr,
 ) -> c_int {
-    entry!(minus_one, (context, port_num, wc, grh, ah_attr), {
+    export!(minus_one, (context, port_num, wc, grh, ah_attr), {
         if wc.is_null() || ah_attr.is_null() || grh.is_null() {
             return Err(libc::EINVAL);
         }
@@ -247,7 +250,7 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     grh: *mut ibv_grh,
     port_num: u8,
 ) -> *mut ibv_ah {
-    verbs_rt::traced!(ptr, (pd, wc, grh, port_num), {
+    export!(raw::ptr, (pd, wc, grh, port_num), {
         // SAFETY: forwarded contract.
         let ctx = match unsafe { object_ops(pd) } {
             Ok((_, ctx)) => ctx,
@@ -279,43 +282,50 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
     eth_mac: *mut u8,
     vid: *mut u16,
 ) -> c_int {
-    let r = (|| {
-        let ops = context_ops(context)?;
-        if attr.is_null() || eth_mac.is_null() {
-            return Err(libc::EINVAL);
-        }
-        if !core::ptr::eq(ops, &crate::kernel::ops::KERNEL_OPS) {
-            return Err(libc::EOPNOTSUPP);
-        }
-        // SAFETY: the caller's attribute.
-        let a = unsafe { &*attr };
-        let mut sgid = ibv_gid { raw: [0; 16] };
-        // SAFETY: an open context; `sgid` is writable.
-        if unsafe {
-            crate::context::ibv_query_gid(context, a.port_num, a.grh.sgid_index.into(), &mut sgid)
-        } != 0
-        {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: both unions are plain 16 bytes.
-        let (s, d) = unsafe { (sgid.raw, a.grh.dgid.raw) };
-        let (mac, v) = crate::kernel::resolve_eth_l2(&s, &d)?;
-        // SAFETY: the caller's 6-byte MAC buffer and optional VLAN slot.
-        unsafe {
-            core::ptr::copy_nonoverlapping(mac.as_ptr(), eth_mac, 6);
-            if !vid.is_null() {
-                *vid = v;
+    export!(raw::int, untraced, {
+        let r = (|| {
+            let ops = context_ops(context)?;
+            if attr.is_null() || eth_mac.is_null() {
+                return Err(libc::EINVAL);
+            }
+            if !core::ptr::eq(ops, &crate::kernel::ops::KERNEL_OPS) {
+                return Err(libc::EOPNOTSUPP);
+            }
+            // SAFETY: the caller's attribute.
+            let a = unsafe { &*attr };
+            let mut sgid = ibv_gid { raw: [0; 16] };
+            // SAFETY: an open context; `sgid` is writable.
+            if unsafe {
+                crate::context::ibv_query_gid(
+                    context,
+                    a.port_num,
+                    a.grh.sgid_index.into(),
+                    &mut sgid,
+                )
+            } != 0
+            {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: both unions are plain 16 bytes.
+            let (s, d) = unsafe { (sgid.raw, a.grh.dgid.raw) };
+            let (mac, v) = crate::kernel::resolve_eth_l2(&s, &d)?;
+            // SAFETY: the caller's 6-byte MAC buffer and optional VLAN slot.
+            unsafe {
+                core::ptr::copy_nonoverlapping(mac.as_ptr(), eth_mac, 6);
+                if !vid.is_null() {
+                    *vid = v;
+                }
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => 0,
+            Err(e) => {
+                set_errno(e);
+                -e
             }
         }
-        Ok(())
-    })();
-    match r {
-        Ok(()) => 0,
-        Err(e) => {
-            set_errno(e);
-            -e
-        }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use core::ffi::{c_char, c_int, c_void, CStr};
 use verbs_abi::*;
 
 use crate::util::warning;
+use verbs_rt::export;
 
 // The kernel's structs these calls take, as verbs-abi lays them out (and
 // checks them against the UAPI headers).
@@ -128,10 +129,12 @@ pub unsafe extern "C" fn ibv_copy_ah_attr_from_kern(
     dst: *mut ibv_ah_attr,
     src: *mut ib_uverbs_ah_attr,
 ) {
-    // SAFETY: NULL is skipped; otherwise the caller's valid structs.
-    if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
-        ah_attr_from_kern(d, s);
-    }
+    export!(raw::void, untraced, {
+        // SAFETY: NULL is skipped; otherwise the caller's valid structs.
+        if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
+            ah_attr_from_kern(d, s);
+        }
+    })
 }
 
 /// # Safety
@@ -141,10 +144,12 @@ pub unsafe extern "C" fn ibv_copy_qp_attr_from_kern(
     dst: *mut ibv_qp_attr,
     src: *mut ib_uverbs_qp_attr,
 ) {
-    // SAFETY: as above.
-    if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
-        qp_attr_from_kern(d, s);
-    }
+    export!(raw::void, untraced, {
+        // SAFETY: as above.
+        if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
+            qp_attr_from_kern(d, s);
+        }
+    })
 }
 
 /// # Safety
@@ -154,10 +159,12 @@ pub unsafe extern "C" fn ibv_copy_path_rec_from_kern(
     dst: *mut ibv_sa_path_rec,
     src: *mut ib_user_path_rec,
 ) {
-    // SAFETY: as above.
-    if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
-        path_rec_from_kern(d, s);
-    }
+    export!(raw::void, untraced, {
+        // SAFETY: as above.
+        if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
+            path_rec_from_kern(d, s);
+        }
+    })
 }
 
 /// # Safety
@@ -167,10 +174,12 @@ pub unsafe extern "C" fn ibv_copy_path_rec_to_kern(
     dst: *mut ib_user_path_rec,
     src: *mut ibv_sa_path_rec,
 ) {
-    // SAFETY: as above.
-    if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
-        path_rec_to_kern(d, s);
-    }
+    export!(raw::void, untraced, {
+        // SAFETY: as above.
+        if let (Some(d), Some(s)) = unsafe { (dst.as_mut(), src.as_ref()) } {
+            path_rec_to_kern(d, s);
+        }
+    })
 }
 
 /// A C string for a warning, tolerating NULL.
@@ -218,8 +227,10 @@ pub unsafe extern "C" fn verbs_open_device(
     device: *mut ibv_device,
     private_data: *mut c_void,
 ) -> *mut ibv_context {
-    // SAFETY: forwarded contract.
-    unsafe { crate::context::open_device_with(device, private_data) }
+    export!(raw::ptr, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { crate::context::open_device_with(device, private_data) }
+    })
 }
 
 /// rdma-core's provider logger. In C it is variadic; a non-variadic
@@ -230,7 +241,9 @@ pub unsafe extern "C" fn verbs_open_device(
 /// # Safety
 /// Not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn __verbs_log(_ctx: *mut verbs_context, _level: u32, _fmt: *const c_char) {}
+pub unsafe extern "C" fn __verbs_log(_ctx: *mut verbs_context, _level: u32, _fmt: *const c_char) {
+    export!(raw::void, untraced, {})
+}
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,8 @@ use verbs_abi::provider::{async_event_object, ProviderOps};
 use verbs_abi::*;
 
 use crate::device::{context_ops, lookup, object_context_of, register_context, unregister_context};
-use crate::util::{entry, errno_result, int_ret, minus_one_ret, set_errno, warning};
+use crate::util::{errno_result, int_ret, minus_one_ret, set_errno, warning};
+use verbs_rt::export;
 
 /// Size of rdma-core's `struct _compat_ibv_port_attr`: `ibv_port_attr` as it
 /// was before `port_cap_flags2`, i.e. up to and including `flags`.
@@ -59,8 +60,10 @@ unsafe fn install_lib_ops(ctx: *mut ibv_context) {
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
-    // SAFETY: forwarded contract.
-    unsafe { open_device_with(device, null_mut()) }
+    export!(raw::ptr, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { open_device_with(device, null_mut()) }
+    })
 }
 
 /// `ibv_open_device` with rdma-core's provider-private data, which only
@@ -72,7 +75,7 @@ pub(crate) unsafe fn open_device_with(
     device: *mut ibv_device,
     private_data: *mut c_void,
 ) -> *mut ibv_context {
-    entry!(ptr, (device), {
+    export!(ptr, (device), {
         let dev = lookup(device).ok_or(libc::EINVAL)?;
         let kernel = core::ptr::eq(dev.ops, &crate::kernel::ops::KERNEL_OPS);
         if !private_data.is_null() && !kernel {
@@ -120,7 +123,7 @@ pub(crate) unsafe fn open_device_with(
 /// `context` is NULL or a context from `ibv_open_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
-    entry!(int, (context), {
+    export!(int, (context), {
         let ops = unregister_context(context).ok_or(libc::EINVAL)?;
         let rc = match ops.close_device {
             // SAFETY: an open context of this provider, now out of the open
@@ -163,7 +166,7 @@ pub unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
     device_attr: *mut ibv_device_attr,
 ) -> c_int {
-    verbs_rt::traced!(int, (context, device_attr), {
+    export!(raw::int, (context, device_attr), {
         if device_attr.is_null() {
             return int_ret(Err(libc::EINVAL));
         }
@@ -250,7 +253,7 @@ pub unsafe extern "C" fn ibv_query_port(
     port_num: u8,
     port_attr: *mut c_void,
 ) -> c_int {
-    verbs_rt::traced!(int, (context, port_num, port_attr), {
+    export!(raw::int, (context, port_num, port_attr), {
         // SAFETY: forwarded contract.
         unsafe { query_port_sized(context, port_num, port_attr, COMPAT_PORT_ATTR_SIZE) }
     })
@@ -286,7 +289,7 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
-    entry!(minus_one, (context, port_num, index, gid), {
+    export!(minus_one, (context, port_num, index, gid), {
         if gid.is_null() {
             return Err(libc::EINVAL);
         }
@@ -315,7 +318,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    entry!(
+    export!(
         int,
         (context, port_num, gid_index, entry, flags, entry_size),
         {
@@ -358,48 +361,58 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    verbs_rt::traced!(value, (context, entries, max_entries, flags, entry_size), {
-        let r = (|| -> Result<usize, c_int> {
-            if entry_size < size_of::<ibv_gid_entry>() || (entries.is_null() && max_entries != 0) {
-                return Err(libc::EINVAL);
-            }
-            let ops = context_ops(context)?;
-            // SAFETY: context_ops found the context open; ops is its provider.
-            let ports = unsafe { query_device_full(context) }?
-                .orig_attr
-                .phys_port_cnt;
-            let mut count = 0usize;
-            for port in 1..=ports {
-                // SAFETY: as above.
-                let len = unsafe { query_port_full(ops, context, port) }?.gid_tbl_len;
-                for index in 0..u32::try_from(len).unwrap_or(0) {
+    export!(
+        raw::value,
+        (context, entries, max_entries, flags, entry_size),
+        {
+            let r = (|| -> Result<usize, c_int> {
+                if entry_size < size_of::<ibv_gid_entry>()
+                    || (entries.is_null() && max_entries != 0)
+                {
+                    return Err(libc::EINVAL);
+                }
+                let ops = context_ops(context)?;
+                // SAFETY: context_ops found the context open; ops is its provider.
+                let ports = unsafe { query_device_full(context) }?
+                    .orig_attr
+                    .phys_port_cnt;
+                let mut count = 0usize;
+                for port in 1..=ports {
                     // SAFETY: as above.
-                    let e = match unsafe { gid_entry(context, port.into(), index, flags) } {
-                        Ok(e) => e,
-                        Err(libc::ENODATA) => continue,
-                        Err(e) => return Err(e),
-                    };
-                    if count == max_entries {
-                        return Err(libc::EINVAL);
+                    let len = unsafe { query_port_full(ops, context, port) }?.gid_tbl_len;
+                    for index in 0..u32::try_from(len).unwrap_or(0) {
+                        // SAFETY: as above.
+                        let e = match unsafe { gid_entry(context, port.into(), index, flags) } {
+                            Ok(e) => e,
+                            Err(libc::ENODATA) => continue,
+                            Err(e) => return Err(e),
+                        };
+                        if count == max_entries {
+                            return Err(libc::EINVAL);
+                        }
+                        // SAFETY: count < max_entries, so the slot is inside the
+                        // caller's array.
+                        unsafe {
+                            write_sized(
+                                entries.cast::<u8>().add(count * entry_size),
+                                &e,
+                                entry_size,
+                            )
+                        };
+                        count += 1;
                     }
-                    // SAFETY: count < max_entries, so the slot is inside the
-                    // caller's array.
-                    unsafe {
-                        write_sized(entries.cast::<u8>().add(count * entry_size), &e, entry_size)
-                    };
-                    count += 1;
+                }
+                Ok(count)
+            })();
+            match r {
+                Ok(n) => isize::try_from(n).unwrap_or(isize::MAX),
+                Err(e) => {
+                    set_errno(e);
+                    -(e as isize)
                 }
             }
-            Ok(count)
-        })();
-        match r {
-            Ok(n) => isize::try_from(n).unwrap_or(isize::MAX),
-            Err(e) => {
-                set_errno(e);
-                -(e as isize)
-            }
         }
-    })
+    )
 }
 
 /// rdma-core's private GID-type query (ibv_devinfo uses it): -1 with errno
@@ -414,7 +427,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     index: c_uint,
     type_: *mut c_uint,
 ) -> c_int {
-    entry!(minus_one, (context, port_num, index, type_), {
+    export!(minus_one, (context, port_num, index, type_), {
         if type_.is_null() {
             return Err(libc::EINVAL);
         }
@@ -441,7 +454,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
     index: c_int,
     pkey: *mut __be16,
 ) -> c_int {
-    entry!(minus_one, (context, port_num, index, pkey), {
+    export!(minus_one, (context, port_num, index, pkey), {
         if pkey.is_null() {
             return Err(libc::EINVAL);
         }
@@ -466,7 +479,7 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
     port_num: u8,
     pkey: __be16,
 ) -> c_int {
-    verbs_rt::traced!(value, (context, port_num), {
+    export!(raw::value, (context, port_num), {
         let r = (|| -> Result<c_int, c_int> {
             let ops = context_ops(context)?;
             let q = ops.query_pkey.ok_or(libc::EOPNOTSUPP)?;
@@ -498,24 +511,26 @@ pub unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
     event: *mut ibv_async_event,
 ) -> c_int {
-    if event.is_null() {
-        return minus_one_ret(Err(libc::EINVAL));
-    }
-    match context_ops(context) {
-        Err(e) => minus_one_ret(Err(e)),
-        Ok(ops) => match ops.get_async_event {
-            Some(get) => {
-                // SAFETY: the provider's own context; the event buffer is valid.
-                let rc = unsafe { get(context, event) };
-                if verbs_rt::trace::on() {
-                    // SAFETY: the event buffer is valid (checked non-NULL).
-                    unsafe { trace_async_event(context, event, rc) };
+    export!(raw::minus_one, untraced, {
+        if event.is_null() {
+            return minus_one_ret(Err(libc::EINVAL));
+        }
+        match context_ops(context) {
+            Err(e) => minus_one_ret(Err(e)),
+            Ok(ops) => match ops.get_async_event {
+                Some(get) => {
+                    // SAFETY: the provider's own context; the event buffer is valid.
+                    let rc = unsafe { get(context, event) };
+                    if verbs_rt::trace::on() {
+                        // SAFETY: the event buffer is valid (checked non-NULL).
+                        unsafe { trace_async_event(context, event, rc) };
+                    }
+                    rc
                 }
-                rc
-            }
-            None => minus_one_ret(Err(libc::EOPNOTSUPP)),
-        },
-    }
+                None => minus_one_ret(Err(libc::EOPNOTSUPP)),
+            },
+        }
+    })
 }
 
 /// The tracer's line for an async event (or the failed wait).
@@ -561,7 +576,7 @@ unsafe fn trace_async_event(context: *mut ibv_context, event: *mut ibv_async_eve
 /// `event` is NULL or was filled by `ibv_get_async_event`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    verbs_rt::traced!(void, (event), {
+    export!(raw::void, (event), {
         if event.is_null() {
             return;
         }

@@ -6,7 +6,8 @@ use core::ffi::{c_int, c_uint, c_void};
 use verbs_abi::*;
 
 use crate::device::{context_ops, object_ops, release};
-use crate::util::{entry, errno_result, minus_one_ret};
+use crate::util::{errno_result, minus_one_ret};
+use verbs_rt::export;
 
 /// # Safety
 /// `context` is NULL or an open context.
@@ -14,7 +15,7 @@ use crate::util::{entry, errno_result, minus_one_ret};
 pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
-    entry!(ptr, (context), {
+    export!(ptr, (context), {
         let ops = context_ops(context)?;
         let create = ops.create_comp_channel.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own context.
@@ -26,8 +27,10 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// `channel` is NULL or a completion channel.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { release(channel, |ops| ops.destroy_comp_channel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { release(channel, |ops| ops.destroy_comp_channel) }
+    })
 }
 
 /// Builds a CQ through the provider's `create_cq_ex`; every provider CQ
@@ -43,7 +46,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
-    entry!(ptr, (context, cqe, cq_context, channel, comp_vector), {
+    export!(ptr, (context, cqe, cq_context, channel, comp_vector), {
         let ops = context_ops(context)?;
         if let Some(legacy) = ops.create_cq {
             // SAFETY: the provider's own context.
@@ -66,7 +69,7 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// `cq` is NULL or a CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    entry!(int, (cq, cqe), {
+    export!(int, (cq, cqe), {
         // SAFETY: forwarded contract.
         let (ops, _) = unsafe { object_ops(cq) }?;
         let resize = ops.resize_cq.ok_or(libc::EOPNOTSUPP)?;
@@ -82,8 +85,10 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
 /// `cq` is NULL or a CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { release(cq, |ops| ops.destroy_cq) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { release(cq, |ops| ops.destroy_cq) }
+    })
 }
 
 /// 0, or -1 with errno (the C convention of this call).
@@ -96,7 +101,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut ibv_cq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (channel, cq, cq_context), {
+    export!(raw::minus_one, (channel, cq, cq_context), {
         if cq.is_null() || cq_context.is_null() {
             return minus_one_ret(Err(libc::EINVAL));
         }
@@ -116,7 +121,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 /// `cq` is NULL or a CQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
-    verbs_rt::traced!(void, (cq, nevents), {
+    export!(raw::void, (cq, nevents), {
         // SAFETY: forwarded contract.
         let Ok((ops, _)) = (unsafe { object_ops(cq) }) else {
             return;

@@ -19,6 +19,7 @@ use verbs_abi::*;
 
 use crate::driver::{providers, Provider};
 use crate::util::{errno_result, ptr_ret, set_errno, warning};
+use verbs_rt::export;
 
 /// Our device object. `ibv` must stay first: `ibv_device *` and
 /// `Device *` are the same address.
@@ -415,7 +416,7 @@ fn refresh() -> Vec<*mut ibv_device> {
 /// `num_devices` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
-    verbs_rt::traced!(ptr, (num_devices), {
+    export!(raw::ptr, (num_devices), {
         if !num_devices.is_null() {
             // SAFETY: checked non-NULL; the caller provides an int.
             unsafe { *num_devices = 0 };
@@ -442,7 +443,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 /// `list` is NULL or came from `ibv_get_device_list`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    verbs_rt::traced!(void, (list), {
+    export!(raw::void, (list), {
         // The devices themselves live on; only the array is ours to free.
         // SAFETY: the array was allocated with calloc; free(NULL) is a no-op.
         unsafe { libc::free(list.cast()) };
@@ -456,7 +457,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
 /// `device` is NULL or points to an `ibv_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
-    verbs_rt::traced!(ptr, (device), {
+    export!(raw::ptr, (device), {
         // rdma-core would crash on NULL; refusing costs nothing.
         if device.is_null() {
             set_errno(libc::EINVAL);
@@ -479,7 +480,7 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 /// `device` is NULL or points to an `ibv_device`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
-    verbs_rt::traced!(value, (device), {
+    export!(raw::value, (device), {
         if let Some(d) = lookup(device) {
             return d.guid;
         }
@@ -529,7 +530,9 @@ fn parse_guid(s: &str) -> Option<u64> {
 /// `device` is NULL or points to an `ibv_device`; it is not read.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
-    verbs_rt::traced!(value, (device), { lookup(device).map_or(-1, |d| d.index) })
+    export!(raw::value, (device), {
+        lookup(device).map_or(-1, |d| d.index)
+    })
 }
 
 /// Importing needs the uverbs command fd of a kernel device; ours have none,
@@ -539,7 +542,7 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 /// None: only fstat is applied to `cmd_fd`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
-    verbs_rt::traced!(ptr, (cmd_fd), {
+    export!(raw::ptr, (cmd_fd), {
         // SAFETY: fstat on any integer is safe; st is plain data.
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
         // SAFETY: st is a valid out buffer.

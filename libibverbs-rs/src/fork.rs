@@ -18,6 +18,7 @@ use std::sync::LazyLock;
 
 use parking_lot::Mutex;
 use verbs_abi::{ibv_fork_status, IBV_FORK_DISABLED, IBV_FORK_ENABLED, IBV_FORK_UNNEEDED};
+use verbs_rt::export;
 
 /// `[start, end)` page ranges and how many registrations cover each.
 type Counted = Vec<(usize, usize, u32)>;
@@ -52,7 +53,7 @@ fn page_size() -> usize {
 
 #[no_mangle]
 pub extern "C" fn ibv_fork_init() -> c_int {
-    verbs_rt::traced!(int, (), {
+    export!(raw::int, (), {
         crate::check::fork_init_called();
         let mut r = RANGES.lock();
         if r.is_some() {
@@ -68,7 +69,7 @@ pub extern "C" fn ibv_fork_init() -> c_int {
 
 #[no_mangle]
 pub extern "C" fn ibv_is_fork_initialized() -> ibv_fork_status {
-    verbs_rt::traced!(value, (), {
+    export!(raw::value, (), {
         match *COPY_ON_FORK {
             None | Some(true) => IBV_FORK_UNNEEDED,
             Some(false) if RANGES.lock().is_some() => IBV_FORK_ENABLED,
@@ -172,12 +173,12 @@ fn madvise_range(base: *mut c_void, size: usize, add: bool) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn ibv_dontfork_range(base: *mut c_void, size: usize) -> c_int {
-    verbs_rt::traced!(int, (base, size), { madvise_range(base, size, true) })
+    export!(raw::int, (base, size), { madvise_range(base, size, true) })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_dofork_range(base: *mut c_void, size: usize) -> c_int {
-    verbs_rt::traced!(int, (base, size), { madvise_range(base, size, false) })
+    export!(raw::int, (base, size), { madvise_range(base, size, false) })
 }
 
 #[cfg(test)]

@@ -4,11 +4,13 @@
 //! `exports.txt`; the build turns that list into the linker's version
 //! script. Modules are grouped by the object their verbs act on.
 //!
-//! Panic policy: the workspace builds with `panic = "abort"`, so a bug can
-//! never unwind into C; the entry points do not use `catch_unwind`. They
-//! validate the pointers they can check (NULL, devices we never listed,
-//! contexts that are not open, see `device::context_ops`) and report
-//! EINVAL rather than crash.
+//! Panic policy: every exported function's body is `verbs_rt::export!`,
+//! which keeps a panic from unwinding into C (`catch_unwind`, then the
+//! call's C error with errno `EIO`); the workspace builds with
+//! `panic = "abort"`, so in the shipped library a bug aborts instead. The
+//! entry points validate the pointers they can check (NULL, devices we
+//! never listed, contexts that are not open, see `device::context_ops`)
+//! and report EINVAL rather than crash.
 
 mod ah;
 mod check;

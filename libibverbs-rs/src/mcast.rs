@@ -6,7 +6,8 @@ use verbs_abi::provider::ProviderOps;
 use verbs_abi::*;
 
 use crate::device::object_ops;
-use crate::util::{entry, errno_result};
+use crate::util::errno_result;
+use verbs_rt::export;
 
 type McastEntry = Option<unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> c_int>;
 
@@ -20,7 +21,7 @@ unsafe fn membership(
     lid: u16,
     entry: fn(&ProviderOps) -> McastEntry,
 ) -> c_int {
-    entry!(int, {
+    export!(int, (), {
         if gid.is_null() {
             return Err(libc::EINVAL);
         }
@@ -36,7 +37,7 @@ unsafe fn membership(
 /// `qp` is NULL or a QP; `gid` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    verbs_rt::traced!(int, (qp, gid, lid), {
+    export!(raw::int, (qp, gid, lid), {
         // SAFETY: forwarded contract.
         unsafe { membership(qp, gid, lid, |ops| ops.attach_mcast) }
     })
@@ -46,7 +47,7 @@ pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
 /// `qp` is NULL or a QP; `gid` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    verbs_rt::traced!(int, (qp, gid, lid), {
+    export!(raw::int, (qp, gid, lid), {
         // SAFETY: forwarded contract.
         unsafe { membership(qp, gid, lid, |ops| ops.detach_mcast) }
     })

@@ -10,7 +10,8 @@ use core::ffi::{c_int, c_uint, c_void};
 use verbs_abi::*;
 
 use crate::device::{object_ops, release};
-use crate::util::{entry, ptr_ret, set_errno};
+use crate::util::{ptr_ret, set_errno};
+use verbs_rt::export;
 
 /// # Safety
 /// `pd` is NULL or a PD; `addr..addr+length` is the caller's memory.
@@ -22,7 +23,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: c_uint,
 ) -> *mut ibv_mr {
-    entry!(ptr, (pd, addr, length, iova, access), {
+    export!(ptr, (pd, addr, length, iova, access), {
         // SAFETY: forwarded contract.
         let (ops, ctx) = unsafe { object_ops(pd) }?;
         let reg = ops.reg_mr.ok_or(libc::EOPNOTSUPP)?;
@@ -57,7 +58,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut ibv_mr {
-    verbs_rt::traced!(ptr, (pd, addr, length, access), {
+    export!(raw::ptr, (pd, addr, length, access), {
         // SAFETY: forwarded contract; the access bits are reinterpreted as C does.
         unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as c_uint) }
     })
@@ -73,7 +74,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
-    verbs_rt::traced!(ptr, (pd, addr, length, iova, access), {
+    export!(raw::ptr, (pd, addr, length, iova, access), {
         // SAFETY: forwarded contract.
         unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
     })
@@ -90,7 +91,7 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     _fd: c_int,
     _access: c_int,
 ) -> *mut ibv_mr {
-    verbs_rt::traced!(ptr, (pd), {
+    export!(raw::ptr, (pd), {
         // SAFETY: forwarded contract.
         ptr_ret(unsafe { object_ops(pd) }.and(Err(libc::EOPNOTSUPP)))
     })
@@ -111,7 +112,7 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     length: usize,
     access: c_int,
 ) -> c_int {
-    verbs_rt::traced!(value, (mr, flags, pd, addr, length, access), {
+    export!(raw::value, (mr, flags, pd, addr, length, access), {
         let input_error = |e| {
             set_errno(e);
             IBV_REREG_MR_ERR_INPUT
@@ -160,12 +161,14 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 /// `mr` is NULL or an MR.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-    // SAFETY: forwarded contract.
-    let rc = unsafe { release(mr, |ops| ops.dereg_mr) };
-    if rc == 0 && verbs_rt::check::on() {
-        crate::check::mr_deregistered();
-    }
-    rc
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        let rc = unsafe { release(mr, |ops| ops.dereg_mr) };
+        if rc == 0 && verbs_rt::check::on() {
+            crate::check::mr_deregistered();
+        }
+        rc
+    })
 }
 
 /// MRs have no kernel handle to import (see `ibv_import_pd`).
@@ -174,7 +177,7 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
 /// `pd` is NULL or a PD.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, _mr_handle: u32) -> *mut ibv_mr {
-    verbs_rt::traced!(ptr, (pd), {
+    export!(raw::ptr, (pd), {
         // SAFETY: forwarded contract.
         ptr_ret(unsafe { object_ops(pd) }.and(Err(libc::EOPNOTSUPP)))
     })
@@ -186,5 +189,5 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, _mr_handle: u32) -> *mut
 /// Not dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_mr(_mr: *mut ibv_mr) {
-    verbs_rt::traced!(void, (), {})
+    export!(raw::void, (), {})
 }

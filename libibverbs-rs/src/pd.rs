@@ -5,13 +5,14 @@ use core::ffi::c_int;
 use verbs_abi::*;
 
 use crate::device::{context_ops, release};
-use crate::util::{entry, ptr_ret};
+use crate::util::ptr_ret;
+use verbs_rt::export;
 
 /// # Safety
 /// `context` is NULL or an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
-    entry!(ptr, (context), {
+    export!(ptr, (context), {
         let ops = context_ops(context)?;
         let alloc = ops.alloc_pd.ok_or(libc::EOPNOTSUPP)?;
         // SAFETY: the provider's own context.
@@ -28,8 +29,10 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 /// `pd` is NULL or a PD from `ibv_alloc_pd`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { release(pd, |ops| ops.dealloc_pd) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { release(pd, |ops| ops.dealloc_pd) }
+    })
 }
 
 /// Sharing a PD between processes needs a kernel object handle; software
@@ -39,7 +42,7 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
 /// `context` is NULL or an open context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, _pd_handle: u32) -> *mut ibv_pd {
-    verbs_rt::traced!(ptr, (context), {
+    export!(raw::ptr, (context), {
         ptr_ret(context_ops(context).and(Err(libc::EOPNOTSUPP)))
     })
 }
@@ -51,5 +54,5 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, _pd_handle: u3
 /// Not dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_pd(_pd: *mut ibv_pd) {
-    verbs_rt::traced!(void, (), {})
+    export!(raw::void, (), {})
 }

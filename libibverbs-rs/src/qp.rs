@@ -6,7 +6,8 @@ use verbs_abi::*;
 
 use crate::context::query_device_full;
 use crate::device::{object_ops, release};
-use crate::util::{entry, errno_result, set_errno};
+use crate::util::{errno_result, set_errno};
+use verbs_rt::export;
 
 /// Builds the QP through the provider's `create_qp_ex` and reports the
 /// capabilities actually granted back in `qp_init_attr->cap`. verbs.h's
@@ -20,7 +21,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
-    entry!(ptr, (pd, qp_init_attr), {
+    export!(ptr, (pd, qp_init_attr), {
         if qp_init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -60,7 +61,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     attr_mask: c_int,
 ) -> c_int {
-    entry!(int, (qp, attr, attr_mask), {
+    export!(int, (qp, attr, attr_mask), {
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -86,7 +87,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     attr_mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    entry!(int, (qp, attr, attr_mask, init_attr), {
+    export!(int, (qp, attr, attr_mask, init_attr), {
         if attr.is_null() || init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -107,8 +108,10 @@ pub unsafe extern "C" fn ibv_query_qp(
 /// `qp` is NULL or a QP.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { release(qp, |ops| ops.destroy_qp) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { release(qp, |ops| ops.destroy_qp) }
+    })
 }
 
 /// Every provider QP is the `qp_base` (first member) of an `ibv_qp_ex`, by
@@ -118,7 +121,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 /// `qp` is NULL or a QP.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
-    verbs_rt::traced!(ptr, (qp), {
+    export!(raw::ptr, (qp), {
         if qp.is_null() {
             set_errno(libc::EINVAL);
         }
@@ -146,7 +149,7 @@ unsafe fn ece_vendor(qp: *mut ibv_qp) -> Result<u32, c_int> {
 /// `qp` is NULL or a QP; `ece` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int {
-    entry!(int, (qp, ece), {
+    export!(int, (qp, ece), {
         if ece.is_null() {
             return Err(libc::EINVAL);
         }
@@ -170,7 +173,7 @@ pub unsafe extern "C" fn ibv_query_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_
 /// `qp` is NULL or a QP; `ece` NULL or readable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_set_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int {
-    entry!(int, (qp, ece), {
+    export!(int, (qp, ece), {
         if ece.is_null() {
             return Err(libc::EINVAL);
         }
@@ -198,5 +201,5 @@ pub unsafe extern "C" fn ibv_query_qp_data_in_order(
     _op: c_uint,
     _flags: u32,
 ) -> c_int {
-    verbs_rt::traced!(value, (), { 0 })
+    export!(raw::value, (), { 0 })
 }

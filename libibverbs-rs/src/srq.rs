@@ -5,7 +5,8 @@ use core::ffi::c_int;
 use verbs_abi::*;
 
 use crate::device::{object_ops, release};
-use crate::util::{entry, errno_result};
+use crate::util::errno_result;
+use verbs_rt::export;
 
 /// Builds a basic SRQ through the provider's `create_srq_ex` and reports
 /// the granted sizes back in `srq_init_attr->attr`. verbs.h's inline
@@ -19,7 +20,7 @@ pub unsafe extern "C" fn ibv_create_srq(
     pd: *mut ibv_pd,
     srq_init_attr: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
-    entry!(ptr, (pd, srq_init_attr), {
+    export!(ptr, (pd, srq_init_attr), {
         if srq_init_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -55,7 +56,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
     srq_attr: *mut ibv_srq_attr,
     srq_attr_mask: c_int,
 ) -> c_int {
-    entry!(int, (srq, srq_attr, srq_attr_mask), {
+    export!(int, (srq, srq_attr, srq_attr_mask), {
         if srq_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -71,7 +72,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
 /// `srq` is NULL or an SRQ; `srq_attr` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
-    entry!(int, (srq, srq_attr), {
+    export!(int, (srq, srq_attr), {
         if srq_attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -87,6 +88,8 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
 /// `srq` is NULL or an SRQ.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { release(srq, |ops| ops.destroy_srq) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { release(srq, |ops| ops.destroy_srq) }
+    })
 }

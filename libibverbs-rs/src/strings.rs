@@ -5,6 +5,7 @@
 //! out-of-range values map to "unknown" as there.
 
 use core::ffi::{c_char, c_int, CStr};
+use verbs_rt::export;
 
 /// `IBV_RATE_MAX`, "no rate / unknown", as the `int` these calls trade in.
 const IBV_RATE_MAX: c_int = verbs_abi::IBV_RATE_MAX as c_int;
@@ -150,42 +151,44 @@ pub(crate) fn mbps_to_rate(mbps: c_int) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
-    node_type_name(node_type).as_ptr()
+    export!(raw::value, untraced, { node_type_name(node_type).as_ptr() })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_port_state_str(port_state: c_int) -> *const c_char {
-    port_state_name(port_state).as_ptr()
+    export!(raw::value, untraced, {
+        port_state_name(port_state).as_ptr()
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
-    event_type_name(event).as_ptr()
+    export!(raw::value, untraced, { event_type_name(event).as_ptr() })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
-    wc_status_name(status).as_ptr()
+    export!(raw::value, untraced, { wc_status_name(status).as_ptr() })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
-    rate_to_mult(rate)
+    export!(raw::value, untraced, { rate_to_mult(rate) })
 }
 
 #[no_mangle]
 pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
-    mult_to_rate(mult)
+    export!(raw::value, untraced, { mult_to_rate(mult) })
 }
 
 #[no_mangle]
 pub extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
-    rate_to_mbps(rate)
+    export!(raw::value, untraced, { rate_to_mbps(rate) })
 }
 
 #[no_mangle]
 pub extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
-    mbps_to_rate(mbps)
+    export!(raw::value, untraced, { mbps_to_rate(mbps) })
 }
 
 #[cfg(test)]

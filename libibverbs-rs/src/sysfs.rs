@@ -18,6 +18,7 @@ use std::sync::LazyLock;
 use verbs_abi::IBV_SYSFS_PATH_MAX;
 
 use crate::util::{set_errno, trusted_env};
+use verbs_rt::export;
 
 static SYSFS_PATH: LazyLock<CString> = LazyLock::new(|| {
     let bytes = match trusted_env("SYSFS_PATH") {
@@ -74,7 +75,7 @@ fn read_file(path: &[u8], buf: &mut [u8]) -> Result<usize, c_int> {
 
 #[no_mangle]
 pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
-    SYSFS_PATH.as_ptr()
+    export!(raw::ptr, untraced, { SYSFS_PATH.as_ptr() })
 }
 
 /// # Safety
@@ -86,28 +87,30 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
     buf: *mut c_char,
     size: usize,
 ) -> c_int {
-    if dir.is_null() || file.is_null() || (buf.is_null() && size != 0) {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: both are non-NULL C strings per the C contract.
-    let (dir, file) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
-    let mut path = dir.to_bytes().to_vec();
-    path.push(b'/');
-    path.extend_from_slice(file.to_bytes());
-    let out: &mut [u8] = if size == 0 {
-        &mut []
-    } else {
-        // SAFETY: the caller provides `size` writable bytes at `buf`.
-        unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) }
-    };
-    match read_file(&path, out) {
-        Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
-        Err(e) => {
-            set_errno(e);
-            -1
+    export!(raw::minus_one, untraced, {
+        if dir.is_null() || file.is_null() || (buf.is_null() && size != 0) {
+            set_errno(libc::EINVAL);
+            return -1;
         }
-    }
+        // SAFETY: both are non-NULL C strings per the C contract.
+        let (dir, file) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
+        let mut path = dir.to_bytes().to_vec();
+        path.push(b'/');
+        path.extend_from_slice(file.to_bytes());
+        let out: &mut [u8] = if size == 0 {
+            &mut []
+        } else {
+            // SAFETY: the caller provides `size` writable bytes at `buf`.
+            unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) }
+        };
+        match read_file(&path, out) {
+            Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
+        }
+    })
 }
 
 /// In C this is variadic (`fnfmt` is a printf format). It is only ever
@@ -126,12 +129,14 @@ pub unsafe extern "C" fn ibv_read_ibdev_sysfs_file(
     sysfs_dev: *mut c_void,
     _fnfmt: *const c_char,
 ) -> c_int {
-    set_errno(if sysfs_dev.is_null() {
-        libc::EINVAL
-    } else {
-        libc::ENOENT
-    });
-    -1
+    export!(raw::minus_one, untraced, {
+        set_errno(if sysfs_dev.is_null() {
+            libc::EINVAL
+        } else {
+            libc::ENOENT
+        });
+        -1
+    })
 }
 
 #[cfg(test)]

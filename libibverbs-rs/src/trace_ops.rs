@@ -44,7 +44,7 @@ impl Slot {
 
 /// Declares, per entry, the slot holding the provider's function and the
 /// trampoline that calls it and records the call (`$conv` as in
-/// `traced!`).
+/// `export!`'s `raw::` conventions).
 macro_rules! trampolines {
     ($($name:ident: $conv:ident fn($($a:ident: $t:ty),*) -> $r:ty;)*) => {
         mod slots {

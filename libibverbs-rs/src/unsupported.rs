@@ -17,7 +17,8 @@ use verbs_abi::provider::VerbsObject;
 use verbs_abi::*;
 
 use crate::device::{context_ops, object_ops};
-use crate::util::{int_ret, ptr_ret, set_errno};
+use crate::util::{int_ret, ptr_ret};
+use verbs_rt::export;
 
 type Opaque = *mut c_void;
 
@@ -55,8 +56,8 @@ unsafe fn on_handle<T>(p: *mut T) -> c_int {
 }
 
 /// `CONV fn name(CHECK target: T, rest...) -> R;` defines an exported stub
-/// that reports `CHECK(target)` in convention CONV: `new` (NULL + errno),
-/// `int` (positive errno) or `fd` (-1 + errno).
+/// that reports `CHECK(target)` in convention CONV (`export!`'s): `ptr`
+/// (NULL + errno), `int` (positive errno) or `minus_one` (-1 + errno).
 macro_rules! unsupported {
     ($(
         $conv:ident fn $name:ident(
@@ -68,26 +69,21 @@ macro_rules! unsupported {
         /// are not dereferenced.
         #[no_mangle]
         pub unsafe extern "C" fn $name($target: $tty $(, $arg: $ty)*) -> $ret {
-            let _ = ($($arg,)*);
-            // SAFETY: forwarded contract.
-            let err = unsafe { $check($target) };
-            unsupported!(@$conv err)
+            export!($conv, untraced, {
+                let _ = ($($arg,)*);
+                // SAFETY: forwarded contract.
+                Err(unsafe { $check($target) })
+            })
         }
     )*};
-    (@new $e:ident) => { ptr_ret(Err($e)) };
-    (@int $e:ident) => { int_ret(Err($e)) };
-    (@fd $e:ident) => {{
-        set_errno($e);
-        -1
-    }};
 }
 
 unsupported! {
-    new fn ibv_import_dm(on_context context: *mut ibv_context, dm_handle: u32) -> *mut ibv_dm;
-    new fn ibv_alloc_dmah(on_context context: *mut ibv_context, attr: Opaque) -> Opaque;
-    new fn ibv_create_comp_cntr(on_context context: *mut ibv_context, cc_attr: Opaque) -> Opaque;
-    new fn ibv_reg_mr_ex(on_object pd: *mut ibv_pd, mr_init_attr: Opaque) -> *mut ibv_mr;
-    new fn ibv_reg_buf_mr(
+    ptr fn ibv_import_dm(on_context context: *mut ibv_context, dm_handle: u32) -> *mut ibv_dm;
+    ptr fn ibv_alloc_dmah(on_context context: *mut ibv_context, attr: Opaque) -> Opaque;
+    ptr fn ibv_create_comp_cntr(on_context context: *mut ibv_context, cc_attr: Opaque) -> Opaque;
+    ptr fn ibv_reg_mr_ex(on_object pd: *mut ibv_pd, mr_init_attr: Opaque) -> *mut ibv_mr;
+    ptr fn ibv_reg_buf_mr(
         on_object pd: *mut ibv_pd, buf: Opaque, addr: *mut c_void, length: usize, access: c_int,
     ) -> *mut ibv_mr;
     int fn ibv_dealloc_dmah(on_handle dmah: Opaque) -> c_int;
@@ -98,21 +94,23 @@ unsupported! {
     int fn ibv_inc_err_comp_cntr(on_handle comp_cntr: Opaque, amount: u64) -> c_int;
     int fn ibv_read_comp_cntr(on_handle comp_cntr: Opaque, value: *mut u64) -> c_int;
     int fn ibv_read_err_comp_cntr(on_handle comp_cntr: Opaque, value: *mut u64) -> c_int;
-    fd fn ibv_dm_export_dmabuf_fd(on_handle dm: *mut ibv_dm) -> c_int;
-    fd fn ibv_export_buf_dmabuf_fd(on_handle buf: Opaque) -> c_int;
+    minus_one fn ibv_dm_export_dmabuf_fd(on_handle dm: *mut ibv_dm) -> c_int;
+    minus_one fn ibv_export_buf_dmabuf_fd(on_handle buf: Opaque) -> c_int;
 }
 
 /// # Safety
 /// Not dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_dm(_dm: *mut ibv_dm) {
-    verbs_rt::traced!(void, (), {})
+    export!(raw::void, (), {})
 }
 
 /// # Safety
 /// Not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_free_buf(_buf: Opaque) {}
+pub unsafe extern "C" fn ibv_free_buf(_buf: Opaque) {
+    export!(raw::void, untraced, {})
+}
 
 /// # Safety
 /// `context` is NULL or an open context.
@@ -122,7 +120,7 @@ pub unsafe extern "C" fn ibv_query_port_speed(
     _port_num: u32,
     port_speed: *mut u64,
 ) -> c_int {
-    verbs_rt::traced!(value, (context, port_speed), {
+    export!(raw::value, (context, port_speed), {
         if port_speed.is_null() {
             return int_ret(Err(libc::EINVAL));
         }
@@ -142,12 +140,14 @@ pub unsafe extern "C" fn ibv_alloc_buf(
     _size: usize,
     buf: *mut Opaque,
 ) -> *mut c_void {
-    if !buf.is_null() {
-        // SAFETY: the caller's out slot.
-        unsafe { *buf = null_mut() };
-    }
-    // SAFETY: forwarded contract.
-    ptr_ret(Err(unsafe { on_object(pd) }))
+    export!(raw::ptr, untraced, {
+        if !buf.is_null() {
+            // SAFETY: the caller's out slot.
+            unsafe { *buf = null_mut() };
+        }
+        // SAFETY: forwarded contract.
+        ptr_ret(Err(unsafe { on_object(pd) }))
+    })
 }
 
 /// # Safety
@@ -159,7 +159,7 @@ pub unsafe extern "C" fn _ibv_query_comp_cntr_caps(
     caps: Opaque,
     caps_size: usize,
 ) -> c_int {
-    verbs_rt::traced!(value, (context, caps_size), {
+    export!(raw::value, (context, caps_size), {
         if !caps.is_null() {
             // SAFETY: the caller's buffer of caps_size bytes; zeroed as the C
             // call does before asking the provider.
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn ibv_qp_attach_comp_cntr(
     comp_cntr: Opaque,
     _attr: Opaque,
 ) -> c_int {
-    verbs_rt::traced!(value, (qp), {
+    export!(raw::value, (qp), {
         if comp_cntr.is_null() {
             return int_ret(Err(libc::EINVAL));
         }

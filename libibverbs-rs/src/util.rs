@@ -35,8 +35,6 @@ macro_rules! warning {
 }
 pub(crate) use warning;
 
-pub(crate) use verbs_rt::entry;
-
 /// A provider's int return (0 or a positive errno) as a Result.
 pub(crate) fn errno_result(rc: c_int) -> Result<(), c_int> {
     if rc == 0 {

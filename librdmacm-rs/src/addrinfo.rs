@@ -9,6 +9,7 @@ use verbs_abi::*;
 
 use crate::device;
 use crate::error::{set_errno, to_c, Res};
+use verbs_rt::export;
 
 /// # Safety
 /// `src` readable for `len` bytes.
@@ -109,7 +110,7 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     hints: *const rdma_addrinfo,
     res: *mut *mut rdma_addrinfo,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (node, service, hints, res), {
+    export!(raw::minus_one, (node, service, hints, res), {
         if (node.is_null() && service.is_null() && hints.is_null()) || res.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -193,7 +194,7 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
 /// `res` must come from `rdma_getaddrinfo` (or be null).
 #[no_mangle]
 pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut rdma_addrinfo) {
-    verbs_rt::traced!(void, (res), {
+    export!(raw::void, (res), {
         let mut p = res;
         while !p.is_null() {
             // SAFETY: every node and its members were malloc'd by us.

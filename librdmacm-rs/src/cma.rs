@@ -13,9 +13,10 @@ use crate::addr;
 use crate::backend;
 use crate::channel::Channel;
 use crate::device;
-use crate::error::{entry, set_errno, to_c, Res};
+use crate::error::{set_errno, to_c, Res};
 use crate::id::{self, CmId};
 use crate::wire::{REJ_CONSUMER_DEFINED, REJ_VENDOR_OPTION_NOT_SUPPORTED};
+use verbs_rt::export;
 
 /// Reads an optional C address; a non-null one of a foreign family is EINVAL.
 ///
@@ -63,7 +64,7 @@ fn sync_complete(id: &Arc<CmId>) -> Res<()> {
 
 #[no_mangle]
 pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
-    verbs_rt::traced!(ptr, (), {
+    export!(raw::ptr, (), {
         let r = device::all().and_then(|_| Channel::create());
         match r {
             Ok(ch) => ch.c_ptr(),
@@ -77,7 +78,7 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
-    verbs_rt::traced!(void, (channel), {
+    export!(raw::void, (channel), {
         if let Ok(ch) = Channel::lookup(channel) {
             ch.destroy();
         }
@@ -111,7 +112,7 @@ pub unsafe extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: rdma_port_space,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (channel, id, context, ps), {
+    export!(raw::minus_one, (channel, id, context, ps), {
         if id.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -124,7 +125,7 @@ pub unsafe extern "C" fn rdma_create_id(
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
-    verbs_rt::traced!(minus_one, (id), {
+    export!(raw::minus_one, (id), {
         to_c(lookup(id).and_then(|i| {
             if verbs_rt::check::on() {
                 i.check_destroy()?;
@@ -139,9 +140,9 @@ pub extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
 /// `addr` must be null or a readable socket address.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
-    // SAFETY: forwarded caller guarantee.
-    let a = unsafe { opt_addr(addr) };
-    entry!(minus_one, (id, addr), {
+    export!(minus_one, (id, addr), {
+        // SAFETY: forwarded caller guarantee.
+        let a = unsafe { opt_addr(addr) };
         let a = a?.ok_or(libc::EINVAL)?;
         backend::bind(&lookup(id)?, a)
     })
@@ -156,9 +157,9 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     dst_addr: *mut sockaddr,
     timeout_ms: c_int,
 ) -> c_int {
-    // SAFETY: forwarded caller guarantee.
-    let (src, dst) = unsafe { (opt_addr(src_addr), opt_addr(dst_addr)) };
-    entry!(minus_one, (id, src_addr, dst_addr, timeout_ms), {
+    export!(minus_one, (id, src_addr, dst_addr, timeout_ms), {
+        // SAFETY: forwarded caller guarantee.
+        let (src, dst) = unsafe { (opt_addr(src_addr), opt_addr(dst_addr)) };
         let dst = dst?.ok_or(libc::EINVAL)?;
         let src = src?;
         let i = lookup(id)?;
@@ -169,7 +170,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 
 #[no_mangle]
 pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
-    entry!(minus_one, (id, timeout_ms), {
+    export!(minus_one, (id, timeout_ms), {
         let i = lookup(id)?;
         backend::resolve_route(&i, timeout_ms)?;
         sync_complete(&i)
@@ -178,7 +179,7 @@ pub extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> 
 
 #[no_mangle]
 pub extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
-    verbs_rt::traced!(minus_one, (id, backlog), {
+    export!(raw::minus_one, (id, backlog), {
         to_c(lookup(id).and_then(|i| backend::listen(&i, backlog)))
     })
 }
@@ -190,9 +191,9 @@ pub unsafe extern "C" fn rdma_connect(
     id: *mut rdma_cm_id,
     conn_param: *mut rdma_conn_param,
 ) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let p = unsafe { conn_param.as_ref() };
-    entry!(minus_one, (id, conn_param), {
+    export!(minus_one, (id, conn_param), {
+        // SAFETY: null or valid per the caller.
+        let p = unsafe { conn_param.as_ref() };
         let i = lookup(id)?;
         backend::connect(&i, p)?;
         sync_complete(&i)
@@ -206,9 +207,9 @@ pub unsafe extern "C" fn rdma_accept(
     id: *mut rdma_cm_id,
     conn_param: *mut rdma_conn_param,
 ) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let p = unsafe { conn_param.as_ref() };
-    entry!(minus_one, (id, conn_param), {
+    export!(minus_one, (id, conn_param), {
+        // SAFETY: null or valid per the caller.
+        let p = unsafe { conn_param.as_ref() };
         let i = lookup(id)?;
         backend::accept(&i, p)?;
         if i.is_datagram() {
@@ -240,7 +241,7 @@ pub unsafe extern "C" fn rdma_reject(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, private_data, private_data_len), {
+    export!(raw::minus_one, (id, private_data, private_data_len), {
         // SAFETY: forwarded caller guarantee.
         unsafe { reject_with(id, private_data, private_data_len, REJ_CONSUMER_DEFINED) }
     })
@@ -254,7 +255,7 @@ pub unsafe extern "C" fn rdma_reject_ece(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, private_data, private_data_len), {
+    export!(raw::minus_one, (id, private_data, private_data_len), {
         // SAFETY: forwarded caller guarantee.
         unsafe {
             reject_with(
@@ -269,7 +270,7 @@ pub unsafe extern "C" fn rdma_reject_ece(
 
 #[no_mangle]
 pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
-    entry!(minus_one, (id), {
+    export!(minus_one, (id), {
         let i = lookup(id)?;
         if backend::disconnect(&i)? {
             sync_complete(&i)?;
@@ -280,14 +281,14 @@ pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
-    verbs_rt::traced!(minus_one, (id), {
+    export!(raw::minus_one, (id), {
         to_c(lookup(id).and_then(|i| backend::establish(&i)))
     })
 }
 
 #[no_mangle]
 pub extern "C" fn rdma_notify(id: *mut rdma_cm_id, event: ibv_event_type) -> c_int {
-    verbs_rt::traced!(minus_one, (id), {
+    export!(raw::minus_one, (id), {
         to_c(lookup(id).and_then(|i| backend::notify(&i, event)))
     })
 }
@@ -299,10 +300,10 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     channel: *mut rdma_event_channel,
     event: *mut *mut rdma_cm_event,
 ) -> c_int {
-    if event.is_null() {
-        return to_c(Err(libc::EINVAL));
-    }
-    entry!(minus_one, (channel, event), {
+    export!(minus_one, (channel, event), {
+        if event.is_null() {
+            return Err(libc::EINVAL);
+        }
         let ch = Channel::lookup(channel)?;
         let p = backend::next_event(&ch)?;
         // SAFETY: checked non-null; the caller provides the slot.
@@ -344,7 +345,7 @@ unsafe fn trace_cm_event(channel: *mut rdma_event_channel, p: *mut rdma_cm_event
 
 #[no_mangle]
 pub extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
-    verbs_rt::traced!(minus_one, (event), {
+    export!(raw::minus_one, (event), {
         if event.is_null() || !id::ack(event) {
             return to_c(Err(libc::EINVAL));
         }
@@ -354,7 +355,7 @@ pub extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn rdma_event_str(event: rdma_cm_event_type) -> *const c_char {
-    event_cstr(event).as_ptr()
+    export!(raw::value, untraced, { event_cstr(event).as_ptr() })
 }
 
 /// An event's name, for the log.
@@ -395,7 +396,7 @@ pub unsafe extern "C" fn rdma_set_option(
     optval: *mut c_void,
     optlen: usize,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, level, optname, optval, optlen), {
+    export!(raw::minus_one, (id, level, optname, optval, optlen), {
         if optval.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -407,7 +408,7 @@ pub unsafe extern "C" fn rdma_set_option(
 
 #[no_mangle]
 pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
-    entry!(minus_one, (id, channel), {
+    export!(minus_one, (id, channel), {
         let i = lookup(id)?;
         let ch = if channel.is_null() {
             None
@@ -433,7 +434,7 @@ fn port_of(sa: &libc::sockaddr_storage) -> u16 {
 /// Returns the port in network byte order, as rdma-core does.
 #[no_mangle]
 pub extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
-    verbs_rt::traced!(value, (id), {
+    export!(raw::value, (id), {
         lookup(id)
             // SAFETY: union members are plain data.
             .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.src.src_storage })))
@@ -444,7 +445,7 @@ pub extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
 /// Returns the port in network byte order, as rdma-core does.
 #[no_mangle]
 pub extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
-    verbs_rt::traced!(value, (id), {
+    export!(raw::value, (id), {
         lookup(id)
             // SAFETY: union members are plain data.
             .map(|i| i.with_c(|c, _| port_of(unsafe { &c.route.addr.dst.dst_storage })))
@@ -456,7 +457,7 @@ pub extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
 /// `num_devices` must be null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
-    verbs_rt::traced!(ptr, (num_devices), {
+    export!(raw::ptr, (num_devices), {
         let set_num = |n: c_int| {
             if !num_devices.is_null() {
                 // SAFETY: non-null and writable per the caller.
@@ -495,7 +496,7 @@ pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut 
 /// `list` must come from `rdma_get_devices` (or be null).
 #[no_mangle]
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
-    verbs_rt::traced!(void, (list), {
+    export!(raw::void, (list), {
         // SAFETY: allocated with malloc in rdma_get_devices; the contexts stay
         // open for the life of the process.
         unsafe { libc::free(list.cast()) };
@@ -541,7 +542,7 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, pd, qp_init_attr), {
+    export!(raw::minus_one, (id, pd, qp_init_attr), {
         // SAFETY: null or valid per the caller.
         let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
@@ -557,7 +558,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut rdma_cm_id,
     qp_init_attr: *mut ibv_qp_init_attr_ex,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, qp_init_attr), {
+    export!(raw::minus_one, (id, qp_init_attr), {
         // SAFETY: null or valid per the caller.
         let Some(a) = (unsafe { qp_init_attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
@@ -568,7 +569,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
-    verbs_rt::traced!(void, (id), {
+    export!(raw::void, (id), {
         if let Ok(i) = lookup(id) {
             i.destroy_qp();
         }
@@ -583,7 +584,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr: *mut ibv_qp_attr,
     qp_attr_mask: *mut c_int,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, qp_attr, qp_attr_mask), {
+    export!(raw::minus_one, (id, qp_attr, qp_attr_mask), {
         if qp_attr.is_null() || qp_attr_mask.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -610,7 +611,7 @@ pub unsafe extern "C" fn rdma_create_srq_ex(
     id: *mut rdma_cm_id,
     attr: *mut ibv_srq_init_attr_ex,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, attr), {
+    export!(raw::minus_one, (id, attr), {
         // SAFETY: null or valid per the caller.
         let Some(a) = (unsafe { attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
@@ -627,7 +628,7 @@ pub unsafe extern "C" fn rdma_create_srq(
     pd: *mut ibv_pd,
     attr: *mut ibv_srq_init_attr,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, pd, attr), {
+    export!(raw::minus_one, (id, pd, attr), {
         // SAFETY: null or valid per the caller.
         let Some(a) = (unsafe { attr.as_mut() }) else {
             return to_c(Err(libc::EINVAL));
@@ -651,7 +652,7 @@ pub unsafe extern "C" fn rdma_create_srq(
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
-    verbs_rt::traced!(void, (id), {
+    export!(raw::void, (id), {
         if let Ok(i) = lookup(id) {
             i.destroy_srq();
         }
@@ -719,7 +720,7 @@ pub unsafe extern "C" fn rdma_create_ep(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (id, res, pd, qp_init_attr), {
+    export!(raw::minus_one, (id, res, pd, qp_init_attr), {
         // SAFETY: null or valid per the caller.
         let Some(res) = (unsafe { res.as_ref() }) else {
             return to_c(Err(libc::EINVAL));
@@ -743,7 +744,7 @@ fn destroy_ep(i: &Arc<CmId>) {
 
 #[no_mangle]
 pub extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
-    verbs_rt::traced!(void, (id), {
+    export!(raw::void, (id), {
         if let Ok(i) = lookup(id) {
             destroy_ep(&i);
         }
@@ -802,7 +803,7 @@ pub unsafe extern "C" fn rdma_get_request(
     listen: *mut rdma_cm_id,
     id: *mut *mut rdma_cm_id,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (listen, id), {
+    export!(raw::minus_one, (listen, id), {
         if id.is_null() {
             return to_c(Err(libc::EINVAL));
         }
@@ -823,9 +824,9 @@ pub unsafe extern "C" fn rdma_join_multicast(
     addr: *mut sockaddr,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded caller guarantee.
-    let a = unsafe { opt_addr(addr) };
-    entry!(minus_one, (id, addr, context), {
+    export!(minus_one, (id, addr, context), {
+        // SAFETY: forwarded caller guarantee.
+        let a = unsafe { opt_addr(addr) };
         join(id, a?, RDMA_MC_JOIN_FLAG_FULLMEMBER, context)
     })
 }
@@ -850,9 +851,9 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
     mc_join_attr: *mut rdma_cm_join_mc_attr_ex,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let attr = unsafe { mc_join_attr.as_ref() };
-    entry!(minus_one, (id, mc_join_attr, context), {
+    export!(minus_one, (id, mc_join_attr, context), {
+        // SAFETY: null or valid per the caller.
+        let attr = unsafe { mc_join_attr.as_ref() };
         let at = attr.ok_or(libc::EINVAL)?;
         // rdma-core's checks, in its order.
         if at.comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED {
@@ -877,9 +878,9 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
 /// `addr` must be null or a readable socket address.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
-    // SAFETY: forwarded caller guarantee.
-    let a = unsafe { opt_addr(addr) };
-    entry!(minus_one, (id, addr), {
+    export!(minus_one, (id, addr), {
+        // SAFETY: forwarded caller guarantee.
+        let a = unsafe { opt_addr(addr) };
         let a = a?.ok_or(libc::EINVAL)?;
         backend::leave_multicast(&lookup(id)?, a)
     })
@@ -893,9 +894,9 @@ pub unsafe extern "C" fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut so
 /// `ece` must be null or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    // SAFETY: null or valid per the caller.
-    let e = unsafe { ece.as_ref() };
-    entry!(minus_one, (id, ece), {
+    export!(minus_one, (id, ece), {
+        // SAFETY: null or valid per the caller.
+        let e = unsafe { ece.as_ref() };
         let i = lookup(id)?;
         let e = e.ok_or(libc::EINVAL)?;
         let has_qp = i.with_c(|c, _| !c.qp.is_null());
@@ -910,7 +911,7 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
 /// `ece` must be null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    entry!(minus_one, (id, ece), {
+    export!(minus_one, (id, ece), {
         let i = lookup(id)?;
         if ece.is_null() || i.with_c(|c, _| !c.qp.is_null()) {
             return Err(libc::EINVAL);
@@ -934,7 +935,7 @@ pub extern "C" fn rdma_resolve_addrinfo(
     _service: *const c_char,
     _hints: *const rdma_addrinfo,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
+    export!(raw::minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }
 
 #[no_mangle]
@@ -942,7 +943,7 @@ pub extern "C" fn rdma_query_addrinfo(
     _id: *mut rdma_cm_id,
     _info: *mut *mut rdma_addrinfo,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
+    export!(raw::minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }
 
 #[no_mangle]
@@ -952,5 +953,5 @@ pub extern "C" fn rdma_write_cm_event(
     _status: c_int,
     _arg: u64,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
+    export!(raw::minus_one, (), { to_c(Err(libc::EOPNOTSUPP)) })
 }

@@ -7,8 +7,6 @@ pub type Res<T> = Result<T, i32>;
 
 pub use verbs_rt::errno::{errno, set_errno};
 
-pub(crate) use verbs_rt::entry;
-
 /// The C convention of librdmacm: 0, or -1 with errno.
 pub use verbs_rt::errno::minus_one_or_errno as to_c;
 

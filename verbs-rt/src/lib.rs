@@ -1,9 +1,10 @@
 //! Runtime pieces shared by libibverbs, librdmacm and the providers (each
 //! shared object links its own copy, statics included):
 //!
-//! * `errno`: the calling thread's errno, the C return conventions
-//!   (`int`, `ptr`, `minus_one`) and the `entry!`/`traced!` macros the
-//!   exported calls are written with;
+//! * `export`: `export!`, the body of every exported C function (its C
+//!   convention, the tracer's record, no unwinding into C);
+//! * `errno`: the calling thread's errno and the C return conventions
+//!   (`int`, `ptr`, `minus_one`);
 //! * `trace`: the verbs tracer (`RDMA_TRACE`);
 //! * `check`: the misuse checker's switch, sink and report format
 //!   (`RDMA_CHECK`);
@@ -18,6 +19,7 @@
 
 pub mod check;
 pub mod errno;
+pub mod export;
 pub mod fault_spec;
 pub mod fork;
 pub mod handles;

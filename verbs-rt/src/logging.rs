@@ -7,7 +7,7 @@
 //! opened). Each of our shared objects (libibverbs, librdmacm, the rsw
 //! provider) carries its own copy of this module and of `log`'s statics, so
 //! each installs its own logger, once, on first use ([`init`]: the exported
-//! calls' `entry!` macro, device discovery, provider load).
+//! calls' `export!` macro, device discovery, provider load).
 //!
 //! Until [`init`] has run, and afterwards when the level is 0, `log`'s
 //! maximum level is `Off`: every `log::error!`..`debug!` is one relaxed load

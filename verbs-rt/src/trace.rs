@@ -285,11 +285,15 @@ pub fn record(kind: &str, name: &str, obj: usize, fields: &[(&str, Val<'_>)]) {
 }
 
 /// The function name out of `type_name_of_val` of a fn item declared in
-/// it (`crate::module::ibv_create_qp::__f` gives `ibv_create_qp`).
+/// it, or the type name of a closure defined in it
+/// (`crate::module::ibv_create_qp::__f` and
+/// `crate::module::ibv_dereg_mr::{{closure}}::{{closure}}` give
+/// `ibv_create_qp` and `ibv_dereg_mr`).
 pub fn fn_name(path: &'static str) -> &'static str {
-    let mut it = path.rsplit("::");
-    it.next();
-    it.next().unwrap_or(path)
+    path.rsplit("::")
+        .skip(1)
+        .find(|s| !s.starts_with("{{"))
+        .unwrap_or(path)
 }
 
 /// What an exported call returns to C, for [`verb`].
@@ -307,7 +311,7 @@ impl<T> TraceRet for *mut T {
     }
 }
 
-/// Records an exported call made through `entry!`: its arguments, its C
+/// Records an exported call made through `export!` (a `Result` body): its arguments, its C
 /// result (`conv` is the macro's convention) and errno on failure.
 #[cold]
 #[inline(never)]
@@ -369,7 +373,7 @@ pub enum CRet {
 }
 
 /// Records a call whose body returns its C result directly (see
-/// `traced!`): arguments, result, and errno when the result says failure.
+/// `export!`'s `raw::` conventions): arguments, result, and errno when the result says failure.
 #[cold]
 #[inline(never)]
 pub fn verb_c(path: &'static str, args: &[(&str, Val<'_>)], r: CRet) {
@@ -452,6 +456,12 @@ mod tests {
         fn __f() {}
         assert_eq!(
             fn_name(core::any::type_name_of_val(&__f)),
+            "names_and_kinds"
+        );
+        // A closure in a closure (a helper handed one inside `export!`).
+        let outer = || || ();
+        assert_eq!(
+            fn_name(core::any::type_name_of_val(&outer())),
             "names_and_kinds"
         );
         assert_eq!(object_kind("verb", "ibv_create_qp"), "qp");

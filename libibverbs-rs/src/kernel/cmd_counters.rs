@@ -11,6 +11,7 @@ use verbs_abi::*;
 
 use super::cmd_buffer::CmdBuf;
 use super::cmd_issue::{array_len, destroy_err, Issue, Kernel};
+use verbs_rt::export;
 
 /// # Safety
 /// `ctx` a kernel context; `init_attr` readable; `vcounters` the
@@ -22,8 +23,10 @@ pub unsafe extern "C" fn ibv_cmd_create_counters(
     vcounters: *mut verbs_counters,
     link: *mut ibv_command_buffer,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { create_counters(ctx, init_attr, vcounters, link, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { create_counters(ctx, init_attr, vcounters, link, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn create_counters(
@@ -60,8 +63,10 @@ pub(crate) unsafe fn create_counters(
 /// `vcounters` is a live counters object of a kernel context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_cmd_destroy_counters(vcounters: *mut verbs_counters) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { destroy_counters(vcounters, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { destroy_counters(vcounters, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn destroy_counters(vcounters: *mut verbs_counters, k: &mut impl Issue) -> c_int {
@@ -94,17 +99,19 @@ pub unsafe extern "C" fn ibv_cmd_read_counters(
     flags: u32,
     link: *mut ibv_command_buffer,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe {
-        read_counters(
-            vcounters,
-            counters_value,
-            ncounters,
-            flags,
-            link,
-            &mut Kernel,
-        )
-    }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe {
+            read_counters(
+                vcounters,
+                counters_value,
+                ncounters,
+                flags,
+                link,
+                &mut Kernel,
+            )
+        }
+    })
 }
 
 pub(crate) unsafe fn read_counters(

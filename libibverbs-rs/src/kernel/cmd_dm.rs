@@ -10,6 +10,7 @@ use verbs_abi::*;
 
 use super::cmd_buffer::CmdBuf;
 use super::cmd_issue::{destroy_err, Issue, Kernel};
+use verbs_rt::export;
 
 /// # Safety
 /// `ctx` a kernel context; `dm_attr` readable; `dm` the provider's new
@@ -21,8 +22,10 @@ pub unsafe extern "C" fn ibv_cmd_alloc_dm(
     dm: *mut verbs_dm,
     link: *mut ibv_command_buffer,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { alloc_dm(ctx, dm_attr, dm, link, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { alloc_dm(ctx, dm_attr, dm, link, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn alloc_dm(
@@ -55,8 +58,10 @@ pub(crate) unsafe fn alloc_dm(
 /// `dm` is a live DM of a kernel context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_cmd_free_dm(dm: *mut verbs_dm) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { free_dm(dm, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { free_dm(dm, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn free_dm(dm: *mut verbs_dm, k: &mut impl Issue) -> c_int {
@@ -90,8 +95,10 @@ pub unsafe extern "C" fn ibv_cmd_reg_dm_mr(
     vmr: *mut verbs_mr,
     link: *mut ibv_command_buffer,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { reg_dm_mr(pd, dm, offset, length, access, vmr, link, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { reg_dm_mr(pd, dm, offset, length, access, vmr, link, &mut Kernel) }
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

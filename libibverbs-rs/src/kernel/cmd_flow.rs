@@ -11,6 +11,7 @@ use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
 use super::cmd_issue::{destroy_err, ExCmd, ExReq, Issue, Kernel, EX_HDRS};
+use verbs_rt::export;
 
 // ---- the user's specs (verbs.h) ---------------------------------------------
 //
@@ -366,8 +367,10 @@ pub unsafe extern "C" fn ibv_cmd_create_flow(
     ucmd: *mut c_void,
     ucmd_size: usize,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { create_flow(qp, flow_id, flow_attr, ucmd, ucmd_size, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { create_flow(qp, flow_id, flow_attr, ucmd, ucmd_size, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn create_flow(
@@ -445,8 +448,10 @@ pub(crate) unsafe fn create_flow(
 /// `flow_id` is a live flow of a kernel context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_cmd_destroy_flow(flow_id: *mut ibv_flow) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { destroy_flow(flow_id, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { destroy_flow(flow_id, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn destroy_flow(flow_id: *mut ibv_flow, k: &mut impl Issue) -> c_int {

@@ -11,6 +11,7 @@ use verbs_abi::*;
 
 use super::cmd_buffer::CmdBuf;
 use super::cmd_issue::{destroy_err, Issue, Kernel};
+use verbs_rt::export;
 
 /// Handle, ESN, keymat, replay, encap, ESP attributes.
 const ESP_ATTRS_NUM: u32 = 6;
@@ -92,8 +93,10 @@ pub unsafe extern "C" fn ibv_cmd_create_flow_action_esp(
     flow_action: *mut verbs_flow_action,
     driver: *mut ibv_command_buffer,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { create_flow_action_esp(ctx, attr, flow_action, driver, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { create_flow_action_esp(ctx, attr, flow_action, driver, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn create_flow_action_esp(
@@ -133,8 +136,10 @@ pub unsafe extern "C" fn ibv_cmd_modify_flow_action_esp(
     attr: *mut ibv_flow_action_esp_attr,
     driver: *mut ibv_command_buffer,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { modify_flow_action_esp(flow_action, attr, driver, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { modify_flow_action_esp(flow_action, attr, driver, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn modify_flow_action_esp(
@@ -164,8 +169,10 @@ pub(crate) unsafe fn modify_flow_action_esp(
 /// `action` is a live flow action of a kernel context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_cmd_destroy_flow_action(action: *mut verbs_flow_action) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { destroy_flow_action(action, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { destroy_flow_action(action, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn destroy_flow_action(

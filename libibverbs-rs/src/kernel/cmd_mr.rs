@@ -10,6 +10,7 @@ use verbs_abi::*;
 
 use super::cmd_buffer::CmdBuf;
 use super::cmd_issue::{array_len, Issue, Kernel};
+use verbs_rt::export;
 
 /// # Safety
 /// `pd` a live PD of a kernel context; `sg_list` `num_sge` entries.
@@ -21,8 +22,10 @@ pub unsafe extern "C" fn ibv_cmd_advise_mr(
     sg_list: *mut ibv_sge,
     num_sge: u32,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { advise_mr(pd, advice, flags, sg_list, num_sge, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { advise_mr(pd, advice, flags, sg_list, num_sge, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn advise_mr(
@@ -61,8 +64,10 @@ pub unsafe extern "C" fn ibv_cmd_query_mr(
     vmr: *mut verbs_mr,
     mr_handle: u32,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { query_mr(pd, vmr, mr_handle, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { query_mr(pd, vmr, mr_handle, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn query_mr(
@@ -119,8 +124,10 @@ pub unsafe extern "C" fn ibv_cmd_reg_dmabuf_mr(
     access: c_int,
     vmr: *mut verbs_mr,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr, &mut Kernel) }
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

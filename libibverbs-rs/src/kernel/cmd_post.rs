@@ -14,6 +14,7 @@ use verbs_abi::*;
 
 use super::cmd_issue::{Issue, Kernel, LegacyCmd, HDR};
 use super::write::ptr_u64;
+use verbs_rt::export;
 
 /// The longest legacy request: `in_words` is 16 bits of 4-byte words.
 const MAX_REQ: usize = u16::MAX as usize * 4;
@@ -216,8 +217,10 @@ pub unsafe extern "C" fn ibv_cmd_post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { post_send(qp, wr, bad_wr, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { post_send(qp, wr, bad_wr, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn post_send(
@@ -269,8 +272,10 @@ pub unsafe extern "C" fn ibv_cmd_post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { post_recv(qp, wr, bad_wr, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { post_recv(qp, wr, bad_wr, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn post_recv(
@@ -319,8 +324,10 @@ pub unsafe extern "C" fn ibv_cmd_post_srq_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { post_srq_recv(srq, wr, bad_wr, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { post_srq_recv(srq, wr, bad_wr, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn post_srq_recv(

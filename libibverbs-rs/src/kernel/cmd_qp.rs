@@ -10,6 +10,7 @@ use verbs_abi::*;
 use super::cmd::{ex_payload, payload, wait_events, Ptr};
 use super::cmd_issue::{destroy_err, req_buf, EX_HDRS, HDR};
 use super::write::{extended, legacy, legacy_with_resp, ptr_u64, run};
+use verbs_rt::export;
 
 /// rdma-core's `set_qp`: the fields every new QP gets.
 ///
@@ -174,36 +175,38 @@ pub unsafe extern "C" fn ibv_cmd_create_qp(
     resp: *mut ib_uverbs_create_qp_resp,
     resp_size: usize,
 ) -> c_int {
-    // SAFETY: per the contract.
-    unsafe {
-        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_qp>());
-        let (cmd, cmd_size) = (buf.ptr, buf.size);
-        let init = &mut *attr;
-        let mut ex = ibv_qp_init_attr_ex::zeroed();
-        ex.qp_context = init.qp_context;
-        ex.send_cq = init.send_cq;
-        ex.recv_cq = init.recv_cq;
-        ex.srq = init.srq;
-        ex.cap = init.cap;
-        ex.qp_type = init.qp_type;
-        ex.sq_sig_all = init.sq_sig_all;
-        ex.comp_mask = IBV_QP_INIT_ATTR_PD;
-        ex.pd = pd;
-        let rc = create_qp_legacy(
-            (*pd).context,
-            qp,
-            core::ptr::null_mut(),
-            &mut ex,
-            cmd,
-            cmd_size,
-            resp,
-            resp_size,
-        );
-        if rc == 0 {
-            init.cap = ex.cap;
+    export!(raw::int, untraced, {
+        // SAFETY: per the contract.
+        unsafe {
+            let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_create_qp>());
+            let (cmd, cmd_size) = (buf.ptr, buf.size);
+            let init = &mut *attr;
+            let mut ex = ibv_qp_init_attr_ex::zeroed();
+            ex.qp_context = init.qp_context;
+            ex.send_cq = init.send_cq;
+            ex.recv_cq = init.recv_cq;
+            ex.srq = init.srq;
+            ex.cap = init.cap;
+            ex.qp_type = init.qp_type;
+            ex.sq_sig_all = init.sq_sig_all;
+            ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+            ex.pd = pd;
+            let rc = create_qp_legacy(
+                (*pd).context,
+                qp,
+                core::ptr::null_mut(),
+                &mut ex,
+                cmd,
+                cmd_size,
+                resp,
+                resp_size,
+            );
+            if rc == 0 {
+                init.cap = ex.cap;
+            }
+            rc
         }
-        rc
-    }
+    })
 }
 
 /// # Safety
@@ -259,14 +262,16 @@ pub unsafe extern "C" fn ibv_cmd_create_qp_ex(
     resp: *mut ib_uverbs_create_qp_resp,
     resp_size: usize,
 ) -> c_int {
-    // SAFETY: per the contract.
-    unsafe {
-        let a = &mut *attr_ex;
-        if a.comp_mask & !(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD) != 0 {
-            return libc::EINVAL;
+    export!(raw::int, untraced, {
+        // SAFETY: per the contract.
+        unsafe {
+            let a = &mut *attr_ex;
+            if a.comp_mask & !(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD) != 0 {
+                return libc::EINVAL;
+            }
+            create_qp_legacy(ctx, qp.cast(), qp, a, cmd, cmd_size, resp, resp_size)
         }
-        create_qp_legacy(ctx, qp.cast(), qp, a, cmd, cmd_size, resp, resp_size)
-    }
+    })
 }
 
 /// The extended create: the provider's `struct ibv_create_qp_ex` request.
@@ -284,58 +289,60 @@ pub unsafe extern "C" fn ibv_cmd_create_qp_ex2(
     resp: *mut ib_uverbs_ex_create_qp_resp,
     resp_size: usize,
 ) -> c_int {
-    const SUP_CREATE_FLAGS: u32 = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
-        | IBV_QP_CREATE_SCATTER_FCS
-        | IBV_QP_CREATE_CVLAN_STRIPPING
-        | IBV_QP_CREATE_SOURCE_QPN
-        | IBV_QP_CREATE_PCI_WRITE_END_PADDING;
-    // SAFETY: per the contract.
-    unsafe {
-        let a = &mut *attr_ex;
-        let ibqp = qp.cast::<ibv_qp>();
-        let handles = match begin_create(ctx, ibqp, a) {
-            Ok(h) => h,
-            Err(e) => return e,
-        };
-        let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_create_qp>());
-        let (cmd, cmd_size) = (buf.ptr, buf.size);
-        let p = ex_payload::<ib_uverbs_ex_create_qp>(cmd);
-        fill_create_qp!(&mut *p, ibqp, a, handles);
-        p.comp_mask = 0;
-        p.create_flags = 0;
-        p.rwq_ind_tbl_handle = 0;
-        p.source_qpn = 0;
-        if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 {
-            if a.create_flags & !SUP_CREATE_FLAGS != 0 {
-                verbs_rt::errno::set_errno(libc::EINVAL);
-                return libc::EINVAL;
+    export!(raw::int, untraced, {
+        const SUP_CREATE_FLAGS: u32 = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
+            | IBV_QP_CREATE_SCATTER_FCS
+            | IBV_QP_CREATE_CVLAN_STRIPPING
+            | IBV_QP_CREATE_SOURCE_QPN
+            | IBV_QP_CREATE_PCI_WRITE_END_PADDING;
+        // SAFETY: per the contract.
+        unsafe {
+            let a = &mut *attr_ex;
+            let ibqp = qp.cast::<ibv_qp>();
+            let handles = match begin_create(ctx, ibqp, a) {
+                Ok(h) => h,
+                Err(e) => return e,
+            };
+            let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_create_qp>());
+            let (cmd, cmd_size) = (buf.ptr, buf.size);
+            let p = ex_payload::<ib_uverbs_ex_create_qp>(cmd);
+            fill_create_qp!(&mut *p, ibqp, a, handles);
+            p.comp_mask = 0;
+            p.create_flags = 0;
+            p.rwq_ind_tbl_handle = 0;
+            p.source_qpn = 0;
+            if a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 {
+                if a.create_flags & !SUP_CREATE_FLAGS != 0 {
+                    verbs_rt::errno::set_errno(libc::EINVAL);
+                    return libc::EINVAL;
+                }
+                p.create_flags = a.create_flags;
+                if a.create_flags & IBV_QP_CREATE_SOURCE_QPN != 0 {
+                    p.source_qpn = a.source_qpn;
+                }
             }
-            p.create_flags = a.create_flags;
-            if a.create_flags & IBV_QP_CREATE_SOURCE_QPN != 0 {
-                p.source_qpn = a.source_qpn;
+            if a.comp_mask & IBV_QP_INIT_ATTR_IND_TABLE != 0 {
+                p.rwq_ind_tbl_handle = (*a.rwq_ind_tbl).ind_tbl_handle as u32;
+                p.comp_mask = IB_UVERBS_CREATE_QP_MASK_IND_TABLE;
             }
+            let core_req = EX_HDRS + size_of::<ib_uverbs_ex_create_qp>();
+            let rc = extended(
+                ctx,
+                IB_USER_VERBS_EX_CMD_CREATE_QP,
+                cmd,
+                core_req,
+                cmd_size.max(core_req),
+                resp.cast(),
+                size_of::<ib_uverbs_ex_create_qp_resp>(),
+                resp_size,
+            );
+            if rc != 0 {
+                return rc;
+            }
+            finish_create(ibqp, qp, a, &(*resp).base);
         }
-        if a.comp_mask & IBV_QP_INIT_ATTR_IND_TABLE != 0 {
-            p.rwq_ind_tbl_handle = (*a.rwq_ind_tbl).ind_tbl_handle as u32;
-            p.comp_mask = IB_UVERBS_CREATE_QP_MASK_IND_TABLE;
-        }
-        let core_req = EX_HDRS + size_of::<ib_uverbs_ex_create_qp>();
-        let rc = extended(
-            ctx,
-            IB_USER_VERBS_EX_CMD_CREATE_QP,
-            cmd,
-            core_req,
-            cmd_size.max(core_req),
-            resp.cast(),
-            size_of::<ib_uverbs_ex_create_qp_resp>(),
-            resp_size,
-        );
-        if rc != 0 {
-            return rc;
-        }
-        finish_create(ibqp, qp, a, &(*resp).base);
-    }
-    0
+        0
+    })
 }
 
 /// # Safety
@@ -352,58 +359,60 @@ pub unsafe extern "C" fn ibv_cmd_open_qp(
     resp: *mut ib_uverbs_create_qp_resp,
     resp_size: usize,
 ) -> c_int {
-    // SAFETY: per the contract.
-    unsafe {
-        let a = &*attr;
-        if a.comp_mask >= IBV_QP_OPEN_ATTR_RESERVED {
-            return libc::EOPNOTSUPP;
+    export!(raw::int, untraced, {
+        // SAFETY: per the contract.
+        unsafe {
+            let a = &*attr;
+            if a.comp_mask >= IBV_QP_OPEN_ATTR_RESERVED {
+                return libc::EOPNOTSUPP;
+            }
+            let need = IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_TYPE;
+            if a.comp_mask & need != need {
+                return libc::EINVAL;
+            }
+            let xrcd = a.xrcd.cast::<verbs_xrcd>();
+            let ibqp = qp.cast::<ibv_qp>();
+            let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_open_qp>());
+            let (cmd, cmd_size) = (buf.ptr, buf.size);
+            let p = payload::<ib_uverbs_open_qp>(cmd);
+            p.user_handle = ptr_u64(ibqp);
+            p.pd_handle = (*xrcd).handle;
+            p.qpn = a.qp_num;
+            p.qp_type = a.qp_type as u8;
+            p.reserved = [0; 7];
+            let rc = legacy_with_resp(
+                ctx,
+                IB_USER_VERBS_CMD_OPEN_QP,
+                cmd,
+                cmd_size,
+                resp.cast(),
+                resp_size,
+            );
+            if rc != 0 {
+                return rc;
+            }
+            let q = &mut *ibqp;
+            q.handle = (*resp).qp_handle;
+            q.context = ctx;
+            q.qp_context = a.qp_context;
+            q.pd = core::ptr::null_mut();
+            q.send_cq = core::ptr::null_mut();
+            q.recv_cq = core::ptr::null_mut();
+            q.srq = core::ptr::null_mut();
+            q.qp_num = a.qp_num;
+            q.qp_type = a.qp_type;
+            q.state = IBV_QPS_UNKNOWN;
+            q.events_completed = 0;
+            libc::pthread_mutex_init(&mut q.mutex, core::ptr::null());
+            libc::pthread_cond_init(&mut q.cond, core::ptr::null());
+            (*qp).comp_mask = 0;
+            if vqp_sz as usize >= offset_of!(verbs_qp, xrcd) + size_of::<usize>() {
+                (*qp).comp_mask = VERBS_QP_XRCD;
+                (*qp).xrcd = xrcd;
+            }
         }
-        let need = IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_TYPE;
-        if a.comp_mask & need != need {
-            return libc::EINVAL;
-        }
-        let xrcd = a.xrcd.cast::<verbs_xrcd>();
-        let ibqp = qp.cast::<ibv_qp>();
-        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_open_qp>());
-        let (cmd, cmd_size) = (buf.ptr, buf.size);
-        let p = payload::<ib_uverbs_open_qp>(cmd);
-        p.user_handle = ptr_u64(ibqp);
-        p.pd_handle = (*xrcd).handle;
-        p.qpn = a.qp_num;
-        p.qp_type = a.qp_type as u8;
-        p.reserved = [0; 7];
-        let rc = legacy_with_resp(
-            ctx,
-            IB_USER_VERBS_CMD_OPEN_QP,
-            cmd,
-            cmd_size,
-            resp.cast(),
-            resp_size,
-        );
-        if rc != 0 {
-            return rc;
-        }
-        let q = &mut *ibqp;
-        q.handle = (*resp).qp_handle;
-        q.context = ctx;
-        q.qp_context = a.qp_context;
-        q.pd = core::ptr::null_mut();
-        q.send_cq = core::ptr::null_mut();
-        q.recv_cq = core::ptr::null_mut();
-        q.srq = core::ptr::null_mut();
-        q.qp_num = a.qp_num;
-        q.qp_type = a.qp_type;
-        q.state = IBV_QPS_UNKNOWN;
-        q.events_completed = 0;
-        libc::pthread_mutex_init(&mut q.mutex, core::ptr::null());
-        libc::pthread_cond_init(&mut q.cond, core::ptr::null());
-        (*qp).comp_mask = 0;
-        if vqp_sz as usize >= offset_of!(verbs_qp, xrcd) + size_of::<usize>() {
-            (*qp).comp_mask = VERBS_QP_XRCD;
-            (*qp).xrcd = xrcd;
-        }
-    }
-    0
+        0
+    })
 }
 
 fn dest_from(d: &ib_uverbs_qp_dest) -> ibv_ah_attr {
@@ -452,68 +461,70 @@ pub unsafe extern "C" fn ibv_cmd_query_qp(
     cmd: Ptr,
     cmd_size: usize,
 ) -> c_int {
-    if attr_mask as u32 & !(IBV_QP_RATE_LIMIT - 1) != 0 {
-        return libc::EOPNOTSUPP;
-    }
-    let mut r = ib_uverbs_query_qp_resp::default();
-    // SAFETY: per the contract.
-    unsafe {
-        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_query_qp>());
-        let (cmd, cmd_size) = (buf.ptr, buf.size);
-        let p = payload::<ib_uverbs_query_qp>(cmd);
-        p.qp_handle = (*qp).handle;
-        p.attr_mask = attr_mask as u32;
-        let rc = legacy_with_resp(
-            (*qp).context,
-            IB_USER_VERBS_CMD_QUERY_QP,
-            cmd,
-            cmd_size,
-            (&mut r as *mut ib_uverbs_query_qp_resp).cast(),
-            size_of::<ib_uverbs_query_qp_resp>(),
-        );
-        if rc != 0 {
-            return rc;
+    export!(raw::int, untraced, {
+        if attr_mask as u32 & !(IBV_QP_RATE_LIMIT - 1) != 0 {
+            return libc::EOPNOTSUPP;
         }
-        let a = &mut *attr;
-        a.qkey = r.qkey;
-        a.rq_psn = r.rq_psn;
-        a.sq_psn = r.sq_psn;
-        a.dest_qp_num = r.dest_qp_num;
-        a.qp_access_flags = r.qp_access_flags as _;
-        a.pkey_index = r.pkey_index;
-        a.alt_pkey_index = r.alt_pkey_index;
-        a.qp_state = r.qp_state as _;
-        a.cur_qp_state = r.cur_qp_state as _;
-        a.path_mtu = r.path_mtu as _;
-        a.path_mig_state = r.path_mig_state as _;
-        a.sq_draining = r.sq_draining;
-        a.max_rd_atomic = r.max_rd_atomic;
-        a.max_dest_rd_atomic = r.max_dest_rd_atomic;
-        a.min_rnr_timer = r.min_rnr_timer;
-        a.port_num = r.port_num;
-        a.timeout = r.timeout;
-        a.retry_cnt = r.retry_cnt;
-        a.rnr_retry = r.rnr_retry;
-        a.alt_port_num = r.alt_port_num;
-        a.alt_timeout = r.alt_timeout;
-        a.cap.max_send_wr = r.max_send_wr;
-        a.cap.max_recv_wr = r.max_recv_wr;
-        a.cap.max_send_sge = r.max_send_sge;
-        a.cap.max_recv_sge = r.max_recv_sge;
-        a.cap.max_inline_data = r.max_inline_data;
-        a.ah_attr = dest_from(&r.dest);
-        a.alt_ah_attr = dest_from(&r.alt_dest);
-        let i = &mut *init;
-        let q = &*qp;
-        i.qp_context = q.qp_context;
-        i.send_cq = q.send_cq;
-        i.recv_cq = q.recv_cq;
-        i.srq = q.srq;
-        i.qp_type = q.qp_type;
-        i.cap = a.cap;
-        i.sq_sig_all = r.sq_sig_all as c_int;
-    }
-    0
+        let mut r = ib_uverbs_query_qp_resp::default();
+        // SAFETY: per the contract.
+        unsafe {
+            let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_query_qp>());
+            let (cmd, cmd_size) = (buf.ptr, buf.size);
+            let p = payload::<ib_uverbs_query_qp>(cmd);
+            p.qp_handle = (*qp).handle;
+            p.attr_mask = attr_mask as u32;
+            let rc = legacy_with_resp(
+                (*qp).context,
+                IB_USER_VERBS_CMD_QUERY_QP,
+                cmd,
+                cmd_size,
+                (&mut r as *mut ib_uverbs_query_qp_resp).cast(),
+                size_of::<ib_uverbs_query_qp_resp>(),
+            );
+            if rc != 0 {
+                return rc;
+            }
+            let a = &mut *attr;
+            a.qkey = r.qkey;
+            a.rq_psn = r.rq_psn;
+            a.sq_psn = r.sq_psn;
+            a.dest_qp_num = r.dest_qp_num;
+            a.qp_access_flags = r.qp_access_flags as _;
+            a.pkey_index = r.pkey_index;
+            a.alt_pkey_index = r.alt_pkey_index;
+            a.qp_state = r.qp_state as _;
+            a.cur_qp_state = r.cur_qp_state as _;
+            a.path_mtu = r.path_mtu as _;
+            a.path_mig_state = r.path_mig_state as _;
+            a.sq_draining = r.sq_draining;
+            a.max_rd_atomic = r.max_rd_atomic;
+            a.max_dest_rd_atomic = r.max_dest_rd_atomic;
+            a.min_rnr_timer = r.min_rnr_timer;
+            a.port_num = r.port_num;
+            a.timeout = r.timeout;
+            a.retry_cnt = r.retry_cnt;
+            a.rnr_retry = r.rnr_retry;
+            a.alt_port_num = r.alt_port_num;
+            a.alt_timeout = r.alt_timeout;
+            a.cap.max_send_wr = r.max_send_wr;
+            a.cap.max_recv_wr = r.max_recv_wr;
+            a.cap.max_send_sge = r.max_send_sge;
+            a.cap.max_recv_sge = r.max_recv_sge;
+            a.cap.max_inline_data = r.max_inline_data;
+            a.ah_attr = dest_from(&r.dest);
+            a.alt_ah_attr = dest_from(&r.alt_dest);
+            let i = &mut *init;
+            let q = &*qp;
+            i.qp_context = q.qp_context;
+            i.send_cq = q.send_cq;
+            i.recv_cq = q.recv_cq;
+            i.srq = q.srq;
+            i.qp_type = q.qp_type;
+            i.cap = a.cap;
+            i.sq_sig_all = r.sq_sig_all as c_int;
+        }
+        0
+    })
 }
 
 fn modify_fields(qp: &ibv_qp, a: &ibv_qp_attr, mask: c_int, c: &mut ib_uverbs_modify_qp) {
@@ -597,16 +608,18 @@ pub unsafe extern "C" fn ibv_cmd_modify_qp(
     cmd: Ptr,
     cmd_size: usize,
 ) -> c_int {
-    if attr_mask as u32 & !(IBV_QP_RATE_LIMIT - 1) != 0 {
-        return libc::EOPNOTSUPP;
-    }
-    // SAFETY: per the contract.
-    unsafe {
-        let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_modify_qp>());
-        let (cmd, cmd_size) = (buf.ptr, buf.size);
-        modify_fields(&*qp, &*attr, attr_mask, payload(cmd));
-        legacy((*qp).context, IB_USER_VERBS_CMD_MODIFY_QP, cmd, cmd_size, 0)
-    }
+    export!(raw::int, untraced, {
+        if attr_mask as u32 & !(IBV_QP_RATE_LIMIT - 1) != 0 {
+            return libc::EOPNOTSUPP;
+        }
+        // SAFETY: per the contract.
+        unsafe {
+            let buf = req_buf(cmd, cmd_size, HDR + size_of::<ib_uverbs_modify_qp>());
+            let (cmd, cmd_size) = (buf.ptr, buf.size);
+            modify_fields(&*qp, &*attr, attr_mask, payload(cmd));
+            legacy((*qp).context, IB_USER_VERBS_CMD_MODIFY_QP, cmd, cmd_size, 0)
+        }
+    })
 }
 
 /// # Safety
@@ -622,66 +635,70 @@ pub unsafe extern "C" fn ibv_cmd_modify_qp_ex(
     resp: *mut ib_uverbs_ex_modify_qp_resp,
     resp_size: usize,
 ) -> c_int {
-    // SAFETY: per the contract.
-    unsafe {
-        let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_modify_qp>());
-        let (cmd, cmd_size) = (buf.ptr, buf.size);
-        let p = ex_payload::<ib_uverbs_ex_modify_qp>(cmd);
-        modify_fields(&*qp, &*attr, attr_mask, &mut p.base);
-        if attr_mask as u32 & IBV_QP_RATE_LIMIT != 0 {
-            if cmd_size >= EX_HDRS + offset_of!(ib_uverbs_ex_modify_qp, rate_limit) + 4 {
-                p.rate_limit = (*attr).rate_limit;
-            } else {
-                return libc::EINVAL;
+    export!(raw::int, untraced, {
+        // SAFETY: per the contract.
+        unsafe {
+            let buf = req_buf(cmd, cmd_size, EX_HDRS + size_of::<ib_uverbs_ex_modify_qp>());
+            let (cmd, cmd_size) = (buf.ptr, buf.size);
+            let p = ex_payload::<ib_uverbs_ex_modify_qp>(cmd);
+            modify_fields(&*qp, &*attr, attr_mask, &mut p.base);
+            if attr_mask as u32 & IBV_QP_RATE_LIMIT != 0 {
+                if cmd_size >= EX_HDRS + offset_of!(ib_uverbs_ex_modify_qp, rate_limit) + 4 {
+                    p.rate_limit = (*attr).rate_limit;
+                } else {
+                    return libc::EINVAL;
+                }
             }
+            let core_req = EX_HDRS + size_of::<ib_uverbs_ex_modify_qp>();
+            extended(
+                (*qp).context,
+                IB_USER_VERBS_EX_CMD_MODIFY_QP,
+                cmd,
+                core_req.min(cmd_size),
+                cmd_size,
+                resp.cast(),
+                size_of::<ib_uverbs_ex_modify_qp_resp>().min(resp_size),
+                resp_size,
+            )
         }
-        let core_req = EX_HDRS + size_of::<ib_uverbs_ex_modify_qp>();
-        extended(
-            (*qp).context,
-            IB_USER_VERBS_EX_CMD_MODIFY_QP,
-            cmd,
-            core_req.min(cmd_size),
-            cmd_size,
-            resp.cast(),
-            size_of::<ib_uverbs_ex_modify_qp_resp>().min(resp_size),
-            resp_size,
-        )
-    }
+    })
 }
 
 /// # Safety
 /// `qp` a live QP of a kernel context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_cmd_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    let mut resp = ib_uverbs_destroy_qp_resp::default();
-    // SAFETY: per the contract.
-    let mut rc = unsafe {
-        run(
-            (*qp).context,
-            IB_USER_VERBS_CMD_DESTROY_QP,
-            ib_uverbs_destroy_qp {
-                response: 0,
-                qp_handle: (*qp).handle,
-                reserved: 0,
-            },
-            Some(&mut resp),
-        )
-    };
-    if destroy_err(&mut rc) {
-        return rc;
-    }
-    // SAFETY: the QP's own lock, condition and counter.
-    unsafe {
-        wait_events(
-            core::ptr::addr_of_mut!((*qp).mutex),
-            core::ptr::addr_of_mut!((*qp).cond),
-            || {
-                core::ptr::read_volatile(core::ptr::addr_of!((*qp).events_completed))
-                    == resp.events_reported
-            },
-        )
-    };
-    0
+    export!(raw::int, untraced, {
+        let mut resp = ib_uverbs_destroy_qp_resp::default();
+        // SAFETY: per the contract.
+        let mut rc = unsafe {
+            run(
+                (*qp).context,
+                IB_USER_VERBS_CMD_DESTROY_QP,
+                ib_uverbs_destroy_qp {
+                    response: 0,
+                    qp_handle: (*qp).handle,
+                    reserved: 0,
+                },
+                Some(&mut resp),
+            )
+        };
+        if destroy_err(&mut rc) {
+            return rc;
+        }
+        // SAFETY: the QP's own lock, condition and counter.
+        unsafe {
+            wait_events(
+                core::ptr::addr_of_mut!((*qp).mutex),
+                core::ptr::addr_of_mut!((*qp).cond),
+                || {
+                    core::ptr::read_volatile(core::ptr::addr_of!((*qp).events_completed))
+                        == resp.events_reported
+                },
+            )
+        };
+        0
+    })
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use verbs_abi::uverbs::*;
 use verbs_abi::*;
 
 use super::cmd_issue::{destroy_err, ExCmd, ExReq, Issue, Kernel, EX_HDRS};
+use verbs_rt::export;
 
 const CORE: usize = EX_HDRS + size_of::<ib_uverbs_ex_create_rwq_ind_table>();
 const RESP: usize = size_of::<ib_uverbs_ex_create_rwq_ind_table_resp>();
@@ -26,8 +27,10 @@ pub unsafe extern "C" fn ibv_cmd_create_rwq_ind_table(
     resp: *mut ib_uverbs_ex_create_rwq_ind_table_resp,
     resp_size: usize,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { create_rwq_ind_table(ctx, init_attr, rwq_ind_table, resp, resp_size, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { create_rwq_ind_table(ctx, init_attr, rwq_ind_table, resp, resp_size, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn create_rwq_ind_table(
@@ -98,8 +101,10 @@ pub(crate) unsafe fn create_rwq_ind_table(
 pub unsafe extern "C" fn ibv_cmd_destroy_rwq_ind_table(
     rwq_ind_table: *mut ibv_rwq_ind_table,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { destroy_rwq_ind_table(rwq_ind_table, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { destroy_rwq_ind_table(rwq_ind_table, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn destroy_rwq_ind_table(

@@ -12,6 +12,7 @@ use verbs_abi::*;
 
 use super::cmd_issue::{destroy_err, req_buf, ExCmd, ExReq, Issue, Kernel, EX_HDRS};
 use super::write::ptr_u64;
+use verbs_rt::export;
 
 /// rdma-core's `struct ibv_create_wq`: headers and core payload.
 const CREATE_CORE: usize = EX_HDRS + size_of::<ib_uverbs_ex_create_wq>();
@@ -38,8 +39,10 @@ pub unsafe extern "C" fn ibv_cmd_create_wq(
     resp: *mut ib_uverbs_ex_create_wq_resp,
     resp_size: usize,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { create_wq(ctx, attr, wq, cmd, cmd_size, resp, resp_size, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { create_wq(ctx, attr, wq, cmd, cmd_size, resp, resp_size, &mut Kernel) }
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -133,8 +136,10 @@ pub unsafe extern "C" fn ibv_cmd_modify_wq(
     cmd: *mut c_void,
     cmd_size: usize,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { modify_wq(wq, attr, cmd, cmd_size, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { modify_wq(wq, attr, cmd, cmd_size, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn modify_wq(
@@ -197,8 +202,10 @@ pub(crate) unsafe fn modify_wq(
 /// `wq` is a live WQ of a kernel context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_cmd_destroy_wq(wq: *mut ibv_wq) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { destroy_wq(wq, &mut Kernel) }
+    export!(raw::int, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { destroy_wq(wq, &mut Kernel) }
+    })
 }
 
 pub(crate) unsafe fn destroy_wq(wq: *mut ibv_wq, k: &mut impl Issue) -> c_int {

@@ -11,6 +11,7 @@ use verbs_abi::driver::{
 use verbs_abi::*;
 
 use super::context::private_of;
+use verbs_rt::export;
 
 /// `_IOWR(0x1b, 1, struct ib_uverbs_ioctl_hdr)`.
 pub(crate) const RDMA_VERBS_IOCTL: libc::c_ulong = 0xc018_1b01;
@@ -142,71 +143,73 @@ pub unsafe extern "C" fn execute_ioctl(
     ctx: *mut ibv_context,
     cmd: *mut ibv_command_buffer,
 ) -> c_int {
-    if ctx.is_null() || cmd.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: per the contract.
-    unsafe {
-        let c = &mut *cmd;
-        if c.buffer_error() {
-            verbs_rt::errno::set_errno(libc::EINVAL);
+    export!(raw::int, untraced, {
+        if ctx.is_null() || cmd.is_null() {
             return libc::EINVAL;
         }
-        let base = core::ptr::addr_of_mut!(c.hdr.attrs).cast::<ib_uverbs_attr>();
-        let mut end = c.next_attr;
-        let mut link = c.next;
-        while !link.is_null() {
-            let l = &*link;
-            let lbase = core::ptr::addr_of!(l.hdr.attrs).cast::<ib_uverbs_attr>();
-            if l.uhw_in_idx != _UHW_NO_INDEX && c.uhw_in_idx == _UHW_NO_INDEX {
-                c.uhw_in_idx = l.uhw_in_idx + end.offset_from(base) as u8;
+        // SAFETY: per the contract.
+        unsafe {
+            let c = &mut *cmd;
+            if c.buffer_error() {
+                verbs_rt::errno::set_errno(libc::EINVAL);
+                return libc::EINVAL;
             }
-            let mut cur = lbase;
-            while !core::ptr::eq(cur, l.next_attr) {
-                // `last_attr` is one past the buffer's last slot.
-                if !c.last_attr.is_null() && end >= c.last_attr {
-                    return libc::EINVAL;
+            let base = core::ptr::addr_of_mut!(c.hdr.attrs).cast::<ib_uverbs_attr>();
+            let mut end = c.next_attr;
+            let mut link = c.next;
+            while !link.is_null() {
+                let l = &*link;
+                let lbase = core::ptr::addr_of!(l.hdr.attrs).cast::<ib_uverbs_attr>();
+                if l.uhw_in_idx != _UHW_NO_INDEX && c.uhw_in_idx == _UHW_NO_INDEX {
+                    c.uhw_in_idx = l.uhw_in_idx + end.offset_from(base) as u8;
                 }
-                *end = *cur;
-                end = end.add(1);
-                cur = cur.add(1);
+                let mut cur = lbase;
+                while !core::ptr::eq(cur, l.next_attr) {
+                    // `last_attr` is one past the buffer's last slot.
+                    if !c.last_attr.is_null() && end >= c.last_attr {
+                        return libc::EINVAL;
+                    }
+                    *end = *cur;
+                    end = end.add(1);
+                    cur = cur.add(1);
+                }
+                link = l.next;
             }
-            link = l.next;
-        }
-        c.hdr.num_attrs = end.offset_from(base) as u16;
-        if c.uhw_in_idx != _UHW_NO_INDEX {
-            let uhw = &mut *base.add(c.uhw_in_idx as usize);
-            if uhw.attr_id == UVERBS_ATTR_UHW_IN && uhw.len as usize <= size_of::<u64>() {
-                let mut v = 0u64;
-                core::ptr::copy_nonoverlapping(
-                    uhw.data as usize as *const u8,
-                    (&mut v as *mut u64).cast::<u8>(),
-                    uhw.len as usize,
-                );
-                uhw.data = v;
+            c.hdr.num_attrs = end.offset_from(base) as u16;
+            if c.uhw_in_idx != _UHW_NO_INDEX {
+                let uhw = &mut *base.add(c.uhw_in_idx as usize);
+                if uhw.attr_id == UVERBS_ATTR_UHW_IN && uhw.len as usize <= size_of::<u64>() {
+                    let mut v = 0u64;
+                    core::ptr::copy_nonoverlapping(
+                        uhw.data as usize as *const u8,
+                        (&mut v as *mut u64).cast::<u8>(),
+                        uhw.len as usize,
+                    );
+                    uhw.data = v;
+                }
             }
-        }
-        let rc = issue(ctx, &mut c.hdr);
-        if rc != 0 {
-            verbs_rt::errno::set_errno(rc);
-            return rc;
-        }
-        // Linked attributes go back to their owners (outputs such as
-        // object handles are read from there).
-        let mut end = c.next_attr as *const ib_uverbs_attr;
-        let mut link = c.next;
-        while !link.is_null() {
-            let l = &mut *link;
-            let mut cur = core::ptr::addr_of_mut!(l.hdr.attrs).cast::<ib_uverbs_attr>();
-            while cur != l.next_attr {
-                *cur = *end;
-                end = end.add(1);
-                cur = cur.add(1);
+            let rc = issue(ctx, &mut c.hdr);
+            if rc != 0 {
+                verbs_rt::errno::set_errno(rc);
+                return rc;
             }
-            link = l.next;
+            // Linked attributes go back to their owners (outputs such as
+            // object handles are read from there).
+            let mut end = c.next_attr as *const ib_uverbs_attr;
+            let mut link = c.next;
+            while !link.is_null() {
+                let l = &mut *link;
+                let mut cur = core::ptr::addr_of_mut!(l.hdr.attrs).cast::<ib_uverbs_attr>();
+                while cur != l.next_attr {
+                    *cur = *end;
+                    end = end.add(1);
+                    cur = cur.add(1);
+                }
+                link = l.next;
+            }
+            0
         }
-        0
-    }
+    })
 }
 
 /// Exported counterpart of [`final_num_attrs`] (rdma-core's
@@ -219,6 +222,8 @@ pub unsafe extern "C" fn __ioctl_final_num_attrs(
     num_attrs: c_uint,
     link: *mut ibv_command_buffer,
 ) -> c_uint {
-    // SAFETY: forwarded contract.
-    unsafe { final_num_attrs(num_attrs, link) }
+    export!(raw::value, untraced, {
+        // SAFETY: forwarded contract.
+        unsafe { final_num_attrs(num_attrs, link) }
+    })
 }

@@ -13,6 +13,7 @@ use verbs_abi::*;
 use super::context::{open_cdev, ops_of};
 use super::{events, gid};
 use crate::util::set_errno;
+use verbs_rt::export;
 
 /// The provider operation `$name` of the context `$ctx`, or the errno
 /// rdma-core's placeholder operations return.
@@ -262,25 +263,27 @@ pub unsafe extern "C" fn verbs_init_cq(
     channel: *mut ibv_comp_channel,
     cq_context: *mut c_void,
 ) {
-    if cq.is_null() {
-        return;
-    }
-    // SAFETY: a CQ under construction owned by the caller; the channel's
-    // reference count is protected by its context's mutex.
-    unsafe {
-        (*cq).context = context;
-        (*cq).channel = channel;
-        if !channel.is_null() && !context.is_null() {
-            libc::pthread_mutex_lock(core::ptr::addr_of_mut!((*context).mutex));
-            (*channel).refcnt += 1;
-            libc::pthread_mutex_unlock(core::ptr::addr_of_mut!((*context).mutex));
+    export!(raw::void, untraced, {
+        if cq.is_null() {
+            return;
         }
-        (*cq).cq_context = cq_context;
-        (*cq).comp_events_completed = 0;
-        (*cq).async_events_completed = 0;
-        libc::pthread_mutex_init(core::ptr::addr_of_mut!((*cq).mutex), core::ptr::null());
-        libc::pthread_cond_init(core::ptr::addr_of_mut!((*cq).cond), core::ptr::null());
-    }
+        // SAFETY: a CQ under construction owned by the caller; the channel's
+        // reference count is protected by its context's mutex.
+        unsafe {
+            (*cq).context = context;
+            (*cq).channel = channel;
+            if !channel.is_null() && !context.is_null() {
+                libc::pthread_mutex_lock(core::ptr::addr_of_mut!((*context).mutex));
+                (*channel).refcnt += 1;
+                libc::pthread_mutex_unlock(core::ptr::addr_of_mut!((*context).mutex));
+            }
+            (*cq).cq_context = cq_context;
+            (*cq).comp_events_completed = 0;
+            (*cq).async_events_completed = 0;
+            libc::pthread_mutex_init(core::ptr::addr_of_mut!((*cq).mutex), core::ptr::null());
+            libc::pthread_cond_init(core::ptr::addr_of_mut!((*cq).cond), core::ptr::null());
+        }
+    })
 }
 
 /// `vctx->create_cq_ex` of every kernel context, as rdma-core's

@@ -5,6 +5,7 @@ use core::ffi::{c_char, CStr};
 
 use parking_lot::Mutex;
 use verbs_abi::driver::verbs_device_ops;
+use verbs_rt::export;
 
 /// Every registered `verbs_device_ops`, in registration order (rdma-core's
 /// `driver_list`). The tables are static data of libraries that are never
@@ -45,11 +46,13 @@ pub(crate) fn name(ops: &verbs_device_ops) -> String {
 /// process.
 #[no_mangle]
 pub unsafe extern "C" fn verbs_register_driver_34(ops: *const verbs_device_ops) {
-    if ops.is_null() {
-        return;
-    }
-    let mut list = DRIVERS.lock();
-    if !list.contains(&(ops as usize)) {
-        list.push(ops as usize);
-    }
+    export!(raw::void, untraced, {
+        if ops.is_null() {
+            return;
+        }
+        let mut list = DRIVERS.lock();
+        if !list.contains(&(ops as usize)) {
+            list.push(ops as usize);
+        }
+    })
 }

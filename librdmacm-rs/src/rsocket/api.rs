@@ -16,8 +16,9 @@ use super::dgram::{self, DSocket};
 use super::opts::{self, Val};
 use super::{poll, stream};
 use crate::addr;
-use crate::error::{entry, errno, set_errno, Res};
+use crate::error::{errno, set_errno, Res};
 use std::sync::Arc;
+use verbs_rt::export;
 
 fn ssize(r: Res<usize>) -> ssize_t {
     match r {
@@ -224,7 +225,7 @@ fn dgram_of(fd: c_int) -> Option<Arc<DSocket>> {
 
 #[no_mangle]
 pub extern "C" fn rsocket(domain: c_int, type_: c_int, protocol: c_int) -> c_int {
-    verbs_rt::traced!(minus_one, (domain, type_, protocol), {
+    export!(raw::minus_one, (domain, type_, protocol), {
         int((|| {
             if domain != libc::AF_INET && domain != libc::AF_INET6 {
                 return Err(libc::EAFNOSUPPORT);
@@ -252,7 +253,7 @@ pub extern "C" fn rsocket(domain: c_int, type_: c_int, protocol: c_int) -> c_int
 /// As `bind(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rbind(socket: c_int, addr: *const sockaddr, addrlen: socklen_t) -> c_int {
-    entry!(minus_one, (socket, addr, addrlen), {
+    export!(minus_one, (socket, addr, addrlen), {
         if let Some(d) = dgram_of(socket) {
             // SAFETY: caller guarantee.
             return d.bind(unsafe { read_addr(addr, addrlen) }?);
@@ -266,7 +267,7 @@ pub unsafe extern "C" fn rbind(socket: c_int, addr: *const sockaddr, addrlen: so
 
 #[no_mangle]
 pub extern "C" fn rlisten(socket: c_int, backlog: c_int) -> c_int {
-    entry!(minus_one, (socket, backlog), {
+    export!(minus_one, (socket, backlog), {
         if dgram_of(socket).is_some() {
             return Err(libc::EOPNOTSUPP);
         }
@@ -282,7 +283,7 @@ pub unsafe extern "C" fn raccept(
     addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (socket, addr, addrlen), {
+    export!(raw::minus_one, (socket, addr, addrlen), {
         int((|| {
             if dgram_of(socket).is_some() {
                 return Err(libc::EOPNOTSUPP);
@@ -310,7 +311,7 @@ pub unsafe extern "C" fn rconnect(
     addr: *const sockaddr,
     addrlen: socklen_t,
 ) -> c_int {
-    entry!(minus_one, (socket, addr, addrlen), {
+    export!(minus_one, (socket, addr, addrlen), {
         if let Some(d) = dgram_of(socket) {
             // SAFETY: caller guarantee.
             return d.connect(unsafe { read_addr(addr, addrlen) }?);
@@ -324,7 +325,7 @@ pub unsafe extern "C" fn rconnect(
 
 #[no_mangle]
 pub extern "C" fn rshutdown(socket: c_int, how: c_int) -> c_int {
-    entry!(minus_one, (socket, how), {
+    export!(minus_one, (socket, how), {
         if dgram_of(socket).is_some() {
             return Err(libc::EOPNOTSUPP);
         }
@@ -334,7 +335,7 @@ pub extern "C" fn rshutdown(socket: c_int, how: c_int) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn rclose(socket: c_int) -> c_int {
-    entry!(minus_one, (socket), {
+    export!(minus_one, (socket), {
         if let Some(d) = dgram_of(socket) {
             return d.close();
         }
@@ -351,7 +352,7 @@ pub unsafe extern "C" fn rrecv(
     len: size_t,
     flags: c_int,
 ) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, buf, len, flags), {
+    export!(raw::ssize, (socket, buf, len, flags), {
         ssize(one(buf, len).and_then(|v| recv_core(socket, &[v], flags).map(|r| r.0)))
     })
 }
@@ -367,7 +368,7 @@ pub unsafe extern "C" fn rrecvfrom(
     src_addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, buf, len, flags, src_addr, addrlen), {
+    export!(raw::ssize, (socket, buf, len, flags, src_addr, addrlen), {
         ssize(one(buf, len).and_then(|v| {
             let (n, from) = recv_core(socket, &[v], flags)?;
             if !src_addr.is_null() {
@@ -387,7 +388,7 @@ pub unsafe extern "C" fn rrecvfrom(
 /// As `recvmsg(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rrecvmsg(socket: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, msg, flags), {
+    export!(raw::ssize, (socket, msg, flags), {
         // SAFETY: caller guarantee: null or a valid msghdr.
         ssize(unsafe { msg.as_mut() }.ok_or(libc::EFAULT).and_then(|m| {
             if !m.msg_control.is_null() && m.msg_controllen > 0 {
@@ -421,7 +422,7 @@ pub unsafe extern "C" fn rsend(
     len: size_t,
     flags: c_int,
 ) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, buf, len, flags), {
+    export!(raw::ssize, (socket, buf, len, flags), {
         ssize(one(buf, len).and_then(|v| send_core(socket, &[v], flags, None)))
     })
 }
@@ -437,7 +438,7 @@ pub unsafe extern "C" fn rsendto(
     dest_addr: *const sockaddr,
     addrlen: socklen_t,
 ) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, buf, len, flags, dest_addr, addrlen), {
+    export!(raw::ssize, (socket, buf, len, flags, dest_addr, addrlen), {
         ssize(one(buf, len).and_then(|v| {
             let to = if dest_addr.is_null() && addrlen == 0 {
                 None
@@ -454,7 +455,7 @@ pub unsafe extern "C" fn rsendto(
 /// As `sendmsg(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, msg, flags), {
+    export!(raw::ssize, (socket, msg, flags), {
         // SAFETY: caller guarantee: null or a valid msghdr.
         ssize(unsafe { msg.as_ref() }.ok_or(libc::EFAULT).and_then(|m| {
             if !m.msg_control.is_null() && m.msg_controllen > 0 {
@@ -477,7 +478,7 @@ pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const msghdr, flags: c_in
 /// As `read(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rread(socket: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, buf, count), {
+    export!(raw::ssize, (socket, buf, count), {
         ssize(one(buf, count).and_then(|v| recv_core(socket, &[v], 0).map(|r| r.0)))
     })
 }
@@ -486,7 +487,7 @@ pub unsafe extern "C" fn rread(socket: c_int, buf: *mut c_void, count: size_t) -
 /// As `readv(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, iov, iovcnt), {
+    export!(raw::ssize, (socket, iov, iovcnt), {
         // SAFETY: caller guarantee.
         ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| recv_core(socket, v, 0).map(|r| r.0)))
     })
@@ -496,7 +497,7 @@ pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const iovec, iovcnt: c_int)
 /// As `write(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rwrite(socket: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, buf, count), {
+    export!(raw::ssize, (socket, buf, count), {
         ssize(one(buf, count).and_then(|v| send_core(socket, &[v], 0, None)))
     })
 }
@@ -505,7 +506,7 @@ pub unsafe extern "C" fn rwrite(socket: c_int, buf: *const c_void, count: size_t
 /// As `writev(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int) -> ssize_t {
-    verbs_rt::traced!(ssize, (socket, iov, iovcnt), {
+    export!(raw::ssize, (socket, iov, iovcnt), {
         // SAFETY: caller guarantee.
         ssize(unsafe { iovs(iov, iovcnt) }.and_then(|v| send_core(socket, v, 0, None)))
     })
@@ -515,7 +516,7 @@ pub unsafe extern "C" fn rwritev(socket: c_int, iov: *const iovec, iovcnt: c_int
 /// As `poll(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn rpoll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
-    verbs_rt::traced!(minus_one, (fds, nfds, timeout), {
+    export!(raw::minus_one, (fds, nfds, timeout), {
         if fds.is_null() && nfds > 0 {
             set_errno(libc::EFAULT);
             return -1;
@@ -547,26 +548,30 @@ pub unsafe extern "C" fn rselect(
     exceptfds: *mut fd_set,
     timeout: *mut timeval,
 ) -> c_int {
-    verbs_rt::traced!(minus_one, (nfds, readfds, writefds, exceptfds, timeout), {
-        // SAFETY: caller guarantee: null or a valid timeval.
-        let t = match unsafe { timeout.as_ref() } {
-            None => None,
-            Some(t) if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) => {
-                set_errno(libc::EINVAL);
-                return -1;
+    export!(
+        raw::minus_one,
+        (nfds, readfds, writefds, exceptfds, timeout),
+        {
+            // SAFETY: caller guarantee: null or a valid timeval.
+            let t = match unsafe { timeout.as_ref() } {
+                None => None,
+                Some(t) if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) => {
+                    set_errno(libc::EINVAL);
+                    return -1;
+                }
+                Some(t) => Some(
+                    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64),
+                ),
+            };
+            let saved = errno();
+            // SAFETY: caller guarantee: null or valid sets for `nfds`.
+            let r = int(unsafe { poll::rselect(nfds, readfds, writefds, exceptfds, t) });
+            if r >= 0 {
+                set_errno(saved);
             }
-            Some(t) => {
-                Some(Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64))
-            }
-        };
-        let saved = errno();
-        // SAFETY: caller guarantee: null or valid sets for `nfds`.
-        let r = int(unsafe { poll::rselect(nfds, readfds, writefds, exceptfds, t) });
-        if r >= 0 {
-            set_errno(saved);
+            r
         }
-        r
-    })
+    )
 }
 
 /// # Safety
@@ -577,7 +582,7 @@ pub unsafe extern "C" fn rgetpeername(
     addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> c_int {
-    entry!(minus_one, (socket, addr, addrlen), {
+    export!(minus_one, (socket, addr, addrlen), {
         let ss = match dgram_of(socket) {
             Some(d) => addr::to_c(&d.peer_addr()?).0,
             None => stream::lookup(socket)?.peer_addr()?,
@@ -598,7 +603,7 @@ pub unsafe extern "C" fn rgetsockname(
     addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> c_int {
-    entry!(minus_one, (socket, addr, addrlen), {
+    export!(minus_one, (socket, addr, addrlen), {
         let ss = match dgram_of(socket) {
             Some(d) => addr::to_c(&d.local_addr()?).0,
             None => {
@@ -629,7 +634,7 @@ pub unsafe extern "C" fn rsetsockopt(
     optval: *const c_void,
     optlen: socklen_t,
 ) -> c_int {
-    entry!(minus_one, (socket, level, optname, optval, optlen), {
+    export!(minus_one, (socket, level, optname, optval, optlen), {
         let d = dgram_of(socket);
         let s = if d.is_none() {
             Some(stream::lookup(socket)?)
@@ -663,7 +668,7 @@ pub unsafe extern "C" fn rgetsockopt(
     optval: *mut c_void,
     optlen: *mut socklen_t,
 ) -> c_int {
-    entry!(minus_one, (socket, level, optname, optval, optlen), {
+    export!(minus_one, (socket, level, optname, optval, optlen), {
         let v = match dgram_of(socket) {
             Some(d) => {
                 if optlen.is_null() || optval.is_null() {
@@ -716,7 +721,7 @@ pub unsafe extern "C" fn rgetsockopt(
 /// register as a third fixed argument, so it is taken as one.
 #[no_mangle]
 pub extern "C" fn rfcntl(socket: c_int, cmd: c_int, arg: usize) -> c_int {
-    verbs_rt::traced!(minus_one, (socket, cmd, arg), {
+    export!(raw::minus_one, (socket, cmd, arg), {
         if let Some(d) = dgram_of(socket) {
             return int(opts::dgram_fcntl(&d, cmd, arg));
         }
@@ -733,7 +738,7 @@ pub extern "C" fn riomap(
     _flags: c_int,
     offset: off_t,
 ) -> off_t {
-    verbs_rt::traced!(ssize, (socket, buf, len, prot, offset), {
+    export!(raw::ssize, (socket, buf, len, prot, offset), {
         if dgram_of(socket).is_some() {
             set_errno(libc::EOPNOTSUPP);
             return -1;
@@ -763,7 +768,7 @@ pub extern "C" fn riomap(
 
 #[no_mangle]
 pub extern "C" fn riounmap(socket: c_int, buf: *mut c_void, len: size_t) -> c_int {
-    verbs_rt::traced!(minus_one, (socket, buf, len), {
+    export!(raw::minus_one, (socket, buf, len), {
         int(stream::lookup(socket)
             .and_then(|s| s.iounmap(buf as usize, len))
             .map(|()| 0))
@@ -778,7 +783,7 @@ pub extern "C" fn riowrite(
     offset: off_t,
     flags: c_int,
 ) -> size_t {
-    verbs_rt::traced!(ssize, (socket, buf, count, offset, flags), {
+    export!(raw::ssize, (socket, buf, count, offset, flags), {
         if dgram_of(socket).is_some() {
             set_errno(libc::EOPNOTSUPP);
             return usize::MAX;
@@ -815,8 +820,10 @@ pub extern "C" fn riowrite(
 
 #[no_mangle]
 pub extern "C" fn repoll_create(_flags: c_int) -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+    export!(raw::minus_one, untraced, {
+        set_errno(libc::ENOSYS);
+        -1
+    })
 }
 
 #[no_mangle]
@@ -826,8 +833,10 @@ pub extern "C" fn repoll_ctl(
     _fd: c_int,
     _event: *mut libc::epoll_event,
 ) -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+    export!(raw::minus_one, untraced, {
+        set_errno(libc::ENOSYS);
+        -1
+    })
 }
 
 #[no_mangle]
@@ -837,6 +846,8 @@ pub extern "C" fn repoll_wait(
     _maxevents: c_int,
     _timeout: c_int,
 ) -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+    export!(raw::minus_one, untraced, {
+        set_errno(libc::ENOSYS);
+        -1
+    })
 }
