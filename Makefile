@@ -122,6 +122,9 @@ build-tree: cargo-rdmacm cargo-rxe cargo-siw
 # that include an <rdma/...> header).
 CTEST_SRCS := $(wildcard ctests/src/*.c)
 CTEST_BINS := $(patsubst ctests/src/%.c,$(BUILD)/ctests/%,$(CTEST_SRCS))
+# Preload libraries the tests put under other programs: ctests/shim/*.c
+# becomes build/ctests/<name>.so.
+CTEST_SHIMS := $(patsubst ctests/shim/%.c,$(BUILD)/ctests/%.so,$(wildcard ctests/shim/*.c))
 HEADERS    := $(shell find include -type f -name '*.h' 2>/dev/null)
 CTEST_CFLAGS ?= -Wall -O2 -g
 
@@ -129,7 +132,7 @@ ctests: all
 	@$(MAKE) --no-print-directory ctests-bin
 
 # Used by the harness, which has already built the libraries.
-ctests-bin: $(CTEST_BINS)
+ctests-bin: $(CTEST_BINS) $(CTEST_SHIMS)
 
 # -MD records every header used; a header taken from /usr/include/infiniband
 # or /usr/include/rdma means include/ lacks it, which must not pass unnoticed
@@ -142,6 +145,10 @@ $(BUILD)/ctests/%: ctests/src/%.c $(HEADERS)
 	@if grep -E '/usr/include/(infiniband|rdma)/' $@.d >&2; then \
 	  echo "$<: the headers above come from the system, not from include/" >&2; \
 	  rm -f $@; exit 1; fi
+
+$(BUILD)/ctests/%.so: ctests/shim/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CTEST_CFLAGS) -fPIC -shared -I include -o $@ $< -L $(BUILD)/lib -libverbs -ldl
 
 # What each program included last time (ctests/src/common/*, headers), so
 # changing any of it rebuilds the programs that use it.

@@ -101,6 +101,7 @@ serve() {
 		case $ready in
 		none) return 0 ;;
 		tcp:*) ss -Hltn "sport = :${ready#tcp:}" | grep -q . && return 0 ;;
+		udp:*) ss -Hlun "sport = :${ready#udp:}" | grep -q . && return 0 ;;
 		out:*) grep -Eq "${ready#out:}" "$CASE_DIR/server.out" && return 0 ;;
 		cm:*)
 			ss -Hltn "sport = :${ready#cm:}" | grep -q . && return 0
@@ -641,6 +642,43 @@ body_kcm_riostream() { # SERVER-SIDE CLIENT-SIDE IP PORT ARGS...: riomap/riowrit
 		{ bad "client: no result line"; return 1; }
 	good "$(grep -Ec '^(custom|[0-9a-z_]+_(lat|bw)) ' "$CASE_DIR/client.out") result lines"
 }
+# udpong: datagram rsockets (UD QPs; a destination reached through its UDP
+# socket until its QP is known) in rdma-core 44's protocol between our
+# librdmacm and Debian's, 100 datagrams of 900 bytes echoed (-T e; a
+# 1024-byte MTU). Debian's librdmacm cannot run datagram rsockets on RoCE
+# by itself: the AH it makes for its own QP has no GRH, which the kernel
+# refuses on rxe (EINVAL, and rconnect fails), so Debian's side runs
+# under build/ctests/ds_self_ah.so (ctests/shim/ds_self_ah.c), which gives
+# that one AH a GRH and changes nothing on the wire.
+body_kcm_udpong() { # SERVER-SIDE CLIENT-SIDE IP PORT
+	local sside=$1 cside=$2 ip=$3 p=$4 crc pre=() sent0 sent1
+	local counter=/sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts
+	[[ -f $B/ctests/ds_self_ah.so ]] || { bad "no $B/ctests/ds_self_ah.so (make ctests)"; return 1; }
+	[[ -r $counter ]] || { bad "no $counter"; return 1; }
+	sent0=$(<"$counter")
+	[[ $sside == debian ]] && pre=(env LD_PRELOAD="$B/ctests/ds_self_ah.so")
+	serve "$sside" "udp:$p" "${pre[@]}" stdbuf -oL udpong -b "$ip" -p "$p" -T b || return 1
+	pre=()
+	[[ $cside == debian ]] && pre=(env LD_PRELOAD="$B/ctests/ds_self_ah.so")
+	client "$cside" timeout "$CLIENT_LIMIT" "${pre[@]}" stdbuf -oL udpong -s "$ip" -p "$p" -C 100 -S 900 -T e
+	crc=$?
+	# The server serves forever.
+	finish_server 0
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
+	((crc == 0)) || { bad "client exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
+	# 100 echoed both ways: 200 transfers of 900 bytes.
+	grep -Eq '^custom +900 +200 +175k ' "$CASE_DIR/client.out" ||
+		{ bad "client: no 'custom 900 200 175k' line"; return 1; }
+	grep -q "client login from" "$CASE_DIR/server.out" || { bad "server: no login"; return 1; }
+	# Over UD, not the UDP sockets: rxe0 sends a packet for each datagram
+	# of either end (about 200, more where a client resent after its 1 ms
+	# wait; the first each way go by UDP and are not counted).
+	sent1=$(<"$counter")
+	echo "rxe0 sent_pkts: $sent0 -> $sent1"
+	((sent1 - sent0 >= 150)) || { bad "rxe0 sent only $((sent1 - sent0)) packets: not over UD"; return 1; }
+	good "100 datagrams of 900 B echoed, $((sent1 - sent0)) UD packets sent on rxe0"
+}
+
 # Each pairing once where both CMs meet (ours/rping-* has ours on both
 # ends; debian/rping-* is the reference).
 add kcm/rping-rxe0-ours-debian 45 body_kcm_rping ours debian "$RXE_IP" "$(port)"
@@ -654,6 +692,10 @@ add kcm/rdma_client-siw0-ours-debian 30 body_kcm_rdma_client ours debian "$SIW_I
 add kcm/udaddy-rxe0-ours-debian 45 body_kcm_udaddy ours debian "$RXE_IP"
 add kcm/udaddy-rxe0-debian-ours 45 body_kcm_udaddy debian ours "$RXE_IP"
 add kcm/mckey-join-rxe0-ours 30 body_kcm_mckey_join ours "$RXE_IP"
+add kcm/udpong-rxe0-ours-ours 45 body_kcm_udpong ours ours "$RXE_IP" "$(port)"
+add kcm/udpong-rxe0-ours-debian 45 body_kcm_udpong ours debian "$RXE_IP" "$(port)"
+add kcm/udpong-rxe0-debian-ours 45 body_kcm_udpong debian ours "$RXE_IP" "$(port)"
+add kcm/udpong-rxe0-debian-debian 45 body_kcm_udpong debian debian "$RXE_IP" "$(port)"
 add kcm/rstream-rxe0-ours-debian 60 body_kcm_rstream ours debian "$RXE_IP" "$(port)" -T b -T v -S 100000 -C 200
 add kcm/rstream-small-rxe0-ours-debian 60 body_kcm_rstream ours debian "$RXE_IP" "$(port)" -T b -T v -S 64 -C 2000
 add kcm/rstream-rxe0-debian-ours 60 body_kcm_rstream debian ours "$RXE_IP" "$(port)" -T b -T v -S 100000 -C 200
@@ -813,10 +855,10 @@ if [[ -n $B && -f $B/lib/libibverbs.so.1 ]]; then
 	echo "guest-tests: build $B: libibverbs.so.1 of $(date -r "$B/lib/libibverbs.so.1" '+%F %T'), librdmacm.so.1 of $(date -r "$B/lib/librdmacm.so.1" '+%F %T')"
 	mkdir -p "$WORK/build"
 	cp -a "$B/lib" "$B/etc" "$WORK/build/"
-	if [[ -x $B/ctests/cm_events ]]; then
-		mkdir -p "$WORK/build/ctests"
-		cp -a "$B/ctests/cm_events" "$WORK/build/ctests/"
-	fi
+	mkdir -p "$WORK/build/ctests"
+	for f in cm_events ds_self_ah.so; do
+		[[ -f $B/ctests/$f ]] && cp -a "$B/ctests/$f" "$WORK/build/ctests/"
+	done
 	B=$WORK/build
 	export RSV_BUILD=$B
 fi

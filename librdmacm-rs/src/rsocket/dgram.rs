@@ -1,61 +1,43 @@
-//! Datagram rsockets: one UD QP per rsocket, datagrams as UD SENDs.
+//! Datagram rsockets, in rdma-core 44's protocol (`dwire` has its
+//! formats), so either end may be rdma-core's librdmacm.
 //!
-//! An rsocket's name is a kernel UDP socket bound to its address (and its
-//! number is that socket's descriptor). The UDP socket carries no data:
-//! it answers "which QP are you" queries, so a sender can turn an IP
-//! address and port into the GID and QP number its UD sends need. Every
-//! datagram starts with a small header naming the sender's address, which
-//! the receiver reports from `rrecvfrom` and remembers (with the QP number
-//! the completion names) so replies need no query.
-//!
-//! The QP lives on the device that owns the rsocket's address; an rsocket
-//! bound to the wildcard address uses the device of the loopback address,
-//! so it is reachable on this host only.
+//! An rsocket's name is a kernel UDP socket (its number is that socket's
+//! descriptor). Its datagrams travel as UD SENDs, from one QP per local
+//! source address (made when a destination first needs it, on the device
+//! owning that address), each behind a header naming the sender's socket
+//! address. A destination is first reached through the UDP socket: the
+//! datagram goes there behind a header naming our QP, and the peer
+//! answers with its own QP's number, after which both sides hold an
+//! address handle for the other and send over UD. rdma-core runs the UDP
+//! side in a service thread; here every call that progresses the rsocket
+//! (sends, receives, `rpoll`) reads the UDP socket first, so a datagram
+//! that came through it is delivered ahead of the UD ones sent after it.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
 
 use core::ffi::c_int;
 use core::ptr::null_mut;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use verbs_abi::*;
 
+use super::dwire::{self, MSG_MAX, OP_CTRL, OP_DATA, QKEY};
 use super::verbs::{self, Mr};
 use crate::addr;
 use crate::device;
 use crate::error::{errno, Res};
 
-/// The Q_Key every datagram rsocket uses.
-const QKEY: u32 = 0x5253_4b51;
 /// Bytes of the GRH a UD receive starts with.
 const GRH: usize = 40;
-/// Our header: magic, family, port, address, and the GID of the sender's
-/// QP (which need not be its address's: an rsocket on ::1 has its QP on
-/// the loopback device, whose GID is 127.0.0.1's).
-const HDR: usize = 36;
-const MAGIC: u8 = 0xd5;
-/// Largest datagram payload on any port (a UD message must fit the
-/// port's MTU, at most 4096 bytes; less on most devices).
-pub const MAX_DGRAM: usize = 4096 - HDR;
-const SLOT: usize = GRH + HDR + MAX_DGRAM;
-const QUERY: &[u8; 4] = b"RSKQ";
-const REPLY: &[u8; 4] = b"RSKR";
-/// A reply: tag, QP number, GID.
-const REPLY_LEN: usize = 24;
-/// How often an unanswered query is repeated, and for how long.
-const QUERY_EVERY: Duration = Duration::from_millis(100);
-const QUERY_FOR: Duration = Duration::from_secs(5);
+/// Largest datagram payload on any port: rdma-core's receive buffer less
+/// the IPv4 header (less on a port with a smaller MTU, and for IPv6).
+pub const MAX_DGRAM: usize = MSG_MAX - dwire::HDR4;
+/// A receive slot: the GRH, then a whole message.
+const SLOT: usize = GRH + MSG_MAX;
 
-struct Peer {
-    ah: *mut ibv_ah,
-    qpn: u32,
-}
-
-/// The verbs side: a UD QP with its buffers.
+/// A QP of the rsocket, for one local source address.
 struct Ud {
     qp: *mut ibv_qp,
     cq: *mut ibv_cq,
@@ -66,8 +48,10 @@ struct Ud {
     port: u8,
     gid_index: u8,
     gid: [u8; 16],
-    /// Largest payload: the port's MTU less our header.
-    max_payload: usize,
+    /// The socket address its datagrams name as their source.
+    local: SocketAddr,
+    /// Largest message, header included: the port's MTU, at most MSG_MAX.
+    max_msg: usize,
     rslots: usize,
     /// Free send slots (indices past `rslots`).
     sfree: Vec<usize>,
@@ -98,20 +82,24 @@ impl Drop for Ud {
 }
 
 impl Ud {
-    fn new(ip: IpAddr, rslots: usize, sslots: usize) -> Res<Ud> {
-        let local = device::find_local(ip)
-            .or_else(|| device::find_local(IpAddr::V4(Ipv4Addr::LOCALHOST)))
-            .ok_or(libc::EADDRNOTAVAIL)?;
-        let dev = device::get(local.dev);
+    fn new(local: SocketAddr, rslots: usize, sslots: usize) -> Res<Ud> {
+        let ip = addr::unmap(local).ip();
+        let found = device::find_local(ip).or_else(|| {
+            // A loopback address of either family: the loopback device.
+            ip.is_loopback()
+                .then(|| device::find_local(IpAddr::V4(Ipv4Addr::LOCALHOST)))
+                .flatten()
+        });
+        let at = found.ok_or(libc::EADDRNOTAVAIL)?;
+        let dev = device::get(at.dev);
         let ctx = dev.ctx;
         let gid = dev
-            .gids(local.port)
-            .get(local.gid_index as usize)
+            .gids(at.port)
+            .get(at.gid_index as usize)
             .copied()
             .ok_or(libc::EADDRNOTAVAIL)?;
         // IBV_MTU_256 is 1, each step doubles.
-        let mtu = dev.port_attr(local.port)?.active_mtu.clamp(1, 5);
-        let max_payload = ((128usize << mtu) - HDR).min(MAX_DGRAM);
+        let mtu = dev.port_attr(at.port)?.active_mtu.clamp(1, 5);
         let mut ud = Ud {
             qp: null_mut(),
             cq: null_mut(),
@@ -119,10 +107,11 @@ impl Ud {
             pd: null_mut(),
             mr: None,
             buf: vec![0u8; (rslots + sslots) * SLOT].into_boxed_slice(),
-            port: local.port,
-            gid_index: local.gid_index,
+            port: at.port,
+            gid_index: at.gid_index,
             gid,
-            max_payload,
+            local,
+            max_msg: (128usize << mtu).min(MSG_MAX),
             rslots,
             sfree: (rslots..rslots + sslots).collect(),
         };
@@ -179,6 +168,7 @@ impl Ud {
             a.qp_state = IBV_QPS_RTS;
             a.sq_psn = 0;
             modify(ud.qp, &mut a, IBV_QP_STATE | IBV_QP_SQ_PSN)?;
+            verbs::arm_cq(ud.cq);
         }
         for i in 0..rslots {
             ud.post_recv(i)?;
@@ -197,38 +187,28 @@ impl Ud {
     }
 
     fn post_recv(&mut self, i: usize) -> Res<()> {
-        let mut sge = ibv_sge {
+        let sge = ibv_sge {
             addr: self.slot_ptr(i) as u64,
             length: SLOT as u32,
             lkey: self.mr.as_ref().map(|m| m.lkey()).unwrap_or(0),
         };
-        let mut wr = ibv_recv_wr {
-            wr_id: i as u64,
-            next: null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-        };
-        let mut bad = null_mut();
-        // SAFETY: our live QP; `wr` and `sge` live through the call and the
-        // slot stays registered until the QP is gone.
-        let rc = unsafe {
-            match (*(*self.qp).context).ops.post_recv {
-                Some(f) => f(self.qp, &mut wr, &mut bad),
-                None => libc::EOPNOTSUPP,
-            }
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(rc)
-        }
+        // SAFETY: our live QP; the slot stays registered until the QP is
+        // gone.
+        unsafe { verbs::post_recv(self.qp, i as u64, Some(sge)) }
     }
 
-    fn make_ah(&self, gid: [u8; 16]) -> Res<*mut ibv_ah> {
+    /// An address handle for `to`: its address's GID, or ours for a
+    /// loopback address (this host, whatever device the peer's QP is on).
+    fn make_ah(&self, to: &SocketAddr) -> Res<*mut ibv_ah> {
+        let ip = addr::unmap(*to).ip();
         let mut a = ibv_ah_attr::zeroed();
         a.is_global = 1;
         a.port_num = self.port;
-        a.grh.dgid = ibv_gid::from_raw(gid);
+        a.grh.dgid = ibv_gid::from_raw(if ip.is_loopback() {
+            self.gid
+        } else {
+            addr::gid_of(ip)
+        });
         a.grh.sgid_index = self.gid_index;
         a.grh.hop_limit = 64;
         // SAFETY: our live PD and a complete attribute.
@@ -264,22 +244,40 @@ fn set_nonblocking(fd: c_int) {
     }
 }
 
+/// A destination: the QP we reach it from and, once its QP is known, the
+/// address handle and QP number our UD sends use.
+struct Dest {
+    ud: usize,
+    ah: *mut ibv_ah,
+    qpn: u32,
+}
+
+/// Where a received datagram's bytes are.
+enum Data {
+    /// In a receive slot of `uds[ud]`, after the GRH and a header of
+    /// `hdr` bytes.
+    Slot { ud: usize, slot: usize, hdr: usize },
+    /// Came through the UDP socket.
+    Owned(Vec<u8>),
+}
+
 /// A received datagram waiting for the application.
 struct Rx {
-    slot: usize,
+    data: Data,
     len: usize,
     from: SocketAddr,
 }
 
 pub struct Inner {
-    ud: Option<Ud>,
+    uds: Vec<Ud>,
     family: c_int,
     pub nonblock: bool,
     dst: Option<SocketAddr>,
-    peers: HashMap<SocketAddr, Peer>,
-    /// Queries sent and not answered yet: when first, when last.
-    asking: HashMap<SocketAddr, (Instant, Instant)>,
+    /// By destination address (IPv4-mapped addresses as IPv4).
+    dests: HashMap<SocketAddr, Dest>,
     rxq: VecDeque<Rx>,
+    /// Datagrams of `rxq` that came through the UDP socket.
+    owned: usize,
     rslots: usize,
     sslots: usize,
     reuseaddr: bool,
@@ -287,6 +285,21 @@ pub struct Inner {
 
 // SAFETY: verbs objects and address handles, used only under the mutex.
 unsafe impl Send for Inner {}
+
+impl Inner {
+    fn release_ahs(&mut self) {
+        for (_, d) in self.dests.drain() {
+            if !d.ah.is_null() {
+                // SAFETY: an AH we made, destroyed once, before its PD.
+                unsafe { verbs::ibv_destroy_ah(d.ah) };
+            }
+        }
+    }
+
+    fn can_send(&self) -> bool {
+        self.uds.iter().all(|u| !u.sfree.is_empty())
+    }
+}
 
 pub struct DSocket {
     pub fd: c_int,
@@ -319,13 +332,13 @@ pub fn create(family: c_int, nonblock: bool) -> Res<c_int> {
         fd,
         udp,
         inner: Mutex::new(Inner {
-            ud: None,
+            uds: Vec::new(),
             family,
             nonblock,
             dst: None,
-            peers: HashMap::new(),
-            asking: HashMap::new(),
+            dests: HashMap::new(),
             rxq: VecDeque::new(),
+            owned: 0,
             rslots: 64,
             sslots: 64,
             reuseaddr: false,
@@ -336,7 +349,7 @@ pub fn create(family: c_int, nonblock: bool) -> Res<c_int> {
 }
 
 fn sockname(fd: c_int) -> Res<SocketAddr> {
-    let mut ss: libc::sockaddr_storage = unsafe_zeroed();
+    let mut ss = zeroed_storage();
     let mut len = core::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: a buffer of `len` bytes.
     if unsafe { libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) } < 0 {
@@ -346,36 +359,52 @@ fn sockname(fd: c_int) -> Res<SocketAddr> {
     unsafe { addr::from_c(&ss as *const _ as *const libc::sockaddr) }.ok_or(libc::EINVAL)
 }
 
-fn unsafe_zeroed() -> libc::sockaddr_storage {
+fn zeroed_storage() -> libc::sockaddr_storage {
     // SAFETY: sockaddr_storage is plain bytes; zero is valid.
     unsafe { core::mem::zeroed() }
 }
 
-fn encode_addr(a: &SocketAddr, gid: &[u8; 16], out: &mut [u8]) {
-    out[0] = MAGIC;
-    let (fam, ip) = match a.ip() {
-        IpAddr::V4(v4) => (4u8, v4.to_ipv6_mapped().octets()),
-        IpAddr::V6(v6) => (6u8, v6.octets()),
-    };
-    out[1] = fam;
-    out[2..4].copy_from_slice(&a.port().to_be_bytes());
-    out[4..20].copy_from_slice(&ip);
-    out[20..36].copy_from_slice(gid);
+/// Our address `local` as the peer at `dst` sees it: IPv4 to an IPv4
+/// peer (an IPv6 socket's IPv4-mapped addresses unmapped), else IPv6.
+/// rdma-core's receivers accept a UDP header only of the family they see
+/// the sender in.
+fn local_for(local: SocketAddr, dst: &SocketAddr) -> SocketAddr {
+    match (addr::unmap(local), addr::unmap(*dst)) {
+        (l @ SocketAddr::V4(_), SocketAddr::V4(_)) => l,
+        (SocketAddr::V4(l), SocketAddr::V6(_)) => {
+            SocketAddr::new(IpAddr::V6(l.ip().to_ipv6_mapped()), l.port())
+        }
+        (l, _) => l,
+    }
 }
 
-fn decode_addr(b: &[u8]) -> Option<(SocketAddr, [u8; 16])> {
-    if b.len() < HDR || b[0] != MAGIC {
-        return None;
-    }
-    let port = u16::from_be_bytes([b[2], b[3]]);
-    let v6 = Ipv6Addr::from(<[u8; 16]>::try_from(&b[4..20]).ok()?);
-    let ip = match b[1] {
-        4 => IpAddr::V4(v6.to_ipv4_mapped()?),
-        6 => IpAddr::V6(v6),
-        _ => return None,
+/// The source address the kernel routes `dst` from.
+fn route_source(dst: &SocketAddr) -> Res<IpAddr> {
+    let fam = if dst.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
     };
-    let gid = <[u8; 16]>::try_from(&b[20..36]).ok()?;
-    Some((SocketAddr::new(ip, port), gid))
+    // SAFETY: a throwaway socket, owned below.
+    let probe = unsafe { libc::socket(fam, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if probe < 0 {
+        return Err(errno());
+    }
+    // SAFETY: owned from here.
+    let probe = unsafe { OwnedFd::from_raw_fd(probe) };
+    let (ss, len) = addr::to_c(dst);
+    // SAFETY: a UDP connect only picks a route.
+    if unsafe {
+        libc::connect(
+            probe.as_raw_fd(),
+            &ss as *const _ as *const libc::sockaddr,
+            len,
+        )
+    } < 0
+    {
+        return Err(errno());
+    }
+    Ok(sockname(probe.as_raw_fd())?.ip())
 }
 
 impl DSocket {
@@ -383,75 +412,105 @@ impl DSocket {
         self.inner.lock()
     }
 
-    fn udp_send(&self, to: &SocketAddr, msg: &[u8]) {
-        let (ss, len) = addr::to_c(to);
-        // SAFETY: our socket; a valid address and buffer.
-        unsafe {
-            libc::sendto(
-                self.udp.as_raw_fd(),
-                msg.as_ptr().cast(),
-                msg.len(),
-                libc::MSG_DONTWAIT,
-                &ss as *const _ as *const libc::sockaddr,
-                len,
-            )
-        };
-    }
-
-    /// Gives the rsocket its QP once its address is known.
-    fn ensure_ud(&self, g: &mut Inner) -> Res<()> {
-        if g.ud.is_some() {
-            return Ok(());
-        }
-        let me = sockname(self.udp.as_raw_fd())?;
-        let ip = if me.ip().is_unspecified() {
-            match me {
-                SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-                SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    /// Sends `parts` as one UDP datagram to `to`.
+    fn udp_send(&self, to: &SocketAddr, parts: &[&[u8]], dontwait: bool) -> Res<usize> {
+        let (mut ss, len) = addr::to_c(to);
+        let mut iov: Vec<libc::iovec> = parts
+            .iter()
+            .map(|p| libc::iovec {
+                iov_base: p.as_ptr() as *mut _,
+                iov_len: p.len(),
+            })
+            .collect();
+        // SAFETY: msghdr is plain data; all-zero is valid.
+        let mut m: libc::msghdr = unsafe { core::mem::zeroed() };
+        m.msg_name = &mut ss as *mut _ as *mut _;
+        m.msg_namelen = len;
+        m.msg_iov = iov.as_mut_ptr();
+        m.msg_iovlen = iov.len() as _;
+        loop {
+            // SAFETY: our socket; the message names live buffers.
+            let n = unsafe { libc::sendmsg(self.udp.as_raw_fd(), &m, libc::MSG_NOSIGNAL) };
+            if n >= 0 {
+                return Ok(n as usize);
             }
-        } else {
-            addr::unmap(me).ip()
-        };
-        g.ud = Some(Ud::new(ip, g.rslots, g.sslots)?);
-        Ok(())
+            let e = errno();
+            if e != libc::EAGAIN || dontwait {
+                return Err(e);
+            }
+            let mut p = libc::pollfd {
+                fd: self.udp.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut p, 1, -1) } < 0 && errno() == libc::EINTR {
+                return Err(libc::EINTR);
+            }
+        }
     }
 
-    /// Binds to the address the kernel would send to `dst` from.
+    /// `dst`'s entry (`ds_get_dest`): made on first use, with the QP of
+    /// the source address we reach it from (made too if need be).
+    fn dest(&self, g: &mut Inner, dst: SocketAddr) -> Res<SocketAddr> {
+        let key = addr::unmap(dst);
+        if g.dests.contains_key(&key) {
+            return Ok(key);
+        }
+        // Our name; an unbound, wildcard or loopback name sends from the
+        // address the kernel routes the destination from (as rdma-core).
+        let mut me = sockname(self.udp.as_raw_fd())?;
+        let ip = addr::unmap(me).ip();
+        if ip.is_unspecified() || ip.is_loopback() {
+            let src = route_source(&dst)?;
+            me = match (me, src) {
+                (SocketAddr::V6(_), IpAddr::V4(v4)) => {
+                    SocketAddr::new(IpAddr::V6(v4.to_ipv6_mapped()), me.port())
+                }
+                _ => SocketAddr::new(src, me.port()),
+            };
+        }
+        let ud = match g
+            .uds
+            .iter()
+            .position(|u| addr::unmap(u.local).ip() == addr::unmap(me).ip())
+        {
+            Some(i) => i,
+            None => {
+                let u = Ud::new(me, g.rslots, g.sslots)?;
+                g.uds.push(u);
+                g.uds.len() - 1
+            }
+        };
+        g.dests.insert(
+            key,
+            Dest {
+                ud,
+                ah: null_mut(),
+                qpn: 0,
+            },
+        );
+        Ok(key)
+    }
+
+    /// Binds an unbound socket to the address the kernel would send to
+    /// `dst` from, as a UDP socket's first send does.
     fn autobind(&self, dst: &SocketAddr) -> Res<()> {
         if sockname(self.udp.as_raw_fd())?.port() != 0 {
             return Ok(());
         }
-        let fam = if dst.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
+        let src = SocketAddr::new(route_source(dst)?, 0);
+        let src = match (self.lock().family, src) {
+            (libc::AF_INET6, SocketAddr::V4(v4)) => {
+                SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), 0)
+            }
+            _ => src,
         };
-        // SAFETY: a throwaway socket, closed below.
-        let probe = unsafe { libc::socket(fam, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if probe < 0 {
-            return Err(errno());
-        }
-        // SAFETY: owned from here.
-        let probe = unsafe { OwnedFd::from_raw_fd(probe) };
-        let (ss, len) = addr::to_c(dst);
-        // SAFETY: a UDP connect only picks a route.
-        if unsafe {
-            libc::connect(
-                probe.as_raw_fd(),
-                &ss as *const _ as *const libc::sockaddr,
-                len,
-            )
-        } < 0
-        {
-            return Err(errno());
-        }
-        let mut src = sockname(probe.as_raw_fd())?;
-        src.set_port(0);
         self.bind(src)
     }
 
     pub fn bind(&self, a: SocketAddr) -> Res<()> {
-        let mut g = self.lock();
+        let g = self.lock();
         if sockname(self.udp.as_raw_fd())?.port() != 0 {
             return Err(libc::EINVAL);
         }
@@ -480,64 +539,22 @@ impl DSocket {
         {
             return Err(errno());
         }
-        self.ensure_ud(&mut g)
+        Ok(())
     }
 
     pub fn connect(&self, dst: SocketAddr) -> Res<()> {
         self.autobind(&dst)?;
         let mut g = self.lock();
-        self.ensure_ud(&mut g)?;
-        let dst = addr::unmap(dst);
+        self.dest(&mut g, dst)?;
         g.dst = Some(dst);
-        self.ask(&mut g, dst);
         Ok(())
     }
 
-    /// An rsocket of this process named `dst`: its QP number and GID.
-    /// Asking it over UDP would wait for this very process to answer.
-    /// `try_lock`: two threads resolving each other must not deadlock
-    /// (the query then goes out as for anyone else).
-    fn local_peer(&self, dst: &SocketAddr) -> Option<(u32, [u8; 16])> {
-        let socks: Vec<Arc<DSocket>> = TABLE.read().values().cloned().collect();
-        socks.iter().filter(|s| s.fd != self.fd).find_map(|s| {
-            let name = addr::unmap(sockname(s.udp.as_raw_fd()).ok()?);
-            let same = name == *dst
-                || (name.ip().is_unspecified()
-                    && name.port() == dst.port()
-                    && dst.ip().is_loopback());
-            if !same {
-                return None;
-            }
-            let g = s.inner.try_lock()?;
-            g.ud.as_ref().map(|u| (u.qpn(), u.gid))
-        })
-    }
-
-    /// Sends a query for `dst` unless one went out recently.
-    fn ask(&self, g: &mut Inner, dst: SocketAddr) {
-        if g.peers.contains_key(&dst) {
-            return;
-        }
-        if let (Some((qpn, gid)), Some(ud)) = (self.local_peer(&dst), g.ud.as_ref()) {
-            if let Ok(ah) = ud.make_ah(gid) {
-                g.asking.remove(&dst);
-                g.peers.insert(dst, Peer { ah, qpn });
-                return;
-            }
-        }
-        let now = Instant::now();
-        let e = g.asking.entry(dst).or_insert((now, now - QUERY_EVERY));
-        if now - e.1 >= QUERY_EVERY {
-            e.1 = now;
-            self.udp_send(&dst, QUERY);
-        }
-    }
-
-    /// Answers queries, takes replies, polls completions.
+    /// Reads the UDP socket (`udp_svc_process_rs`), then the CQs.
     pub fn progress(&self, g: &mut Inner) {
-        let mut b = [0u8; 32];
+        let mut b = [0u8; MSG_MAX];
         loop {
-            let mut ss = unsafe_zeroed();
+            let mut ss = zeroed_storage();
             let mut len = core::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             // SAFETY: our socket; buffers of the given sizes.
             let n = unsafe {
@@ -551,6 +568,8 @@ impl DSocket {
                 )
             };
             if n < 0 {
+                // Empty, or an ICMP error of an earlier send: nothing
+                // more to read now either way.
                 break;
             }
             // SAFETY: the kernel filled the address.
@@ -558,73 +577,92 @@ impl DSocket {
             else {
                 continue;
             };
-            let from = addr::unmap(from);
-            if n == 4 && &b[..4] == QUERY {
-                if let Some(ud) = &g.ud {
-                    let mut r = [0u8; REPLY_LEN];
-                    r[..4].copy_from_slice(REPLY);
-                    r[4..8].copy_from_slice(&ud.qpn().to_be_bytes());
-                    r[8..].copy_from_slice(&ud.gid);
-                    self.udp_send(&from, &r);
-                }
-            } else if n as usize == REPLY_LEN && &b[..4] == REPLY {
-                let qpn = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-                let mut gid = [0u8; 16];
-                gid.copy_from_slice(&b[8..REPLY_LEN]);
-                let key = g.asking.keys().find(|k| addr::unmap(**k) == from).copied();
-                if let (Some(k), Some(ud)) = (key, g.ud.as_ref()) {
-                    if let Ok(ah) = ud.make_ah(gid) {
-                        g.asking.remove(&k);
-                        g.peers.insert(k, Peer { ah, qpn });
+            let b = &b[..n as usize];
+            let Some((op, qpn, hl)) =
+                dwire::parse_udp_header(b, ss.ss_family as c_int == libc::AF_INET6)
+            else {
+                continue;
+            };
+            let Ok(key) = self.dest(g, from) else {
+                continue;
+            };
+            let Some((ud, known)) = g
+                .dests
+                .get(&key)
+                .map(|d| (d.ud, !d.ah.is_null() && d.qpn == qpn))
+            else {
+                continue;
+            };
+            let u = &g.uds[ud];
+            if op == OP_DATA {
+                // Tell the sender which QP to send to from now on.
+                let (h, hl) = dwire::udp_header(OP_CTRL, u.qpn(), local_for(u.local, &from).ip());
+                let _ = self.udp_send(&from, &[&h[..hl]], true);
+            }
+            if !known {
+                if let (Ok(ah), Some(d)) = (u.make_ah(&from), g.dests.get_mut(&key)) {
+                    if !d.ah.is_null() {
+                        // SAFETY: the AH we made before, no longer used.
+                        unsafe { verbs::ibv_destroy_ah(d.ah) };
                     }
+                    d.ah = ah;
+                    d.qpn = qpn;
                 }
+            }
+            // Lossy as a full receive queue is.
+            let room: usize = g.uds.iter().map(|u| u.rslots).sum::<usize>().max(g.rslots);
+            if op == OP_DATA && g.owned < room {
+                g.owned += 1;
+                g.rxq.push_back(Rx {
+                    data: Data::Owned(b[hl..].to_vec()),
+                    len: b.len() - hl,
+                    from,
+                });
             }
         }
-        self.poll_cq(g);
+        self.poll_cqs(g);
     }
 
-    fn poll_cq(&self, g: &mut Inner) {
-        let Some(ud) = g.ud.as_mut() else { return };
+    fn poll_cqs(&self, g: &mut Inner) {
         let mut wc = [ibv_wc::zeroed(); 16];
-        loop {
-            // SAFETY: our live CQ.
-            let n = unsafe { verbs::poll_cq(ud.cq, &mut wc) }.unwrap_or(0);
-            for w in &wc[..n] {
-                let slot = w.wr_id as usize;
-                if slot >= ud.rslots {
-                    ud.sfree.push(slot);
-                    continue;
-                }
-                let len = w.byte_len as usize;
-                let from = if w.status == IBV_WC_SUCCESS && len >= GRH + HDR {
-                    let p = ud.slot_ptr(slot);
-                    // SAFETY: the completion says `len` bytes of the slot
-                    // were written.
-                    let hdr = unsafe { core::slice::from_raw_parts(p.add(GRH), HDR) };
-                    decode_addr(hdr)
-                } else {
-                    None
-                };
-                match from {
-                    Some((from, gid)) => {
-                        if let Entry::Vacant(e) = g.peers.entry(from) {
-                            if let Ok(ah) = ud.make_ah(gid) {
-                                e.insert(Peer { ah, qpn: w.src_qp });
-                            }
-                        }
-                        g.rxq.push_back(Rx {
-                            slot,
-                            len: len - GRH - HDR,
+        for (i, ud) in g.uds.iter_mut().enumerate() {
+            loop {
+                // SAFETY: our live CQ.
+                let n = unsafe { verbs::poll_cq(ud.cq, &mut wc) }.unwrap_or(0);
+                for w in &wc[..n] {
+                    let slot = w.wr_id as usize;
+                    if slot >= ud.rslots {
+                        ud.sfree.push(slot);
+                        continue;
+                    }
+                    let len = w.byte_len as usize;
+                    let hdr = if w.status == IBV_WC_SUCCESS && len >= GRH + dwire::HDR4 {
+                        let p = ud.slot_ptr(slot);
+                        // SAFETY: the completion says `len` bytes of the
+                        // slot were written.
+                        let b = unsafe { core::slice::from_raw_parts(p.add(GRH), len - GRH) };
+                        dwire::parse_ds_header(b)
+                    } else {
+                        None
+                    };
+                    match hdr {
+                        Some((from, hl)) => g.rxq.push_back(Rx {
+                            data: Data::Slot {
+                                ud: i,
+                                slot,
+                                hdr: hl,
+                            },
+                            len: len - GRH - hl,
                             from,
-                        });
-                    }
-                    None => {
-                        let _ = ud.post_recv(slot);
+                        }),
+                        None => {
+                            let _ = ud.post_recv(slot);
+                        }
                     }
                 }
-            }
-            if n < wc.len() {
-                break;
+                if n < wc.len() {
+                    break;
+                }
             }
         }
     }
@@ -634,52 +672,37 @@ impl DSocket {
         &'a self,
         mut g: MutexGuard<'a, Inner>,
         nonblock: bool,
-        ready: impl Fn(&DSocket, &mut Inner) -> bool,
+        ready: impl Fn(&Inner) -> bool,
     ) -> Res<MutexGuard<'a, Inner>> {
         loop {
             self.progress(&mut g);
-            if ready(self, &mut g) {
+            if ready(&g) {
                 return Ok(g);
             }
             if nonblock {
                 return Err(libc::EAGAIN);
             }
-            if let Some(ud) = &g.ud {
-                // SAFETY: our live CQ.
-                unsafe { verbs::arm_cq(ud.cq) };
-            }
+            let fds = self.arm_locked(&g);
             self.progress(&mut g);
-            if ready(self, &mut g) {
+            if ready(&g) {
                 return Ok(g);
             }
-            let comp = g.ud.as_ref().map(|u| {
-                // SAFETY: a live channel.
-                unsafe { (*u.cc).fd }
-            });
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.udp.as_raw_fd(),
+            let mut pfds: Vec<libc::pollfd> = fds
+                .iter()
+                .map(|&fd| libc::pollfd {
+                    fd,
                     events: libc::POLLIN,
                     revents: 0,
-                },
-                libc::pollfd {
-                    fd: comp.unwrap_or(-1),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
+                })
+                .collect();
             drop(g);
-            // Bounded, so unanswered queries are repeated.
-            // SAFETY: two valid pollfds.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, QUERY_EVERY.as_millis() as c_int) };
+            // SAFETY: valid pollfds.
+            let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, -1) };
             if rc < 0 && errno() == libc::EINTR {
                 return Err(libc::EINTR);
             }
             g = self.lock();
-            if let Some(ud) = &g.ud {
-                // SAFETY: the live channel of our CQ.
-                unsafe { verbs::drain_cq_events(ud.cc) };
-            }
+            Self::drain_locked(&g);
         }
     }
 
@@ -695,55 +718,46 @@ impl DSocket {
         if len > MAX_DGRAM {
             return Err(libc::EMSGSIZE);
         }
-        let mut g = self.lock();
-        let dst = to.or(g.dst).ok_or(libc::EDESTADDRREQ)?;
-        let dst = addr::unmap(dst);
-        drop(g);
+        let dst = to.or(self.lock().dst).ok_or(libc::EDESTADDRREQ)?;
         self.autobind(&dst)?;
-        g = self.lock();
-        self.ensure_ud(&mut g)?;
-        if g.ud.as_ref().is_some_and(|u| len > u.max_payload) {
+        let mut g = self.lock();
+        let key = self.dest(&mut g, dst)?;
+        let nonblock = dontwait || g.nonblock;
+        let ud = g.dests[&key].ud;
+        let me = local_for(g.uds[ud].local, &dst);
+        let (h, hl) = dwire::ds_header(&me);
+        if hl + len > g.uds[ud].max_msg {
             return Err(libc::EMSGSIZE);
         }
-        let nonblock = dontwait || g.nonblock;
-        g = self.wait(g, nonblock, |s, g| {
-            s.ask(g, dst);
-            let gave_up = g
-                .asking
-                .get(&dst)
-                .is_some_and(|(first, _)| first.elapsed() > QUERY_FOR);
-            gave_up
-                || (g.peers.contains_key(&dst)
-                    && g.ud.as_ref().is_some_and(|u| !u.sfree.is_empty()))
-        })?;
-        if !g.peers.contains_key(&dst) {
-            // Nobody answered for QUERY_FOR: the next send asks afresh.
-            g.asking.remove(&dst);
-            return Err(libc::EHOSTUNREACH);
+        // A CTRL naming the peer's QP may be waiting.
+        self.progress(&mut g);
+        // SAFETY: caller guarantee.
+        let payload = unsafe { core::slice::from_raw_parts(data, len) };
+        if g.dests[&key].ah.is_null() {
+            // The peer's QP is not known yet: through its UDP socket.
+            let (uh, uhl) = dwire::udp_header(OP_DATA, g.uds[ud].qpn(), me.ip());
+            drop(g);
+            let n = self.udp_send(&dst, &[&uh[..uhl], payload], nonblock)?;
+            return Ok(n.saturating_sub(uhl));
         }
-        let me = sockname(self.udp.as_raw_fd())?;
+        g = self.wait(g, nonblock, |g| !g.uds[ud].sfree.is_empty())?;
         let (ah, qpn) = {
-            let p = g.peers.get(&dst).ok_or(libc::EAGAIN)?;
-            (p.ah, p.qpn)
+            let d = g.dests.get(&key).ok_or(libc::EAGAIN)?;
+            (d.ah, d.qpn)
         };
-        let ud = g.ud.as_mut().ok_or(libc::ENOTCONN)?;
-        let gid = ud.gid;
-        let slot = ud.sfree.pop().ok_or(libc::EAGAIN)?;
-        let p = ud.slot_ptr(slot);
+        let u = &mut g.uds[ud];
+        let slot = u.sfree.pop().ok_or(libc::EAGAIN)?;
+        let p = u.slot_ptr(slot);
         // SAFETY: the slot is ours (free) and SLOT bytes long; the payload
         // is the caller's.
         unsafe {
-            encode_addr(
-                &addr::unmap(me),
-                &gid,
-                core::slice::from_raw_parts_mut(p, HDR),
-            );
-            core::ptr::copy_nonoverlapping(data, p.add(HDR), len);
+            core::ptr::copy_nonoverlapping(h.as_ptr(), p, hl);
+            core::ptr::copy_nonoverlapping(payload.as_ptr(), p.add(hl), len);
         }
         let mut sge = ibv_sge {
             addr: p as u64,
-            length: (HDR + len) as u32,
-            lkey: ud.mr.as_ref().map(|m| m.lkey()).unwrap_or(0),
+            length: (hl + len) as u32,
+            lkey: u.mr.as_ref().map(|m| m.lkey()).unwrap_or(0),
         };
         let mut wr = ibv_send_wr::zeroed();
         wr.wr_id = slot as u64;
@@ -757,8 +771,8 @@ impl DSocket {
             remote_qkey: QKEY,
         };
         // SAFETY: our live QP; `wr` and `sge` live through the call.
-        if let Err(e) = unsafe { verbs::post_send(ud.qp, &mut wr) } {
-            ud.sfree.push(slot);
+        if let Err(e) = unsafe { verbs::post_send(u.qp, &mut wr) } {
+            u.sfree.push(slot);
             return Err(e);
         }
         Ok(len)
@@ -774,25 +788,38 @@ impl DSocket {
         peek: bool,
     ) -> Res<(usize, SocketAddr)> {
         let g = self.lock();
-        if g.ud.is_none() {
+        let nonblock = dontwait || g.nonblock;
+        if sockname(self.udp.as_raw_fd())?.port() == 0 {
             // Nothing can arrive at a socket with no address.
-            return Err(if dontwait || g.nonblock {
+            return Err(if nonblock {
                 libc::EAGAIN
             } else {
                 libc::ENOTCONN
             });
         }
-        let nonblock = dontwait || g.nonblock;
-        let mut g = self.wait(g, nonblock, |_, g| !g.rxq.is_empty())?;
-        let rx = g.rxq.front().map(|r| (r.slot, r.len, r.from));
-        let (slot, dlen, from) = rx.ok_or(libc::EAGAIN)?;
-        let ud = g.ud.as_mut().ok_or(libc::ENOTCONN)?;
+        let mut g = self.wait(g, nonblock, |g| !g.rxq.is_empty())?;
+        let rx = g.rxq.front().ok_or(libc::EAGAIN)?;
+        let (dlen, from) = (rx.len, rx.from);
         let n = dlen.min(len);
-        // SAFETY: the datagram's bytes in our slot; the caller's buffer.
-        unsafe { core::ptr::copy_nonoverlapping(ud.slot_ptr(slot).add(GRH + HDR), buf, n) };
-        if !peek {
-            let _ = ud.post_recv(slot);
-            g.rxq.pop_front();
+        match rx.data {
+            Data::Owned(ref v) => {
+                // SAFETY: the caller's buffer of `len` >= n bytes.
+                unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), buf, n) };
+                if !peek {
+                    g.rxq.pop_front();
+                    g.owned -= 1;
+                }
+            }
+            Data::Slot { ud, slot, hdr } => {
+                let u = &mut g.uds[ud];
+                // SAFETY: the datagram's bytes in our slot; the caller's
+                // buffer.
+                unsafe { core::ptr::copy_nonoverlapping(u.slot_ptr(slot).add(GRH + hdr), buf, n) };
+                if !peek {
+                    let _ = u.post_recv(slot);
+                    g.rxq.pop_front();
+                }
+            }
         }
         Ok((n, from))
     }
@@ -804,35 +831,39 @@ impl DSocket {
         if events & libc::POLLIN != 0 && !g.rxq.is_empty() {
             r |= libc::POLLIN;
         }
-        let can_send = g.ud.as_ref().is_none_or(|u| !u.sfree.is_empty());
-        if events & libc::POLLOUT != 0 && can_send {
+        if events & libc::POLLOUT != 0 && g.can_send() {
             r |= libc::POLLOUT;
         }
         r
     }
 
-    /// Arms the CQ; the descriptors to sleep on.
-    pub fn arm(&self) -> [c_int; 2] {
-        let g = self.lock();
-        let comp = match &g.ud {
-            Some(u) => {
-                // SAFETY: our live CQ and channel.
-                unsafe {
-                    verbs::arm_cq(u.cq);
-                    (*u.cc).fd
-                }
+    /// Arms the CQs; the descriptors to sleep on.
+    fn arm_locked(&self, g: &Inner) -> Vec<c_int> {
+        let mut fds = vec![self.udp.as_raw_fd()];
+        for u in &g.uds {
+            // SAFETY: our live CQ and channel.
+            unsafe {
+                verbs::arm_cq(u.cq);
+                fds.push((*u.cc).fd);
             }
-            None => -1,
-        };
-        [self.udp.as_raw_fd(), comp]
+        }
+        fds
     }
 
-    pub fn drain(&self) {
-        let g = self.lock();
-        if let Some(u) = &g.ud {
+    /// Arms the CQs; the descriptors to sleep on.
+    pub fn arm(&self) -> Vec<c_int> {
+        self.arm_locked(&self.lock())
+    }
+
+    fn drain_locked(g: &Inner) {
+        for u in &g.uds {
             // SAFETY: the live channel of our CQ.
             unsafe { verbs::drain_cq_events(u.cc) };
         }
+    }
+
+    pub fn drain(&self) {
+        Self::drain_locked(&self.lock());
     }
 
     pub fn local_addr(&self) -> Res<SocketAddr> {
@@ -851,14 +882,14 @@ impl DSocket {
         self.lock().reuseaddr = on;
     }
 
-    /// SO_RCVBUF/SO_SNDBUF: how many datagrams may wait (before the QP is
-    /// made).
+    /// SO_RCVBUF/SO_SNDBUF: how many datagrams may wait (before the first
+    /// QP is made), in rdma-core's 2 KB buffers.
     pub fn set_buf(&self, recv: bool, bytes: usize) -> Res<()> {
         let mut g = self.lock();
-        if g.ud.is_some() {
+        if !g.uds.is_empty() {
             return Err(libc::EINVAL);
         }
-        let n = (bytes / SLOT).clamp(4, 1024);
+        let n = (bytes / MSG_MAX).clamp(4, 1024);
         if recv {
             g.rslots = n;
         } else {
@@ -869,17 +900,15 @@ impl DSocket {
 
     pub fn bufs(&self) -> (usize, usize) {
         let g = self.lock();
-        (g.rslots * SLOT, g.sslots * SLOT)
+        (g.rslots * MSG_MAX, g.sslots * MSG_MAX)
     }
 
     pub fn close(self: Arc<Self>) -> Res<()> {
         TABLE.write().remove(&self.fd);
         let mut g = self.lock();
-        for (_, p) in g.peers.drain() {
-            // SAFETY: an AH we made, destroyed once, before its PD.
-            unsafe { verbs::ibv_destroy_ah(p.ah) };
-        }
-        g.ud = None;
+        g.release_ahs();
+        g.rxq.clear();
+        g.uds.clear();
         Ok(())
     }
 }

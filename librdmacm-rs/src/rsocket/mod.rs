@@ -4,18 +4,19 @@
 //! A stream rsocket is an rdma_cm id on its own event channel; it speaks
 //! rdma-core 44's rsocket protocol (`wire` has its formats, `conn` runs
 //! it), so either end may be rdma-core's librdmacm. A datagram
-//! rsocket (`dgram`) is a UD QP named by a kernel UDP socket that only
-//! answers address queries.
+//! rsocket (`dgram`) is named by a kernel UDP socket and sends from UD QPs,
+//! in rdma-core 44's datagram protocol (`dwire` has its formats).
 //!
 //! Layers, top down: `api` (the exported calls) over `poll` (`rpoll`,
 //! `rselect`) and `opts` (socket options, `rfcntl`) over `stream` (the
-//! rsocket and its connection state machine) and `dgram` over `conn` (the
-//! stream data path, in `wire`'s formats) over `verbs` (the libibverbs
-//! calls). `settings` holds the option values all of them read.
+//! rsocket and its connection state machine) and `dgram` (over `dwire`)
+//! over `conn` (the stream data path, in `wire`'s formats) over `verbs`
+//! (the libibverbs calls). `settings` holds the option values all of them read.
 
 mod api;
 mod conn;
 mod dgram;
+mod dwire;
 mod opts;
 mod poll;
 mod settings;

@@ -204,7 +204,7 @@ fn poll_inner(
                     back.push((i, false));
                     continue;
                 }
-                Entry::Stream(s) => [s.fd, s.lock().comp_fd().unwrap_or(-1)],
+                Entry::Stream(s) => vec![s.fd, s.lock().comp_fd().unwrap_or(-1)],
                 // Armed by the check above.
                 Entry::Dgram(d) => d.arm(),
             };
