@@ -14,7 +14,8 @@
 //!   what the tests reach), `leaks` (the misuse checker's exit summary);
 //! - verbs: `qp/` (creation, the state machine, posting, multicast,
 //!   `ibv_wr_*`, the checker's QP checks);
-//! - engine: `engine/` (`requester`, `responder` for RC, UC and XRC;
+//! - engine: `engine/` (`requester`, `completer`, `responder` for RC, UC
+//!   and XRC, each with its per-QP state in its `info`, which the QP holds;
 //!   `datagram` for UD);
 //! - objects: `wq/` (the QP's state), `srq`, `mw`, `dm`, `cq`, `mr` (the
 //!   key table), `xrcd`, `ah`, `remote_srq`, `pd`, `xrc_registry`,

@@ -5,6 +5,7 @@
 //! its lock; here is how the progress thread, a CQ being polled and the
 //! timers reach them.
 
+pub mod completer;
 pub mod datagram;
 pub mod requester;
 pub mod responder;
@@ -44,7 +45,7 @@ impl Producer for Qp {
         let kick = self
             .inner
             .try_lock()
-            .is_none_or(|g| g.inc.as_ref().is_some_and(|i| i.ack_owed));
+            .is_none_or(|g| g.resp.inc().is_some_and(|i| i.ack_owed));
         if kick {
             self.kick();
         }
@@ -67,13 +68,13 @@ impl Target for Qp {
             Kind::Group(id) => datagram::receive_group(self, &mut g, id),
             Kind::Listener => responder::on_listener(self, &mut g),
             Kind::Pending(id) => match responder::pending_slot(&g, id) {
-                Some(slot) if dead => g.pending[slot] = None,
+                Some(slot) if dead => g.resp.drop_pending_slot(slot),
                 Some(slot) => responder::on_pending(self, &mut g, slot),
                 None => {}
             },
             Kind::Incoming if dead => {
                 let vanished = g.incoming_conn().is_some_and(|c| c.timed_out());
-                g.inc = None;
+                g.resp.drop_incoming();
                 if vanished {
                     self.peer_vanished(&mut g);
                 }
@@ -130,7 +131,7 @@ impl Target for Qp {
 
     fn at_exit(&self) {
         if let Some(mut g) = self.inner.try_lock() {
-            if let Some(inc) = g.inc.as_mut() {
+            if let Some(inc) = g.resp.inc_mut() {
                 inc.send_owed_ack();
             }
         }
@@ -143,9 +144,7 @@ fn setting_up(g: &QpInner) -> bool {
     if !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) {
         return false;
     }
-    let out = g.out.as_ref().is_some_and(|o| !o.connected);
-    let inc = g.inc.is_none() && !g.inc_bound && g.listener.is_some() && g.accept_resume.is_none();
-    out || inc
+    g.req.connecting().is_some() || (g.resp.awaiting_peer() && g.resp.has_listener())
 }
 
 /// Polls between two looks at a connection being made, after the first
@@ -165,19 +164,12 @@ impl Qp {
         if g.setup_polls > SETUP_POLLS_EAGER && !g.setup_polls.is_multiple_of(SETUP_POLL_EVERY) {
             return;
         }
-        let connecting = g.out.as_ref().filter(|o| !o.connected);
-        let ev = connecting.map_or(0, |o| o.conn.connect_events());
+        let ev = g.req.connecting().map_or(0, |o| o.conn.connect_events());
         if ev != 0 {
             requester::on_event(self, g, ev);
         }
-        if g.inc.is_none() && !g.inc_bound && g.accept_resume.is_none() {
-            responder::on_listener(self, g);
-            for slot in 0..g.pending.len() {
-                if g.inc.is_some() {
-                    break;
-                }
-                responder::on_pending(self, g, slot);
-            }
+        if g.resp.awaiting_peer() {
+            responder::accept_now(self, g);
         }
     }
 
@@ -189,7 +181,7 @@ impl Qp {
     /// count is reached, with the other's last SENDs in its socket).
     pub fn take_arrived(&self, g: &mut QpInner) {
         if g.dgram.is_none()
-            && g.inc.is_some()
+            && g.resp.inc().is_some()
             && matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD)
         {
             responder::pump(self, g);
@@ -231,27 +223,22 @@ impl Qp {
                 .srq
                 .as_ref()
                 .is_some_and(|s| !s.sharing.load(std::sync::atomic::Ordering::Relaxed));
-        if g.inc
-            .as_ref()
-            .is_some_and(|i| !i.peer_direct || srq_private)
-        {
+        if g.resp.inc().is_some_and(|i| !i.peer_direct || srq_private) {
             // An ACK held back since the last poll, which no request of
             // ours carried: now it goes.
             responder::send_owed_ack(self, g);
-            g.defer_acks = true;
-            responder::pump(self, g);
-            g.defer_acks = false;
+            responder::pump_deferring_acks(self, g);
         }
-        let quiet = g.out.as_ref().is_some_and(|o| {
+        let quiet = g.req.out_ref().is_some_and(|o| {
             o.direct.is_some() && !o.announce && !o.tx_active && !g.sq.in_flight()
         });
         if quiet {
             // A SEND waiting for the peer's receive is retried here, and
             // atomics held back for a batch run.
-            if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) || g.atomics_deferred {
+            if g.req.rnr_waiting() || g.req.atomics_deferred() {
                 requester::pump(self, g);
             }
-        } else if requester::wants_poll(g) {
+        } else if completer::wants_poll(g) {
             requester::on_event(self, g, libc::EPOLLIN as u32);
         }
     }

@@ -10,18 +10,22 @@ use std::io::ErrorKind;
 
 use verbs_abi::*;
 
+pub mod info;
+
+use super::completer::receive;
 use crate::faults::Action;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
 use crate::stats::Counters;
-use crate::transport::{local, mailbox, shm, Conn, ConnectError, Connecting, MAX_IOV};
+use crate::transport::{local, mailbox, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
-    msn_before, Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURES, FEATURE_FRAMED,
-    FLAG_ACK, FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN,
+    Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURES, FEATURE_FRAMED, FLAG_ACK,
+    FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN,
 };
-use crate::wq::conn::{OutConn, ReadRx, RNR_DIRECT_NS};
+use crate::wq::conn::{OutConn, RNR_DIRECT_NS};
 use crate::wq::{rnr_timer_ns, Qp, QpInner};
+use info::{broken_by, Broken};
 use parking_lot::RwLockReadGuard;
 
 /// Marks the hello as what is being transmitted (it belongs to no WQE).
@@ -31,41 +35,16 @@ const TX_DOORBELL: u64 = u64::MAX - 1;
 /// Least time between two attempts to connect again (see [`pump`]).
 const RECONNECT_PAUSE_NS: u64 = 10_000_000;
 
-/// Why the outgoing connection cannot go on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Broken {
-    /// The peer cannot be reached: like an InfiniBand transport retry
-    /// running out.
-    Lost,
-    /// A response made no sense for the WQE it answers.
-    BadResponse,
-    /// Our own registered memory could not be read (unmapped since it was
-    /// registered) while part of the request was already on the wire.
-    LocalFault,
-    /// The peer's host stopped answering (TCP's keepalive or unacked-data
-    /// timeout ran out): fails the QP even with nothing outstanding.
-    Vanished,
-}
-
-/// How a socket error ends the connection.
-fn broken_by(e: &std::io::Error) -> Broken {
-    if crate::transport::vanished(e) {
-        Broken::Vanished
-    } else {
-        Broken::Lost
-    }
-}
-
 /// Opens the outgoing connection (entering RTR). The hello is queued as the
 /// first bytes to send. Fails with an errno only when this host cannot make
 /// the connection (out of descriptors, say); a peer that cannot be reached
 /// is found out later, as on hardware, by the retry timer.
 pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
-    g.out = None;
-    g.peer_gone = false;
-    g.acked_upto = None;
-    if g.faults.is_none() {
-        g.faults = crate::faults::QpFaults::for_qp(qp.qpn);
+    g.req.out = None;
+    g.req.peer_gone = false;
+    g.comp.restart();
+    if g.req.faults.is_none() {
+        g.req.faults = crate::faults::QpFaults::for_qp(qp.qpn);
     }
     let Some(remote) = g.remote else {
         return Ok(());
@@ -76,7 +55,7 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
         Err(ConnectError::Local(e)) => return Err(e.raw_os_error().unwrap_or(libc::ENOMEM)),
         Err(ConnectError::Remote(e)) => {
             log::debug!("qp {:#x}: connect: {e}", qp.qpn);
-            g.peer_gone = true;
+            g.req.peer_gone = true;
             return Ok(());
         }
     };
@@ -107,7 +86,7 @@ pub fn start(qp: &Qp, g: &mut QpInner) -> Result<(), i32> {
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     eng.add(conn.fd(), token(qp.serial, Kind::Outgoing), events)
         .map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
-    g.out = Some(OutConn {
+    g.req.out = Some(OutConn {
         conn,
         connected,
         events,
@@ -147,7 +126,7 @@ pub fn apply_timeouts(g: &QpInner) {
     // must not cut a live peer whose kernel is merely slow to answer a
     // keepalive probe (thousands of connections on a loaded machine are).
     let ms = (budget / 1_000_000).clamp(6000, u32::MAX as u64) as u32;
-    if let Some(o) = g.out.as_ref() {
+    if let Some(o) = g.req.out.as_ref() {
         o.conn.set_user_timeout(ms);
     }
     if let Some(c) = g.incoming_conn() {
@@ -160,7 +139,8 @@ pub fn apply_timeouts(g: &QpInner) {
 pub fn outgoing_timed_out(g: &QpInner) -> bool {
     // Reading a socket's error clears it: a connection still being made
     // reports its own outcome in `on_event`, which must see it.
-    g.out
+    g.req
+        .out
         .as_ref()
         .is_some_and(|o| o.connected && o.conn.timed_out())
 }
@@ -187,10 +167,6 @@ pub fn outgoing_timed_out(g: &QpInner) -> bool {
 /// Shortest ACK timeout honoured. Below it a busy machine's scheduling
 /// delays alone would exhaust the retries of a live peer (timeout 13).
 const MIN_ACK_TIMEOUT_NS: u64 = 4096 << 13;
-/// After an RNR wait notice the peer is known alive for this long.
-pub const RNR_NOTICE_GRACE_NS: u64 = 3 * RNR_NOTICE_NS;
-/// How often a stalled responder repeats its RNR wait notice.
-pub const RNR_NOTICE_NS: u64 = 100_000_000;
 
 /// One ACK timeout (a "try"), or None for timeout 0 (wait forever).
 fn ack_timeout_ns(g: &QpInner) -> Option<u64> {
@@ -207,60 +183,63 @@ fn retry_budget_ns(g: &QpInner) -> Option<u64> {
 
 /// Starts the tick if work is outstanding and it is not running.
 fn arm_retry_timer(qp: &Qp, g: &mut QpInner) {
-    if g.ack_tick_at != 0 || !g.outstanding() {
+    if g.req.tick_at != 0 || !g.outstanding() {
         return;
     }
     let Some(t) = ack_timeout_ns(g) else { return };
     let Ok(e) = engine() else { return };
-    g.ack_tick_at = mono_ns() + t;
-    g.ack_idle = 0;
-    g.ack_progress = false;
-    g.ack_busy_from_start = true;
-    e.add_timer(g.ack_tick_at, qp.serial);
+    g.req.tick_at = mono_ns() + t;
+    g.req.idle = 0;
+    g.req.progress = false;
+    g.req.busy_from_start = true;
+    e.add_timer(g.req.tick_at, qp.serial);
 }
 
 /// Whether the retry tick due at `now` would count a period without any
 /// sign of the peer (see [`on_timer`]).
 pub fn tick_finds_silence(g: &QpInner, now: u64) -> bool {
-    g.ack_tick_at != 0
-        && g.ack_tick_at <= now
-        && !g.ack_progress
+    g.req.tick_at != 0
+        && g.req.tick_at <= now
+        && !g.req.progress
         && g.outstanding()
-        && g.out
+        && g.req
+            .out
             .as_ref()
             .is_some_and(|o| o.connected && o.rnr_since == 0)
 }
 
 /// The retry timer's tick (see above).
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
-    if g.out.as_ref().is_some_and(|o| o.rnr_since != 0) || g.faults.is_some() || g.atomics_deferred
+    if g.req.out.as_ref().is_some_and(|o| o.rnr_since != 0)
+        || g.req.faults.is_some()
+        || g.req.atomics_deferred
     {
         pump(qp, g);
     }
-    if g.ack_tick_at == 0 || g.ack_tick_at > now {
+    if g.req.tick_at == 0 || g.req.tick_at > now {
         return;
     }
-    g.ack_tick_at = 0;
+    g.req.tick_at = 0;
     let Some(t) = ack_timeout_ns(g) else { return };
     // A same-host SEND waiting for the peer's receive sees the peer alive
     // in its mailbox, as an RNR NAK would tell it.
-    let rnr_direct = g.out.as_ref().is_some_and(|o| o.rnr_since != 0);
-    let progressed = std::mem::take(&mut g.ack_progress) || rnr_direct;
+    let rnr_direct = g.req.out.as_ref().is_some_and(|o| o.rnr_since != 0);
+    let progressed = std::mem::take(&mut g.req.progress) || rnr_direct;
     if !g.outstanding() {
-        g.ack_idle = 0;
+        g.req.idle = 0;
         if !progressed {
             return; // idle for a whole period: the next post re-arms
         }
-    } else if progressed || now < g.rnr_hold_until || !g.ack_busy_from_start {
+    } else if progressed || now < g.req.rnr_hold_until || !g.req.busy_from_start {
         // Work posted into a period that began idle has not waited a
         // whole period yet: the next one judges it.
-        g.ack_idle = 0;
+        g.req.idle = 0;
     } else {
-        g.ack_idle += 1;
-        if g.ack_idle > g.attr.retry_cnt.min(7) {
-            g.ack_idle = 0;
-            g.out = None;
-            g.peer_gone = true;
+        g.req.idle += 1;
+        if g.req.idle > g.attr.retry_cnt.min(7) {
+            g.req.idle = 0;
+            g.req.out = None;
+            g.req.peer_gone = true;
             Counters::bump(&g.stats.local_ack_timeout_err);
             log::error!(
                 "qp {:#x}: transport retry count exceeded ({} periods without progress)",
@@ -271,19 +250,21 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
             return;
         }
     }
-    g.ack_tick_at = now + t;
-    g.ack_busy_from_start = g.outstanding();
+    g.req.tick_at = now + t;
+    g.req.busy_from_start = g.outstanding();
     if let Ok(e) = engine() {
-        e.add_timer(g.ack_tick_at, qp.serial);
+        e.add_timer(g.req.tick_at, qp.serial);
     }
     // Waiting for a peer that refused us: try it again.
-    if g.out.is_none() {
+    if g.req.out.is_none() {
         pump(qp, g);
     }
 }
 
 pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
-    let Some(out) = g.out.as_mut() else { return };
+    let Some(out) = g.req.out.as_mut() else {
+        return;
+    };
     if !out.connected {
         if events & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 == 0 {
             return;
@@ -296,8 +277,8 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
         // A connection made again to a peer that once refused us proves
         // nothing (its kernel accepts for a QP that may close it at once):
         // only bytes from the peer count then.
-        if !g.reconnecting {
-            g.ack_progress = true;
+        if !g.req.reconnecting {
+            g.req.progress = true;
         }
     }
     if let Err(b) = receive(qp, g) {
@@ -307,52 +288,21 @@ pub fn on_event(qp: &Qp, g: &mut QpInner, events: u32) {
     pump(qp, g);
 }
 
-/// Whether a thread polling our CQ should read our connection now. Not
-/// when nothing is unanswered and nothing waits to go (whatever the peer
-/// may still say, a close or a same-host offer, the progress thread
-/// reads); and only one poll in [`RIDE_POLL_EVERY`] while the peer's ACKs
-/// come on its requests (`acks_ride`) and nothing waits for a READ or
-/// atomic response: a syscall a poll is most of a poll's cost.
-pub fn wants_poll(g: &mut QpInner) -> bool {
-    let Some(out) = g.out.as_ref() else {
-        return false;
-    };
-    if !out.connected
-        || out.tx_active
-        || out.rx_read.is_some()
-        || out.rx_got > 0
-        || g.sq.next_to_transmit().is_some()
-    {
-        return true;
-    }
-    let Some(head) = g.sq.oldest_in_flight() else {
-        return false;
-    };
-    if !g.acks_ride || g.sq.wqe(head).expects_data() {
-        return true;
-    }
-    g.polls_skipped = g.polls_skipped.wrapping_add(1);
-    g.polls_skipped.is_multiple_of(RIDE_POLL_EVERY)
-}
-
-/// See [`wants_poll`].
-const RIDE_POLL_EVERY: u8 = 8;
-
 /// Runs the transmit side as far as it goes without blocking, and settles
 /// WQEs that can no longer reach the peer.
 pub fn pump(qp: &Qp, g: &mut QpInner) {
-    if g.out.is_none() {
-        if matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) && g.peer_gone && g.sq.has_work() {
+    if g.req.out.is_none() {
+        if matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) && g.req.peer_gone && g.sq.has_work() {
             // The connection ended with nothing unanswered on it (the peer
             // was reset and connected again, or was not ready when we
             // reached RTR): connect again, as hardware simply sends to the
             // peer's new incarnation. Paced, and bounded by the retry
             // timer like any silence.
             let now = mono_ns();
-            if g.state == IBV_QPS_RTS && !g.sq.in_flight() && now >= g.reconnect_at {
-                g.reconnect_at = now + RECONNECT_PAUSE_NS;
-                g.reconnecting = true;
-                if start(qp, g).is_ok() && g.out.is_some() {
+            if g.state == IBV_QPS_RTS && !g.sq.in_flight() && now >= g.req.reconnect_at {
+                g.req.reconnect_at = now + RECONNECT_PAUSE_NS;
+                g.req.reconnecting = true;
+                if start(qp, g).is_ok() && g.req.out.is_some() {
                     return;
                 }
             }
@@ -376,7 +326,9 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
 }
 
 fn update_interest(qp: &Qp, g: &mut QpInner) {
-    let Some(out) = g.out.as_mut() else { return };
+    let Some(out) = g.req.out.as_mut() else {
+        return;
+    };
     let mut want = libc::EPOLLIN as u32;
     if !out.connected || out.tx_active {
         want |= libc::EPOLLOUT as u32;
@@ -394,8 +346,8 @@ fn update_interest(qp: &Qp, g: &mut QpInner) {
 /// nonsensical response fails the head with IBV_WC_BAD_RESP_ERR and the QP
 /// at once.
 fn fail(qp: &Qp, g: &mut QpInner, why: Broken) {
-    g.out = None;
-    g.peer_gone = true;
+    g.req.out = None;
+    g.req.peer_gone = true;
     if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) {
         return;
     }
@@ -509,7 +461,7 @@ enum Direct {
 /// earlier request; `No` sends it the usual way (whose responder then
 /// gives the exact error or the RNR wait, if there is one).
 fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
-    let Some(peer) = g.out.as_ref().and_then(|o| o.direct.as_ref()) else {
+    let Some(peer) = g.req.out.as_ref().and_then(|o| o.direct.as_ref()) else {
         return Direct::No;
     };
     let Some(remote) = g.remote else {
@@ -640,10 +592,10 @@ const ATOMIC_DEFER_NS: u64 = 500_000;
 /// The held atomics run when the batch fills, when the send CQ is polled
 /// (`Qp::drive_now`), or at the latest after [`ATOMIC_DEFER_NS`].
 fn defer_atomic(qp: &Qp, g: &mut QpInner, seq: u64) -> bool {
-    if !g.posting || g.sq.in_flight() {
+    if !g.req.posting || g.sq.in_flight() {
         return false;
     }
-    if g.out.as_ref().is_none_or(|o| o.direct.is_none()) {
+    if g.req.out.as_ref().is_none_or(|o| o.direct.is_none()) {
         return false;
     }
     let end = g.sq.outstanding().end;
@@ -656,20 +608,20 @@ fn defer_atomic(qp: &Qp, g: &mut QpInner, seq: u64) -> bool {
     let Some(cq) = qp.send_cq.as_ref() else {
         return false;
     };
-    if g.atomic_polls != Some(cq.polls()) || cq.is_armed() {
+    if g.req.atomic_polls != Some(cq.polls()) || cq.is_armed() {
         return false;
     }
-    if !g.atomics_deferred {
-        g.atomics_deferred = true;
+    if !g.req.atomics_deferred {
+        g.req.atomics_deferred = true;
         // One timer at a time: one still pending from an earlier burst
         // (done before it fired) comes sooner, which serves as well, and a
         // timer per burst would have the progress thread take the QP from
         // under the posting thread thousands of times a second.
         let now = mono_ns();
-        if g.atomic_timer_at <= now {
-            g.atomic_timer_at = now + ATOMIC_DEFER_NS;
+        if g.req.atomic_timer_at <= now {
+            g.req.atomic_timer_at = now + ATOMIC_DEFER_NS;
             if let Ok(e) = engine() {
-                e.add_timer(g.atomic_timer_at, qp.serial);
+                e.add_timer(g.req.atomic_timer_at, qp.serial);
             }
         }
     }
@@ -806,7 +758,7 @@ fn rnr_wait(qp: &Qp, g: &mut QpInner) -> Direct {
     let Some(remote) = g.remote else {
         return Direct::No;
     };
-    let Some(out) = g.out.as_mut() else {
+    let Some(out) = g.req.out.as_mut() else {
         return Direct::No;
     };
     let now = mono_ns();
@@ -1083,7 +1035,7 @@ fn inject(qp: &Qp, g: &mut QpInner, seq: u64) -> Gate {
         ),
         unreliable: !g.reliable(),
     };
-    let Some(f) = g.faults.as_mut() else {
+    let Some(f) = g.req.faults.as_mut() else {
         return Gate::Go(Fault::None, 0);
     };
     let fresh = f.decided.is_none_or(|(s, _)| s != seq);
@@ -1130,10 +1082,9 @@ fn inject(qp: &Qp, g: &mut QpInner, seq: u64) -> Gate {
         Some(Action::Kill) => {
             // Gone into a dead link: in flight, never answered.
             g.sq.transmitted();
-            g.out = None;
-            g.inc = None;
-            g.pending.clear();
-            g.peer_gone = true;
+            g.req.lose_peer();
+            g.resp.drop_incoming();
+            g.resp.drop_pending();
             log::info!("qp {:#x}: connection killed (injected)", qp.qpn);
             lost_with_work(qp, g);
             Gate::Done
@@ -1147,7 +1098,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
         // under one look at the key table (each look is two locked
         // instructions on the latency path).
         let mut held = None;
-        let out = g.out.as_mut().ok_or(Broken::Lost)?;
+        let out = g.req.out()?;
         if !out.connected {
             return Ok(());
         }
@@ -1182,12 +1133,12 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 continue;
             }
             let mut mark = (Fault::None, 0);
-            if g.faults.is_some() {
+            if g.req.faults.is_some() {
                 match inject(qp, g, seq) {
                     Gate::Go(f, arg) => mark = (f, arg),
                     Gate::Hold => return Ok(()),
                     Gate::Done => {
-                        if g.out.is_none() {
+                        if g.req.out.is_none() {
                             return Ok(());
                         }
                         continue;
@@ -1196,7 +1147,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             }
             // Over the connection (no same-host path): nothing between
             // the check and the send completes work, so the look is held.
-            let plain = g.out.as_ref().is_some_and(|o| o.direct.is_none());
+            let plain = g.req.out.as_ref().is_some_and(|o| o.direct.is_none());
             let table = mr::table();
             let local_err = if g.sq.wqe(seq).op.is_atomic() && g.sq.wqe(seq).len != 8 {
                 // An atomic's SGE holds exactly the 8 bytes it returns;
@@ -1228,7 +1179,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                     d => d,
                 }
             };
-            if let Some(out) = g.out.as_mut() {
+            if let Some(out) = g.req.out.as_mut() {
                 if !matches!(d, Direct::Wait | Direct::Hold | Direct::Retry) {
                     out.rnr_since = 0;
                 }
@@ -1239,15 +1190,15 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                 Direct::Wait | Direct::Hold => return Ok(()),
                 Direct::Done { ring, rtr, more } => {
                     if matches!(g.sq.wqe(seq).op, Op::CmpSwap | Op::FetchAdd) {
-                        g.atomics_deferred = false;
-                        if g.posting {
-                            g.atomic_polls = qp.send_cq.as_ref().map(|c| c.polls());
+                        g.req.atomics_deferred = false;
+                        if g.req.posting {
+                            g.req.atomic_polls = qp.send_cq.as_ref().map(|c| c.polls());
                         }
                     }
                     // A peer in RTR learns from its first request that the
                     // connection is established, polling or not: ring it,
                     // once.
-                    let out = g.out.as_mut().ok_or(Broken::Lost)?;
+                    let out = g.req.out()?;
                     let ring = ring || (rtr && !out.rtr_rung);
                     out.rtr_rung |= rtr;
                     for s in seq..=seq + more as u64 {
@@ -1262,7 +1213,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                     qp.after_send_completions(g);
                     if ring {
                         local::count_doorbell();
-                        let out = g.out.as_mut().ok_or(Broken::Lost)?;
+                        let out = g.req.out()?;
                         Header::new(Op::Doorbell, 0).encode(&mut out.tx_hdr);
                         out.tx_active = true;
                         out.tx_seq = TX_DOORBELL;
@@ -1277,7 +1228,7 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
                     return Ok(());
                 }
             }
-            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            let out = g.req.out()?;
             let msn = out.next_msn;
             let (mut h, payload) = request_header(g, seq, msn);
             h.fault = mark.0 as u8;
@@ -1296,17 +1247,17 @@ fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
             // of ours is unanswered (so the peer has read all before this
             // request and reads this header next, whatever it waits for).
             if alone && h.op.carries_ack() {
-                if let Some(a) = g.inc.as_mut().and_then(|i| i.take_owed_ack()) {
+                if let Some(a) = g.resp.inc_mut().and_then(|i| i.take_owed_ack()) {
                     h.flags |= FLAG_ACK;
                     h.compare_add = a as u64;
                 }
             }
-            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            let out = g.req.out()?;
             out.next_msn = msn.wrapping_add(1);
             g.sq.wqe_mut(seq).msn = msn;
             Counters::bump(&g.stats.sent_pkts);
             Counters::add(&g.stats.sent_bytes, payload as u64);
-            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            let out = g.req.out()?;
             h.encode(&mut out.tx_hdr);
             out.tx_active = true;
             out.tx_seq = seq;
@@ -1373,8 +1324,9 @@ struct Gathered {
 fn may_gather(g: &QpInner) -> bool {
     g.state == IBV_QPS_RTS
         && !g.tx_blocked
-        && g.faults.is_none()
-        && g.out
+        && g.req.faults.is_none()
+        && g.req
+            .out
             .as_ref()
             .is_some_and(|o| o.direct.is_none() && !o.announce)
 }
@@ -1393,7 +1345,7 @@ fn send_some(
     let mut more: [Option<Gathered>; MAX_TX_GATHER] = Default::default();
     let mut m = 0;
     if may_gather(g) {
-        let out = g.out.as_ref().ok_or(Broken::Lost)?;
+        let out = g.req.out.as_ref().ok_or(Broken::Lost)?;
         let mut msn = out.next_msn;
         let mut seq = g.sq.next_to_transmit();
         while let Some(s) = seq.filter(|_| m < MAX_TX_GATHER) {
@@ -1422,7 +1374,7 @@ fn send_some(
     // empty iovecs written per call (with the transport's own, 10-20 ns of
     // a TCP ping-pong's turnaround, measured within this VM's noise).
     let lone = m == 0 && {
-        let out = g.out.as_ref().ok_or(Broken::Lost)?;
+        let out = g.req.out.as_ref().ok_or(Broken::Lost)?;
         out.tx_total == HDR_LEN
             || g.sq.wqe(out.tx_seq).inline
             || g.sq.sges(out.tx_seq).len() < FEW_IOV
@@ -1435,13 +1387,13 @@ fn send_some(
     drop(table);
     match r {
         Ok(mut k) => {
-            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            let out = g.req.out()?;
             if out.tx_was_full && k > 0 {
                 out.tx_was_full = false;
-                g.ack_progress = true;
+                g.req.progress = true;
             }
             let reliable = g.reliable();
-            let out = g.out.as_mut().ok_or(Broken::Lost)?;
+            let out = g.req.out()?;
             let first = k.min(out.tx_total - out.tx_off);
             out.tx_off += first;
             k -= first;
@@ -1462,7 +1414,7 @@ fn send_some(
                 g.sq.transmitted();
                 Counters::bump(&g.stats.sent_pkts);
                 Counters::add(&g.stats.sent_bytes, x.payload as u64);
-                let out = g.out.as_mut().ok_or(Broken::Lost)?;
+                let out = g.req.out()?;
                 out.next_msn = x.msn.wrapping_add(1);
                 if k >= x.total {
                     k -= x.total;
@@ -1480,13 +1432,13 @@ fn send_some(
             }
             // The answer takes a round trip: the time to let the kernel
             // acknowledge what came in, rather than inside the next read.
-            if let Some(inc) = g.inc.as_mut() {
+            if let Some(inc) = g.resp.inc_mut() {
                 inc.conn.ack_early();
             }
             Ok(true)
         }
         Err(e) if e.kind() == ErrorKind::WouldBlock => {
-            if let Some(out) = g.out.as_mut() {
+            if let Some(out) = g.req.out.as_mut() {
                 out.tx_was_full = true;
             }
             Ok(false)
@@ -1508,7 +1460,7 @@ fn gather_and_send<const N: usize>(
     table: &mr::MrTable,
     more: &[Option<Gathered>],
 ) -> Result<(std::io::Result<usize>, usize), Broken> {
-    let out = g.out.as_ref().ok_or(Broken::Lost)?;
+    let out = g.req.out.as_ref().ok_or(Broken::Lost)?;
     let mut v = [iov(std::ptr::null(), 0); N];
     let mut n = 0;
     if out.tx_off < HDR_LEN {
@@ -1584,362 +1536,4 @@ fn sent_unacked(qp: &Qp, g: &mut QpInner) {
         qp.complete_send(g, &w, IBV_WC_SUCCESS);
         qp.after_send_completions(g);
     }
-}
-
-/// Reads responses until the socket is empty.
-fn receive(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
-    if let Some(out) = g.out.as_mut() {
-        out.conn.fresh();
-    }
-    loop {
-        let out = g.out.as_mut().ok_or(Broken::Lost)?;
-        if out.rx_read.is_some() {
-            if !receive_read_data(qp, g)? {
-                return Ok(());
-            }
-            continue;
-        }
-        let got = out.rx_got;
-        let v = [iov(out.rx_hdr[got..].as_ptr(), HDR_LEN - got)];
-        // SAFETY: the iovec covers the unfilled part of our header buffer.
-        match unsafe { out.conn.recv_iov(&v) } {
-            Ok(0) => return Err(Broken::Lost),
-            Ok(k) => out.rx_got += k,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-            Err(e) => return Err(broken_by(&e)),
-        }
-        g.ack_progress = true;
-        g.reconnecting = false;
-        let out = g.out.as_mut().ok_or(Broken::Lost)?;
-        if out.rx_got < HDR_LEN {
-            continue;
-        }
-        out.rx_got = 0;
-        let h = Header::decode(&out.rx_hdr).map_err(|_| Broken::BadResponse)?;
-        on_response(qp, g, &h)?;
-        if g.out.is_none() {
-            return Ok(());
-        }
-    }
-}
-
-/// The head WQE `seq` cannot be acknowledged yet: it failed locally (its
-/// error completes it, in order), or it is still being transmitted.
-fn unanswerable(g: &QpInner, seq: u64) -> bool {
-    g.sq.wqe(seq).local_err != 0
-        || g.out
-            .as_ref()
-            .is_some_and(|o| o.tx_active && o.tx_seq == seq)
-}
-
-/// Completes the WQEs before `msn` (or up to and including it) that a
-/// later response implicitly acknowledges.
-fn ack(qp: &Qp, g: &mut QpInner, msn: u32, inclusive: bool) -> Result<(), Broken> {
-    while let Some(seq) = g.sq.oldest_in_flight() {
-        let w = *g.sq.wqe(seq);
-        if unanswerable(g, seq) {
-            break;
-        }
-        // A bind or invalidate done locally is acknowledged by nobody.
-        if w.local_ok {
-            g.sq.retire_oldest();
-            qp.complete_send(g, &w, IBV_WC_SUCCESS);
-            continue;
-        }
-        let covered = if inclusive {
-            !msn_before(msn, w.msn)
-        } else {
-            msn_before(w.msn, msn)
-        };
-        if !covered {
-            break;
-        }
-        // A READ or atomic cannot be acknowledged without its own response.
-        if w.expects_data() {
-            return Err(Broken::BadResponse);
-        }
-        qp.complete_send(g, &w, IBV_WC_SUCCESS);
-        g.sq.retire_oldest();
-    }
-    Ok(())
-}
-
-/// The peer's responder acknowledged up to `msn` on a request of its own
-/// (`wire::FLAG_ACK`). That ACK did not come in order with the responses
-/// on our connection, so a READ or atomic before `msn` may still wait for
-/// its response: completion stops there and goes on when it is in.
-pub fn acked_by_peer(qp: &Qp, g: &mut QpInner, msn: u32) {
-    if g.out.is_none() || !g.reliable() {
-        return;
-    }
-    // The peer is alive (see the retry timer): in a ping-pong whose ACKs
-    // all ride, nothing else arrives on our connection.
-    g.ack_progress = true;
-    if g.acked_upto.is_none_or(|m| msn_before(m, msn)) {
-        g.acked_upto = Some(msn);
-    }
-    complete_acked(qp, g);
-}
-
-/// Completes what [`acked_by_peer`] acknowledged, up to the first WQE
-/// still waiting for its own response.
-fn complete_acked(qp: &Qp, g: &mut QpInner) {
-    let Some(msn) = g.acked_upto else { return };
-    let mut done = true;
-    while let Some(seq) = g.sq.oldest_in_flight() {
-        let w = *g.sq.wqe(seq);
-        if unanswerable(g, seq) {
-            done = false;
-            break;
-        }
-        if w.local_ok {
-            g.sq.retire_oldest();
-            qp.complete_send(g, &w, IBV_WC_SUCCESS);
-            continue;
-        }
-        if msn_before(msn, w.msn) {
-            break;
-        }
-        if w.expects_data() {
-            done = false;
-            break;
-        }
-        g.sq.retire_oldest();
-        qp.complete_send(g, &w, IBV_WC_SUCCESS);
-        g.acks_ride = true;
-    }
-    if done {
-        g.acked_upto = None;
-    }
-    qp.after_send_completions(g);
-}
-
-/// The head WQE, which a response for `msn` must be about.
-fn head_for(g: &QpInner, msn: u32) -> Result<u64, Broken> {
-    let seq = g.sq.oldest_in_flight().ok_or(Broken::BadResponse)?;
-    if g.sq.wqe(seq).msn != msn || g.sq.wqe(seq).local_err != 0 {
-        return Err(Broken::BadResponse);
-    }
-    Ok(seq)
-}
-
-fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
-    match h.op {
-        Op::Ack => {
-            if g.sq
-                .oldest_in_flight()
-                .is_some_and(|s| !msn_before(h.msn, g.sq.wqe(s).msn))
-            {
-                g.acks_ride = false;
-            }
-            ack(qp, g, h.msn, true)?;
-            qp.after_send_completions(g);
-        }
-        Op::ReadResp => {
-            ack(qp, g, h.msn, false)?;
-            let seq = head_for(g, h.msn)?;
-            let w = *g.sq.wqe(seq);
-            if w.op != Op::ReadReq || h.length != w.len {
-                return Err(Broken::BadResponse);
-            }
-            let out = g.out.as_mut().ok_or(Broken::Lost)?;
-            out.rx_read = Some(ReadRx {
-                seq,
-                left: h.length,
-                done: 0,
-                status: IBV_WC_SUCCESS,
-            });
-            if h.length == 0 {
-                finish_read(qp, g);
-            }
-        }
-        Op::AtomicResp => {
-            ack(qp, g, h.msn, false)?;
-            let seq = head_for(g, h.msn)?;
-            let w = *g.sq.wqe(seq);
-            if !matches!(w.op, Op::CmpSwap | Op::FetchAdd) {
-                return Err(Broken::BadResponse);
-            }
-            let s = g.sq.sges(seq)[0];
-            let status = {
-                let t = mr::table();
-                match t.local(s.lkey, s.addr, 8, qp.pd_id, true) {
-                    Ok(p) => {
-                        let v = h.compare_add.to_ne_bytes();
-                        // SAFETY: p is 8 bytes of registered, locally
-                        // writable memory (checked under the table lock,
-                        // still held); it need not be aligned; a fault
-                        // (memory unmapped since) is caught.
-                        match unsafe { crate::guard::copy(p, v.as_ptr(), 8) } {
-                            Ok(()) => IBV_WC_SUCCESS,
-                            Err(_) => IBV_WC_LOC_PROT_ERR,
-                        }
-                    }
-                    Err(_) => IBV_WC_LOC_PROT_ERR,
-                }
-            };
-            g.sq.retire_oldest();
-            qp.complete_send(g, &w, status);
-            if status != IBV_WC_SUCCESS {
-                qp.enter_error(
-                    g,
-                    &format_args!(
-                        "work request {:#x} failed with {}",
-                        w.wr_id,
-                        crate::trace::wc_status_name(status)
-                    ),
-                );
-            } else {
-                qp.after_send_completions(g);
-                complete_acked(qp, g);
-            }
-        }
-        Op::RnrWait => {
-            // The responder is alive and waiting for a receive: not a
-            // reason to give up, however long it takes.
-            ack(qp, g, h.msn, false)?;
-            // A notice sent before the message's ACK can arrive after it
-            // when that ACK rode on the peer's request (the other
-            // connection, read first): stale, nothing to do.
-            let stale =
-                g.sq.oldest_in_flight()
-                    .is_none_or(|s| msn_before(h.msn, g.sq.wqe(s).msn));
-            if stale {
-                return Ok(());
-            }
-            head_for(g, h.msn)?;
-            if g.rnr_counted != Some(h.msn) {
-                g.rnr_counted = Some(h.msn);
-                Counters::bump(&g.stats.rcvd_rnr_err);
-            }
-            g.rnr_hold_until = mono_ns() + RNR_NOTICE_GRACE_NS;
-            qp.after_send_completions(g);
-        }
-        // The same-host peer posted a receive we wait for: `pump` follows.
-        Op::Doorbell => {}
-        Op::Offer => {
-            let out = g.out.as_mut().ok_or(Broken::Lost)?;
-            if shm::enabled() && out.direct.is_none() {
-                match local::Peer::open(h.remote_addr, h.rkey, h.compare_add) {
-                    Ok(p) => {
-                        out.direct = Some(p);
-                        out.announce = true;
-                    }
-                    Err(why) => shm::fell_back(qp.qpn, &why),
-                }
-            }
-        }
-        Op::Nak => {
-            ack(qp, g, h.msn, false)?;
-            head_for(g, h.msn)?;
-            let status = match Syndrome::from_u8(h.syndrome) {
-                Some(Syndrome::RemAccess) => IBV_WC_REM_ACCESS_ERR,
-                Some(Syndrome::RemInvReq) => IBV_WC_REM_INV_REQ_ERR,
-                Some(Syndrome::RnrRetryExc) => IBV_WC_RNR_RETRY_EXC_ERR,
-                Some(Syndrome::RemOp) | None => IBV_WC_REM_OP_ERR,
-            };
-            Counters::bump(match status {
-                IBV_WC_REM_ACCESS_ERR => &g.stats.req_remote_access_errors,
-                IBV_WC_REM_INV_REQ_ERR => &g.stats.req_remote_invalid_request,
-                IBV_WC_RNR_RETRY_EXC_ERR => &g.stats.rnr_nak_retry_err,
-                _ => &g.stats.req_remote_operation_errors,
-            });
-            log::error!(
-                "qp {:#x}: NAK from the responder for message {}, syndrome {:?} ({})",
-                qp.qpn,
-                h.msn,
-                Syndrome::from_u8(h.syndrome),
-                h.syndrome
-            );
-            qp.fail_head(g, status);
-        }
-        _ => return Err(Broken::BadResponse),
-    }
-    Ok(())
-}
-
-/// Receives READ response payload straight into the WQE's buffers; false
-/// when the socket is empty.
-fn receive_read_data(qp: &Qp, g: &mut QpInner) -> Result<bool, Broken> {
-    let out = g.out.as_mut().ok_or(Broken::Lost)?;
-    let rd = out.rx_read.as_ref().ok_or(Broken::Lost)?;
-    let (seq, done, left) = (rd.seq, rd.done as u64, rd.left as usize);
-    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-    let table = mr::table();
-    let dest = if rd.status == IBV_WC_SUCCESS {
-        table
-            .sge_iovs(g.sq.sges(seq), done, left, qp.pd_id, true, &mut v)
-            .ok()
-    } else {
-        None
-    };
-    let bad = dest.is_none();
-    let r = match dest {
-        // SAFETY: the iovecs cover registered, locally writable memory
-        // checked under the MR table lock, held across the call.
-        Some(n) => unsafe { out.conn.recv_iov(&v[..n]) },
-        None => discard(&mut out.conn, left),
-    };
-    // Released before completing: what follows may end in enter_error,
-    // which takes the table again, and a recursive read lock deadlocks
-    // once a dereg_mr is waiting for the write lock.
-    drop(table);
-    let k = match r {
-        Ok(0) => return Err(Broken::Lost),
-        Ok(k) => k,
-        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
-        // Our buffer is registered but no longer mapped: the READ fails
-        // locally and the rest of its data is read and dropped.
-        Err(e) if e.raw_os_error() == Some(libc::EFAULT) && !bad => {
-            if let Some(rd) = g.out.as_mut().and_then(|o| o.rx_read.as_mut()) {
-                rd.status = IBV_WC_LOC_PROT_ERR;
-            }
-            return Ok(true);
-        }
-        Err(e) => return Err(broken_by(&e)),
-    };
-    g.ack_progress = true;
-    let out = g.out.as_mut().ok_or(Broken::Lost)?;
-    let rd = out.rx_read.as_mut().ok_or(Broken::Lost)?;
-    if bad {
-        rd.status = IBV_WC_LOC_PROT_ERR;
-    }
-    rd.done += k as u32;
-    rd.left -= k as u32;
-    if rd.left == 0 {
-        finish_read(qp, g);
-    }
-    Ok(true)
-}
-
-fn finish_read(qp: &Qp, g: &mut QpInner) {
-    let Some(rd) = g.out.as_mut().and_then(|o| o.rx_read.take()) else {
-        return;
-    };
-    let w = *g.sq.wqe(rd.seq);
-    g.sq.retire_oldest();
-    qp.complete_send(g, &w, rd.status);
-    if rd.status != IBV_WC_SUCCESS {
-        qp.enter_error(
-            g,
-            &format_args!(
-                "READ {:#x} failed with {}",
-                w.wr_id,
-                crate::trace::wc_status_name(rd.status)
-            ),
-        );
-    } else {
-        qp.after_send_completions(g);
-        complete_acked(qp, g);
-    }
-}
-
-/// Reads and drops up to `len` bytes (payload bound for memory we may not
-/// touch).
-pub fn discard(conn: &mut Conn, len: usize) -> std::io::Result<usize> {
-    let mut buf = [0u8; 4096];
-    let take = len.min(buf.len());
-    let v = [iov(buf.as_mut_ptr(), take)];
-    // SAFETY: the iovec covers our stack buffer.
-    unsafe { conn.recv_iov(&v) }
 }

@@ -23,13 +23,15 @@
 //! connection's close (at exit too). Bytes are read ahead by the transport
 //! (`Conn::recv_iov`), so a burst of messages is parsed out of one read.
 
+pub mod info;
+
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use verbs_abi::*;
 
-use super::requester::RNR_NOTICE_NS;
+use super::completer::RNR_NOTICE_NS;
 use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
@@ -66,7 +68,8 @@ const ID_BITS: u32 = 14;
 /// about, if it is still there.
 pub fn pending_slot(g: &QpInner, id: usize) -> Option<usize> {
     let slot = id & ((1 << SLOT_BITS) - 1);
-    g.pending
+    g.resp
+        .pending
         .get(slot)?
         .as_ref()
         .filter(|p| p.id == id)
@@ -125,7 +128,9 @@ fn endpoints_ok(qp: &Qp, g: &QpInner, e: &Endpoints) -> bool {
 
 pub fn on_listener(qp: &Qp, g: &mut QpInner) {
     loop {
-        let Some(l) = g.listener.as_ref() else { return };
+        let Some(l) = g.resp.listener.as_ref() else {
+            return;
+        };
         let (conn, ends) = match l.accept() {
             Ok(Some(c)) => c,
             Ok(None) => return,
@@ -136,20 +141,20 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                 let Ok(e) = engine() else { return };
                 e.modify(l.fd(), token(qp.serial, Kind::Listener), 0);
                 let at = mono_ns() + ACCEPT_PAUSE_NS;
-                g.accept_resume = Some(at);
+                g.resp.accept_resume = Some(at);
                 e.add_timer(at, qp.serial);
                 return;
             }
         };
         // An XRC send QP has no responder: nobody may connect to it.
         if g.state == IBV_QPS_ERR
-            || g.inc_bound
+            || g.resp.inc_bound
             || g.qp_type == IBV_QPT_XRC_SEND
             || !endpoints_ok(qp, g, &ends)
         {
             let why = if g.state == IBV_QPS_ERR {
                 "the QP is in ERR"
-            } else if g.inc_bound {
+            } else if g.resp.inc_bound {
                 "the QP already has its peer's connection"
             } else if g.qp_type == IBV_QPT_XRC_SEND {
                 "an XRC send QP takes no connections"
@@ -164,7 +169,8 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
         // descriptor the QP is owed anyway): a program that connects
         // thousands of QPs at once never runs into the cap. Beyond that
         // one, the process-wide cap applies.
-        let owed = !g.inc_bound && g.inc.is_none() && g.pending.iter().all(Option::is_none);
+        let owed =
+            !g.resp.inc_bound && g.resp.inc.is_none() && g.resp.pending.iter().all(Option::is_none);
         if !owed && pending_connections() >= max_pending_total() {
             refuse(
                 qp.qpn,
@@ -176,11 +182,11 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
             );
             continue;
         }
-        let slot = match g.pending.iter().position(Option::is_none) {
+        let slot = match g.resp.pending.iter().position(Option::is_none) {
             Some(s) => s,
-            None if g.pending.len() < MAX_PENDING_PER_QP => {
-                g.pending.push(None);
-                g.pending.len() - 1
+            None if g.resp.pending.len() < MAX_PENDING_PER_QP => {
+                g.resp.pending.push(None);
+                g.resp.pending.len() - 1
             }
             None => {
                 // Full. The oldest connection that has not said who it is
@@ -188,6 +194,7 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                 // bytes, so it is read within moments and then keeps its
                 // place, while silent strangers can never lock it out.
                 let stale = g
+                    .resp
                     .pending
                     .iter()
                     .enumerate()
@@ -202,7 +209,7 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                             &peer,
                             &"silent, it gave way to a newer connection (queue full)",
                         );
-                        g.pending[s] = None;
+                        g.resp.pending[s] = None;
                         s
                     }
                     None => {
@@ -216,8 +223,8 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
                 }
             }
         };
-        g.pending_seq = g.pending_seq.wrapping_add(1);
-        let id = ((g.pending_seq << SLOT_BITS) | slot) & ((1 << ID_BITS) - 1);
+        g.resp.pending_seq = g.resp.pending_seq.wrapping_add(1);
+        let id = ((g.resp.pending_seq << SLOT_BITS) | slot) & ((1 << ID_BITS) - 1);
         let Ok(eng) = engine() else { return };
         if eng
             .add(
@@ -231,7 +238,7 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
         }
         let deadline = mono_ns() + HELLO_TIMEOUT_NS;
         eng.add_timer(deadline, qp.serial);
-        g.pending[slot] = Some(PendingConn {
+        g.resp.pending[slot] = Some(PendingConn {
             conn,
             id,
             ends,
@@ -247,7 +254,7 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
 }
 
 pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
-    let Some(Some(p)) = g.pending.get_mut(slot) else {
+    let Some(Some(p)) = g.resp.pending.get_mut(slot) else {
         return;
     };
     if p.hello.is_none() {
@@ -257,13 +264,13 @@ pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
             // SAFETY: the iovec covers the unfilled part of our buffer.
             match unsafe { p.conn.recv_iov(&v) } {
                 Ok(0) => {
-                    g.pending[slot] = None;
+                    g.resp.pending[slot] = None;
                     return;
                 }
                 Ok(k) => p.got += k,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(_) => {
-                    g.pending[slot] = None;
+                    g.resp.pending[slot] = None;
                     return;
                 }
             }
@@ -278,7 +285,7 @@ pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
             }
             h => {
                 let peer = p.ends.peer;
-                g.pending[slot] = None;
+                g.resp.pending[slot] = None;
                 match h {
                     Ok(h) => refuse(
                         qp.qpn,
@@ -298,7 +305,7 @@ pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
 /// connection once we know our peer, holds it before that, and drops it if
 /// it comes from someone else.
 fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
-    let Some(Some(p)) = g.pending.get(slot) else {
+    let Some(Some(p)) = g.resp.pending.get(slot) else {
         return;
     };
     let Some(hello) = p.hello else { return };
@@ -310,14 +317,14 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 e.modify(p.conn.fd(), token(qp.serial, Kind::Pending(p.id)), 0);
                 e.add_timer(deadline, qp.serial);
             }
-            if let Some(Some(p)) = g.pending.get_mut(slot) {
+            if let Some(Some(p)) = g.resp.pending.get_mut(slot) {
                 p.deadline = deadline;
             }
         }
-        IBV_QPS_ERR => g.pending[slot] = None,
+        IBV_QPS_ERR => g.resp.pending[slot] = None,
         _ => {
             let Some(remote) = g.remote else { return };
-            let Some(p) = g.pending[slot].take() else {
+            let Some(p) = g.resp.pending[slot].take() else {
                 return;
             };
             // Bound to the pair given at RTR: the peer's QPN, GID and
@@ -327,7 +334,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
             if hello.src_qpn != remote.qpn
                 || !gid_ok
                 || !endpoints_ok(qp, g, &p.ends)
-                || g.inc_bound
+                || g.resp.inc_bound
             {
                 let why = if hello.src_qpn != remote.qpn {
                     format!(
@@ -336,7 +343,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                     )
                 } else if !gid_ok {
                     "forged peer: its GID is not the one given at RTR".to_string()
-                } else if g.inc_bound {
+                } else if g.resp.inc_bound {
                     "the QP already has its peer's connection".to_string()
                 } else {
                     "forged peer: its address is not the one given at RTR".to_string()
@@ -344,14 +351,14 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 refuse(qp.qpn, &p.ends.peer, &why);
                 return;
             }
-            g.inc_bound = true;
+            g.resp.inc_bound = true;
             let events = libc::EPOLLIN as u32;
             let p_ends = p.ends;
             let conn = p.conn;
             if let Ok(e) = engine() {
                 e.modify(conn.fd(), token(qp.serial, Kind::Incoming), events);
             }
-            g.inc = Some(InConn {
+            g.resp.inc = Some(InConn {
                 conn,
                 peer_qpn: hello.src_qpn,
                 events,
@@ -390,7 +397,9 @@ fn offer_local(qp: &Qp, g: &mut QpInner, ends: &Endpoints) {
     let Some((pid, fd, token)) = local::offer() else {
         return;
     };
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     let mut h = Header::new(Op::Offer, 0);
     h.remote_addr = pid;
     h.rkey = fd;
@@ -400,7 +409,7 @@ fn offer_local(qp: &Qp, g: &mut QpInner, ends: &Endpoints) {
 
 /// Entering RTR: connections that arrived early may now be used.
 pub fn promote_pending(qp: &Qp, g: &mut QpInner) {
-    for slot in 0..g.pending.len() {
+    for slot in 0..g.resp.pending.len() {
         try_promote(qp, g, slot);
     }
 }
@@ -424,12 +433,32 @@ fn closed_by(e: &std::io::Error) -> Step {
     }
 }
 
+/// Accepts the peer's connection and reads its hello now, on a polling
+/// thread (`Qp::drive_setup`), rather than waiting for the progress thread.
+pub fn accept_now(qp: &Qp, g: &mut QpInner) {
+    on_listener(qp, g);
+    for slot in 0..g.resp.pending.len() {
+        if g.resp.inc.is_some() {
+            break;
+        }
+        on_pending(qp, g, slot);
+    }
+}
+
+/// [`pump`] on a polling thread, which comes back soon: a SEND's ACK may
+/// wait for our next request to carry it (see `may_owe_ack`).
+pub fn pump_deferring_acks(qp: &Qp, g: &mut QpInner) {
+    g.resp.defer_acks = true;
+    pump(qp, g);
+    g.resp.defer_acks = false;
+}
+
 /// Runs the incoming connection as far as it goes without blocking.
 pub fn pump(qp: &Qp, g: &mut QpInner) {
     run(qp, g);
     // Normally settled already; here if the connection ended on the way
     // (its data did arrive: the receives complete).
-    if !g.acked_later.is_empty() {
+    if !g.resp.acked_later.is_empty() {
         settle_acks(qp, g);
     }
 }
@@ -438,7 +467,7 @@ fn run(qp: &Qp, g: &mut QpInner) {
     // A polling thread probes; the progress thread was told the socket is
     // readable.
     let polling = g.polling;
-    if let Some(inc) = g.inc.as_mut() {
+    if let Some(inc) = g.resp.inc.as_mut() {
         if polling {
             inc.conn.fresh_probe();
         } else {
@@ -446,17 +475,19 @@ fn run(qp: &Qp, g: &mut QpInner) {
         }
     }
     loop {
-        let Some(inc) = g.inc.as_mut() else { return };
+        let Some(inc) = g.resp.inc.as_mut() else {
+            return;
+        };
         if inc.closing {
             break;
         }
         if inc.backlogged() {
             // Make room by sending, then read on if that helped.
             if !flush(qp, g) {
-                g.inc = None;
+                g.resp.inc = None;
                 return;
             }
-            match g.inc.as_ref() {
+            match g.resp.inc.as_ref() {
                 Some(i) if !i.backlogged() => continue,
                 Some(_) => break,
                 None => return,
@@ -467,7 +498,9 @@ fn run(qp: &Qp, g: &mut QpInner) {
                 if !qp.claim_recv(g) {
                     Step::Blocked
                 } else {
-                    let Some(inc) = g.inc.as_mut() else { return };
+                    let Some(inc) = g.resp.inc.as_mut() else {
+                        return;
+                    };
                     inc.rx = Rx::Header;
                     inc.rnr_deadline = None;
                     inc.rnr_notice_at = 0;
@@ -494,7 +527,7 @@ fn run(qp: &Qp, g: &mut QpInner) {
             }
             Rx::Payload(..) => receive_payload(qp, g),
             Rx::Discard(left) => {
-                let r = super::requester::discard(&mut inc.conn, left as usize);
+                let r = super::completer::discard(&mut inc.conn, left as usize);
                 match r {
                     Ok(0) => Step::Closed,
                     Ok(k) => {
@@ -517,21 +550,21 @@ fn run(qp: &Qp, g: &mut QpInner) {
             Step::Blocked => break,
             Step::Closed => {
                 settle_acks(qp, g);
-                g.inc = None;
+                g.resp.inc = None;
                 return;
             }
             Step::Vanished => {
                 settle_acks(qp, g);
-                g.inc = None;
+                g.resp.inc = None;
                 qp.peer_vanished(g);
                 return;
             }
         }
     }
     // An ACK held back is not flushed here (`owe_ack`).
-    let held = g.acked_later.is_empty() && owe_ack(qp, g);
+    let held = g.resp.acked_later.is_empty() && owe_ack(qp, g);
     if !held && !settle_acks(qp, g) {
-        g.inc = None;
+        g.resp.inc = None;
         return;
     }
     release_held(g);
@@ -550,13 +583,14 @@ const ACK_DEFER_NS: u64 = 500_000;
 /// before the ACK is in the kernel; the ACK is still sent when the
 /// connection closes (`InConn`'s drop, at exit too).
 fn may_owe_ack(g: &QpInner) -> bool {
-    g.defer_acks
+    g.resp.defer_acks
         && g.qp_type == IBV_QPT_RC
-        && g.inc
+        && g.resp
+            .inc
             .as_ref()
             .is_some_and(|i| i.peer_takes_acks && !i.closing)
-        && g.out
-            .as_ref()
+        && g.req
+            .out_ref()
             .is_some_and(|o| o.connected && o.direct.is_none())
 }
 
@@ -566,7 +600,7 @@ fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
     if !may_owe_ack(g) {
         return false;
     }
-    let Some(inc) = g.inc.as_mut() else {
+    let Some(inc) = g.resp.inc.as_mut() else {
         return false;
     };
     if inc.resp.len() != 1 || inc.resp[0].op != Op::Ack || inc.resp[0].off != 0 {
@@ -577,10 +611,10 @@ fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
     // an ACK most of the time, and a timer per message would wake the
     // progress thread at the message rate.
     let now = mono_ns();
-    if g.ack_timer_at <= now {
-        g.ack_timer_at = now + ACK_DEFER_NS;
+    if g.resp.ack_timer_at <= now {
+        g.resp.ack_timer_at = now + ACK_DEFER_NS;
         if let Ok(e) = engine() {
-            e.add_timer(g.ack_timer_at, qp.serial);
+            e.add_timer(g.resp.ack_timer_at, qp.serial);
         }
     }
     true
@@ -589,9 +623,9 @@ fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
 /// Sends an ACK held back for a request to carry (the program polls
 /// again: it posted nothing that took it).
 pub fn send_owed_ack(qp: &Qp, g: &mut QpInner) {
-    if g.inc.as_ref().is_some_and(|i| i.ack_owed) {
+    if g.resp.inc.as_ref().is_some_and(|i| i.ack_owed) {
         if !flush(qp, g) {
-            g.inc = None;
+            g.resp.inc = None;
             return;
         }
         settle(qp, g);
@@ -600,7 +634,7 @@ pub fn send_owed_ack(qp: &Qp, g: &mut QpInner) {
 
 /// Transmits ACKs held in the kernel while WRITEs' tails landed.
 fn release_held(g: &mut QpInner) {
-    if let Some(inc) = g.inc.as_mut().filter(|i| i.held > 0) {
+    if let Some(inc) = g.resp.inc.as_mut().filter(|i| i.held > 0) {
         inc.held = 0;
         inc.conn.push();
     }
@@ -608,9 +642,11 @@ fn release_held(g: &mut QpInner) {
 
 /// Closes a finished connection or updates what it is polled for.
 fn settle(qp: &Qp, g: &mut QpInner) {
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     if inc.closing && inc.resp.is_empty() {
-        g.inc = None;
+        g.resp.inc = None;
         return;
     }
     let mut want = 0u32;
@@ -632,33 +668,35 @@ fn settle(qp: &Qp, g: &mut QpInner) {
 /// The QP entered ERR: read no more requests, send what is queued (a NAK
 /// explaining the error, typically), then close.
 pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     inc.closing = true;
     inc.rx = Rx::Header;
     inc.rnr_deadline = None;
     inc.rnr_notice_at = 0;
     if !flush(qp, g) {
-        g.inc = None;
+        g.resp.inc = None;
         return;
     }
     settle(qp, g);
 }
 
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
-    if g.ack_timer_at != 0 && g.ack_timer_at <= now {
-        g.ack_timer_at = 0;
+    if g.resp.ack_timer_at != 0 && g.resp.ack_timer_at <= now {
+        g.resp.ack_timer_at = 0;
         send_owed_ack(qp, g);
     }
-    for p in g.pending.iter_mut() {
+    for p in g.resp.pending.iter_mut() {
         if p.as_ref().is_some_and(|c| c.deadline <= now) {
             let peer = p.as_ref().map_or([0; 16], |c| c.ends.peer);
             *p = None;
             refuse(qp.qpn, &peer, &"it sent no hello in time");
         }
     }
-    if g.accept_resume.is_some_and(|d| d <= now) {
-        g.accept_resume = None;
-        if let (Some(l), Ok(e)) = (g.listener.as_ref(), engine()) {
+    if g.resp.accept_resume.is_some_and(|d| d <= now) {
+        g.resp.accept_resume = None;
+        if let (Some(l), Ok(e)) = (g.resp.listener.as_ref(), engine()) {
             e.modify(
                 l.fd(),
                 token(qp.serial, Kind::Listener),
@@ -667,7 +705,9 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         }
         on_listener(qp, g);
     }
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     if let Rx::Held { h, until, .. } = inc.rx {
         // An injected RNR keeps telling the requester it waits, as a
         // stalled responder does; a lost request says nothing.
@@ -693,7 +733,9 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
             e.add_timer(now + REMOTE_SRQ_POLL_NS, qp.serial);
         }
     }
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     if inc.rnr_notice_at != 0 && inc.rnr_notice_at <= now && !inc.closing {
         inc.push_resp(&Header::new(Op::RnrWait, h.msn), None);
         inc.rnr_notice_at = now + RNR_NOTICE_NS;
@@ -701,17 +743,21 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
             e.add_timer(inc.rnr_notice_at, qp.serial);
         }
         pump(qp, g);
-        let Some(inc) = g.inc.as_mut() else { return };
+        let Some(inc) = g.resp.inc.as_mut() else {
+            return;
+        };
         let Rx::Stalled(_) = inc.rx else { return };
     }
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     match inc.rnr_deadline {
         Some(d) if d <= now => {}
         _ => return,
     }
     if !qp.claim_recv(g) {
         // Only the requester fails; this QP stays usable.
-        if let Some(inc) = g.inc.as_mut() {
+        if let Some(inc) = g.resp.inc.as_mut() {
             inc.nak(h.msn, Syndrome::RnrRetryExc);
         }
     }
@@ -719,7 +765,7 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
 }
 
 fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
-    let Some(inc) = g.inc.as_mut() else {
+    let Some(inc) = g.resp.inc.as_mut() else {
         return Step::Closed;
     };
     let got = inc.rx_got;
@@ -758,7 +804,7 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
             // for a receive (RNR): the peer may wait for this ACK to post
             // the receive that request needs.
             if h.flags & FLAG_ACK != 0 && h.op.carries_ack() {
-                super::requester::acked_by_peer(qp, g, h.compare_add as u32);
+                super::completer::acked_by_peer(qp, g, h.compare_add as u32);
             }
             on_request(qp, g, h);
             Step::More
@@ -788,7 +834,7 @@ fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
 /// lost a third, qperf `rc_bw` a tenth).
 fn served_by_progress(qp: &Qp, g: &mut QpInner) {
     let polls = qp.cq_polls();
-    if std::mem::replace(&mut g.served_polls, polls) == polls {
+    if std::mem::replace(&mut g.resp.served_polls, polls) == polls {
         crate::progress::keep_looking();
     }
 }
@@ -809,7 +855,7 @@ fn remote_ok(qp: &Qp, g: &QpInner, h: &Header, len: u64, need: u32) -> bool {
 fn access_error(qp: &Qp, g: &mut QpInner, msn: u32) {
     settle_acks(qp, g);
     Counters::bump(&g.stats.resp_remote_access_errors);
-    if let Some(inc) = g.inc.as_mut() {
+    if let Some(inc) = g.resp.inc.as_mut() {
         inc.nak(msn, Syndrome::RemAccess);
     }
     qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
@@ -835,7 +881,7 @@ fn access_error_on_recv(qp: &Qp, g: &mut QpInner, msn: u32) {
 fn inv_request(qp: &Qp, g: &mut QpInner, msn: u32) {
     settle_acks(qp, g);
     Counters::bump(&g.stats.resp_remote_invalid_request);
-    if let Some(inc) = g.inc.as_mut() {
+    if let Some(inc) = g.resp.inc.as_mut() {
         inc.nak(msn, Syndrome::RemInvReq);
     }
     qp.async_event(IBV_EVENT_QP_REQ_ERR);
@@ -895,7 +941,9 @@ fn injected(qp: &Qp, g: &mut QpInner, h: Header) {
 }
 
 fn hold(qp: &Qp, g: &mut QpInner, h: Header, until: u64, rnr_exceeded: bool) {
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     inc.rx = Rx::Held {
         h,
         until,
@@ -918,7 +966,9 @@ fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
     settle_acks(qp, g);
     Counters::bump(&g.stats.send_rnr_err);
     let min_rnr = g.attr.min_rnr_timer;
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     inc.rx = Rx::Stalled(h);
     // Tell the requester we are alive and waiting, now and every
     // RNR_NOTICE_NS, so its retry timer does not count the wait.
@@ -935,7 +985,9 @@ fn stall(qp: &Qp, g: &mut QpInner, h: Header) {
             e.add_timer(mono_ns() + REMOTE_SRQ_POLL_NS, qp.serial);
         }
     }
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     // 7 means retry forever.
     if retries < 7 {
         let d = mono_ns() + rnr_timer_ns(min_rnr) * (retries as u64 + 1);
@@ -951,11 +1003,11 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // mailbox while our CQ is armed.
     if h.op == Op::Doorbell {
         if !settle_acks(qp, g) {
-            g.inc = None;
+            g.resp.inc = None;
             return;
         }
         if h.flags & DOORBELL_DIRECT != 0 {
-            if let Some(inc) = g.inc.as_mut() {
+            if let Some(inc) = g.resp.inc.as_mut() {
                 inc.peer_direct = true;
             }
         } else if g.state == IBV_QPS_RTR && !g.comm_est_sent {
@@ -975,7 +1027,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     let plain_send =
         h.fault == Fault::None as u8 && matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
     if !plain_send && !settle_acks(qp, g) {
-        g.inc = None;
+        g.resp.inc = None;
         return;
     }
     if h.fault != Fault::None as u8 {
@@ -1131,7 +1183,9 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 return;
             }
             let pd = qp.target_pd(g);
-            let Some(inc) = g.inc.as_mut() else { return };
+            let Some(inc) = g.resp.inc.as_mut() else {
+                return;
+            };
             let mut r = Header::new(Op::ReadResp, h.msn);
             r.length = h.length;
             inc.push_resp(
@@ -1193,14 +1247,16 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 access_error(qp, g, h.msn);
                 return;
             };
-            let Some(inc) = g.inc.as_mut() else { return };
+            let Some(inc) = g.resp.inc.as_mut() else {
+                return;
+            };
             let mut r = Header::new(Op::AtomicResp, h.msn);
             r.compare_add = orig;
             inc.push_resp(&r, None);
             // The target may already see the new value: get the response
             // out before it can act on it (see TAIL).
             if !flush(qp, g) {
-                g.inc = None;
+                g.resp.inc = None;
             }
         }
         _ => {}
@@ -1225,14 +1281,18 @@ fn own_atomic_lock() -> Option<crate::transport::atomics::Held<'static>> {
 
 /// UC: skips a message (its payload is read and thrown away).
 fn drop_message(g: &mut QpInner, h: &Header) {
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     if h.op.request_has_payload() && h.length > 0 {
         inc.rx = Rx::Discard(h.length);
     }
 }
 
 fn start_payload(qp: &Qp, g: &mut QpInner, h: Header) {
-    let Some(inc) = g.inc.as_mut() else { return };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
     if h.length == 0 {
         finish_request(qp, g, h);
     } else {
@@ -1299,7 +1359,7 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
     match e {
         // UC: the target MR went away mid-message; the rest is dropped.
         DestError::Remote if !g.reliable() => {
-            if let Some(inc) = g.inc.as_mut() {
+            if let Some(inc) = g.resp.inc.as_mut() {
                 inc.rx = if left == 0 {
                     Rx::Header
                 } else {
@@ -1320,13 +1380,13 @@ fn dest_error(qp: &Qp, g: &mut QpInner, h: &Header, e: DestError, left: u32) {
 fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syndrome) {
     settle_acks(qp, g);
     if g.reliable() {
-        if let Some(inc) = g.inc.as_mut() {
+        if let Some(inc) = g.resp.inc.as_mut() {
             inc.nak(msn, syn);
         }
         // The NAK goes out before the receive completes: an application
         // that exits on seeing that completion would take it along.
         if !flush(qp, g) {
-            g.inc = None;
+            g.resp.inc = None;
         }
     }
     qp.fail_claimed(g, status);
@@ -1340,7 +1400,7 @@ fn fail_recv(qp: &Qp, g: &mut QpInner, msn: u32, status: ibv_wc_status, syn: Syn
 }
 
 fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
-    let Some(inc) = g.inc.as_mut() else {
+    let Some(inc) = g.resp.inc.as_mut() else {
         return Step::Closed;
     };
     let Rx::Payload(h, done) = inc.rx else {
@@ -1359,7 +1419,7 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
                 return Step::More;
             }
         };
-        let Some(inc) = g.inc.as_mut() else {
+        let Some(inc) = g.resp.inc.as_mut() else {
             return Step::Closed;
         };
         // SAFETY: the iovecs cover registered memory with the needed
@@ -1387,7 +1447,7 @@ fn receive_payload(qp: &Qp, g: &mut QpInner) -> Step {
         }
         Err(e) => return closed_by(&e),
     };
-    let Some(inc) = g.inc.as_mut() else {
+    let Some(inc) = g.resp.inc.as_mut() else {
         return Step::Closed;
     };
     if done + k == h.length {
@@ -1410,7 +1470,7 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     let tail = h.length.min(TAIL);
     let bulk = h.length - tail;
     let mut tail_bytes = [0u8; TAIL as usize];
-    if let Some(inc) = g.inc.as_ref() {
+    if let Some(inc) = g.resp.inc.as_ref() {
         tail_bytes[..tail as usize].copy_from_slice(&inc.tail[..tail as usize]);
     }
     let send = matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
@@ -1460,14 +1520,14 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         g.xrc_placed = true;
     }
     let imm = h.flags & FLAG_IMM != 0;
-    let peer = g.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
+    let peer = g.resp.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
     let reliable = g.reliable();
     // What a SEND brings is the application's to see only through its
     // receive completion, which follows the ACK here: its tail may be
     // placed first, and the ACK go out at once, with no cork to release.
     // A WRITE's bytes are seen the moment they land (programs poll the
     // last byte), so its ACK is held in the kernel while the tail lands.
-    if let Some(inc) = g.inc.as_mut() {
+    if let Some(inc) = g.resp.inc.as_mut() {
         inc.rx = Rx::Header;
         if reliable {
             inc.ack(h.msn);
@@ -1482,8 +1542,11 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     let acked = send && reliable && !may_owe_ack(g);
     let later = acked
         && g.qp_type != IBV_QPT_XRC_RECV
-        && g.acked_later.len() < MAX_ACKED_LATER
-        && g.inc.as_ref().is_some_and(|i| i.conn.staged() >= HDR_LEN);
+        && g.resp.acked_later.len() < MAX_ACKED_LATER
+        && g.resp
+            .inc
+            .as_ref()
+            .is_some_and(|i| i.conn.staged() >= HDR_LEN);
     let alive = if send {
         if !placed {
             place_tail(qp, g, &h, &tail_bytes);
@@ -1522,10 +1585,10 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
                 ..Cqe::default()
             };
             if acked {
-                if g.acked_later.capacity() == 0 {
-                    g.acked_later.reserve_exact(MAX_ACKED_LATER);
+                if g.resp.acked_later.capacity() == 0 {
+                    g.resp.acked_later.reserve_exact(MAX_ACKED_LATER);
                 }
-                g.acked_later.push(cqe);
+                g.resp.acked_later.push(cqe);
             } else {
                 qp.complete_recv(g, cqe);
             }
@@ -1537,8 +1600,8 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         alive
     };
     if !alive {
-        g.inc = None;
-    } else if let Some(inc) = g.inc.as_mut().filter(|_| reliable && !send) {
+        g.resp.inc = None;
+    } else if let Some(inc) = g.resp.inc.as_mut().filter(|_| reliable && !send) {
         // The held ACK is released when this pass over the connection
         // ends (`pump`), one push for a batch of WRITEs; a long batch
         // releases it on the way.
@@ -1561,7 +1624,7 @@ const MAX_ACKED_LATER: usize = 32;
 /// if the connection failed. With the socket full the ACK stays queued and
 /// the completions are written anyway, as a lone SEND's would be.
 fn settle_acks(qp: &Qp, g: &mut QpInner) -> bool {
-    if g.acked_later.is_empty() {
+    if g.resp.acked_later.is_empty() {
         return flush(qp, g);
     }
     // What a same-host peer placed before our ACK came first; what it
@@ -1569,13 +1632,13 @@ fn settle_acks(qp: &Qp, g: &mut QpInner) -> bool {
     qp.drain_mailbox(g);
     let alive = flush(qp, g);
     {
-        let done = std::mem::take(&mut g.acked_later);
+        let done = std::mem::take(&mut g.resp.acked_later);
         for &e in &done {
             qp.complete_recv_drained(g, e);
         }
         // Keep the reserved room for the next run.
-        g.acked_later = done;
-        g.acked_later.clear();
+        g.resp.acked_later = done;
+        g.resp.acked_later.clear();
     }
     alive
 }
@@ -1649,7 +1712,7 @@ const MAX_GATHER: usize = 8;
 /// `sendmsg`.
 fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
     loop {
-        let Some(inc) = g.inc.as_mut() else {
+        let Some(inc) = g.resp.inc.as_mut() else {
             return true;
         };
         if inc.resp.is_empty() {
@@ -1705,7 +1768,7 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
             // connection ends (the requester's READ fails) and this QP
             // reports the access error.
             Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
-                g.inc = None;
+                g.resp.inc = None;
                 qp.async_event(IBV_EVENT_QP_ACCESS_ERR);
                 qp.enter_error(
                     g,

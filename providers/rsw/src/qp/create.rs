@@ -358,10 +358,8 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     let rings = {
         let mut g = q.inner.lock();
         crate::stats::retire(&q.ctx.dev.name, &g.stats.snapshot());
-        g.out = None;
-        g.inc = None;
-        g.pending.clear();
-        g.listener = None;
+        g.req.disconnect();
+        g.resp.shut();
         g.dgram = None;
         g.mcast.clear();
         g.take_extern_rings()

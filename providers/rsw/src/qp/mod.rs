@@ -86,7 +86,7 @@ pub fn socket_calls(qp: *mut ibv_qp) -> Option<[(u64, u64); 2]> {
     let q = live(qp)?;
     let g = q.inner.lock();
     let inc = g.incoming_conn().map_or((0, 0), |c| c.calls());
-    let out = g.out.as_ref().map_or((0, 0), |o| o.conn.calls());
+    let out = g.req.out_ref().map_or((0, 0), |o| o.conn.calls());
     Some([inc, out])
 }
 
@@ -97,7 +97,7 @@ pub fn socket_calls(qp: *mut ibv_qp) -> Option<[(u64, u64); 2]> {
 pub fn held_connections(qp: *mut ibv_qp) -> Option<usize> {
     let q = live(qp)?;
     let g = q.inner.lock();
-    Some(g.pending.iter().filter(|p| p.is_some()).count())
+    Some(g.resp.pending_count())
 }
 
 /// The live QP behind `qp` whose public struct still names it: EINVAL

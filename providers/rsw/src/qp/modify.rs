@@ -301,7 +301,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
                     // the QP stays in INIT, as a failed command leaves it.
                     g.attr = saved;
                     g.remote = None;
-                    g.out = None;
+                    g.req.disconnect();
                     qp.set_state(&mut g, IBV_QPS_INIT);
                     return Err(e);
                 }
@@ -358,7 +358,7 @@ fn to_rtr(qp: &Qp, g: &mut QpInner) -> Result<(), c_int> {
         ifindex: dev.ifindex,
         global: ah.is_global != 0,
     });
-    g.inc_bound = false;
+    g.resp.unbind();
     // An XRC receive QP sends nothing: no outgoing connection.
     if g.qp_type != IBV_QPT_XRC_RECV {
         requester::start(qp, g)?;

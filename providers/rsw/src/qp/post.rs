@@ -301,9 +301,9 @@ unsafe fn post_locked(
     } else {
         // The requester may hold back a burst of same-host atomics to do
         // them together (see `requester::defer_atomic`).
-        g.posting = true;
+        g.req.set_posting(true);
         requester::pump(qp, g);
-        g.posting = false;
+        g.req.set_posting(false);
     }
     rc
 }

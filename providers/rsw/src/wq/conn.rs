@@ -1,9 +1,8 @@
-//! What a QP's engines keep between events, defined beside the QP so the
-//! engines (`engine::requester`, `engine::responder`) sit below nothing
-//! they use. rxe does the same with its `rxe_req_info`/`rxe_resp_info` in
-//! the QP's header: the state belongs to the QP, the logic to the engine.
-//! The small methods here only edit the state; everything that touches a
-//! socket or a CQ is in the engines.
+//! What the RC engines keep per connection, defined beside the QP so the
+//! engines (`engine::requester`, `engine::completer`, `engine::responder`)
+//! sit below nothing they use; what they keep per QP is in their own
+//! `info` modules. The small methods here only edit the state; everything
+//! that touches a socket or a CQ is in the engines.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

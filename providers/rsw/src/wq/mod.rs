@@ -1,6 +1,7 @@
 //! A QP's state: the object the application's pointer names, its
-//! work queues (rings, `crate::ring`), what its engines keep between events (`conn`,
-//! `dgram`), the `ibv_wr_*` batch (`batch`), and the completion helpers
+//! work queues (rings, `crate::ring`), what its engines keep per connection
+//! (`conn`, `dgram`) and per QP (the engines' `info` structs, held here),
+//! the `ibv_wr_*` batch (`batch`), and the completion helpers
 //! every engine and verb uses (complete, claim a receive, flush, enter the
 //! error state).
 //!
@@ -11,15 +12,15 @@
 //! All mutable state is in [`QpInner`] behind one mutex, taken by the post
 //! calls (on the caller's thread), `modify_qp`, and the progress thread. The
 //! queues are preallocated rings, so posting does not allocate. This layer
-//! sits below the engines (`engine::*`), which call its methods; it calls
-//! nothing above it.
+//! sits below the engines (`engine::*`), which call its methods; of them
+//! it uses only their `info` structs (leaves below the engines' logic),
+//! which it holds and resets.
 
 pub mod batch;
 pub mod conn;
 pub mod dgram;
 
 pub use batch::Builder;
-pub use conn::{InConn, OutConn, PendingConn};
 pub use dgram::{Dgram, Group};
 
 use std::cell::UnsafeCell;
@@ -31,6 +32,9 @@ use verbs_abi::*;
 
 use crate::context::CtxShared;
 use crate::cq::{Cq, Cqe};
+use crate::engine::completer::info::CompInfo;
+use crate::engine::requester::info::ReqInfo;
+use crate::engine::responder::info::RespInfo;
 use crate::event_count::EventCounter;
 use crate::ring::{RecvQueue, RecvWqe, SendQueue, SendWqe};
 use crate::ringmem::{Allocator, RES_TYPE_QP};
@@ -64,7 +68,6 @@ pub struct QpInner {
     pub xrc_bounce: Vec<std::cell::Cell<u8>>,
     /// The message is already in the owner's receive (`finish_request`).
     pub xrc_placed: bool,
-    pub listener: Option<Listener>,
     /// UD: the QP's datagram socket and the multicast groups it joined.
     pub dgram: Option<Dgram>,
     pub mcast: Vec<Group>,
@@ -73,86 +76,27 @@ pub struct QpInner {
     /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: the QP does not receive the
     /// multicast datagrams it sent itself.
     pub block_self_mcast: bool,
-    pub out: Option<OutConn>,
-    pub inc: Option<InConn>,
-    /// Receive completions of SENDs whose (cumulative) ACK is queued but
-    /// not yet handed to the kernel: the responder writes them once it is
-    /// (`responder::settle_acks`), within the same pass.
-    pub acked_later: Vec<Cqe>,
-    pub pending: Vec<Option<PendingConn>>,
-    /// Counts connections put in `pending`, for their token ids.
-    pub pending_seq: usize,
     /// The peer, known from RTR on.
     pub remote: Option<RemoteAddr>,
     /// Our own GID, as sent in the hello.
     pub local_gid: [u8; 16],
-    /// The outgoing connection failed or ended; the next WQE that needs it
-    /// completes with IBV_WC_RETRY_EXC_ERR.
-    pub peer_gone: bool,
     /// A WQE failed locally; nothing after it is transmitted.
     pub tx_blocked: bool,
     pub comm_est_sent: bool,
     /// IBV_EVENT_SQ_DRAINED is owed when the SQ drains in SQD.
     pub sqd_notify: bool,
-    /// `accept` failed (e.g. EMFILE); the listener is not watched until
-    /// this monotonic time.
-    pub accept_resume: Option<u64>,
-    /// An incoming connection was accepted since RTR; no other may be.
-    pub inc_bound: bool,
     /// Polls while a connection of the QP is still being made (see
     /// `Qp::drive_setup`).
     pub setup_polls: u32,
-    /// The retry timer (see `requester`): when it next ticks (0: not
-    /// running), whether the peer showed signs of life since the last tick,
-    /// whether work was outstanding when this period began, consecutive
-    /// ticks without any, and until when an RNR wait notice vouches for
-    /// the peer.
-    pub ack_tick_at: u64,
-    pub ack_progress: bool,
-    pub ack_busy_from_start: bool,
-    pub ack_idle: u8,
-    pub rnr_hold_until: u64,
-    /// Inside `ibv_post_send` (the requester may hold back atomics);
-    /// same-host atomics held back for a batch, and when the timer that
-    /// ends the wait fires; the send CQ's poll count when the last atomic
-    /// was done from a post.
-    pub posting: bool,
-    pub atomics_deferred: bool,
-    pub atomic_timer_at: u64,
-    pub atomic_polls: Option<u64>,
-    /// The responder runs on the polling thread (`Qp::drive_now`), which
-    /// comes back soon: a SEND's ACK may wait for our next request to
-    /// carry it (`responder::owe_ack`); when the timer that sends it
-    /// anyway fires.
-    pub defer_acks: bool,
     /// A thread polling a CQ drives the QP now (`Qp::drive_now`): its
     /// reads probe the socket first (`Conn::fresh_probe`).
     pub polling: bool,
-    /// The QP's CQ poll count when the progress thread last served one of
-    /// the peer's requests (`responder::served_by_progress`).
-    pub served_polls: u64,
-    pub ack_timer_at: u64,
-    /// The peer acknowledged up to this MSN on one of its requests
-    /// (`wire::FLAG_ACK`), past a READ or atomic still waiting for its
-    /// response: the rest is completed once that response is in.
-    pub acked_upto: Option<u32>,
-    /// The peer's last ACK that completed anything came on a request of
-    /// its own, not on our connection: polling reads our connection only
-    /// now and then (`requester::wants_poll`), counting with `polls_skipped`.
-    pub acks_ride: bool,
-    pub polls_skipped: u8,
-    /// The earliest time the requester connects to its peer again, and
-    /// whether the connection is such a second attempt not yet answered.
-    pub reconnect_at: u64,
-    pub reconnecting: bool,
     pub destroyed: bool,
-    /// Injected faults for this QP's requests (`RSW_FAULTS`); None when
-    /// none are configured, so the engines pay one branch.
-    pub faults: Option<Box<crate::faults::QpFaults>>,
     pub stats: crate::stats::Counters,
-    /// The message the last RNR wait notice was about, so repeated
-    /// notices count once.
-    pub rnr_counted: Option<u32>,
+    /// Each engine's own state, edited by that engine only.
+    pub req: ReqInfo,
+    pub resp: RespInfo,
+    pub comp: CompInfo,
 }
 
 impl QpInner {
@@ -194,47 +138,22 @@ impl QpInner {
             xrc_remote: None,
             xrc_bounce: Vec::new(),
             xrc_placed: false,
-            listener,
             dgram,
             mcast: Vec::new(),
             mcast_seq: 0,
             block_self_mcast: false,
-            out: None,
-            inc: None,
-            acked_later: Vec::new(),
-            pending: Vec::new(),
-            pending_seq: 0,
             remote: None,
             local_gid: [0; 16],
-            peer_gone: false,
             tx_blocked: false,
             comm_est_sent: false,
             sqd_notify: false,
-            accept_resume: None,
-            inc_bound: false,
             setup_polls: 0,
-            ack_tick_at: 0,
-            ack_progress: false,
-            ack_busy_from_start: false,
-            ack_idle: 0,
-            rnr_hold_until: 0,
-            posting: false,
-            atomics_deferred: false,
-            atomic_timer_at: 0,
-            atomic_polls: None,
-            defer_acks: false,
             polling: false,
-            served_polls: u64::MAX,
-            ack_timer_at: 0,
-            acked_upto: None,
-            acks_ride: false,
-            polls_skipped: 0,
-            reconnect_at: 0,
-            reconnecting: false,
             destroyed: false,
-            faults: None,
             stats: crate::stats::Counters::default(),
-            rnr_counted: None,
+            req: ReqInfo::default(),
+            resp: RespInfo::new(listener),
+            comp: CompInfo::default(),
         })
     }
 
@@ -280,12 +199,12 @@ impl QpInner {
 
     /// The incoming connection, if there is one.
     pub fn incoming_conn(&self) -> Option<&Conn> {
-        self.inc.as_ref().map(|i| &i.conn)
+        self.resp.inc().map(|i| &i.conn)
     }
 
     /// The responder waits for a receive to be posted (RNR).
     pub fn is_stalled(&self) -> bool {
-        matches!(self.inc.as_ref().map(|i| &i.rx), Some(Rx::Stalled(_)))
+        matches!(self.resp.inc().map(|i| &i.rx), Some(Rx::Stalled(_)))
     }
 
     /// The capabilities the QP was created with, as its queues hold them.
@@ -427,7 +346,7 @@ impl Qp {
     pub fn wake_waiting_peer(&self, g: &mut QpInner) {
         let Some(m) = self.mbox.as_ref() else { return };
         if m.take_rnr_waiting() {
-            if let Some(inc) = g.inc.as_mut() {
+            if let Some(inc) = g.resp.inc_mut() {
                 inc.push_resp(
                     &crate::wire::Header::new(crate::wire::Op::Doorbell, 0),
                     None,
@@ -753,8 +672,8 @@ impl Qp {
             return;
         }
         self.set_state(g, IBV_QPS_ERR);
-        g.out = None;
-        g.pending.clear();
+        g.req.disconnect();
+        g.resp.drop_pending();
         (self.close_incoming)(self, g);
         self.flush(g);
         // Nothing more will be taken from the SRQ for this QP.
@@ -848,9 +767,8 @@ impl Qp {
     }
 
     pub fn reset(&self, g: &mut QpInner) {
-        g.out = None;
-        g.inc = None;
-        g.pending.clear();
+        g.req.reset();
+        g.resp.reset();
         g.sq.clear();
         g.rq.clear();
         if let Some(m) = &self.mbox {
@@ -858,14 +776,9 @@ impl Qp {
         }
         g.claimed = false;
         g.remote = None;
-        g.peer_gone = false;
         g.tx_blocked = false;
         g.comm_est_sent = false;
         g.sqd_notify = false;
-        g.inc_bound = false;
-        g.ack_idle = 0;
-        g.rnr_hold_until = 0;
-        g.reconnecting = false;
         g.attr = ibv_qp_attr::zeroed();
         for cq in self.cqs() {
             cq.purge_qp(self.qpn);
@@ -884,8 +797,7 @@ impl Qp {
         if !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) {
             return;
         }
-        g.out = None;
-        g.peer_gone = true;
+        g.req.lose_peer();
         if g.outstanding() {
             self.fail_head(g, IBV_WC_RETRY_EXC_ERR);
         } else {
