@@ -14,10 +14,11 @@
 //!   what the tests reach), `leaks` (the misuse checker's exit summary);
 //! - verbs: `qp/` (creation, the state machine, posting, multicast,
 //!   `ibv_wr_*`, the checker's QP checks);
-//! - engine: `engine/` (`requester`, `completer`, `responder` for RC, UC
-//!   and XRC, each with its per-QP state in its `info`, which the QP holds;
-//!   `datagram` for UD);
-//! - objects: `wq/` (the QP's state), `srq`, `mw`, `dm`, `cq`, `mr` (the
+//! - engine: `engine/` (`requester`, `samehost` (the same-host path's
+//!   requests), `completer`, `responder` for RC, UC and XRC, each with its
+//!   per-QP state in its `info`, which the QP holds; `datagram` for UD);
+//! - objects: `wq/` (the QP's state; `place`, placing a message into a
+//!   receive), `srq`, `mw`, `dm`, `cq`, `mr` (the
 //!   key table), `xrcd`, `ah`, `remote_srq`, `pd`, `xrc_registry`,
 //!   `ring` (work queues), `context`, `channel`, `device`, `td`;
 //! - transport: `transport/` (TCP, UDP, the same-host path);

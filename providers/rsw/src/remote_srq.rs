@@ -28,6 +28,7 @@ use crate::device::MAX_SGE;
 use crate::ring::RecvWqe;
 use crate::transport::local::Peer;
 use crate::transport::mailbox::{Delivered, PeerBox};
+use crate::wq::place;
 use crate::xrc_registry::{Registry, SrqEntry};
 
 pub struct RemoteSrq {
@@ -172,22 +173,10 @@ impl RemoteSrq {
         len: u64,
         out: &mut [libc::iovec; MAX_SGE as usize],
     ) -> Option<usize> {
-        let mut left = len;
-        let mut n = 0;
-        for s in w.sges() {
-            if left == 0 {
-                break;
-            }
-            let k = left.min(s.length as u64);
-            let host = self.peer.local_buffer(s.lkey, s.addr, k, w.pd_id)?;
-            out[n] = libc::iovec {
-                iov_base: host as *mut libc::c_void,
-                iov_len: k as usize,
-            };
-            n += 1;
-            left -= k;
+        match place::scatter(&*self.peer, w.sges(), 0, len as usize, w.pd_id, out)? {
+            (n, 0) => Some(n),
+            _ => None,
         }
-        (left == 0).then_some(n)
     }
 
     /// Whether `len` bytes may be written into `w`.

@@ -1,7 +1,11 @@
 //! The protocol engines, below the QP verbs and above the transports:
-//! `requester` (our requests on the outgoing connection, their responses),
-//! `responder` (the peer's requests on the incoming connection, our
-//! responses) and `datagram` (UD). They act on a QP's state (`wq`) under
+//! `requester` (our requests on the outgoing connection), `samehost` (the
+//! requests it does itself into a same-host peer), `completer` (the
+//! responses to our requests), `responder` (the peer's requests on the
+//! incoming connection, our responses) and `datagram` (UD); each RC
+//! engine keeps its per-QP state in its `info`, which the QP holds
+//! (`wq::QpInner`). Calls go requester -> samehost, completer;
+//! responder -> requester, completer. They act on a QP's state (`wq`) under
 //! its lock; here is how the progress thread, a CQ being polled and the
 //! timers reach them.
 
@@ -9,6 +13,7 @@ pub mod completer;
 pub mod datagram;
 pub mod requester;
 pub mod responder;
+pub mod samehost;
 
 use crate::cq::Producer;
 use crate::progress::{engine, Kind, Target};

@@ -44,7 +44,7 @@ use crate::wire::{
     FLAG_ACK, FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN,
 };
 use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
-use crate::wq::{rnr_timer_ns, Qp, QpInner};
+use crate::wq::{place, rnr_timer_ns, Qp, QpInner};
 
 /// Stop reading requests while this many responses wait to be sent, so a
 /// peer that sends faster than it reads cannot make us buffer without bound.
@@ -1336,8 +1336,9 @@ fn dest_iov(
             v[0] = iov(b.as_ptr() as *const u8, len);
             return Ok(1);
         }
-        t.sge_iovs(g.recv.sges(), off as u64, len, g.recv.pd_id, true, v)
-            .map_err(|_| DestError::Local)
+        place::scatter(t, g.recv.sges(), off as u64, len, g.recv.pd_id, v)
+            .map(|(n, _)| n)
+            .ok_or(DestError::Local)
     } else {
         let p = t
             .remote(
@@ -1558,31 +1559,13 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         place_tail(qp, g, &h, &tail_bytes);
         alive
     };
-    let inv = h.op == Op::SendInv;
-    let opcode = match h.op {
-        Op::Send | Op::SendImm | Op::SendInv => Some(IBV_WC_RECV),
-        Op::WriteImm => Some(IBV_WC_RECV_RDMA_WITH_IMM),
-        _ => None,
-    };
-    if let Some(opcode) = opcode {
+    if let Some(cqe) = place::recv_cqe(h.op, imm, h.imm, h.flags & FLAG_SOLICITED != 0) {
         if let Some(wr_id) = qp.take_claimed(g) {
             let cqe = Cqe {
                 wr_id,
-                status: IBV_WC_SUCCESS,
-                opcode,
                 byte_len: h.length,
-                // The invalidated rkey shares the immediate's field.
-                imm: if imm || inv { h.imm } else { 0 },
                 src_qp: peer,
-                wc_flags: if imm {
-                    IBV_WC_WITH_IMM
-                } else if inv {
-                    IBV_WC_WITH_INV
-                } else {
-                    0
-                },
-                solicited: h.flags & FLAG_SOLICITED != 0,
-                ..Cqe::default()
+                ..cqe
             };
             if acked {
                 if g.resp.acked_later.capacity() == 0 {

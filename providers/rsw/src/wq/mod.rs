@@ -19,6 +19,7 @@
 pub mod batch;
 pub mod conn;
 pub mod dgram;
+pub mod place;
 
 pub use batch::Builder;
 pub use dgram::{Dgram, Group};
@@ -40,7 +41,7 @@ use crate::ring::{RecvQueue, RecvWqe, SendQueue, SendWqe};
 use crate::ringmem::{Allocator, RES_TYPE_QP};
 use crate::srq::Srq;
 use crate::stats::Counters;
-use crate::transport::mailbox::{self, Mailbox};
+use crate::transport::mailbox::Mailbox;
 use crate::transport::{Conn, Listener, RemoteAddr};
 use conn::Rx;
 
@@ -270,22 +271,6 @@ unsafe impl Send for Qp {}
 // SAFETY: as above.
 unsafe impl Sync for Qp {}
 
-/// Copies a small SEND's payload into the receive buffer its SGE names
-/// (an lkey of `pd`, locally writable); false if the SGE does not check or
-/// the memory is gone.
-fn place_inline(t: &crate::mr::MrTable, i: &mailbox::Inline, pd: u32) -> bool {
-    match t.local(i.sge.lkey, i.sge.addr, i.len as u64, pd, true) {
-        Ok(p) if i.len > 0 => {
-            // SAFETY: p is i.len bytes of registered, locally writable
-            // memory checked under the key table's lock (held); a fault
-            // (memory unmapped since) is caught.
-            unsafe { crate::guard::copy(p, i.data.as_ptr(), i.len) }.is_ok()
-        }
-        Ok(_) => true,
-        Err(_) => false,
-    }
-}
-
 /// RNR timer encoding (InfiniBand spec, min_rnr_timer 0..=31) in
 /// microseconds.
 const RNR_TIMER_US: [u64; 32] = [
@@ -377,7 +362,7 @@ impl Qp {
                 // A small SEND: its bytes go into the receive's buffer now,
                 // checked against our own key table.
                 let t = table.get_or_insert_with(crate::mr::table);
-                if !place_inline(t, &i, rpd) {
+                if !place::inline(t, &i, rpd) {
                     d.status = IBV_WC_LOC_PROT_ERR;
                     d.byte_len = 0;
                 }
@@ -387,20 +372,8 @@ impl Qp {
             if d.status != IBV_WC_SUCCESS {
                 Counters::bump(&g.stats.resp_cqe_error);
             }
-            let imm = d.flags & mailbox::FLAG_IMM != 0;
             if let Some(cq) = &self.recv_cq {
-                cq.push(Cqe {
-                    wr_id: d.wr_id,
-                    status: d.status,
-                    opcode: d.opcode,
-                    byte_len: d.byte_len,
-                    imm: d.imm,
-                    qp_num: self.qpn,
-                    src_qp: d.src_qp,
-                    wc_flags: if imm { IBV_WC_WITH_IMM } else { 0 },
-                    solicited: d.flags & mailbox::FLAG_SOLICITED != 0,
-                    ..Cqe::default()
-                });
+                cq.push(place::received(&d, self.qpn));
             }
             if d.status != IBV_WC_SUCCESS {
                 failed = true;
@@ -627,27 +600,11 @@ impl Qp {
         if e.status != IBV_WC_SUCCESS {
             Counters::bump(&g.stats.resp_cqe_error);
         }
-        let mut flags = 0;
-        if e.wc_flags & IBV_WC_WITH_IMM != 0 {
-            flags |= mailbox::FLAG_IMM;
-        }
-        if e.solicited {
-            flags |= mailbox::FLAG_SOLICITED;
-        }
         // A large message's buffer is not kept.
         if g.xrc_bounce.capacity() > 1 << 20 {
             g.xrc_bounce = Vec::new();
         }
-        r.complete(&mailbox::Delivered {
-            wr_id: e.wr_id,
-            byte_len: e.byte_len,
-            imm: e.imm,
-            opcode: e.opcode,
-            flags,
-            status: e.status,
-            src_qp: e.src_qp,
-            qp_num: self.qpn,
-        });
+        r.complete(&place::delivered(&e, self.qpn));
     }
 
     /// Moves to the error state: flushes both queues and takes the
