@@ -82,7 +82,7 @@ fn init_slow() {
 /// `VERBS_LOG_LEVEL` as rdma-core reads it: `strtol(value, NULL, 0)`, so
 /// decimal, `0x` hex or leading-`0` octal, garbage reading as 0; clamped to
 /// 0..=5 (5 and above: everything).
-pub fn parse_level(v: &str) -> u8 {
+pub(crate) fn parse_level(v: &str) -> u8 {
     let s = v.trim_start();
     let (neg, s) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
@@ -164,7 +164,7 @@ fn open_file() -> c_int {
 /// Opens (creating) a diagnostics file for appending, close-on-exec: the
 /// log's, the tracer's and the checker's. `%p` in the path becomes the
 /// process id.
-pub fn open_append(path: &[u8]) -> Option<c_int> {
+pub(crate) fn open_append(path: &[u8]) -> Option<c_int> {
     let pid = std::process::id().to_string();
     let mut p = Vec::with_capacity(path.len() + 8);
     let mut i = 0;

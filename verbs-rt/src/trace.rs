@@ -289,7 +289,7 @@ pub fn record(kind: &str, name: &str, obj: usize, fields: &[(&str, Val<'_>)]) {
 /// (`crate::module::ibv_create_qp::__f` and
 /// `crate::module::ibv_dereg_mr::{{closure}}::{{closure}}` give
 /// `ibv_create_qp` and `ibv_dereg_mr`).
-pub fn fn_name(path: &'static str) -> &'static str {
+pub(crate) fn fn_name(path: &'static str) -> &'static str {
     path.rsplit("::")
         .skip(1)
         .find(|s| !s.starts_with("{{"))

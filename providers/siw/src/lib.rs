@@ -18,20 +18,20 @@
 //! into libibverbs). The entry points are thin `extern "C"` functions of
 //! the object modules; `unsafe` is confined to them and to the rings.
 
-pub mod abi;
-pub mod context;
-pub mod cq;
-pub mod device;
+mod abi;
+mod context;
+mod cq;
+mod device;
 mod ffi;
-pub mod lock;
-pub mod mapping;
-pub mod mr;
-pub mod pd;
-pub mod post;
-pub mod qp;
-pub mod ring;
-pub mod srq;
-pub mod wqe;
+mod lock;
+mod mapping;
+mod mr;
+mod pd;
+mod post;
+mod qp;
+mod ring;
+mod srq;
+mod wqe;
 
 /// Registers the provider while the library loads, as rdma-core's
 /// `PROVIDER_DRIVER` constructor does: libibverbs has `dlopen`ed us and

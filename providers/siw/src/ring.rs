@@ -185,10 +185,6 @@ impl<T: Element> Ring<T> {
         self.n
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
     /// The index of running position `pos` (`pos % n`).
     #[inline]
     fn index(&self, pos: u32) -> usize {

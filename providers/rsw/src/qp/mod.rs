@@ -6,7 +6,7 @@
 
 pub(crate) mod check;
 mod create;
-pub mod ex;
+pub(crate) mod ex;
 mod mcast;
 mod modify;
 mod post;

@@ -14,13 +14,13 @@
 //! requester do the target's work itself, on `shm` (mapped files and the
 //! path's on/off switch); the connection stays for what they do not cover.
 
-pub mod atomics;
-pub mod local;
-pub mod mailbox;
-pub mod shm;
+pub(crate) mod atomics;
+pub(crate) mod local;
+pub(crate) mod mailbox;
+pub(crate) mod shm;
 mod sock;
-pub mod tcp;
-pub mod udp;
+pub(crate) mod tcp;
+pub(crate) mod udp;
 
 use std::io;
 use std::os::fd::RawFd;
