@@ -25,7 +25,9 @@
  * unknown options, riomap/riowrite landing in the peer's memory in order
  * with the stream, rpoll/rselect over rsockets and pipes together, and
  * datagram rsockets (bytes, sender addresses, truncation, EDESTADDRREQ,
- * EMSGSIZE, EOPNOTSUPP for the stream-only calls).
+ * EMSGSIZE, EOPNOTSUPP for the stream-only calls), and their wire format,
+ * rdma-core 44's, against a plain UDP socket and a UD QP of the test's own
+ * (dgram_wire).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -35,6 +37,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -50,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <infiniband/verbs.h>
 #include <rdma/rsocket.h>
 
 #define CASE_SECONDS 40
@@ -953,6 +957,205 @@ static void case_dgram(void)
 	}
 }
 
+/* rdma-core 44's datagram protocol on the wire, against a datagram rsocket:
+ * this test plays rdma-core's side with a plain UDP socket and a UD QP of
+ * its own on the device of 127.0.0.1. A struct ds_udp_header (tag
+ * 0x55555555, version 4, op DATA, length 16, our QP number, our address)
+ * in front of a datagram on the rsocket's UDP port delivers the datagram
+ * from the UDP socket's address and is answered with op CTRL naming the
+ * rsocket's QP; after that the rsocket sends to our QP over UD, Q_Key
+ * RDMA_UDP_QKEY, behind a struct ds_header (version 4, length 8, its port
+ * and address), and takes our UD datagrams behind the same header. */
+#define WIRE_QKEY 0x01234567u
+
+struct wire_ud {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t buf[2 * 2088];
+	int gid_index;
+	union ibv_gid gid;
+};
+
+static void wire_ud_open(struct wire_ud *w)
+{
+	static const uint8_t lo[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1 };
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+
+	CHECK(list);
+	w->ctx = NULL;
+	for (int d = 0; list[d] && !w->ctx; d++) {
+		struct ibv_context *c = ibv_open_device(list[d]);
+
+		if (!c)
+			continue;
+		for (int i = 0; i < 16; i++) {
+			if (!ibv_query_gid(c, 1, i, &w->gid) && !memcmp(w->gid.raw, lo, 16)) {
+				w->ctx = c;
+				w->gid_index = i;
+				break;
+			}
+		}
+		if (!w->ctx)
+			ibv_close_device(c);
+	}
+	ibv_free_device_list(list);
+	if (!w->ctx)
+		failf(__LINE__, "no device with the GID of 127.0.0.1");
+	CHECK(w->pd = ibv_alloc_pd(w->ctx));
+	CHECK(w->cq = ibv_create_cq(w->ctx, 8, NULL, NULL, 0));
+	CHECK(w->mr = ibv_reg_mr(w->pd, w->buf, sizeof(w->buf), IBV_ACCESS_LOCAL_WRITE));
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = w->cq;
+	ia.qp_type = IBV_QPT_UD;
+	ia.sq_sig_all = 1;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 2;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	CHECK(w->qp = ibv_create_qp(w->pd, &ia));
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_INIT;
+	qa.port_num = 1;
+	qa.qkey = WIRE_QKEY;
+	CHECK_OK(ibv_modify_qp(w->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
+	qa.qp_state = IBV_QPS_RTR;
+	CHECK_OK(ibv_modify_qp(w->qp, &qa, IBV_QP_STATE));
+	qa.qp_state = IBV_QPS_RTS;
+	qa.sq_psn = 0;
+	CHECK_OK(ibv_modify_qp(w->qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN));
+}
+
+/* One completion, waited for with a bound (the CQ is polled: a condition,
+ * not a timed sleep). */
+static struct ibv_wc wire_ud_wait(struct wire_ud *w)
+{
+	struct ibv_wc wc;
+	double t0 = now();
+	int n;
+
+	while ((n = ibv_poll_cq(w->cq, 1, &wc)) == 0) {
+		if (now() - t0 > 10)
+			failf(__LINE__, "no completion in 10 s");
+		sched_yield();
+	}
+	CHECK_EQ(n, 1);
+	if (wc.status != IBV_WC_SUCCESS)
+		failf(__LINE__, "completion status %d", wc.status);
+	return wc;
+}
+
+static void case_dgram_wire(void)
+{
+	struct sockaddr_in a_name = loop4(0), u_name = loop4(0), from;
+	socklen_t len = sizeof(a_name), flen;
+	uint8_t msg[64], in[64];
+	struct wire_ud w;
+	struct pollfd pfd;
+	uint32_t a_qpn;
+	int a, u;
+
+	wire_ud_open(&w);
+	a = rsocket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(a >= 0);
+	CHECK_OK(rbind(a, (struct sockaddr *)&a_name, sizeof(a_name)));
+	CHECK_OK(rgetsockname(a, (struct sockaddr *)&a_name, &len));
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(u >= 0);
+	CHECK_OK(bind(u, (struct sockaddr *)&u_name, sizeof(u_name)));
+	len = sizeof(u_name);
+	CHECK_OK(getsockname(u, (struct sockaddr *)&u_name, &len));
+
+	/* Garbage on the rsocket's port is dropped. */
+	CHECK_EQ(sendto(u, "junk-not-a-header", 17, 0, (struct sockaddr *)&a_name, sizeof(a_name)), 17);
+
+	/* DATA: the datagram arrives from our UDP address... */
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, "\x55\x55\x55\x55\x04\x00\x10\x00", 8);
+	msg[8] = 0;
+	msg[9] = (w.qp->qp_num >> 16) & 0xff;
+	msg[10] = (w.qp->qp_num >> 8) & 0xff;
+	msg[11] = w.qp->qp_num & 0xff;
+	memcpy(msg + 12, "\x7f\x00\x00\x01", 4);
+	memcpy(msg + 16, "hello", 5);
+	CHECK_EQ(sendto(u, msg, 21, 0, (struct sockaddr *)&a_name, sizeof(a_name)), 21);
+	flen = sizeof(from);
+	CHECK_EQ(rrecvfrom(a, in, sizeof(in), 0, (struct sockaddr *)&from, &flen), 5);
+	CHECK_EQ(memcmp(in, "hello", 5), 0);
+	CHECK_EQ(from.sin_port, u_name.sin_port);
+	CHECK_EQ(from.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+
+	/* ...and is answered with CTRL naming the rsocket's QP. */
+	pfd.fd = u;
+	pfd.events = POLLIN;
+	CHECK_EQ(poll(&pfd, 1, 10000), 1);
+	flen = sizeof(from);
+	CHECK_EQ(recvfrom(u, in, sizeof(in), 0, (struct sockaddr *)&from, &flen), 16);
+	CHECK_EQ(from.sin_port, a_name.sin_port);
+	CHECK_EQ(memcmp(in, "\x55\x55\x55\x55\x04\x07\x10\x00", 8), 0);
+	a_qpn = ((uint32_t)in[8] << 24) | (in[9] << 16) | (in[10] << 8) | in[11];
+	CHECK(a_qpn != 0 && a_qpn <= 0xffffff);
+	CHECK_EQ(memcmp(in + 12, "\x7f\x00\x00\x01", 4), 0);
+
+	/* The rsocket sends to our QP over UD now, behind a ds_header. */
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)w.buf, .length = 2088, .lkey = w.mr->lkey,
+	};
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	CHECK_OK(ibv_post_recv(w.qp, &rwr, &rbad));
+	CHECK_EQ(rsendto(a, "back", 4, 0, (struct sockaddr *)&u_name, sizeof(u_name)), 4);
+	struct ibv_wc wc = wire_ud_wait(&w);
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(wc.byte_len, 40 + 8 + 4);
+	CHECK_EQ(wc.src_qp, a_qpn);
+	CHECK_EQ(memcmp(w.buf + 40, "\x04\x08", 2), 0);
+	CHECK_EQ(memcmp(w.buf + 42, &a_name.sin_port, 2), 0);
+	CHECK_EQ(memcmp(w.buf + 44, "\x7f\x00\x00\x01" "back", 8), 0);
+
+	/* And takes ours: the sender is the address in our ds_header. */
+	struct ibv_ah_attr aa;
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.dgid = w.gid;
+	aa.grh.sgid_index = w.gid_index;
+	aa.grh.hop_limit = 64;
+	struct ibv_ah *ah = ibv_create_ah(w.pd, &aa);
+	CHECK(ah);
+	uint8_t *out = w.buf + 2088;
+	memcpy(out, "\x04\x08", 2);
+	memcpy(out + 2, &u_name.sin_port, 2);
+	memcpy(out + 4, "\x7f\x00\x00\x01" "ud-in", 9);
+	struct ibv_sge ssge = { .addr = (uintptr_t)out, .length = 13, .lkey = w.mr->lkey };
+	struct ibv_send_wr swr, *sbad;
+	memset(&swr, 0, sizeof(swr));
+	swr.wr_id = 2;
+	swr.sg_list = &ssge;
+	swr.num_sge = 1;
+	swr.opcode = IBV_WR_SEND;
+	swr.wr.ud.ah = ah;
+	swr.wr.ud.remote_qpn = a_qpn;
+	swr.wr.ud.remote_qkey = WIRE_QKEY;
+	CHECK_OK(ibv_post_send(w.qp, &swr, &sbad));
+	CHECK_EQ(wire_ud_wait(&w).wr_id, 2);
+	flen = sizeof(from);
+	CHECK_EQ(rrecvfrom(a, in, sizeof(in), 0, (struct sockaddr *)&from, &flen), 5);
+	CHECK_EQ(memcmp(in, "ud-in", 5), 0);
+	CHECK_EQ(from.sin_port, u_name.sin_port);
+	CHECK_EQ(from.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+
+	CHECK_OK(rclose(a));
+	close(u);
+	ibv_destroy_ah(ah);
+	ibv_destroy_qp(w.qp);
+	ibv_dereg_mr(w.mr);
+	ibv_destroy_cq(w.cq);
+	ibv_dealloc_pd(w.pd);
+	ibv_close_device(w.ctx);
+}
+
 /* rpoll as `rstream -T a` uses it: a non-blocking listener and
  * non-blocking connects, every wait an rpoll. rpoll never fails here, and a
  * call that succeeds leaves errno as the caller set it (rstream prints
@@ -1082,6 +1285,7 @@ static const struct tcase cases[] = {
 	{ "async", case_async },
 	{ "iomap", case_iomap },
 	{ "dgram", case_dgram },
+	{ "dgram_wire", case_dgram_wire },
 };
 
 static int run(const struct tcase *c)

@@ -8,7 +8,9 @@
 # EPIPE after the peer closes, EINVAL/EFAULT for bad arguments,
 # EBADF/ENOTSOCK for descriptors that are no rsocket, socket options,
 # rpoll/rselect over rsockets and pipes, riomap/riowrite, datagram rsockets
-# (bytes, sender addresses, truncation, EMSGSIZE). Each case runs in
+# (bytes, sender addresses, truncation, EMSGSIZE) and their wire format,
+# rdma-core 44's (dgram_wire: the test plays rdma-core's side with a UDP
+# socket and a UD QP of its own). Each case runs in
 # a process of its own with an alarm; this script bounds the whole run too.
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
