@@ -1,5 +1,5 @@
 #!/bin/bash
-# harness-timeout: 900
+# harness-timeout: 1200
 # Kernel RDMA devices in a VM: Debian 12's kernel with rxe0 (RoCEv2) and
 # siw0 (iWARP) booted under QEMU (ctests/vm/). One boot runs every case of
 # ctests/vm/guest-tests.sh: Debian's RDMA programs over Debian's rdma-core

@@ -41,7 +41,7 @@ QUIET=0
 
 # The guest's packages. busybox-static serves the initramfs and poweroff.
 GUEST_PACKAGES=(
-	rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest qperf
+	rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest qperf iperf3
 	python3-pyverbs infiniband-diags iproute2 kmod procps busybox-static
 )
 if [[ -n ${RSV_VM_EXTRA_PACKAGES:-} ]]; then

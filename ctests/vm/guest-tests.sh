@@ -126,6 +126,13 @@ client() {
 	on "$side" "$@" >"$CASE_DIR/client.out" 2>&1
 }
 
+# kill_tree SIGNAL PID: the process and its descendants.
+kill_tree() {
+	local c
+	for c in $(pgrep -P "$2"); do kill_tree "$1" "$c"; done
+	kill "-$1" "$2" 2>/dev/null
+}
+
 # finish_server [SECONDS]: waits (bounded) for the server to exit; its status.
 finish_server() {
 	local i limit=$((${1:-20} * 20))
@@ -134,12 +141,14 @@ finish_server() {
 		sleep 0.05
 	done
 	if kill -0 "$SRV" 2>/dev/null; then
-		kill "$SRV" 2>/dev/null
+		# SRV is the subshell of `on`: its program is a child. A program
+		# left behind would keep its device open for the cases after.
+		kill_tree TERM "$SRV"
 		for ((i = 0; i < 20; i++)); do
 			kill -0 "$SRV" 2>/dev/null || break
 			sleep 0.05
 		done
-		kill -KILL "$SRV" 2>/dev/null
+		kill_tree KILL "$SRV"
 		wait "$SRV" 2>/dev/null
 		return 124
 	fi
@@ -705,6 +714,158 @@ add kcm/rstream-small-siw0-ours-debian 60 body_kcm_rstream ours debian "$SIW_IP"
 add kcm/rstream-siw0-debian-ours 60 body_kcm_rstream debian ours "$SIW_IP" "$(port)" -T b -T v -S 100000 -C 200
 add kcm/riostream-siw0-debian-ours 60 body_kcm_riostream debian ours "$SIW_IP" "$(port)" -S 64000 -C 100
 
+# More of librdmacm's programs through the kernel's CM, ours against Debian's.
+body_kcm_xclient() { # SERVER-SIDE CLIENT-SIDE IP PORT r|x: rdma_xserver listens on the wildcard
+	pair "$1" "$2" "cm:$4" \
+		rdma_xserver -p "$4" -c "$5" -- \
+		rdma_xclient -s "$3" -p "$4" -c "$5" || return 1
+	good "rdma_xclient -c $5 ended 0, and so did the server"
+}
+# rxe in Linux 6.1 has no XRC: rdma_xclient -c x must fail in
+# rdma_create_ep with Debian's librdmacm and ours alike.
+body_kcm_xrc_none() { # IP PORT
+	local side rc
+	for side in debian ours; do
+		on "$side" timeout 20 rdma_xclient -s "$1" -p "$2" -c x >"$CASE_DIR/$side.out" 2>&1
+		rc=$?
+		echo "--- rdma_xclient -c x over $side: exit $rc"
+		cat "$CASE_DIR/$side.out"
+	done
+	grep -q "rdma_create_ep: Operation not supported" "$CASE_DIR/debian.out" ||
+		{ bad "Debian's: $(last_line "$CASE_DIR/debian.out")"; return 1; }
+	cmp -s "$CASE_DIR/debian.out" "$CASE_DIR/ours.out" || { bad "ours: $(head -n 1 "$CASE_DIR/ours.out")"; return 1; }
+	good "no XRC on rxe: rdma_create_ep fails EOPNOTSUPP with both"
+}
+body_kcm_cmtime() { # SERVER-SIDE CLIENT-SIDE IP PORT CONNECTIONS
+	# cmtime's server never exits by itself: stopped once the client is done.
+	local crc alive
+	serve "$1" "cm:$4" cmtime -b "$3" -p "$4" || return 1
+	client "$2" timeout "$CLIENT_LIMIT" cmtime -s "$3" -p "$4" -c "$5"
+	crc=$?
+	kill -0 "$SRV" 2>/dev/null && alive=1
+	finish_server 0
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
+	((crc == 0)) || { bad "client exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
+	[[ -n $alive ]] || { bad "the server ended by itself"; return 1; }
+	grep -Eq 'error|failure|failing' "$CASE_DIR/client.out" && { bad "client: $(grep -Em 1 'error|failure|failing' "$CASE_DIR/client.out")"; return 1; }
+	local s
+	for s in "create id" "resolve addr" "resolve route" "create qp" "connect" "disconnect" "destroy"; do
+		grep -q "^$s *:" "$CASE_DIR/client.out" || { bad "client: no '$s' step timed"; return 1; }
+	done
+	good "$5 connections set up and torn down, every step timed"
+}
+body_kcm_rcopy() { # SERVER-SIDE CLIENT-SIDE IP PORT: a file over rsockets, checked
+	local src=$CASE_DIR/src.bin dst=$CASE_DIR/dst.bin crc
+	head -c 3000000 /dev/urandom >"$src"
+	rm -f "$dst"
+	# The server serves until killed.
+	cd "$CASE_DIR" || return 1
+	serve "$1" "cm:$4" rcopy -p "$4" || return 1
+	client "$2" timeout "$CLIENT_LIMIT" rcopy "$src" "$3:$dst" -p "$4"
+	crc=$?
+	finish_server 0
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
+	((crc == 0)) || { bad "client exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
+	cmp "$src" "$dst" || { bad "the copy differs from the source"; return 1; }
+	good "3000000 bytes copied, identical"
+}
+RSPRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
+body_kcm_iperf3() { # SERVER-SIDE CLIENT-SIDE IP PORT [-R]: both under librspreload
+	local crc
+	serve "$1" "cm:$4" env LD_PRELOAD="$RSPRELOAD" iperf3 -s -1 -B "$3" -p "$4" || return 1
+	client "$2" timeout "$CLIENT_LIMIT" env LD_PRELOAD="$RSPRELOAD" \
+		iperf3 -c "$3" -p "$4" -n 20M -l 128K -J "${@:5}"
+	crc=$?
+	finish_server 10
+	local src=$?
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
+	((crc == 0)) || { bad "client exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
+	((src == 0)) || { bad "server exit $src: $(last_line "$CASE_DIR/server.out")"; return 1; }
+	# 20 MiB sent; received trails it by at most what was in flight.
+	local r
+	r=$(python3 -c '
+import json, sys
+end = json.load(open(sys.argv[1]))["end"]
+sent, recv = end["sum_sent"]["bytes"], end["sum_received"]["bytes"]
+ok = sent == 20 << 20 and 16 << 20 <= recv <= sent
+print(("" if ok else "bad: ") + f"sent {sent} received {recv} bytes")
+' "$CASE_DIR/client.out" 2>&1)
+	[[ $r == sent* ]] || { bad "iperf3 $r"; return 1; }
+	good "$r"
+}
+body_kcm_perftest_cm() { # SERVER-SIDE CLIENT-SIDE PROG DEV IP PORT ARGS...: perftest -R
+	local sside=$1 cside=$2 prog=$3 dev=$4 ip=$5 port=$6
+	shift 6
+	pair "$sside" "$cside" "cm:$port" \
+		"$prog" -d "$dev" -R -F -p "$port" "$@" -- \
+		"$prog" -d "$dev" -R -F -p "$port" "$@" "$ip" || return 1
+	sum_perftest
+}
+body_kcm_qperf() { # SERVER-SIDE CLIENT-SIDE IP TEST PORT: qperf -cm1
+	local crc
+	serve "$1" "tcp:$5" qperf -lp "$5" || return 1
+	client "$2" timeout "$CLIENT_LIMIT" qperf -lp "$5" -t 2 -cm1 "$3" "$4"
+	crc=$?
+	finish_server 0
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
+	((crc == 0)) || { bad "qperf exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
+	local r
+	r=$(grep -Eo '(latency|bw) += +[0-9.]+ [a-zA-Z/]+' "$CASE_DIR/client.out" | tr -s ' ')
+	[[ -n $r ]] || { bad "no result in qperf's output"; return 1; }
+	good "$r"
+}
+body_kcm_sum() { # SERVER-SIDE CLIENT-SIDE IP PORT: ctests/src/sum_*.c
+	[[ -x $B/ctests/sum_server ]] || { bad "no $B/ctests/sum_server (make ctests)"; return 1; }
+	pair "$1" "$2" "cm:$4" \
+		"$B/ctests/sum_server" "$4" -- \
+		"$B/ctests/sum_client" "$3" 40000 2026 "$4" || return 1
+	grep -q "^40000 + 2026 = 42026$" "$CASE_DIR/client.out" || { bad "client: no '40000 + 2026 = 42026'"; return 1; }
+	grep -q "^sum_server: 40000 + 2026 = 42026$" "$CASE_DIR/server.out" || { bad "server did not see the sum"; return 1; }
+	good "40000 + 2026 = 42026 on both sides"
+}
+# Error flows, ours against Debian's: the same events and statuses, each
+# within its bound (ctests/src/cm_flows.c says which).
+body_kcm_flows() { # SRC DST-NOBODY-ANSWERS PORT-NOBODY-LISTENS-ON
+	[[ -x $B/ctests/cm_flows ]] || { bad "no $B/ctests/cm_flows (make ctests)"; return 1; }
+	local side flow rc f ends=
+	for flow in "no_listener $1 $1 $3" "unreachable $1 $2 2000"; do
+		for side in debian ours; do
+			f=$CASE_DIR/${flow%% *}.$side
+			# shellcheck disable=SC2086
+			on "$side" timeout -k 5 40 "$B/ctests/cm_flows" $flow >"$f.out" 2>"$f.err"
+			rc=$?
+			echo "--- cm_flows $flow over $side: exit $rc"
+			cat "$f.out" "$f.err"
+			((rc == 0)) || { bad "${flow%% *} over $side: exit $rc: $(last_line "$f.out")"; return 1; }
+		done
+		f=$CASE_DIR/${flow%% *}
+		cmp -s "$f.debian.out" "$f.ours.out" ||
+			{ bad "${flow%% *}: ours '$(last_line "$f.ours.out")', Debian's '$(last_line "$f.debian.out")'"; return 1; }
+		ends+="$(last_line "$f.ours.out"); "
+	done
+	good "as with Debian's: $ends"
+}
+add kcm/xclient-rc-rxe0-ours-debian 45 body_kcm_xclient ours debian "$RXE_IP" "$(port)" r
+add kcm/xclient-rc-rxe0-debian-ours 45 body_kcm_xclient debian ours "$RXE_IP" "$(port)" r
+add kcm/xclient-xrc-rxe0 30 body_kcm_xrc_none "$RXE_IP" "$(port)"
+add kcm/xclient-rc-siw0-ours-debian 45 body_kcm_xclient ours debian "$SIW_IP" "$(port)" r
+add kcm/cmtime-rxe0-ours-debian 60 body_kcm_cmtime ours debian "$RXE_IP" "$(port)" 20
+add kcm/cmtime-siw0-debian-ours 60 body_kcm_cmtime debian ours "$SIW_IP" "$(port)" 20
+add kcm/rstream-async-rxe0-ours-debian 60 body_kcm_rstream ours debian "$RXE_IP" "$(port)" -T a -T v -S 100000 -C 200
+add kcm/rcopy-rxe0-debian-ours 60 body_kcm_rcopy debian ours "$RXE_IP" "$(port)"
+add kcm/rcopy-siw0-ours-debian 60 body_kcm_rcopy ours debian "$SIW_IP" "$(port)"
+add kcm/iperf3-rxe0-ours-debian 60 body_kcm_iperf3 ours debian "$RXE_IP" "$(port)"
+add kcm/iperf3-rxe0-debian-ours 60 body_kcm_iperf3 debian ours "$RXE_IP" "$(port)"
+add kcm/write_bw_cm-rxe0-ours-debian 60 body_kcm_perftest_cm ours debian ib_write_bw rxe0 "$RXE_IP" "$(port)" -n 300
+add kcm/write_bw_cm-siw0-debian-ours 60 body_kcm_perftest_cm debian ours ib_write_bw siw0 "$SIW_IP" "$(port)" -n 300
+add kcm/qperf-rc_bw-rxe0-ours-debian 45 body_kcm_qperf ours debian "$RXE_IP" rc_bw "$(port)"
+add kcm/qperf-rc_lat-rxe0-debian-ours 45 body_kcm_qperf debian ours "$RXE_IP" rc_lat "$(port)"
+add kcm/sum-rxe0-ours-debian 30 body_kcm_sum ours debian "$RXE_IP" "$(port)"
+add kcm/sum-siw0-debian-ours 30 body_kcm_sum debian ours "$SIW_IP" "$(port)"
+add kcm/sum-siw0-ours-ours 30 body_kcm_sum ours ours "$SIW_IP" "$(port)"
+add kcm/flows-rxe0 60 body_kcm_flows "$RXE_IP" 10.0.0.77 "$(port)"
+add kcm/flows-siw0 60 body_kcm_flows "$SIW_IP" 10.0.1.77 "$(port)"
+
 # ---------------------------------------------------------------- pyverbs
 # rdma-core's own test suite (python3-pyverbs' tests, shared from the host
 # at PYVERBS_TESTS) on one device, over Debian's rdma-core and over ours:
@@ -803,6 +964,84 @@ body_resolve_l2() {
 }
 add ours/resolve_eth_l2-rxe0 60 body_resolve_l2
 
+# A device that goes away under a running rping (`rdma link delete`): both
+# ends must end by themselves (no hang), as the kernel tells them
+# (DEVICE_REMOVAL on the device's own ids, DISCONNECTED or a flushed
+# completion on the peer's). rxe and siw cannot disassociate a context, so
+# the delete itself waits until every process that opened the device has
+# closed it. The device is added back afterwards, so these run last.
+# (Debian against Debian ends the same way; ~40 s a case under TCG.)
+body_kcm_link_delete() { # SERVER-SIDE CLIENT-SIDE DEV TYPE IP PORT
+	local sside=$1 cside=$2 dev=$3 type=$4 ip=$5 port=$6 netdev cpid i rc
+	netdev=$(rdma link show "$dev/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+	[[ -n $netdev ]] || { bad "no netdev for $dev"; return 1; }
+	serve "$sside" "cm:$port" stdbuf -oL rping -s -a "$ip" -p "$port" -C 1000000 -S 64 -v || return 1
+	echo "client ($cside): rping -c -a $ip -p $port -C 1000000 -S 64 -v"
+	on "$cside" stdbuf -oL rping -c -a "$ip" -p "$port" -C 1000000 -S 64 -v >"$CASE_DIR/client.out" 2>&1 &
+	cpid=$!
+	# Running: the client has printed a few pings.
+	for ((i = 0; i < 300; i++)); do
+		(($(grep -c '^ping data' "$CASE_DIR/client.out") >= 20)) && break
+		kill -0 "$cpid" 2>/dev/null || break
+		sleep 0.05
+	done
+	(($(grep -c '^ping data' "$CASE_DIR/client.out") >= 20)) ||
+		{ kill -9 "$cpid" "$SRV" 2>/dev/null; show "$CASE_DIR/client.out"; bad "rping never ran"; return 1; }
+	local h
+	for h in /proc/[0-9]*; do
+		ls -l "$h/fd" 2>/dev/null | grep -q /dev/infiniband/uverbs && echo "has a uverbs file open: ${h#/proc/} $(cat "$h/comm")"
+	done
+	echo "rdma link delete $dev"
+	# In the background: it waits for every user of the device to go.
+	rdma link delete "$dev" &
+	local del=$!
+	for ((i = 0; i < 400; i++)); do
+		kill -0 "$cpid" 2>/dev/null || break
+		sleep 0.05
+	done
+	local hung= p
+	for p in "$cpid" "$SRV"; do
+		kill -0 "$p" 2>/dev/null || continue
+		# Where it waits, for the log.
+		echo "--- still running: $p"
+		for t in /proc/"$p"/task/*; do
+			echo "task ${t##*/} $(cat "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+			head -n 6 "$t/stack" 2>/dev/null
+		done
+	done
+	kill -0 "$cpid" 2>/dev/null && { hung+=" client"; kill -9 "$cpid"; }
+	wait "$cpid" 2>/dev/null
+	finish_server 5
+	(($? == 124)) && hung+=" server"
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out" | grep -v '^ping data' | tail -n 30
+	for ((i = 0; i < 200; i++)); do
+		kill -0 "$del" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$del" 2>/dev/null; then
+		rc=124
+	else
+		wait "$del"
+		rc=$?
+	fi
+	echo "rdma link delete: exit $rc"
+	# Back for whatever runs next.
+	rdma link add "$dev" type "$type" netdev "$netdev" || echo "could not add $dev back"
+	for ((i = 0; i < 100; i++)); do
+		[[ -e /sys/class/infiniband/$dev ]] && break
+		sleep 0.05
+	done
+	((rc == 0)) || { bad "rdma link delete $dev: exit $rc"; return 1; }
+	[[ -z $hung ]] || { bad "still running 20 s after the device went:$hung"; return 1; }
+	local how
+	how=$(cat "$CASE_DIR/server.out" "$CASE_DIR/client.out" | grep -Eo 'device removal|DISCONNECT EVENT|cq completion failed status [0-9]+|cma event [A-Z_]+' | sort -u | tr '\n' ';')
+	[[ -n $how ]] || { bad "neither side said how it ended"; return 1; }
+	good "both ended: $how"
+}
+add kcm/link-delete-rxe0-ours-ours 90 body_kcm_link_delete ours ours rxe0 rxe "$RXE_IP" "$(port)"
+add kcm/link-delete-rxe0-debian-ours 90 body_kcm_link_delete debian ours rxe0 rxe "$RXE_IP" "$(port)"
+add kcm/link-delete-siw0-ours-debian 90 body_kcm_link_delete ours debian siw0 siw "$SIW_IP" "$(port)"
+
 # ---------------------------------------------------------------- running
 # One case body, in its own process under timeout (the loop below calls this).
 if [[ ${1:-} == --body ]]; then
@@ -856,7 +1095,7 @@ if [[ -n $B && -f $B/lib/libibverbs.so.1 ]]; then
 	mkdir -p "$WORK/build"
 	cp -a "$B/lib" "$B/etc" "$WORK/build/"
 	mkdir -p "$WORK/build/ctests"
-	for f in cm_events ds_self_ah.so; do
+	for f in cm_events cm_flows sum_server sum_client ds_self_ah.so; do
 		[[ -f $B/ctests/$f ]] && cp -a "$B/ctests/$f" "$WORK/build/ctests/"
 	done
 	B=$WORK/build
