@@ -199,6 +199,11 @@ pub struct Conn {
     pub rx_avail: usize,
     rseq_no: u16,
     rseq_comp: u16,
+    /// The peer has sent us something. Until then we grant nothing: it
+    /// holds the credits of our connect data, and on iWARP a message of
+    /// ours that reaches the initiator with the MPA reply fails its
+    /// connect (siw: EINVAL), so the initiator's message goes first.
+    heard: bool,
     /// Consumed bytes of the receive buffer not yet handed back.
     rbuf_free: u32,
     rbuf_free_offset: u32,
@@ -274,6 +279,7 @@ impl Conn {
             rx_avail: 0,
             rseq_no: 0,
             rseq_comp: (sizes.slots / 2) as u16,
+            heard: false,
             // The second half is free from the start: it goes to the peer
             // in our first credit message.
             rbuf_free: sizes.rbuf / 2,
@@ -493,6 +499,7 @@ impl Conn {
             self.ends.fin_in = true;
             return;
         }
+        self.heard = true;
         let m = if w.wc_flags & IBV_WC_WITH_IMM != 0 {
             u32::from_be(w.imm_data())
         } else {
@@ -658,6 +665,7 @@ impl Conn {
     fn credits_due(&self) -> bool {
         let half = self.sizes.rbuf / 2;
         self.started
+            && self.heard
             && !self.ends.peer_closed
             && self.ctrl_free >= 2
             && (self.rbuf_free >= half || self.rseq_no.wrapping_sub(self.rseq_comp) as i16 >= 0)
