@@ -35,7 +35,7 @@ pub enum Kind {
     Incoming,
     Outgoing,
     /// An accepted connection whose hello is not read or not yet usable,
-    /// by its id (see `responder::PendingConn`): the low bits index the
+    /// by its id (see `wq::conn::PendingConn`): the low bits index the
     /// QP's pending list, the rest tell apart the connections a slot held
     /// over time, so an event for a connection closed meanwhile (still in
     /// the batch epoll returned) never reaches its slot's next occupant.

@@ -203,86 +203,9 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
             ack(qp, g, h.msn, true)?;
             qp.after_send_completions(g);
         }
-        Op::ReadResp => {
-            ack(qp, g, h.msn, false)?;
-            let seq = head_for(g, h.msn)?;
-            let w = *g.sq.wqe(seq);
-            if w.op != Op::ReadReq || h.length != w.len {
-                return Err(Broken::BadResponse);
-            }
-            let out = g.req.out()?;
-            out.rx_read = Some(ReadRx {
-                seq,
-                left: h.length,
-                done: 0,
-                status: IBV_WC_SUCCESS,
-            });
-            if h.length == 0 {
-                finish_read(qp, g);
-            }
-        }
-        Op::AtomicResp => {
-            ack(qp, g, h.msn, false)?;
-            let seq = head_for(g, h.msn)?;
-            let w = *g.sq.wqe(seq);
-            if !matches!(w.op, Op::CmpSwap | Op::FetchAdd) {
-                return Err(Broken::BadResponse);
-            }
-            let s = g.sq.sges(seq)[0];
-            let status = {
-                let t = mr::table();
-                match t.local(s.lkey, s.addr, 8, qp.pd_id, true) {
-                    Ok(p) => {
-                        let v = h.compare_add.to_ne_bytes();
-                        // SAFETY: p is 8 bytes of registered, locally
-                        // writable memory (checked under the table lock,
-                        // still held); it need not be aligned; a fault
-                        // (memory unmapped since) is caught.
-                        match unsafe { crate::guard::copy(p, v.as_ptr(), 8) } {
-                            Ok(()) => IBV_WC_SUCCESS,
-                            Err(_) => IBV_WC_LOC_PROT_ERR,
-                        }
-                    }
-                    Err(_) => IBV_WC_LOC_PROT_ERR,
-                }
-            };
-            g.sq.retire_oldest();
-            qp.complete_send(g, &w, status);
-            if status != IBV_WC_SUCCESS {
-                qp.enter_error(
-                    g,
-                    &format_args!(
-                        "work request {:#x} failed with {}",
-                        w.wr_id,
-                        crate::trace::wc_status_name(status)
-                    ),
-                );
-            } else {
-                qp.after_send_completions(g);
-                complete_acked(qp, g);
-            }
-        }
-        Op::RnrWait => {
-            // The responder is alive and waiting for a receive: not a
-            // reason to give up, however long it takes.
-            ack(qp, g, h.msn, false)?;
-            // A notice sent before the message's ACK can arrive after it
-            // when that ACK rode on the peer's request (the other
-            // connection, read first): stale, nothing to do.
-            let stale =
-                g.sq.oldest_in_flight()
-                    .is_none_or(|s| msn_before(h.msn, g.sq.wqe(s).msn));
-            if stale {
-                return Ok(());
-            }
-            head_for(g, h.msn)?;
-            if g.comp.rnr_counted != Some(h.msn) {
-                g.comp.rnr_counted = Some(h.msn);
-                Counters::bump(&g.stats.rcvd_rnr_err);
-            }
-            g.req.hold_for_rnr(mono_ns() + RNR_NOTICE_GRACE_NS);
-            qp.after_send_completions(g);
-        }
+        Op::ReadResp => on_read_response(qp, g, h)?,
+        Op::AtomicResp => on_atomic_response(qp, g, h)?,
+        Op::RnrWait => on_rnr_wait(qp, g, h)?,
         // The same-host peer posted a receive we wait for: `pump` follows.
         Op::Doorbell => {}
         Op::Offer => {
@@ -297,32 +220,125 @@ fn on_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
                 }
             }
         }
-        Op::Nak => {
-            ack(qp, g, h.msn, false)?;
-            head_for(g, h.msn)?;
-            let status = match Syndrome::from_u8(h.syndrome) {
-                Some(Syndrome::RemAccess) => IBV_WC_REM_ACCESS_ERR,
-                Some(Syndrome::RemInvReq) => IBV_WC_REM_INV_REQ_ERR,
-                Some(Syndrome::RnrRetryExc) => IBV_WC_RNR_RETRY_EXC_ERR,
-                Some(Syndrome::RemOp) | None => IBV_WC_REM_OP_ERR,
-            };
-            Counters::bump(match status {
-                IBV_WC_REM_ACCESS_ERR => &g.stats.req_remote_access_errors,
-                IBV_WC_REM_INV_REQ_ERR => &g.stats.req_remote_invalid_request,
-                IBV_WC_RNR_RETRY_EXC_ERR => &g.stats.rnr_nak_retry_err,
-                _ => &g.stats.req_remote_operation_errors,
-            });
-            log::error!(
-                "qp {:#x}: NAK from the responder for message {}, syndrome {:?} ({})",
-                qp.qpn,
-                h.msn,
-                Syndrome::from_u8(h.syndrome),
-                h.syndrome
-            );
-            qp.fail_head(g, status);
-        }
+        Op::Nak => on_nak(qp, g, h)?,
         _ => return Err(Broken::BadResponse),
     }
+    Ok(())
+}
+
+/// A READ response's header: its payload follows (`receive_read_data`).
+fn on_read_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
+    ack(qp, g, h.msn, false)?;
+    let seq = head_for(g, h.msn)?;
+    let w = *g.sq.wqe(seq);
+    if w.op != Op::ReadReq || h.length != w.len {
+        return Err(Broken::BadResponse);
+    }
+    let out = g.req.out()?;
+    out.rx_read = Some(ReadRx {
+        seq,
+        left: h.length,
+        done: 0,
+        status: IBV_WC_SUCCESS,
+    });
+    if h.length == 0 {
+        finish_read(qp, g);
+    }
+    Ok(())
+}
+
+/// An atomic's original value, stored into its WQE's SGE.
+fn on_atomic_response(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
+    ack(qp, g, h.msn, false)?;
+    let seq = head_for(g, h.msn)?;
+    let w = *g.sq.wqe(seq);
+    if !matches!(w.op, Op::CmpSwap | Op::FetchAdd) {
+        return Err(Broken::BadResponse);
+    }
+    let s = g.sq.sges(seq)[0];
+    let status = {
+        let t = mr::table();
+        match t.local(s.lkey, s.addr, 8, qp.pd_id, true) {
+            Ok(p) => {
+                let v = h.compare_add.to_ne_bytes();
+                // SAFETY: p is 8 bytes of registered, locally writable
+                // memory (checked under the table lock, still held); it
+                // need not be aligned; a fault (memory unmapped since) is
+                // caught.
+                match unsafe { crate::guard::copy(p, v.as_ptr(), 8) } {
+                    Ok(()) => IBV_WC_SUCCESS,
+                    Err(_) => IBV_WC_LOC_PROT_ERR,
+                }
+            }
+            Err(_) => IBV_WC_LOC_PROT_ERR,
+        }
+    };
+    g.sq.retire_oldest();
+    qp.complete_send(g, &w, status);
+    if status != IBV_WC_SUCCESS {
+        qp.enter_error(
+            g,
+            &format_args!(
+                "work request {:#x} failed with {}",
+                w.wr_id,
+                crate::trace::wc_status_name(status)
+            ),
+        );
+    } else {
+        qp.after_send_completions(g);
+        complete_acked(qp, g);
+    }
+    Ok(())
+}
+
+/// The responder is alive and waiting for a receive: not a reason to
+/// give up, however long it takes.
+fn on_rnr_wait(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
+    ack(qp, g, h.msn, false)?;
+    // A notice sent before the message's ACK can arrive after it when
+    // that ACK rode on the peer's request (the other connection, read
+    // first): stale, nothing to do.
+    let stale =
+        g.sq.oldest_in_flight()
+            .is_none_or(|s| msn_before(h.msn, g.sq.wqe(s).msn));
+    if stale {
+        return Ok(());
+    }
+    head_for(g, h.msn)?;
+    if g.comp.rnr_counted != Some(h.msn) {
+        g.comp.rnr_counted = Some(h.msn);
+        Counters::bump(&g.stats.rcvd_rnr_err);
+    }
+    g.req.hold_for_rnr(mono_ns() + RNR_NOTICE_GRACE_NS);
+    qp.after_send_completions(g);
+    Ok(())
+}
+
+/// The responder refused the head request: it fails with the status the
+/// syndrome names, and the QP with it.
+fn on_nak(qp: &Qp, g: &mut QpInner, h: &Header) -> Result<(), Broken> {
+    ack(qp, g, h.msn, false)?;
+    head_for(g, h.msn)?;
+    let status = match Syndrome::from_u8(h.syndrome) {
+        Some(Syndrome::RemAccess) => IBV_WC_REM_ACCESS_ERR,
+        Some(Syndrome::RemInvReq) => IBV_WC_REM_INV_REQ_ERR,
+        Some(Syndrome::RnrRetryExc) => IBV_WC_RNR_RETRY_EXC_ERR,
+        Some(Syndrome::RemOp) | None => IBV_WC_REM_OP_ERR,
+    };
+    Counters::bump(match status {
+        IBV_WC_REM_ACCESS_ERR => &g.stats.req_remote_access_errors,
+        IBV_WC_REM_INV_REQ_ERR => &g.stats.req_remote_invalid_request,
+        IBV_WC_RNR_RETRY_EXC_ERR => &g.stats.rnr_nak_retry_err,
+        _ => &g.stats.req_remote_operation_errors,
+    });
+    log::error!(
+        "qp {:#x}: NAK from the responder for message {}, syndrome {:?} ({})",
+        qp.qpn,
+        h.msn,
+        Syndrome::from_u8(h.syndrome),
+        h.syndrome
+    );
+    qp.fail_head(g, status);
     Ok(())
 }
 

@@ -23,7 +23,7 @@ use crate::transport::udp::{wire_group, Datagram, UdpEndpoint, MCAST_PORT};
 use crate::transport::MAX_IOV;
 use crate::util::iov;
 use crate::wire::{DgramHeader, Op, DGRAM_HDR_LEN, DGRAM_MAGIC, FLAG_IMM, FLAG_SOLICITED};
-use crate::wq::{Qp, QpInner};
+use crate::wq::{place, Qp, QpInner};
 
 /// Bytes in front of every UD receive's payload.
 pub const GRH_LEN: usize = 40;
@@ -269,17 +269,8 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     }
     let room = g.recv.room();
     if !ep.filtered() || room < GRH_LEN as u64 + MAX_PAYLOAD {
-        let mut head = [0u8; DGRAM_HDR_LEN];
-        let d = match ep.peek(&mut head) {
-            Ok(d) => d,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return Rx::Empty,
-            Err(_) => return Rx::Failed,
-        };
-        // Refused, or too large for the receive: dropped silently, and the
-        // receive stays posted for the next datagram (IB class D).
-        let fits = d.len >= DGRAM_HDR_LEN && (d.len - DGRAM_HDR_LEN + GRH_LEN) as u64 <= room;
-        if !fits || accepted(qp, g, group, &head, &d).is_none() {
-            return drop_next(ep);
+        if let Some(rx) = screen(qp, g, group, ep, room) {
+            return rx;
         }
     }
     let mut hdr = [0u8; DGRAM_HDR_LEN];
@@ -288,16 +279,16 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     let table = mr::table();
     let mut n = 1;
     if room > GRH_LEN as u64 {
-        match table.sge_iovs(
+        match place::scatter(
+            &*table,
             g.recv.sges(),
             GRH_LEN as u64,
             (room - GRH_LEN as u64) as usize,
             g.recv.pd_id,
-            true,
             &mut v[1..],
         ) {
-            Ok(k) => n += k,
-            Err(_) => {
+            Some((k, _)) => n += k,
+            None => {
                 drop(table);
                 let _ = ep.discard();
                 fail_recv(qp, g, IBV_WC_LOC_PROT_ERR);
@@ -320,10 +311,43 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
         }
         Err(_) => return Rx::Failed,
     };
+    complete_datagram(qp, g, group, &hdr, &d, room)
+}
+
+/// Looks at the next datagram before taking it, where the kernel's
+/// filter does not vouch for it or the receive may be too small: Some
+/// when it is not for this receive (dropped, the receive staying posted)
+/// or none is there.
+fn screen(qp: &Qp, g: &QpInner, group: Option<usize>, ep: &UdpEndpoint, room: u64) -> Option<Rx> {
+    let mut head = [0u8; DGRAM_HDR_LEN];
+    let d = match ep.peek(&mut head) {
+        Ok(d) => d,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => return Some(Rx::Empty),
+        Err(_) => return Some(Rx::Failed),
+    };
+    // Refused, or too large for the receive: dropped silently, and the
+    // receive stays posted for the next datagram (IB class D).
+    let fits = d.len >= DGRAM_HDR_LEN && (d.len - DGRAM_HDR_LEN + GRH_LEN) as u64 <= room;
+    if !fits || accepted(qp, g, group, &head, &d).is_none() {
+        return Some(drop_next(ep));
+    }
+    None
+}
+
+/// The datagram is in the receive: checked again, its GRH written, and
+/// the receive completed.
+fn complete_datagram(
+    qp: &Qp,
+    g: &mut QpInner,
+    group: Option<usize>,
+    hdr: &[u8; DGRAM_HDR_LEN],
+    d: &Datagram,
+    room: u64,
+) -> Rx {
     // Checked again: a datagram the filter let through that is not ours
     // after all (a forged or foreign one, larger than any port sends) is
     // dropped, the receive staying posted.
-    let Some(h) = accepted(qp, g, group, &hdr, &d) else {
+    let Some(h) = accepted(qp, g, group, hdr, d) else {
         return Rx::Next;
     };
     let payload = d.len - DGRAM_HDR_LEN;
@@ -343,19 +367,19 @@ fn receive_one(qp: &Qp, g: &mut QpInner, group: Option<usize>) -> Rx {
     let Some(wr_id) = qp.take_claimed(g) else {
         return Rx::Next;
     };
+    let op = if imm { Op::SendImm } else { Op::Send };
+    let Some(e) = place::recv_cqe(op, imm, h.imm, h.flags & FLAG_SOLICITED != 0) else {
+        return Rx::Next;
+    };
     qp.complete_recv(
         g,
         Cqe {
             wr_id,
-            status: IBV_WC_SUCCESS,
-            opcode: IBV_WC_RECV,
             byte_len: (payload + GRH_LEN) as u32,
-            imm: if imm { h.imm } else { 0 },
             src_qp: h.src_qpn,
-            wc_flags: IBV_WC_GRH | if imm { IBV_WC_WITH_IMM } else { 0 },
-            solicited: h.flags & FLAG_SOLICITED != 0,
+            wc_flags: IBV_WC_GRH | e.wc_flags,
             sl: roce_header_type(&d.src, &dst),
-            ..Cqe::default()
+            ..e
         },
     );
     Rx::Next

@@ -580,181 +580,217 @@ fn inject(qp: &Qp, g: &mut QpInner, seq: u64) -> Gate {
 
 fn transmit(qp: &Qp, g: &mut QpInner) -> Result<(), Broken> {
     loop {
-        // A request going out on the connection is checked and sent
-        // under one look at the key table (each look is two locked
-        // instructions on the latency path).
-        let mut held = None;
         let out = g.req.out()?;
         if !out.connected {
             return Ok(());
         }
+        // A request going out on the connection is checked and sent
+        // under one look at the key table (each look is two locked
+        // instructions on the latency path).
+        let mut held = None;
         if !out.tx_active {
             if out.announce {
                 out.announce = false;
                 let mut h = Header::new(Op::Doorbell, 0);
                 h.flags = DOORBELL_DIRECT;
-                h.encode(&mut out.tx_hdr);
-                out.tx_active = true;
-                out.tx_seq = TX_DOORBELL;
-                out.tx_off = 0;
-                out.tx_total = HDR_LEN;
+                out.start_tx(&h, TX_DOORBELL, 0);
                 continue;
             }
-            if g.state != IBV_QPS_RTS || g.tx_blocked {
-                return Ok(());
+            match next_request(qp, g)? {
+                Step::Idle => return Ok(()),
+                Step::Again => continue,
+                Step::Queued(table) => held = table,
             }
-            let Some(seq) = g.sq.next_to_transmit() else {
-                return Ok(());
-            };
-            if g.sq.wqe(seq).op.is_local() {
-                match run_local(qp, g, seq) {
-                    Ok(()) => g.sq.wqe_mut(seq).local_ok = true,
-                    Err(st) => {
-                        g.sq.wqe_mut(seq).local_err = st;
-                        g.tx_blocked = true;
-                    }
-                }
-                g.sq.transmitted();
-                qp.after_send_completions(g);
-                continue;
-            }
-            let mut mark = (Fault::None, 0);
-            if g.req.faults.is_some() {
-                match inject(qp, g, seq) {
-                    Gate::Go(f, arg) => mark = (f, arg),
-                    Gate::Hold => return Ok(()),
-                    Gate::Done => {
-                        if g.req.out.is_none() {
-                            return Ok(());
-                        }
-                        continue;
-                    }
-                }
-            }
-            // Over the connection (no same-host path): nothing between
-            // the check and the send completes work, so the look is held.
-            let plain = g.req.out.as_ref().is_some_and(|o| o.direct.is_none());
-            let table = mr::table();
-            let local_err = if g.sq.wqe(seq).op.is_atomic() && g.sq.wqe(seq).len != 8 {
-                // An atomic's SGE holds exactly the 8 bytes it returns;
-                // found when the WQE is read, so nothing goes out.
-                Some(IBV_WC_LOC_LEN_ERR)
-            } else if !local_ok(&table, qp, g, seq) {
-                Some(IBV_WC_LOC_PROT_ERR)
-            } else {
-                None
-            };
-            if let Some(st) = local_err {
-                drop(table);
-                g.sq.wqe_mut(seq).local_err = st;
-                g.sq.transmitted();
-                g.tx_blocked = true;
-                qp.after_send_completions(g);
-                return Ok(());
-            }
-            let d = if plain {
-                held = Some(table);
-                Direct::No
-            } else {
-                drop(table);
-                if defer_atomic(qp, g, seq) {
-                    return Ok(());
-                }
-                match direct(qp, g, seq) {
-                    Direct::Wait => rnr_wait(qp, g),
-                    d => d,
-                }
-            };
-            if let Some(out) = g.req.out.as_mut() {
-                if !matches!(d, Direct::Wait | Direct::Hold | Direct::Retry) {
-                    out.rnr_since = 0;
-                }
-            }
-            match d {
-                Direct::No => {}
-                Direct::Retry => continue,
-                Direct::Wait | Direct::Hold => return Ok(()),
-                Direct::Done { ring, rtr, more } => {
-                    if matches!(g.sq.wqe(seq).op, Op::CmpSwap | Op::FetchAdd) {
-                        g.req.atomics_deferred = false;
-                        if g.req.posting {
-                            g.req.atomic_polls = qp.send_cq.as_ref().map(|c| c.polls());
-                        }
-                    }
-                    // A peer in RTR learns from its first request that the
-                    // connection is established, polling or not: ring it,
-                    // once.
-                    let out = g.req.out()?;
-                    let ring = ring || (rtr && !out.rtr_rung);
-                    out.rtr_rung |= rtr;
-                    for s in seq..=seq + more as u64 {
-                        local::count_direct();
-                        g.sq.transmitted();
-                        let w = *g.sq.wqe(s);
-                        Counters::bump(&g.stats.sent_pkts);
-                        Counters::add(&g.stats.sent_bytes, w.len as u64);
-                        g.sq.retire_oldest();
-                        qp.complete_send(g, &w, IBV_WC_SUCCESS);
-                    }
-                    qp.after_send_completions(g);
-                    if ring {
-                        local::count_doorbell();
-                        let out = g.req.out()?;
-                        Header::new(Op::Doorbell, 0).encode(&mut out.tx_hdr);
-                        out.tx_active = true;
-                        out.tx_seq = TX_DOORBELL;
-                        out.tx_off = 0;
-                        out.tx_total = HDR_LEN;
-                    }
-                    continue;
-                }
-                Direct::Failed(status) => {
-                    g.sq.transmitted();
-                    qp.fail_head(g, status);
-                    return Ok(());
-                }
-            }
-            let out = g.req.out()?;
-            let msn = out.next_msn;
-            let (mut h, payload) = request_header(g, seq, msn);
-            h.fault = mark.0 as u8;
-            h.syndrome = mark.1;
-            let alone = !g.sq.in_flight();
-            // A one-sided request alone in flight: we wait for its answer.
-            if alone
-                && matches!(
-                    h.op,
-                    Op::Write | Op::AtomicWrite | Op::ReadReq | Op::CmpSwap | Op::FetchAdd
-                )
-            {
-                h.flags |= FLAG_WAITS;
-            }
-            // The ACK our responder owes the peer rides along, if nothing
-            // of ours is unanswered (so the peer has read all before this
-            // request and reads this header next, whatever it waits for).
-            if alone && h.op.carries_ack() {
-                if let Some(a) = g.resp.inc_mut().and_then(|i| i.take_owed_ack()) {
-                    h.flags |= FLAG_ACK;
-                    h.compare_add = a as u64;
-                }
-            }
-            let out = g.req.out()?;
-            out.next_msn = msn.wrapping_add(1);
-            g.sq.wqe_mut(seq).msn = msn;
-            Counters::bump(&g.stats.sent_pkts);
-            Counters::add(&g.stats.sent_bytes, payload as u64);
-            let out = g.req.out()?;
-            h.encode(&mut out.tx_hdr);
-            out.tx_active = true;
-            out.tx_seq = seq;
-            out.tx_off = 0;
-            out.tx_total = HDR_LEN + payload;
-            g.sq.transmitted();
         }
         if !send_some(qp, g, held)? {
             return Ok(());
         }
     }
+}
+
+/// What [`next_request`] did.
+enum Step {
+    /// Nothing more goes out now.
+    Idle,
+    /// A WQE was settled without the connection: look at the next.
+    Again,
+    /// A request is queued on the connection, checked under this look at
+    /// the key table when it is held.
+    Queued(Option<RwLockReadGuard<'static, mr::MrTable>>),
+}
+
+/// Takes the next WQE to transmit in RTS: runs a local one, lets an
+/// injected fault act, checks its local buffers, tries the same-host
+/// path, and otherwise queues its request on the connection.
+fn next_request(qp: &Qp, g: &mut QpInner) -> Result<Step, Broken> {
+    if g.state != IBV_QPS_RTS || g.tx_blocked {
+        return Ok(Step::Idle);
+    }
+    let Some(seq) = g.sq.next_to_transmit() else {
+        return Ok(Step::Idle);
+    };
+    if g.sq.wqe(seq).op.is_local() {
+        do_local(qp, g, seq);
+        return Ok(Step::Again);
+    }
+    let mut mark = (Fault::None, 0);
+    if g.req.faults.is_some() {
+        match inject(qp, g, seq) {
+            Gate::Go(f, arg) => mark = (f, arg),
+            Gate::Hold => return Ok(Step::Idle),
+            Gate::Done if g.req.out.is_none() => return Ok(Step::Idle),
+            Gate::Done => return Ok(Step::Again),
+        }
+    }
+    // Over the connection (no same-host path): nothing between the check
+    // and the send completes work, so the look is held.
+    let plain = g.req.out.as_ref().is_some_and(|o| o.direct.is_none());
+    let table = mr::table();
+    if let Some(st) = local_error(&table, qp, g, seq) {
+        drop(table);
+        g.sq.wqe_mut(seq).local_err = st;
+        g.sq.transmitted();
+        g.tx_blocked = true;
+        qp.after_send_completions(g);
+        return Ok(Step::Idle);
+    }
+    let (held, d) = if plain {
+        (Some(table), Direct::No)
+    } else {
+        drop(table);
+        if defer_atomic(qp, g, seq) {
+            return Ok(Step::Idle);
+        }
+        let d = match direct(qp, g, seq) {
+            Direct::Wait => rnr_wait(qp, g),
+            d => d,
+        };
+        (None, d)
+    };
+    if let Some(out) = g.req.out.as_mut() {
+        if !matches!(d, Direct::Wait | Direct::Hold | Direct::Retry) {
+            out.rnr_since = 0;
+        }
+    }
+    match d {
+        Direct::No => {}
+        Direct::Retry => return Ok(Step::Again),
+        Direct::Wait | Direct::Hold => return Ok(Step::Idle),
+        Direct::Done { ring, rtr, more } => {
+            done_directly(qp, g, seq, ring, rtr, more)?;
+            return Ok(Step::Again);
+        }
+        Direct::Failed(status) => {
+            g.sq.transmitted();
+            qp.fail_head(g, status);
+            return Ok(Step::Idle);
+        }
+    }
+    queue_request(g, seq, mark)?;
+    Ok(Step::Queued(held))
+}
+
+/// Runs a local WQE (bind, invalidate); it completes in order once it is
+/// the oldest, and one that failed blocks what follows.
+fn do_local(qp: &Qp, g: &mut QpInner, seq: u64) {
+    match run_local(qp, g, seq) {
+        Ok(()) => g.sq.wqe_mut(seq).local_ok = true,
+        Err(st) => {
+            g.sq.wqe_mut(seq).local_err = st;
+            g.tx_blocked = true;
+        }
+    }
+    g.sq.transmitted();
+    qp.after_send_completions(g);
+}
+
+/// The local error a WQE meets before anything goes out, if any.
+fn local_error(t: &mr::MrTable, qp: &Qp, g: &QpInner, seq: u64) -> Option<ibv_wc_status> {
+    if g.sq.wqe(seq).op.is_atomic() && g.sq.wqe(seq).len != 8 {
+        // An atomic's SGE holds exactly the 8 bytes it returns; found
+        // when the WQE is read, so nothing goes out.
+        Some(IBV_WC_LOC_LEN_ERR)
+    } else if !local_ok(t, qp, g, seq) {
+        Some(IBV_WC_LOC_PROT_ERR)
+    } else {
+        None
+    }
+}
+
+/// The same-host path did `seq` (and `more` atomics behind it): they
+/// complete now; `ring` queues a doorbell for the peer.
+fn done_directly(
+    qp: &Qp,
+    g: &mut QpInner,
+    seq: u64,
+    ring: bool,
+    rtr: bool,
+    more: u32,
+) -> Result<(), Broken> {
+    if matches!(g.sq.wqe(seq).op, Op::CmpSwap | Op::FetchAdd) {
+        g.req.atomics_deferred = false;
+        if g.req.posting {
+            g.req.atomic_polls = qp.send_cq.as_ref().map(|c| c.polls());
+        }
+    }
+    // A peer in RTR learns from its first request that the connection is
+    // established, polling or not: ring it, once.
+    let out = g.req.out()?;
+    let ring = ring || (rtr && !out.rtr_rung);
+    out.rtr_rung |= rtr;
+    for s in seq..=seq + more as u64 {
+        local::count_direct();
+        g.sq.transmitted();
+        let w = *g.sq.wqe(s);
+        Counters::bump(&g.stats.sent_pkts);
+        Counters::add(&g.stats.sent_bytes, w.len as u64);
+        g.sq.retire_oldest();
+        qp.complete_send(g, &w, IBV_WC_SUCCESS);
+    }
+    qp.after_send_completions(g);
+    if ring {
+        local::count_doorbell();
+        g.req
+            .out()?
+            .start_tx(&Header::new(Op::Doorbell, 0), TX_DOORBELL, 0);
+    }
+    Ok(())
+}
+
+/// Queues `seq`'s request on the connection, with the fault `mark` an
+/// injected fault asks the responder to act out.
+fn queue_request(g: &mut QpInner, seq: u64, mark: (Fault, u8)) -> Result<(), Broken> {
+    let msn = g.req.out()?.next_msn;
+    let (mut h, payload) = request_header(g, seq, msn);
+    h.fault = mark.0 as u8;
+    h.syndrome = mark.1;
+    let alone = !g.sq.in_flight();
+    // A one-sided request alone in flight: we wait for its answer.
+    if alone
+        && matches!(
+            h.op,
+            Op::Write | Op::AtomicWrite | Op::ReadReq | Op::CmpSwap | Op::FetchAdd
+        )
+    {
+        h.flags |= FLAG_WAITS;
+    }
+    // The ACK our responder owes the peer rides along, if nothing of ours
+    // is unanswered (so the peer has read all before this request and
+    // reads this header next, whatever it waits for).
+    if alone && h.op.carries_ack() {
+        if let Some(a) = g.resp.inc_mut().and_then(|i| i.take_owed_ack()) {
+            h.flags |= FLAG_ACK;
+            h.compare_add = a as u64;
+        }
+    }
+    g.sq.wqe_mut(seq).msn = msn;
+    Counters::bump(&g.stats.sent_pkts);
+    Counters::add(&g.stats.sent_bytes, payload as u64);
+    let out = g.req.out()?;
+    out.next_msn = msn.wrapping_add(1);
+    out.start_tx(&h, seq, payload);
+    g.sq.transmitted();
+    Ok(())
 }
 
 /// The wire header of request `seq` as message `msn`, and its payload
@@ -829,32 +865,11 @@ fn send_some(
     // a waiting `dereg_mr`).
     let table = held.unwrap_or_else(mr::table);
     let mut more: [Option<Gathered>; MAX_TX_GATHER] = Default::default();
-    let mut m = 0;
-    if may_gather(g) {
-        let out = g.req.out.as_ref().ok_or(Broken::Lost)?;
-        let mut msn = out.next_msn;
-        let mut seq = g.sq.next_to_transmit();
-        while let Some(s) = seq.filter(|_| m < MAX_TX_GATHER) {
-            // What fails locally is left for `transmit` to fail alone.
-            let w = g.sq.wqe(s);
-            if w.op.is_local() || (w.op.is_atomic() && w.len != 8) || !local_ok(&table, qp, g, s) {
-                break;
-            }
-            let (h, payload) = request_header(g, s, msn);
-            let mut hdr = [0u8; HDR_LEN];
-            h.encode(&mut hdr);
-            more[m] = Some(Gathered {
-                seq: s,
-                msn,
-                hdr,
-                total: HDR_LEN + payload,
-                payload,
-            });
-            m += 1;
-            msn = msn.wrapping_add(1);
-            seq = g.sq.queued_after(s);
-        }
-    }
+    let m = if may_gather(g) {
+        gather_more(qp, g, &table, &mut more)?
+    } else {
+        0
+    };
     // A lone message with a few gather entries (a ping-pong's) fits an
     // array that costs nothing to set up; the full one is a kilobyte of
     // empty iovecs written per call (with the transport's own, 10-20 ns of
@@ -872,55 +887,8 @@ fn send_some(
     };
     drop(table);
     match r {
-        Ok(mut k) => {
-            let out = g.req.out()?;
-            if out.tx_was_full && k > 0 {
-                out.tx_was_full = false;
-                g.req.progress = true;
-            }
-            let reliable = g.reliable();
-            let out = g.req.out()?;
-            let first = k.min(out.tx_total - out.tx_off);
-            out.tx_off += first;
-            k -= first;
-            if out.tx_off == out.tx_total {
-                out.tx_active = false;
-                if !reliable && out.tx_seq != TX_HELLO && out.tx_seq != TX_DOORBELL {
-                    sent_unacked(qp, g);
-                }
-            }
-            // Gathered requests that went, wholly or in part, are
-            // transmitted now, in order; the one cut short is the message
-            // in progress.
-            for x in more.iter().take(m).flatten() {
-                if k == 0 {
-                    break;
-                }
-                g.sq.wqe_mut(x.seq).msn = x.msn;
-                g.sq.transmitted();
-                Counters::bump(&g.stats.sent_pkts);
-                Counters::add(&g.stats.sent_bytes, x.payload as u64);
-                let out = g.req.out()?;
-                out.next_msn = x.msn.wrapping_add(1);
-                if k >= x.total {
-                    k -= x.total;
-                    if !reliable {
-                        sent_unacked(qp, g);
-                    }
-                } else {
-                    out.tx_hdr = x.hdr;
-                    out.tx_active = true;
-                    out.tx_seq = x.seq;
-                    out.tx_off = k;
-                    out.tx_total = x.total;
-                    k = 0;
-                }
-            }
-            // The answer takes a round trip: the time to let the kernel
-            // acknowledge what came in, rather than inside the next read.
-            if let Some(inc) = g.resp.inc_mut() {
-                inc.conn.ack_early();
-            }
+        Ok(k) => {
+            sent(qp, g, k, &more[..m])?;
             Ok(true)
         }
         Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -932,6 +900,96 @@ fn send_some(
         Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Err(Broken::LocalFault),
         Err(e) => Err(broken_by(&e)),
     }
+}
+
+/// Requests queued behind the one in progress, gathered into the same
+/// `sendmsg` (headers encoded, MSNs given, local buffers checked under
+/// `table`); how many.
+fn gather_more(
+    qp: &Qp,
+    g: &QpInner,
+    table: &mr::MrTable,
+    more: &mut [Option<Gathered>; MAX_TX_GATHER],
+) -> Result<usize, Broken> {
+    let mut m = 0;
+    let out = g.req.out.as_ref().ok_or(Broken::Lost)?;
+    let mut msn = out.next_msn;
+    let mut seq = g.sq.next_to_transmit();
+    while let Some(s) = seq.filter(|_| m < MAX_TX_GATHER) {
+        // What fails locally is left for `transmit` to fail alone.
+        let w = g.sq.wqe(s);
+        if w.op.is_local() || (w.op.is_atomic() && w.len != 8) || !local_ok(table, qp, g, s) {
+            break;
+        }
+        let (h, payload) = request_header(g, s, msn);
+        let mut hdr = [0u8; HDR_LEN];
+        h.encode(&mut hdr);
+        more[m] = Some(Gathered {
+            seq: s,
+            msn,
+            hdr,
+            total: HDR_LEN + payload,
+            payload,
+        });
+        m += 1;
+        msn = msn.wrapping_add(1);
+        seq = g.sq.queued_after(s);
+    }
+    Ok(m)
+}
+
+/// `k` bytes went out: the request in progress and the gathered ones
+/// (`more`) advance, in order; the one cut short is in progress now.
+fn sent(qp: &Qp, g: &mut QpInner, mut k: usize, more: &[Option<Gathered>]) -> Result<(), Broken> {
+    let out = g.req.out()?;
+    if out.tx_was_full && k > 0 {
+        out.tx_was_full = false;
+        g.req.progress = true;
+    }
+    let reliable = g.reliable();
+    let out = g.req.out()?;
+    let first = k.min(out.tx_total - out.tx_off);
+    out.tx_off += first;
+    k -= first;
+    if out.tx_off == out.tx_total {
+        out.tx_active = false;
+        if !reliable && out.tx_seq != TX_HELLO && out.tx_seq != TX_DOORBELL {
+            sent_unacked(qp, g);
+        }
+    }
+    // Gathered requests that went, wholly or in part, are
+    // transmitted now, in order; the one cut short is the message
+    // in progress.
+    for x in more.iter().flatten() {
+        if k == 0 {
+            break;
+        }
+        g.sq.wqe_mut(x.seq).msn = x.msn;
+        g.sq.transmitted();
+        Counters::bump(&g.stats.sent_pkts);
+        Counters::add(&g.stats.sent_bytes, x.payload as u64);
+        let out = g.req.out()?;
+        out.next_msn = x.msn.wrapping_add(1);
+        if k >= x.total {
+            k -= x.total;
+            if !reliable {
+                sent_unacked(qp, g);
+            }
+        } else {
+            out.tx_hdr = x.hdr;
+            out.tx_active = true;
+            out.tx_seq = x.seq;
+            out.tx_off = k;
+            out.tx_total = x.total;
+            k = 0;
+        }
+    }
+    // The answer takes a round trip: the time to let the kernel
+    // acknowledge what came in, rather than inside the next read.
+    if let Some(inc) = g.resp.inc_mut() {
+        inc.conn.ack_early();
+    }
+    Ok(())
 }
 
 /// Iovecs enough for a lone message of a few gather entries.

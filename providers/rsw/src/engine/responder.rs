@@ -135,122 +135,162 @@ pub fn on_listener(qp: &Qp, g: &mut QpInner) {
             Ok(Some(c)) => c,
             Ok(None) => return,
             Err(_) => {
-                // Out of descriptors or similar: the connection stays queued
-                // and the listener readable, so watching it now would only
-                // spin. Stop watching it and try again a little later.
-                let Ok(e) = engine() else { return };
-                e.modify(l.fd(), token(qp.serial, Kind::Listener), 0);
-                let at = mono_ns() + ACCEPT_PAUSE_NS;
-                g.resp.accept_resume = Some(at);
-                e.add_timer(at, qp.serial);
+                pause_accepting(qp, g);
                 return;
             }
         };
-        // An XRC send QP has no responder: nobody may connect to it.
-        if g.state == IBV_QPS_ERR
-            || g.resp.inc_bound
-            || g.qp_type == IBV_QPT_XRC_SEND
-            || !endpoints_ok(qp, g, &ends)
-        {
-            let why = if g.state == IBV_QPS_ERR {
-                "the QP is in ERR"
-            } else if g.resp.inc_bound {
-                "the QP already has its peer's connection"
-            } else if g.qp_type == IBV_QPT_XRC_SEND {
-                "an XRC send QP takes no connections"
-            } else {
-                "the addresses are not the ones given at RTR (or not this device's)"
-            };
+        if let Some(why) = refusal(qp, g, &ends) {
             refuse(qp.qpn, &ends.peer, &why);
             continue;
         }
-        // Each QP may always hold one connection, the one its peer is
-        // expected to make (it becomes the QP's incoming connection, a
-        // descriptor the QP is owed anyway): a program that connects
-        // thousands of QPs at once never runs into the cap. Beyond that
-        // one, the process-wide cap applies.
-        let owed =
-            !g.resp.inc_bound && g.resp.inc.is_none() && g.resp.pending.iter().all(Option::is_none);
-        if !owed && pending_connections() >= max_pending_total() {
-            refuse(
-                qp.qpn,
-                &ends.peer,
-                &format_args!(
-                    "limit of {} unidentified connections reached",
-                    max_pending_total()
-                ),
-            );
+        let Some(slot) = pending_slot_for(qp, g, &ends) else {
             continue;
+        };
+        match hold_pending(qp, g, slot, conn, ends) {
+            Some(true) => on_pending(qp, g, slot),
+            Some(false) => continue,
+            None => return,
         }
-        let slot = match g.resp.pending.iter().position(Option::is_none) {
-            Some(s) => s,
-            None if g.resp.pending.len() < MAX_PENDING_PER_QP => {
-                g.resp.pending.push(None);
-                g.resp.pending.len() - 1
-            }
-            None => {
-                // Full. The oldest connection that has not said who it is
-                // gives way: a real peer sends its hello with its first
-                // bytes, so it is read within moments and then keeps its
-                // place, while silent strangers can never lock it out.
-                let stale = g
-                    .resp
-                    .pending
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
-                    .filter(|(_, p)| p.hello.is_none())
-                    .min_by_key(|(_, p)| p.accepted)
-                    .map(|(i, p)| (i, p.ends.peer));
-                match stale {
-                    Some((s, peer)) => {
-                        refuse(
-                            qp.qpn,
-                            &peer,
-                            &"silent, it gave way to a newer connection (queue full)",
-                        );
-                        g.resp.pending[s] = None;
-                        s
-                    }
-                    None => {
-                        refuse(
-                            qp.qpn,
-                            &ends.peer,
-                            &"the QP's queue of unidentified connections is full",
-                        );
-                        continue;
-                    }
+    }
+}
+
+/// `accept` failed (out of descriptors or similar).
+fn pause_accepting(qp: &Qp, g: &mut QpInner) {
+    let Some(l) = g.resp.listener.as_ref() else {
+        return;
+    };
+    // Out of descriptors or similar: the connection stays queued
+    // and the listener readable, so watching it now would only
+    // spin. Stop watching it and try again a little later.
+    let Ok(e) = engine() else { return };
+    e.modify(l.fd(), token(qp.serial, Kind::Listener), 0);
+    let at = mono_ns() + ACCEPT_PAUSE_NS;
+    g.resp.accept_resume = Some(at);
+    e.add_timer(at, qp.serial);
+}
+
+/// Why a connection just accepted is refused at once, if it is.
+fn refusal(qp: &Qp, g: &QpInner, ends: &Endpoints) -> Option<&'static str> {
+    // An XRC send QP has no responder: nobody may connect to it.
+    if g.state != IBV_QPS_ERR
+        && !g.resp.inc_bound
+        && g.qp_type != IBV_QPT_XRC_SEND
+        && endpoints_ok(qp, g, ends)
+    {
+        return None;
+    }
+    Some(if g.state == IBV_QPS_ERR {
+        "the QP is in ERR"
+    } else if g.resp.inc_bound {
+        "the QP already has its peer's connection"
+    } else if g.qp_type == IBV_QPT_XRC_SEND {
+        "an XRC send QP takes no connections"
+    } else {
+        "the addresses are not the ones given at RTR (or not this device's)"
+    })
+}
+
+/// The slot a new connection from `ends` is held in while it is not
+/// known, or None if it is refused (the caps).
+fn pending_slot_for(qp: &Qp, g: &mut QpInner, ends: &Endpoints) -> Option<usize> {
+    // Each QP may always hold one connection, the one its peer is
+    // expected to make (it becomes the QP's incoming connection, a
+    // descriptor the QP is owed anyway): a program that connects
+    // thousands of QPs at once never runs into the cap. Beyond that
+    // one, the process-wide cap applies.
+    let owed =
+        !g.resp.inc_bound && g.resp.inc.is_none() && g.resp.pending.iter().all(Option::is_none);
+    if !owed && pending_connections() >= max_pending_total() {
+        refuse(
+            qp.qpn,
+            &ends.peer,
+            &format_args!(
+                "limit of {} unidentified connections reached",
+                max_pending_total()
+            ),
+        );
+        return None;
+    }
+    Some(match g.resp.pending.iter().position(Option::is_none) {
+        Some(s) => s,
+        None if g.resp.pending.len() < MAX_PENDING_PER_QP => {
+            g.resp.pending.push(None);
+            g.resp.pending.len() - 1
+        }
+        None => {
+            // Full. The oldest connection that has not said who it is
+            // gives way: a real peer sends its hello with its first
+            // bytes, so it is read within moments and then keeps its
+            // place, while silent strangers can never lock it out.
+            let stale = g
+                .resp
+                .pending
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.as_ref().map(|p| (i, p)))
+                .filter(|(_, p)| p.hello.is_none())
+                .min_by_key(|(_, p)| p.accepted)
+                .map(|(i, p)| (i, p.ends.peer));
+            match stale {
+                Some((s, peer)) => {
+                    refuse(
+                        qp.qpn,
+                        &peer,
+                        &"silent, it gave way to a newer connection (queue full)",
+                    );
+                    g.resp.pending[s] = None;
+                    s
+                }
+                None => {
+                    refuse(
+                        qp.qpn,
+                        &ends.peer,
+                        &"the QP's queue of unidentified connections is full",
+                    );
+                    return None;
                 }
             }
-        };
-        g.resp.pending_seq = g.resp.pending_seq.wrapping_add(1);
-        let id = ((g.resp.pending_seq << SLOT_BITS) | slot) & ((1 << ID_BITS) - 1);
-        let Ok(eng) = engine() else { return };
-        if eng
-            .add(
-                conn.fd(),
-                token(qp.serial, Kind::Pending(id)),
-                libc::EPOLLIN as u32,
-            )
-            .is_err()
-        {
-            continue;
         }
-        let deadline = mono_ns() + HELLO_TIMEOUT_NS;
-        eng.add_timer(deadline, qp.serial);
-        g.resp.pending[slot] = Some(PendingConn {
-            conn,
-            id,
-            ends,
-            buf: [0; HDR_LEN],
-            got: 0,
-            hello: None,
-            accepted: mono_ns(),
-            _counted: Counted::new(),
-            deadline,
-        });
-        on_pending(qp, g, slot);
+    })
+}
+
+/// Holds the connection in `slot` until it says who it is: Some(true)
+/// when held, Some(false) when it could not be watched, None without a
+/// progress engine.
+fn hold_pending(
+    qp: &Qp,
+    g: &mut QpInner,
+    slot: usize,
+    conn: crate::transport::Conn,
+    ends: Endpoints,
+) -> Option<bool> {
+    g.resp.pending_seq = g.resp.pending_seq.wrapping_add(1);
+    let id = ((g.resp.pending_seq << SLOT_BITS) | slot) & ((1 << ID_BITS) - 1);
+    let Ok(eng) = engine() else { return None };
+    if eng
+        .add(
+            conn.fd(),
+            token(qp.serial, Kind::Pending(id)),
+            libc::EPOLLIN as u32,
+        )
+        .is_err()
+    {
+        return Some(false);
     }
+    let deadline = mono_ns() + HELLO_TIMEOUT_NS;
+    eng.add_timer(deadline, qp.serial);
+    g.resp.pending[slot] = Some(PendingConn {
+        conn,
+        id,
+        ends,
+        buf: [0; HDR_LEN],
+        got: 0,
+        hello: None,
+        accepted: mono_ns(),
+        _counted: Counted::new(),
+        deadline,
+    });
+    Some(true)
 }
 
 pub fn on_pending(qp: &Qp, g: &mut QpInner, slot: usize) {
@@ -420,6 +460,8 @@ enum Step {
     More,
     Blocked,
     Closed,
+    /// The connection is gone already: the pass ends at once.
+    Gone,
     /// The peer's host stopped answering (keepalive timed out).
     Vanished,
 }
@@ -482,72 +524,30 @@ fn run(qp: &Qp, g: &mut QpInner) {
             break;
         }
         if inc.backlogged() {
-            // Make room by sending, then read on if that helped.
-            if !flush(qp, g) {
-                g.resp.inc = None;
-                return;
-            }
-            match g.resp.inc.as_ref() {
-                Some(i) if !i.backlogged() => continue,
-                Some(_) => break,
-                None => return,
+            match make_room(qp, g) {
+                Step::More => continue,
+                Step::Blocked => break,
+                _ => return,
             }
         }
+        let Some(inc) = g.resp.inc.as_mut() else {
+            return;
+        };
         let step = match inc.rx {
-            Rx::Stalled(h) => {
-                if !qp.claim_recv(g) {
-                    Step::Blocked
-                } else {
-                    let Some(inc) = g.resp.inc.as_mut() else {
-                        return;
-                    };
-                    inc.rx = Rx::Header;
-                    inc.rnr_deadline = None;
-                    inc.rnr_notice_at = 0;
-                    on_request(qp, g, h);
-                    Step::More
-                }
-            }
+            Rx::Stalled(h) => resume_stalled(qp, g, h),
             Rx::Held {
                 h,
                 until,
                 rnr_exceeded,
-            } => {
-                if mono_ns() < until {
-                    Step::Blocked
-                } else if rnr_exceeded {
-                    inc.nak(h.msn, Syndrome::RnrRetryExc);
-                    Step::More
-                } else {
-                    inc.rx = Rx::Header;
-                    inc.rnr_notice_at = 0;
-                    on_request(qp, g, h);
-                    Step::More
-                }
-            }
+            } => resume_held(qp, g, h, until, rnr_exceeded),
             Rx::Payload(..) => receive_payload(qp, g),
-            Rx::Discard(left) => {
-                let r = super::completer::discard(&mut inc.conn, left as usize);
-                match r {
-                    Ok(0) => Step::Closed,
-                    Ok(k) => {
-                        let left = left - k as u32;
-                        inc.rx = if left == 0 {
-                            Rx::Header
-                        } else {
-                            Rx::Discard(left)
-                        };
-                        Step::More
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => Step::Blocked,
-                    Err(e) => closed_by(&e),
-                }
-            }
+            Rx::Discard(left) => discard_more(inc, left),
             Rx::Header => receive_header(qp, g),
         };
         match step {
             Step::More => continue,
             Step::Blocked => break,
+            Step::Gone => return,
             Step::Closed => {
                 settle_acks(qp, g);
                 g.resp.inc = None;
@@ -569,6 +569,73 @@ fn run(qp: &Qp, g: &mut QpInner) {
     }
     release_held(g);
     settle(qp, g);
+}
+
+/// Too many responses wait: make room by sending, then read on (`More`)
+/// if that helped.
+fn make_room(qp: &Qp, g: &mut QpInner) -> Step {
+    if !flush(qp, g) {
+        g.resp.inc = None;
+        return Step::Gone;
+    }
+    match g.resp.inc.as_ref() {
+        Some(i) if !i.backlogged() => Step::More,
+        Some(_) => Step::Blocked,
+        None => Step::Gone,
+    }
+}
+
+/// A request stalled for want of a receive (RNR) goes on once one is
+/// posted.
+fn resume_stalled(qp: &Qp, g: &mut QpInner, h: Header) -> Step {
+    if !qp.claim_recv(g) {
+        return Step::Blocked;
+    }
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return Step::Gone;
+    };
+    inc.rx = Rx::Header;
+    inc.rnr_deadline = None;
+    inc.rnr_notice_at = 0;
+    on_request(qp, g, h);
+    Step::More
+}
+
+/// A request an injected fault holds goes on, or is NAKed, when its time
+/// comes.
+fn resume_held(qp: &Qp, g: &mut QpInner, h: Header, until: u64, rnr_exceeded: bool) -> Step {
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return Step::Gone;
+    };
+    if mono_ns() < until {
+        Step::Blocked
+    } else if rnr_exceeded {
+        inc.nak(h.msn, Syndrome::RnrRetryExc);
+        Step::More
+    } else {
+        inc.rx = Rx::Header;
+        inc.rnr_notice_at = 0;
+        on_request(qp, g, h);
+        Step::More
+    }
+}
+
+/// Reads and drops more of a message UC drops (`left` bytes to go).
+fn discard_more(inc: &mut InConn, left: u32) -> Step {
+    match super::completer::discard(&mut inc.conn, left as usize) {
+        Ok(0) => Step::Closed,
+        Ok(k) => {
+            let left = left - k as u32;
+            inc.rx = if left == 0 {
+                Rx::Header
+            } else {
+                Rx::Discard(left)
+            };
+            Step::More
+        }
+        Err(e) if e.kind() == ErrorKind::WouldBlock => Step::Blocked,
+        Err(e) => closed_by(&e),
+    }
 }
 
 /// How long an ACK waits for a request of ours to carry it, at most (the
@@ -687,23 +754,9 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         g.resp.ack_timer_at = 0;
         send_owed_ack(qp, g);
     }
-    for p in g.resp.pending.iter_mut() {
-        if p.as_ref().is_some_and(|c| c.deadline <= now) {
-            let peer = p.as_ref().map_or([0; 16], |c| c.ends.peer);
-            *p = None;
-            refuse(qp.qpn, &peer, &"it sent no hello in time");
-        }
-    }
+    expire_pending(qp, g, now);
     if g.resp.accept_resume.is_some_and(|d| d <= now) {
-        g.resp.accept_resume = None;
-        if let (Some(l), Ok(e)) = (g.resp.listener.as_ref(), engine()) {
-            e.modify(
-                l.fd(),
-                token(qp.serial, Kind::Listener),
-                libc::EPOLLIN as u32,
-            );
-        }
-        on_listener(qp, g);
+        resume_accepting(qp, g);
     }
     let Some(inc) = g.resp.inc.as_mut() else {
         return;
@@ -762,6 +815,31 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         }
     }
     pump(qp, g);
+}
+
+/// Pending connections that said nothing in time go.
+fn expire_pending(qp: &Qp, g: &mut QpInner, now: u64) {
+    for p in g.resp.pending.iter_mut() {
+        if p.as_ref().is_some_and(|c| c.deadline <= now) {
+            let peer = p.as_ref().map_or([0; 16], |c| c.ends.peer);
+            *p = None;
+            refuse(qp.qpn, &peer, &"it sent no hello in time");
+        }
+    }
+}
+
+/// The pause after a failed `accept` is over: the listener is watched
+/// again.
+fn resume_accepting(qp: &Qp, g: &mut QpInner) {
+    g.resp.accept_resume = None;
+    if let (Some(l), Ok(e)) = (g.resp.listener.as_ref(), engine()) {
+        e.modify(
+            l.fd(),
+            token(qp.serial, Kind::Listener),
+            libc::EPOLLIN as u32,
+        );
+    }
+    on_listener(qp, g);
 }
 
 fn receive_header(qp: &Qp, g: &mut QpInner) -> Step {
@@ -1002,20 +1080,7 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // Not a request: the same-host requester left completions in our
     // mailbox while our CQ is armed.
     if h.op == Op::Doorbell {
-        if !settle_acks(qp, g) {
-            g.resp.inc = None;
-            return;
-        }
-        if h.flags & DOORBELL_DIRECT != 0 {
-            if let Some(inc) = g.resp.inc.as_mut() {
-                inc.peer_direct = true;
-            }
-        } else if g.state == IBV_QPS_RTR && !g.comm_est_sent {
-            // A request reached us through memory.
-            g.comm_est_sent = true;
-            qp.async_event(IBV_EVENT_COMM_EST);
-        }
-        qp.drain_mailbox(g);
+        on_doorbell(qp, g, &h);
         return;
     }
     if g.state == IBV_QPS_RTR && !g.comm_est_sent {
@@ -1034,6 +1099,31 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
         injected(qp, g, h);
         return;
     }
+    count_request(g, &h);
+    if g.qp_type == IBV_QPT_XRC_RECV && !check_xrc_srq(qp, g, &h) {
+        return;
+    }
+    execute(qp, g, h);
+}
+
+fn on_doorbell(qp: &Qp, g: &mut QpInner, h: &Header) {
+    if !settle_acks(qp, g) {
+        g.resp.inc = None;
+        return;
+    }
+    if h.flags & DOORBELL_DIRECT != 0 {
+        if let Some(inc) = g.resp.inc.as_mut() {
+            inc.peer_direct = true;
+        }
+    } else if g.state == IBV_QPS_RTR && !g.comm_est_sent {
+        // A request reached us through memory.
+        g.comm_est_sent = true;
+        qp.async_event(IBV_EVENT_COMM_EST);
+    }
+    qp.drain_mailbox(g);
+}
+
+fn count_request(g: &QpInner, h: &Header) {
     Counters::bump(&g.stats.rcvd_pkts);
     if h.op.request_has_payload() {
         Counters::add(&g.stats.rcvd_bytes, h.length as u64);
@@ -1044,222 +1134,244 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
         Op::CmpSwap | Op::FetchAdd => Counters::bump(&g.stats.rx_atomic_requests),
         _ => {}
     }
-    // An XRC request names the SRQ (in this QP's domain) it lands in, and
-    // so the PD its keys are checked against.
-    if g.qp_type == IBV_QPT_XRC_RECV {
-        let srq = qp
-            .xrcd
-            .as_ref()
-            .and_then(|d| crate::srq::by_number(d, h.xrc_srqn));
-        g.xrc_remote = None;
-        match srq {
-            Some(s) => g.xrc_srq = Some(s),
-            None => {
-                g.xrc_srq = None;
-                // Another process's SRQ in the domain (`remote_srq`):
-                // SENDs only.
-                let remote = qp.xrcd.as_ref().and_then(|d| d.remote_srq(h.xrc_srqn));
-                match remote {
-                    // Resized (or being destroyed): its receives are out
-                    // of reach.
-                    Some(r) if r.closed() => {
-                        log::warn!(
-                            "qp {:#x}: xrc srq {:#x} of another process no longer shares its queue (resized?): request refused",
-                            qp.qpn,
-                            r.entry.num
-                        );
-                        inv_request(qp, g, h.msn);
-                        return;
-                    }
-                    Some(r) if matches!(h.op, Op::Send | Op::SendImm) => g.xrc_remote = Some(r),
-                    Some(r) => {
-                        log::warn!(
-                            "qp {:#x}: {:?} into xrc srq {:#x} of another process is not supported",
-                            qp.qpn,
-                            h.op,
-                            r.entry.num
-                        );
-                        inv_request(qp, g, h.msn);
-                        return;
-                    }
-                    None => {
-                        inv_request(qp, g, h.msn);
-                        return;
-                    }
+}
+
+/// An XRC request names the SRQ (in this QP's domain) it lands in, and so
+/// the PD its keys are checked against: found here, or the request is
+/// refused (false).
+fn check_xrc_srq(qp: &Qp, g: &mut QpInner, h: &Header) -> bool {
+    let srq = qp
+        .xrcd
+        .as_ref()
+        .and_then(|d| crate::srq::by_number(d, h.xrc_srqn));
+    g.xrc_remote = None;
+    match srq {
+        Some(s) => g.xrc_srq = Some(s),
+        None => {
+            g.xrc_srq = None;
+            // Another process's SRQ in the domain (`remote_srq`):
+            // SENDs only.
+            let remote = qp.xrcd.as_ref().and_then(|d| d.remote_srq(h.xrc_srqn));
+            match remote {
+                // Resized (or being destroyed): its receives are out
+                // of reach.
+                Some(r) if r.closed() => {
+                    log::warn!(
+                        "qp {:#x}: xrc srq {:#x} of another process no longer shares its queue (resized?): request refused",
+                        qp.qpn,
+                        r.entry.num
+                    );
+                    inv_request(qp, g, h.msn);
+                    return false;
+                }
+                Some(r) if matches!(h.op, Op::Send | Op::SendImm) => g.xrc_remote = Some(r),
+                Some(r) => {
+                    log::warn!(
+                        "qp {:#x}: {:?} into xrc srq {:#x} of another process is not supported",
+                        qp.qpn,
+                        h.op,
+                        r.entry.num
+                    );
+                    inv_request(qp, g, h.msn);
+                    return false;
+                }
+                None => {
+                    inv_request(qp, g, h.msn);
+                    return false;
                 }
             }
         }
     }
+    true
+}
+
+/// Runs a checked request of the peer's: one step per op.
+fn execute(qp: &Qp, g: &mut QpInner, h: Header) {
     let reliable = g.reliable();
     match h.op {
-        // UC has no RNR: a message with no receive to land in is dropped.
-        Op::Send | Op::SendImm | Op::SendInv if !reliable && !qp.claim_recv(g) => {
-            drop_message(g, &h)
-        }
-        Op::Send | Op::SendImm | Op::SendInv => {
-            if !qp.claim_recv(g) {
-                stall(qp, g, h);
-                return;
-            }
-            if h.length as u64 > g.recv.room() {
-                fail_recv(qp, g, h.msn, IBV_WC_LOC_LEN_ERR, Syndrome::RemInvReq);
-                return;
-            }
-            // Another process's receive: its keys, checked now, while a
-            // NAK can still say why.
-            if g.xrc_remote
-                .as_ref()
-                .is_some_and(|r| !r.check(&g.recv, h.length as u64))
-            {
-                fail_recv(qp, g, h.msn, IBV_WC_LOC_PROT_ERR, Syndrome::RemOp);
-                return;
-            }
-            if g.xrc_remote.is_some() {
-                // (The receive's room bounds it.)
-                g.xrc_bounce
-                    .resize(h.length as usize, std::cell::Cell::new(0));
-            }
-            // SEND_WITH_INV invalidates a type 2 window of this QP's PD
-            // bound to this QP; an rkey that names none is an invalid
-            // request.
-            if h.op == Op::SendInv && mr::invalidate_window(h.imm, qp.target_pd(g), qp.qpn).is_err()
-            {
-                if reliable {
-                    inv_request(qp, g, h.msn);
-                } else {
-                    drop_message(g, &h);
-                }
-                return;
-            }
-            start_payload(qp, g, h);
-        }
-        Op::Write | Op::WriteImm => {
-            let ok = remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_WRITE);
-            if !ok && !reliable {
-                // UC: a bad R_Key or range drops the message silently.
-                drop_message(g, &h);
-                return;
-            }
-            // A WRITE_WITH_IMM with a bad rkey completes the receive it
-            // would have consumed in error rather than leaving it to be
-            // flushed; with none posted it is NAKed at once, as a plain
-            // WRITE (no RNR wait for a request that cannot succeed).
-            if !ok {
-                if h.op == Op::WriteImm && qp.claim_recv(g) {
-                    access_error_on_recv(qp, g, h.msn);
-                } else {
-                    access_error(qp, g, h.msn);
-                }
-                return;
-            }
-            if h.op == Op::WriteImm && !qp.claim_recv(g) {
-                if reliable {
-                    stall(qp, g, h);
-                } else {
-                    drop_message(g, &h);
-                }
-                return;
-            }
-            start_payload(qp, g, h);
-        }
+        Op::Send | Op::SendImm | Op::SendInv => on_send(qp, g, h, reliable),
+        Op::Write | Op::WriteImm => on_write(qp, g, h, reliable),
         // UC carries no READ or atomics; a peer that sends them anyway is
         // ignored.
         _ if !reliable => drop_message(g, &h),
         // Placed atomically when its 8 bytes are in (`finish_request`).
-        Op::AtomicWrite => {
-            if h.length != 8 || !h.remote_addr.is_multiple_of(8) {
-                inv_request(qp, g, h.msn);
-                return;
-            }
-            if !remote_ok(qp, g, &h, 8, IBV_ACCESS_REMOTE_WRITE) {
-                access_error(qp, g, h.msn);
-                return;
-            }
-            start_payload(qp, g, h);
-        }
-        Op::ReadReq => {
-            if !remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_READ) {
-                access_error(qp, g, h.msn);
-                return;
-            }
-            let pd = qp.target_pd(g);
-            let Some(inc) = g.resp.inc.as_mut() else {
-                return;
-            };
-            let mut r = Header::new(Op::ReadResp, h.msn);
-            r.length = h.length;
-            inc.push_resp(
-                &r,
-                Some(ReadData {
-                    rkey: h.rkey,
-                    addr: h.remote_addr,
-                    len: h.length,
-                    sent: 0,
-                    pd,
-                }),
-            );
-        }
-        Op::CmpSwap | Op::FetchAdd => {
-            // A misaligned atomic is an invalid request (as rdma-core's
-            // soft devices answer it), not an access violation.
-            if !h.remote_addr.is_multiple_of(8) {
-                inv_request(qp, g, h.msn);
-                return;
-            }
-            let orig = if g.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC == 0 {
-                None
-            } else {
-                let t = mr::table();
-                t.remote(
-                    h.rkey,
-                    h.remote_addr,
-                    8,
-                    qp.target_pd(g),
-                    IBV_ACCESS_REMOTE_ATOMIC,
-                    qp.qpn,
-                )
-                .ok()
-                // The wire address is in the MR's iova space; the host
-                // address may be aligned differently (ibv_reg_mr_iova).
-                .filter(|p| (*p as usize).is_multiple_of(8))
-                .and_then(|p| {
-                    let p = p as *mut u64;
-                    // Same-host peers run their atomics on this memory
-                    // under the process's atomic lock: so do we.
-                    let _held = own_atomic_lock();
-                    // SAFETY: p is 8 bytes of registered memory with
-                    // remote atomic rights, checked under the table lock
-                    // (held), and 8-aligned (filtered above); hardware
-                    // atomics make this atomic against other QPs and
-                    // local CPU atomics. Memory unmapped since its
-                    // registration faults, which the guard reports.
-                    unsafe {
-                        if h.op == Op::CmpSwap {
-                            guard::cas64(p, h.compare_add, h.swap)
-                        } else {
-                            guard::fetch_add64(p, h.compare_add)
-                        }
-                    }
-                    .ok()
-                })
-            };
-            let Some(orig) = orig else {
-                access_error(qp, g, h.msn);
-                return;
-            };
-            let Some(inc) = g.resp.inc.as_mut() else {
-                return;
-            };
-            let mut r = Header::new(Op::AtomicResp, h.msn);
-            r.compare_add = orig;
-            inc.push_resp(&r, None);
-            // The target may already see the new value: get the response
-            // out before it can act on it (see TAIL).
-            if !flush(qp, g) {
-                g.resp.inc = None;
-            }
-        }
+        Op::AtomicWrite => on_atomic_write(qp, g, h),
+        Op::ReadReq => on_read(qp, g, &h),
+        Op::CmpSwap | Op::FetchAdd => on_atomic(qp, g, &h),
         _ => {}
+    }
+}
+
+fn on_send(qp: &Qp, g: &mut QpInner, h: Header, reliable: bool) {
+    // UC has no RNR: a message with no receive to land in is dropped.
+    if !qp.claim_recv(g) {
+        if reliable {
+            stall(qp, g, h);
+        } else {
+            drop_message(g, &h);
+        }
+        return;
+    }
+    if h.length as u64 > g.recv.room() {
+        fail_recv(qp, g, h.msn, IBV_WC_LOC_LEN_ERR, Syndrome::RemInvReq);
+        return;
+    }
+    // Another process's receive: its keys, checked now, while a
+    // NAK can still say why.
+    if g.xrc_remote
+        .as_ref()
+        .is_some_and(|r| !r.check(&g.recv, h.length as u64))
+    {
+        fail_recv(qp, g, h.msn, IBV_WC_LOC_PROT_ERR, Syndrome::RemOp);
+        return;
+    }
+    if g.xrc_remote.is_some() {
+        // (The receive's room bounds it.)
+        g.xrc_bounce
+            .resize(h.length as usize, std::cell::Cell::new(0));
+    }
+    // SEND_WITH_INV invalidates a type 2 window of this QP's PD
+    // bound to this QP; an rkey that names none is an invalid
+    // request.
+    if h.op == Op::SendInv && mr::invalidate_window(h.imm, qp.target_pd(g), qp.qpn).is_err() {
+        if reliable {
+            inv_request(qp, g, h.msn);
+        } else {
+            drop_message(g, &h);
+        }
+        return;
+    }
+    start_payload(qp, g, h);
+}
+
+fn on_write(qp: &Qp, g: &mut QpInner, h: Header, reliable: bool) {
+    let ok = remote_ok(qp, g, &h, h.length as u64, IBV_ACCESS_REMOTE_WRITE);
+    if !ok && !reliable {
+        // UC: a bad R_Key or range drops the message silently.
+        drop_message(g, &h);
+        return;
+    }
+    // A WRITE_WITH_IMM with a bad rkey completes the receive it
+    // would have consumed in error rather than leaving it to be
+    // flushed; with none posted it is NAKed at once, as a plain
+    // WRITE (no RNR wait for a request that cannot succeed).
+    if !ok {
+        if h.op == Op::WriteImm && qp.claim_recv(g) {
+            access_error_on_recv(qp, g, h.msn);
+        } else {
+            access_error(qp, g, h.msn);
+        }
+        return;
+    }
+    if h.op == Op::WriteImm && !qp.claim_recv(g) {
+        if reliable {
+            stall(qp, g, h);
+        } else {
+            drop_message(g, &h);
+        }
+        return;
+    }
+    start_payload(qp, g, h);
+}
+
+fn on_atomic_write(qp: &Qp, g: &mut QpInner, h: Header) {
+    if h.length != 8 || !h.remote_addr.is_multiple_of(8) {
+        inv_request(qp, g, h.msn);
+        return;
+    }
+    if !remote_ok(qp, g, &h, 8, IBV_ACCESS_REMOTE_WRITE) {
+        access_error(qp, g, h.msn);
+        return;
+    }
+    start_payload(qp, g, h);
+}
+
+fn on_read(qp: &Qp, g: &mut QpInner, h: &Header) {
+    if !remote_ok(qp, g, h, h.length as u64, IBV_ACCESS_REMOTE_READ) {
+        access_error(qp, g, h.msn);
+        return;
+    }
+    let pd = qp.target_pd(g);
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
+    let mut r = Header::new(Op::ReadResp, h.msn);
+    r.length = h.length;
+    inc.push_resp(
+        &r,
+        Some(ReadData {
+            rkey: h.rkey,
+            addr: h.remote_addr,
+            len: h.length,
+            sent: 0,
+            pd,
+        }),
+    );
+}
+
+fn on_atomic(qp: &Qp, g: &mut QpInner, h: &Header) {
+    // A misaligned atomic is an invalid request (as rdma-core's
+    // soft devices answer it), not an access violation.
+    if !h.remote_addr.is_multiple_of(8) {
+        inv_request(qp, g, h.msn);
+        return;
+    }
+    let Some(orig) = run_atomic(qp, g, h) else {
+        access_error(qp, g, h.msn);
+        return;
+    };
+    let Some(inc) = g.resp.inc.as_mut() else {
+        return;
+    };
+    let mut r = Header::new(Op::AtomicResp, h.msn);
+    r.compare_add = orig;
+    inc.push_resp(&r, None);
+    // The target may already see the new value: get the response
+    // out before it can act on it (see TAIL).
+    if !flush(qp, g) {
+        g.resp.inc = None;
+    }
+}
+
+/// Runs a compare-and-swap or fetch-and-add on our memory; its original
+/// value, or None when the QP, the key or the memory refuses it.
+fn run_atomic(qp: &Qp, g: &QpInner, h: &Header) -> Option<u64> {
+    if g.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC == 0 {
+        None
+    } else {
+        let t = mr::table();
+        t.remote(
+            h.rkey,
+            h.remote_addr,
+            8,
+            qp.target_pd(g),
+            IBV_ACCESS_REMOTE_ATOMIC,
+            qp.qpn,
+        )
+        .ok()
+        // The wire address is in the MR's iova space; the host
+        // address may be aligned differently (ibv_reg_mr_iova).
+        .filter(|p| (*p as usize).is_multiple_of(8))
+        .and_then(|p| {
+            let p = p as *mut u64;
+            // Same-host peers run their atomics on this memory
+            // under the process's atomic lock: so do we.
+            let _held = own_atomic_lock();
+            // SAFETY: p is 8 bytes of registered memory with
+            // remote atomic rights, checked under the table lock
+            // (held), and 8-aligned (filtered above); hardware
+            // atomics make this atomic against other QPs and
+            // local CPU atomics. Memory unmapped since its
+            // registration faults, which the guard reports.
+            unsafe {
+                if h.op == Op::CmpSwap {
+                    guard::cas64(p, h.compare_add, h.swap)
+                } else {
+                    guard::fetch_add64(p, h.compare_add)
+                }
+            }
+            .ok()
+        })
     }
 }
 
@@ -1475,46 +1587,13 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         tail_bytes[..tail as usize].copy_from_slice(&inc.tail[..tail as usize]);
     }
     let send = matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
-    // Refuse now, while a NAK can still say why. A SEND's tail is placed
-    // here too, under the same look at the key table: the application
-    // sees it only through the receive completion, which comes later
-    // (another process's receive takes the message whole, below).
-    let placed = {
-        let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-        let table = mr::table();
-        let r = dest_iov(qp, g, &h, bulk, tail as usize, &table, &mut v).and_then(|n| {
-            if !send || g.xrc_remote.is_some() {
-                return Ok(false);
-            }
-            // SAFETY: the iovecs cover registered memory with the needed
-            // rights, checked under the key table's lock (held); the source
-            // is our copy of the tail; a fault is caught.
-            unsafe { copy_out(&v[..n], &tail_bytes) }
-                .map(|()| true)
-                .map_err(|_| DestError::Local)
-        });
-        drop(table);
-        match r {
-            Ok(placed) => placed,
-            Err(e) => {
-                dest_error(qp, g, &h, e, 0);
-                return;
-            }
-        }
+    let Some(placed) = check_tail(qp, g, &h, bulk, &tail_bytes) else {
+        return;
     };
     // Another process's receive: the message goes there now, so a failure
     // (its memory unmapped since, the process gone) can still be NAKed.
     if let Some(r) = g.xrc_remote.clone().filter(|_| g.claimed && h.length > 0) {
-        let end = (bulk + tail) as usize;
-        if let Some(b) = g.xrc_bounce.get(bulk as usize..end) {
-            for (c, v) in b.iter().zip(&tail_bytes[..tail as usize]) {
-                c.set(*v);
-            }
-        }
-        let placed = g.xrc_bounce.len() >= end
-            // SAFETY: the bounce buffer holds the message's `end` bytes.
-            && unsafe { r.write(&g.recv, g.xrc_bounce.as_ptr() as *const u8, end) };
-        if !placed {
+        if !place_remote(g, &r, bulk, tail, &tail_bytes) {
             dest_error(qp, g, &h, DestError::Local, 0);
             return;
         }
@@ -1560,22 +1639,7 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         alive
     };
     if let Some(cqe) = place::recv_cqe(h.op, imm, h.imm, h.flags & FLAG_SOLICITED != 0) {
-        if let Some(wr_id) = qp.take_claimed(g) {
-            let cqe = Cqe {
-                wr_id,
-                byte_len: h.length,
-                src_qp: peer,
-                ..cqe
-            };
-            if acked {
-                if g.resp.acked_later.capacity() == 0 {
-                    g.resp.acked_later.reserve_exact(MAX_ACKED_LATER);
-                }
-                g.resp.acked_later.push(cqe);
-            } else {
-                qp.complete_recv(g, cqe);
-            }
-        }
+        complete_request(qp, g, &h, cqe, peer, acked);
     }
     let alive = if acked && !later {
         settle_acks(qp, g)
@@ -1585,14 +1649,96 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     if !alive {
         g.resp.inc = None;
     } else if let Some(inc) = g.resp.inc.as_mut().filter(|_| reliable && !send) {
-        // The held ACK is released when this pass over the connection
-        // ends (`pump`), one push for a batch of WRITEs; a long batch
-        // releases it on the way.
-        inc.held += 1;
-        if inc.held >= MAX_HELD {
-            inc.held = 0;
-            inc.conn.push();
+        release_some(inc);
+    }
+}
+
+/// Refuses the request now, while a NAK can still say why (None: done).
+/// A SEND's tail is placed here too, under the same look at the key
+/// table: the application sees it only through the receive completion,
+/// which comes later (another process's receive takes the message whole,
+/// `place_remote`); true when placed.
+fn check_tail(
+    qp: &Qp,
+    g: &mut QpInner,
+    h: &Header,
+    bulk: u32,
+    tail_bytes: &[u8; TAIL as usize],
+) -> Option<bool> {
+    let send = matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
+    let tail = h.length.min(TAIL);
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    let table = mr::table();
+    let r = dest_iov(qp, g, h, bulk, tail as usize, &table, &mut v).and_then(|n| {
+        if !send || g.xrc_remote.is_some() {
+            return Ok(false);
         }
+        // SAFETY: the iovecs cover registered memory with the needed
+        // rights, checked under the key table's lock (held); the source
+        // is our copy of the tail; a fault is caught.
+        unsafe { copy_out(&v[..n], tail_bytes) }
+            .map(|()| true)
+            .map_err(|_| DestError::Local)
+    });
+    drop(table);
+    match r {
+        Ok(placed) => Some(placed),
+        Err(e) => {
+            dest_error(qp, g, h, e, 0);
+            None
+        }
+    }
+}
+
+/// Writes the message (in our bounce buffer, its tail added now) into
+/// another process's receive; false if it could not be written.
+fn place_remote(
+    g: &QpInner,
+    r: &crate::remote_srq::RemoteSrq,
+    bulk: u32,
+    tail: u32,
+    tail_bytes: &[u8; TAIL as usize],
+) -> bool {
+    let end = (bulk + tail) as usize;
+    if let Some(b) = g.xrc_bounce.get(bulk as usize..end) {
+        for (c, v) in b.iter().zip(&tail_bytes[..tail as usize]) {
+            c.set(*v);
+        }
+    }
+    g.xrc_bounce.len() >= end
+        // SAFETY: the bounce buffer holds the message's `end` bytes.
+        && unsafe { r.write(&g.recv, g.xrc_bounce.as_ptr() as *const u8, end) }
+}
+
+/// The receive the request consumed completes, at once or after the ACK
+/// it waits for (`acked`, see `settle_acks`).
+fn complete_request(qp: &Qp, g: &mut QpInner, h: &Header, cqe: Cqe, peer: u32, acked: bool) {
+    if let Some(wr_id) = qp.take_claimed(g) {
+        let cqe = Cqe {
+            wr_id,
+            byte_len: h.length,
+            src_qp: peer,
+            ..cqe
+        };
+        if acked {
+            if g.resp.acked_later.capacity() == 0 {
+                g.resp.acked_later.reserve_exact(MAX_ACKED_LATER);
+            }
+            g.resp.acked_later.push(cqe);
+        } else {
+            qp.complete_recv(g, cqe);
+        }
+    }
+}
+
+/// One more WRITE's ACK held in the kernel: released when this pass over
+/// the connection ends (`pump`), one push for a batch of WRITEs; a long
+/// batch releases it on the way.
+fn release_some(inc: &mut InConn) {
+    inc.held += 1;
+    if inc.held >= MAX_HELD {
+        inc.held = 0;
+        inc.conn.push();
     }
 }
 
@@ -1703,47 +1849,15 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
         }
         inc.ack_owed = false;
         let mut v = [iov(std::ptr::null(), 0); 2 * MAX_GATHER];
-        let mut n = 0;
         let table = mr::table();
-        for r in inc.resp.iter().take(MAX_GATHER) {
-            let before = n;
-            if r.off < HDR_LEN {
-                v[n] = iov(r.hdr[r.off..].as_ptr(), HDR_LEN - r.off);
-                n += 1;
-            }
-            if let Some(d) = &r.read {
-                let left = d.len - d.sent;
-                if left > 0 {
-                    match table.remote(
-                        d.rkey,
-                        d.addr.wrapping_add(d.sent as u64),
-                        left as u64,
-                        d.pd,
-                        IBV_ACCESS_REMOTE_READ,
-                        qp.qpn,
-                    ) {
-                        Ok(p) => {
-                            v[n] = iov(p, left as usize);
-                            n += 1;
-                        }
-                        // The MR was deregistered mid-response: the
-                        // requester cannot be told cleanly any more; drop
-                        // the connection.
-                        Err(_) if before == 0 => return false,
-                        // Send the responses before it first.
-                        Err(_) => {
-                            n = before;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
+        let Some(n) = gather_responses(qp, inc, &table, &mut v) else {
+            return false;
+        };
         // SAFETY: the iovecs cover our header buffers and registered memory
         // with remote read rights, checked under the MR table lock (held).
         let res = unsafe { inc.conn.send_iov(&v[..n], hold) };
         drop(table);
-        let mut k = match res {
+        let k = match res {
             Ok(k) => k,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
             // A READ's source is registered but no longer mapped. Part of
@@ -1761,26 +1875,77 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
             }
             Err(_) => return false,
         };
-        // Retire what went out, in order; the first one not finished
-        // keeps its progress.
-        while let Some(r) = inc.resp.front_mut() {
-            let h = (HDR_LEN - r.off.min(HDR_LEN)).min(k);
-            r.off += h;
-            k -= h;
-            let mut done = r.off == HDR_LEN;
-            if let Some(d) = r.read.as_mut() {
-                let m = ((d.len - d.sent) as usize).min(k);
-                d.sent += m as u32;
-                k -= m;
-                done = done && d.sent == d.len;
-            }
-            if !done {
-                break;
-            }
-            if let Some(d) = &r.read {
-                inc.read_bytes -= d.len as u64;
-            }
-            inc.resp.pop_front();
+        retire_sent(inc, k);
+    }
+}
+
+/// The iovecs of the first queued responses (headers, READ data checked
+/// under the key table `table`); None when a READ's memory went away
+/// under the first one (the connection must end).
+fn gather_responses(
+    qp: &Qp,
+    inc: &InConn,
+    table: &mr::MrTable,
+    v: &mut [libc::iovec; 2 * MAX_GATHER],
+) -> Option<usize> {
+    let mut n = 0;
+    for r in inc.resp.iter().take(MAX_GATHER) {
+        let before = n;
+        if r.off < HDR_LEN {
+            v[n] = iov(r.hdr[r.off..].as_ptr(), HDR_LEN - r.off);
+            n += 1;
         }
+        if let Some(d) = &r.read {
+            let left = d.len - d.sent;
+            if left > 0 {
+                match table.remote(
+                    d.rkey,
+                    d.addr.wrapping_add(d.sent as u64),
+                    left as u64,
+                    d.pd,
+                    IBV_ACCESS_REMOTE_READ,
+                    qp.qpn,
+                ) {
+                    Ok(p) => {
+                        v[n] = iov(p, left as usize);
+                        n += 1;
+                    }
+                    // The MR was deregistered mid-response: the
+                    // requester cannot be told cleanly any more; drop
+                    // the connection.
+                    Err(_) if before == 0 => return None,
+                    // Send the responses before it first.
+                    Err(_) => {
+                        n = before;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Some(n)
+}
+
+/// Retires the `k` bytes that went out, in order; the first response not
+/// finished keeps its progress.
+fn retire_sent(inc: &mut InConn, mut k: usize) {
+    while let Some(r) = inc.resp.front_mut() {
+        let h = (HDR_LEN - r.off.min(HDR_LEN)).min(k);
+        r.off += h;
+        k -= h;
+        let mut done = r.off == HDR_LEN;
+        if let Some(d) = r.read.as_mut() {
+            let m = ((d.len - d.sent) as usize).min(k);
+            d.sent += m as u32;
+            k -= m;
+            done = done && d.sent == d.len;
+        }
+        if !done {
+            break;
+        }
+        if let Some(d) = &r.read {
+            inc.read_bytes -= d.len as u64;
+        }
+        inc.resp.pop_front();
     }
 }

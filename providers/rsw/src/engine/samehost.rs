@@ -181,30 +181,7 @@ fn atomic(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Direc
     // result goes over TCP, whose responder runs it before the response
     // fails locally, as hardware orders it) and the target's host address.
     let mut ops = [(std::ptr::null_mut::<u8>(), 0u64); ATOMIC_BATCH];
-    let mut n = 0;
-    for s in seq..g.sq.outstanding().end {
-        if n == ATOMIC_BATCH {
-            break;
-        }
-        let w = g.sq.wqe(s);
-        if !w.op.is_atomic() || w.len != 8 || !w.remote_addr.is_multiple_of(8) {
-            break;
-        }
-        let Some(at) = peer
-            .check(qpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC)
-            .filter(|a| a.is_multiple_of(8))
-        else {
-            break;
-        };
-        let Some(sge) = g.sq.sges(s).first().filter(|_| !w.inline) else {
-            break;
-        };
-        let Ok(res) = t.local(sge.lkey, sge.addr, 8, qp.pd_id, true) else {
-            break;
-        };
-        ops[n] = (res, at);
-        n += 1;
-    }
+    let n = atomic_batch(qp, g, seq, peer, qpn, &t, &mut ops);
     if n == 0 {
         return Direct::No;
     }
@@ -233,18 +210,7 @@ fn atomic(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Direc
     }
     // In posting order, each seeing the ones before it.
     let mut new = old;
-    let mut found = [0u64; ATOMIC_BATCH];
-    for (k, &(_, at)) in ops[..n].iter().enumerate() {
-        let w = g.sq.wqe(seq + k as u64);
-        let i = words[..nw].binary_search(&at).unwrap_or(0);
-        let cur = new[i];
-        found[k] = cur;
-        new[i] = match w.op {
-            Op::CmpSwap if cur == w.compare_add => w.swap,
-            Op::CmpSwap => cur,
-            _ => cur.wrapping_add(w.compare_add),
-        };
-    }
+    let found = run_in_order(g, seq, &ops[..n], &words[..nw], &mut new);
     let mut changed = [false; ATOMIC_BATCH];
     for i in 0..nw {
         changed[i] = new[i] != old[i];
@@ -281,6 +247,70 @@ fn atomic(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Direc
         rtr: peer.in_rtr(qpn),
         more: n as u32 - 1,
     }
+}
+
+/// Fills `ops` with the atomics from `seq` on that may run on the peer's
+/// memory together: where each result goes, checked under `t`, and the
+/// target's host address; how many.
+fn atomic_batch(
+    qp: &Qp,
+    g: &QpInner,
+    seq: u64,
+    peer: &local::Peer,
+    qpn: u32,
+    t: &mr::MrTable,
+    ops: &mut [(*mut u8, u64); ATOMIC_BATCH],
+) -> usize {
+    let mut n = 0;
+    for s in seq..g.sq.outstanding().end {
+        if n == ATOMIC_BATCH {
+            break;
+        }
+        let w = g.sq.wqe(s);
+        if !w.op.is_atomic() || w.len != 8 || !w.remote_addr.is_multiple_of(8) {
+            break;
+        }
+        let Some(at) = peer
+            .check(qpn, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC)
+            .filter(|a| a.is_multiple_of(8))
+        else {
+            break;
+        };
+        let Some(sge) = g.sq.sges(s).first().filter(|_| !w.inline) else {
+            break;
+        };
+        let Ok(res) = t.local(sge.lkey, sge.addr, 8, qp.pd_id, true) else {
+            break;
+        };
+        ops[n] = (res, at);
+        n += 1;
+    }
+    n
+}
+
+/// Runs the batch on the target words' values (`new`, indexed like
+/// `words`), in posting order, each seeing the ones before it; the value
+/// each atomic found.
+fn run_in_order(
+    g: &QpInner,
+    seq: u64,
+    ops: &[(*mut u8, u64)],
+    words: &[u64],
+    new: &mut [u64; ATOMIC_BATCH],
+) -> [u64; ATOMIC_BATCH] {
+    let mut found = [0u64; ATOMIC_BATCH];
+    for (k, &(_, at)) in ops.iter().enumerate() {
+        let w = g.sq.wqe(seq + k as u64);
+        let i = words.binary_search(&at).unwrap_or(0);
+        let cur = new[i];
+        found[k] = cur;
+        new[i] = match w.op {
+            Op::CmpSwap if cur == w.compare_add => w.swap,
+            Op::CmpSwap => cur,
+            _ => cur.wrapping_add(w.compare_add),
+        };
+    }
+    found
 }
 
 /// A same-host SEND found no receive (or no room for its completion):
@@ -424,35 +454,9 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
         && len as usize <= mailbox::INLINE_MAX
         && o.sges[0].length as u64 >= len
     {
-        let mut i = mailbox::Inline {
-            sge: o.sges[0],
-            len: len as usize,
-            data: [0; mailbox::INLINE_MAX],
-        };
-        let gathered = with_local_iovs(qp, g, seq, false, |v| {
-            let mut at = 0;
-            for piece in v {
-                // SAFETY: registered memory of ours checked under the key
-                // table's lock (held by `with_local_iovs`), copied into our
-                // buffer with room for all of it (len <= INLINE_MAX); a
-                // fault (memory unmapped since) is caught.
-                let r = unsafe {
-                    crate::guard::copy(
-                        i.data.as_mut_ptr().add(at),
-                        piece.iov_base as *const u8,
-                        piece.iov_len,
-                    )
-                };
-                if r.is_err() {
-                    return false;
-                }
-                at += piece.iov_len;
-            }
-            at == len as usize
-        });
-        if gathered != Some(true) {
+        let Some(i) = gather_inline(qp, g, seq, o.sges[0], len as usize) else {
             return Direct::No;
-        }
+        };
         inline = Some(i);
     }
     let moved = if len == 0 || inline.is_some() {
@@ -461,22 +465,7 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
         }
         true
     } else {
-        // Our own buffers are proven readable before the peer's receive is
-        // taken: a gather from memory we unmapped is our local error (TCP
-        // reports it), and must not cost the peer its receive.
-        let copied = with_local_iovs(qp, g, seq, false, |v| {
-            // SAFETY: the iovecs are registered memory of ours, checked
-            // under the key table's lock (held); a fault is caught.
-            let ours = v
-                .iter()
-                .all(|x| unsafe { crate::guard::readable(x.iov_base as *const u8, x.iov_len) });
-            if !ours || !mbox.commit(&o) {
-                return None;
-            }
-            // SAFETY: as in `direct`; the remote iovecs are the peer's,
-            // checked by its kernel.
-            Some(unsafe { peer.write_v(v, &remote[..n], len as usize) })
-        });
+        let copied = write_payload(qp, g, seq, peer, &mbox, &o, &remote[..n]);
         match copied {
             Some(Some(moved)) => moved,
             _ => return Direct::No,
@@ -503,4 +492,72 @@ fn deliver(qp: &Qp, g: &QpInner, seq: u64, peer: &local::Peer, qpn: u32) -> Dire
     } else {
         Direct::Failed(IBV_WC_REM_OP_ERR)
     }
+}
+
+/// A small SEND's payload copied into the completion that carries it
+/// (for the receive's first SGE, `sge`); None if our memory fails.
+fn gather_inline(
+    qp: &Qp,
+    g: &QpInner,
+    seq: u64,
+    sge: ibv_sge,
+    len: usize,
+) -> Option<mailbox::Inline> {
+    let mut i = mailbox::Inline {
+        sge,
+        len,
+        data: [0; mailbox::INLINE_MAX],
+    };
+    let gathered = with_local_iovs(qp, g, seq, false, |v| {
+        let mut at = 0;
+        for piece in v {
+            // SAFETY: registered memory of ours checked under the key
+            // table's lock (held by `with_local_iovs`), copied into our
+            // buffer with room for all of it (len <= INLINE_MAX); a
+            // fault (memory unmapped since) is caught.
+            let r = unsafe {
+                crate::guard::copy(
+                    i.data.as_mut_ptr().add(at),
+                    piece.iov_base as *const u8,
+                    piece.iov_len,
+                )
+            };
+            if r.is_err() {
+                return false;
+            }
+            at += piece.iov_len;
+        }
+        at == len
+    });
+    (gathered == Some(true)).then_some(i)
+}
+
+/// Takes the peer's receive `o` and writes the payload into it (`remote`);
+/// None, with the receive left, when our own buffers fail first.
+fn write_payload(
+    qp: &Qp,
+    g: &QpInner,
+    seq: u64,
+    peer: &local::Peer,
+    mbox: &mailbox::Target,
+    o: &mailbox::Offered,
+    remote: &[libc::iovec],
+) -> Option<Option<bool>> {
+    let len = g.sq.wqe(seq).len as usize;
+    // Our own buffers are proven readable before the peer's receive is
+    // taken: a gather from memory we unmapped is our local error (TCP
+    // reports it), and must not cost the peer its receive.
+    with_local_iovs(qp, g, seq, false, |v| {
+        // SAFETY: the iovecs are registered memory of ours, checked
+        // under the key table's lock (held); a fault is caught.
+        let ours = v
+            .iter()
+            .all(|x| unsafe { crate::guard::readable(x.iov_base as *const u8, x.iov_len) });
+        if !ours || !mbox.commit(o) {
+            return None;
+        }
+        // SAFETY: as in `direct`; the remote iovecs are the peer's,
+        // checked by its kernel.
+        Some(unsafe { peer.write_v(v, remote, len) })
+    })
 }

@@ -49,6 +49,99 @@ const UC_SEND_OPS: u64 = (IBV_QP_EX_WITH_BIND_MW
 const UD_SEND_OPS: u64 = (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM) as u64;
 
 fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, c_int> {
+    let (create_flags, send_ops) = check_attr(a)?;
+    let o = check_objects(context, a, send_ops)?;
+    let (tgt, has_rq) = (o.tgt, o.has_rq);
+    let cap = queue_caps(&a.cap, o.srq.is_some(), has_rq, tgt)?;
+    // Every failure below gives the place back.
+    let place = Place::take()?;
+    let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+    let (listener, dgram, qpn) = open_socket(a.qp_type)?;
+
+    // SAFETY: context and the CQs come from this provider (checked above
+    // for the queues this QP type has).
+    let (ctx, send_cq, recv_cq) = unsafe {
+        (
+            Context::shared_of(context),
+            (!tgt).then(|| Cq::arc_from_ibv(a.send_cq)),
+            has_rq.then(|| Cq::arc_from_ibv(a.recv_cq)),
+        )
+    };
+    let pd_ptr = if tgt { std::ptr::null_mut() } else { a.pd };
+    let serial = crate::progress::new_serial();
+    let ibv = public_struct(context, a, &o, serial, qpn, send_ops.is_some());
+    let (watch_fd, watch_kind) = match (&listener, &dgram) {
+        (Some(l), _) => (l.fd(), Kind::Listener),
+        (None, Some(d)) => (d.fd(), Kind::Datagram),
+        (None, None) => return Err(libc::EINVAL),
+    };
+    let pd = o.pd;
+    let mut inner = QpInner::new(
+        a.qp_type,
+        a.sq_sig_all != 0,
+        &cap,
+        listener,
+        dgram,
+        pd.and_then(|p| p.allocator()),
+    )?;
+    inner.block_self_mcast = create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0;
+    let srq_box = srq_mailbox(o.srq.as_ref(), a.qp_type);
+    let qp = Arc::new(Qp {
+        ibv: UnsafeCell::new(ibv),
+        serial,
+        qpn,
+        ctx,
+        ibv_ctx: context,
+        pd: pd_ptr,
+        pd_id: pd.map_or(0, |p| p.id),
+        send_cq,
+        recv_cq,
+        xrcd: o.xrcd,
+        srq: o.srq,
+        opened_from: None,
+        foreign: false,
+        mbox: inner.rq.mailbox().cloned().or(srq_box),
+        inner: Mutex::new(inner),
+        async_events: Arc::new(EventCounter::default()),
+        close_incoming: responder::close_after_flush,
+        send_responses: responder::pump,
+        builder: UnsafeCell::new(builder(&cap, send_ops.is_some())),
+    });
+    eng.register_qp(serial, &qp);
+    if let Err(e) = eng.add(
+        watch_fd,
+        crate::progress::token(serial, watch_kind),
+        libc::EPOLLIN as u32,
+    ) {
+        eng.unregister_qp(serial);
+        log::error!("create_qp: cannot watch the QP's socket: {e}");
+        return Err(e.raw_os_error().unwrap_or(libc::ENOMEM));
+    }
+    attach(&qp, pd);
+    a.cap = cap;
+    place.keep();
+    let weak = Arc::downgrade(&qp);
+    let p = Arc::into_raw(qp) as *mut ibv_qp;
+    QPS.insert(p, weak);
+    Ok(p)
+}
+
+/// A connected QP's number is its listener's port; a UD QP's, its
+/// datagram socket's.
+fn open_socket(qp_type: ibv_qp_type) -> Result<(Option<Listener>, Option<Dgram>, u32), c_int> {
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::ENOMEM);
+    if qp_type == IBV_QPT_UD {
+        let (d, qpn) = Dgram::open().map_err(errno)?;
+        Ok((None, Some(d), qpn))
+    } else {
+        let (l, qpn) = Listener::open().map_err(errno)?;
+        Ok((Some(l), None, qpn))
+    }
+}
+
+/// The attributes' masks, flags and type, as far as they need no object:
+/// the create flags and the `ibv_wr_*` operations asked for.
+fn check_attr(a: &ibv_qp_init_attr_ex) -> Result<(u32, Option<u64>), c_int> {
     let known = IBV_QP_INIT_ATTR_PD
         | IBV_QP_INIT_ATTR_XRCD
         | IBV_QP_INIT_ATTR_CREATE_FLAGS
@@ -91,6 +184,24 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     ) {
         return Err(libc::EOPNOTSUPP);
     }
+    Ok((create_flags, send_ops))
+}
+
+/// The objects a QP is created with, checked.
+struct Objects<'a> {
+    /// An XRC receive QP (no queues of its own).
+    tgt: bool,
+    has_rq: bool,
+    xrcd: Option<Arc<crate::xrcd::Domain>>,
+    pd: Option<&'a Pd>,
+    srq: Option<Arc<Srq>>,
+}
+
+fn check_objects<'a>(
+    context: *mut ibv_context,
+    a: &ibv_qp_init_attr_ex,
+    send_ops: Option<u64>,
+) -> Result<Objects<'a>, c_int> {
     // An XRC receive QP belongs to a domain and has no queues (its
     // receives come from the XRC SRQs each request names); an XRC send QP
     // has no receive queue.
@@ -138,7 +249,18 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     } else {
         Some(Srq::checked(a.srq, context, UNKNOWN_BY_IOCTL)?)
     };
-    let c = a.cap;
+    Ok(Objects {
+        tgt,
+        has_rq,
+        xrcd,
+        pd,
+        srq,
+    })
+}
+
+/// The queues' capabilities from those asked for (`c`), within the
+/// device's limits.
+fn queue_caps(c: &ibv_qp_cap, on_srq: bool, has_rq: bool, tgt: bool) -> Result<ibv_qp_cap, c_int> {
     if c.max_send_wr > MAX_QP_WR
         || c.max_recv_wr > MAX_QP_WR
         || c.max_send_sge > MAX_SGE
@@ -157,14 +279,14 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     }
     // A QP on an SRQ has no receive queue of its own.
     let own_rq = |n: u32| {
-        if srq.is_some() || !has_rq {
+        if on_srq || !has_rq {
             0
         } else {
             n.max(1)
         }
     };
     let own_sq = |n: u32| if tgt { 0 } else { n.max(1) };
-    let cap = ibv_qp_cap {
+    Ok(ibv_qp_cap {
         max_send_wr: own_sq(c.max_send_wr),
         max_recv_wr: own_rq(c.max_recv_wr),
         max_send_sge: own_sq(c.max_send_sge),
@@ -174,32 +296,20 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         } else {
             c.max_inline_data.max(MIN_INLINE)
         },
-    };
-    // Every failure below gives the place back.
-    let place = Place::take()?;
-    let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
-    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::ENOMEM);
-    // A connected QP's number is its listener's port; a UD QP's, its
-    // datagram socket's.
-    let (listener, dgram, qpn) = if a.qp_type == IBV_QPT_UD {
-        let (d, qpn) = Dgram::open().map_err(errno)?;
-        (None, Some(d), qpn)
-    } else {
-        let (l, qpn) = Listener::open().map_err(errno)?;
-        (Some(l), None, qpn)
-    };
+    })
+}
 
-    // SAFETY: context and the CQs come from this provider (checked above
-    // for the queues this QP type has).
-    let (ctx, send_cq, recv_cq) = unsafe {
-        (
-            Context::shared_of(context),
-            (!tgt).then(|| Cq::arc_from_ibv(a.send_cq)),
-            has_rq.then(|| Cq::arc_from_ibv(a.recv_cq)),
-        )
-    };
+/// The public struct the application sees.
+fn public_struct(
+    context: *mut ibv_context,
+    a: &ibv_qp_init_attr_ex,
+    o: &Objects,
+    serial: u64,
+    qpn: u32,
+    ex_ops: bool,
+) -> ibv_qp_ex {
+    let (tgt, has_rq) = (o.tgt, o.has_rq);
     let pd_ptr = if tgt { std::ptr::null_mut() } else { a.pd };
-    let serial = crate::progress::new_serial();
     let mut ibv = ibv_qp_ex::zeroed();
     ibv.qp_base.context = context;
     ibv.qp_base.qp_context = a.qp_context;
@@ -215,72 +325,40 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     ibv.qp_base.qp_num = qpn;
     ibv.qp_base.state = IBV_QPS_RESET;
     ibv.qp_base.qp_type = a.qp_type;
-    if send_ops.is_some() {
+    if ex_ops {
         super::ex::fill_ops(&mut ibv);
     }
-    let (watch_fd, watch_kind) = match (&listener, &dgram) {
-        (Some(l), _) => (l.fd(), Kind::Listener),
-        (None, Some(d)) => (d.fd(), Kind::Datagram),
-        (None, None) => return Err(libc::EINVAL),
-    };
-    let mut inner = QpInner::new(
-        a.qp_type,
-        a.sq_sig_all != 0,
-        &cap,
-        listener,
-        dgram,
-        pd.and_then(|p| p.allocator()),
-    )?;
-    inner.block_self_mcast = create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0;
-    // On a basic SRQ, an RC or UC QP still has a mailbox: same-host peers
-    // take the SRQ's receives and leave the completions here (a ring
-    // sized from the SRQ's, bounded: a full one only makes peers wait).
-    let srq_box = match &srq {
-        Some(s) if s.xrc.is_none() && matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC) => {
+    ibv
+}
+
+/// On a basic SRQ, an RC or UC QP still has a mailbox: same-host peers
+/// take the SRQ's receives and leave the completions here (a ring sized
+/// from the SRQ's, bounded: a full one only makes peers wait).
+fn srq_mailbox(srq: Option<&Arc<Srq>>, qp_type: ibv_qp_type) -> Option<Arc<Mailbox>> {
+    match srq {
+        Some(s) if s.xrc.is_none() && matches!(qp_type, IBV_QPT_RC | IBV_QPT_UC) => {
             let cap = s.inner.lock().rq.cap.clamp(16, 1024);
             Mailbox::new(cap, 0).map(Arc::new)
         }
         _ => None,
-    };
-    let qp = Arc::new(Qp {
-        ibv: UnsafeCell::new(ibv),
-        serial,
-        qpn,
-        ctx,
-        ibv_ctx: context,
-        pd: pd_ptr,
-        pd_id: pd.map_or(0, |p| p.id),
-        send_cq,
-        recv_cq,
-        xrcd,
-        srq,
-        opened_from: None,
-        foreign: false,
-        mbox: inner.rq.mailbox().cloned().or(srq_box),
-        inner: Mutex::new(inner),
-        async_events: Arc::new(EventCounter::default()),
-        close_incoming: responder::close_after_flush,
-        send_responses: responder::pump,
-        builder: UnsafeCell::new(if send_ops.is_some() {
-            Builder::new(
-                cap.max_send_wr as usize,
-                cap.max_send_sge as usize,
-                cap.max_inline_data as usize,
-            )
-        } else {
-            Builder::empty()
-        }),
-    });
-    eng.register_qp(serial, &qp);
-    if let Err(e) = eng.add(
-        watch_fd,
-        crate::progress::token(serial, watch_kind),
-        libc::EPOLLIN as u32,
-    ) {
-        eng.unregister_qp(serial);
-        log::error!("create_qp: cannot watch the QP's socket: {e}");
-        return Err(e.raw_os_error().unwrap_or(libc::ENOMEM));
     }
+}
+
+/// The `ibv_wr_*` batch storage, for a QP created with its operations.
+fn builder(cap: &ibv_qp_cap, ex_ops: bool) -> Builder {
+    if ex_ops {
+        Builder::new(
+            cap.max_send_wr as usize,
+            cap.max_send_sge as usize,
+            cap.max_inline_data as usize,
+        )
+    } else {
+        Builder::empty()
+    }
+}
+
+/// The new QP counts as a user of its PD, SRQ, domain and CQs.
+fn attach(qp: &Arc<Qp>, pd: Option<&Pd>) {
     if let Some(pd) = pd {
         pd.users.fetch_add(1, Ordering::AcqRel);
     }
@@ -296,14 +374,8 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     }
     for cq in qp.cqs() {
         cq.qp_refs.fetch_add(1, Ordering::AcqRel);
-        cq.attach_qp(&qp);
+        cq.attach_qp(qp);
     }
-    a.cap = cap;
-    place.keep();
-    let weak = Arc::downgrade(&qp);
-    let p = Arc::into_raw(qp) as *mut ibv_qp;
-    QPS.insert(p, weak);
-    Ok(p)
 }
 
 pub(crate) unsafe extern "C" fn create_qp_ex(
@@ -408,35 +480,7 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         return Err(libc::EINVAL);
     }
     let domain = Xrcd::domain_of(a.xrcd).ok_or(libc::EINVAL)?;
-    let target = QPS
-        .find(|w| {
-            w.upgrade().is_some_and(|q| {
-                q.qpn == a.qp_num
-                    && q.opened_from.is_none()
-                    && !q.foreign
-                    && q.xrcd.as_ref().is_some_and(|d| Arc::ptr_eq(d, &domain))
-            })
-        })
-        .and_then(|w| w.upgrade());
-    let (target, state) = match target {
-        Some(t) => {
-            if t.inner.lock().destroyed {
-                return Err(libc::EINVAL);
-            }
-            // SAFETY: the target's public struct is ours; reading plain
-            // fields.
-            let state = unsafe { (*t.ibv.get()).qp_base.state };
-            (Some(t), state)
-        }
-        None => {
-            let state = domain
-                .reg
-                .as_ref()
-                .and_then(|r| r.find_qp(a.qp_num))
-                .ok_or(libc::EINVAL)?;
-            (None, state)
-        }
-    };
+    let (target, state) = open_target(a, &domain)?;
     let serial = crate::progress::new_serial();
     let mut ibv = ibv_qp_ex::zeroed();
     ibv.qp_base.qp_num = a.qp_num;
@@ -485,6 +529,44 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
     let p = Arc::into_raw(handle) as *mut ibv_qp;
     QPS.insert(p, weak);
     Ok(p)
+}
+
+/// The XRC receive QP `ibv_open_qp` names in `domain`: ours (this
+/// process's), or another process's as the domain's registry knows it;
+/// and its state.
+fn open_target(
+    a: &ibv_qp_open_attr,
+    domain: &Arc<crate::xrcd::Domain>,
+) -> Result<(Option<Arc<Qp>>, ibv_qp_state), c_int> {
+    let target = QPS
+        .find(|w| {
+            w.upgrade().is_some_and(|q| {
+                q.qpn == a.qp_num
+                    && q.opened_from.is_none()
+                    && !q.foreign
+                    && q.xrcd.as_ref().is_some_and(|d| Arc::ptr_eq(d, domain))
+            })
+        })
+        .and_then(|w| w.upgrade());
+    match target {
+        Some(t) => {
+            if t.inner.lock().destroyed {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: the target's public struct is ours; reading plain
+            // fields.
+            let state = unsafe { (*t.ibv.get()).qp_base.state };
+            Ok((Some(t), state))
+        }
+        None => {
+            let state = domain
+                .reg
+                .as_ref()
+                .and_then(|r| r.find_qp(a.qp_num))
+                .ok_or(libc::EINVAL)?;
+            Ok((None, state))
+        }
+    }
 }
 
 pub(crate) unsafe extern "C" fn open_qp(

@@ -1,5 +1,5 @@
 //! Multicast membership of UD QPs: `ibv_attach_mcast` / `ibv_detach_mcast`.
-//! Each attached group gets a socket of its own (see `datagram::Group`);
+//! Each attached group gets a socket of its own (see `wq::dgram::Group`);
 //! delivery to every member, in this process, others, and other hosts, is
 //! the kernel's IP multicast.
 

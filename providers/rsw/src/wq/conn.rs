@@ -41,7 +41,7 @@ pub struct OutConn {
     /// request.
     pub(crate) announce: bool,
     /// The same-host peer had no receive posted for the head SEND (RNR)
-    /// since this time (0: not waiting); see `requester::rnr_wait`.
+    /// since this time (0: not waiting); see `samehost::rnr_wait`.
     pub(crate) rnr_since: u64,
     /// When that wait's timer next fires.
     pub(crate) rnr_tick: u64,
@@ -56,6 +56,19 @@ pub struct OutConn {
 /// How long a same-host SEND waits for a receive by polling alone before
 /// it asks the peer to ring it.
 pub const RNR_DIRECT_NS: u64 = 1_000_000;
+
+impl OutConn {
+    /// Makes header `h` (then `payload` bytes of WQE `seq`) what goes out
+    /// next.
+    #[inline]
+    pub(crate) fn start_tx(&mut self, h: &Header, seq: u64, payload: usize) {
+        h.encode(&mut self.tx_hdr);
+        self.tx_active = true;
+        self.tx_seq = seq;
+        self.tx_off = 0;
+        self.tx_total = HDR_LEN + payload;
+    }
+}
 
 pub(crate) struct ReadRx {
     pub(crate) seq: u64,
