@@ -53,7 +53,7 @@ has(r"^rsw: error: mr: reg_mr 0x[0-9a-f]+\+0x1000: access flags 0x2 refused \(EI
 # ERR for the access error, the requester gets the NAK and goes to ERR.
 qps = "|".join(f"{q:#x}" for q in (a, b))
 has(rf"^rsw: error: wq: qp ({qps}): RTS -> ERR: remote access error")
-has(rf"^rsw: error: engine::requester: qp ({qps}): NAK from the responder .*RemAccess")
+has(rf"^rsw: error: engine::completer: qp ({qps}): NAK from the responder .*RemAccess")
 has(rf"^rsw: error: wq: qp ({qps}): RTS -> ERR: work request 0xbad failed with REM_ACCESS_ERR")
 # Level 2: no info or debug lines.
 if any(": info: " in l or ": debug: " in l for l in log):
