@@ -413,7 +413,9 @@ fn direct_and_tcp_atomics_exclude_each_other() {
     });
     let before = local::direct_ops();
     let mut ours = Vec::new();
-    while !finished.load(Ordering::Acquire) {
+    // A reader that panicked (the child failed) ends the loop too: its
+    // join below then fails the test instead of hanging it.
+    while !finished.load(Ordering::Acquire) && !reader.is_finished() {
         ours.push(fetch_add(p.a, p.cq_a, &res, word.addr(), word.rkey()));
     }
     let (found, _r) = reader.join().unwrap();
