@@ -74,30 +74,7 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr, verb: &str) -> 
             g.sq.max_sge,
         )
     };
-    match state {
-        IBV_QPS_RESET => report(
-            "post_state",
-            obj,
-            &format!("{verb} on a QP in RESET: the post fails"),
-            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); a QP in RESET refuses them",
-        ),
-        IBV_QPS_INIT | IBV_QPS_RTR => report(
-            "post_state",
-            obj,
-            &format!(
-                "{verb} on a QP in {}: accepted here, the WR waits for RTS",
-                state_name(state)
-            ),
-            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); in INIT and RTR the spec refuses the post, and so do hns, bnxt_re and efa (EINVAL), where mlx5 and irdma take it and rxe says EINVAL yet runs it at RTS",
-        ),
-        IBV_QPS_ERR => report(
-            "post_state",
-            obj,
-            &format!("{verb} on a QP in ERR: the WR will complete with IBV_WC_WR_FLUSH_ERR"),
-            "IB spec 10.3.1 (Error state): WRs posted to a QP in ERR are completed in error (flushed) without being executed",
-        ),
-        _ => {}
-    }
+    check_post_state(obj, state, verb);
     let mut out = Vec::new();
     while !wr.is_null() {
         // SAFETY: wr walks the caller's list.
@@ -149,12 +126,47 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr, verb: &str) -> 
         }
         wr = w.next;
     }
+    check_cq_room(q, out.len());
+    let send_cq = q.send_cq.as_ref().map_or(0, |c| c.as_ibv() as usize);
+    check::record_sends(q.qpn, q.as_ibv() as usize, send_cq, call, out)
+}
+
+/// A post in a state that does not take one as the spec says.
+fn check_post_state(obj: Obj, state: ibv_qp_state, verb: &str) {
+    match state {
+        IBV_QPS_RESET => report(
+            "post_state",
+            obj,
+            &format!("{verb} on a QP in RESET: the post fails"),
+            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); a QP in RESET refuses them",
+        ),
+        IBV_QPS_INIT | IBV_QPS_RTR => report(
+            "post_state",
+            obj,
+            &format!(
+                "{verb} on a QP in {}: accepted here, the WR waits for RTS",
+                state_name(state)
+            ),
+            "ibv_post_send(3), IB spec 10.8.2 / 11.4.1.1: send WRs may be posted only in RTS (or SQD); in INIT and RTR the spec refuses the post, and so do hns, bnxt_re and efa (EINVAL), where mlx5 and irdma take it and rxe says EINVAL yet runs it at RTS",
+        ),
+        IBV_QPS_ERR => report(
+            "post_state",
+            obj,
+            &format!("{verb} on a QP in ERR: the WR will complete with IBV_WC_WR_FLUSH_ERR"),
+            "IB spec 10.3.1 (Error state): WRs posted to a QP in ERR are completed in error (flushed) without being executed",
+        ),
+        _ => {}
+    }
+}
+
+/// The send CQ can hold what is due on it with `more` signaled WRs.
+fn check_cq_room(q: &Qp, more: usize) {
     if let Some(cq) = &q.send_cq {
         // SAFETY: plain data in the CQ's allocation.
         let cap =
             unsafe { std::ptr::read_volatile(&raw const (*cq.ibv.get()).cqe) }.max(0) as usize;
         let handle = cq.as_ibv() as usize;
-        let due = check::due_on(handle) + out.len();
+        let due = check::due_on(handle) + more;
         if due > cap {
             report(
                 "cq_overrun",
@@ -166,8 +178,6 @@ pub unsafe fn before_post_send(q: &Qp, mut wr: *mut ibv_send_wr, verb: &str) -> 
             );
         }
     }
-    let send_cq = q.send_cq.as_ref().map_or(0, |c| c.as_ibv() as usize);
-    check::record_sends(q.qpn, q.as_ibv() as usize, send_cq, call, out)
 }
 
 /// The WRs of a refused post's list at `head` that went in: those before

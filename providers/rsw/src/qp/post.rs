@@ -65,27 +65,11 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
     if !allowed {
         return Err(libc::EINVAL);
     }
-    let mut ud = UdDest::default();
-    if ud_send {
-        // SAFETY: the UD member is the one a UD QP's WRs fill in.
-        let u = unsafe { wr.wr.ud };
-        let ah = crate::ah::Ah::lookup(u.ah).ok_or(libc::EINVAL)?;
-        ud = UdDest {
-            dgid: ah.dgid,
-            sgid: ah.sgid,
-            qpn: u.remote_qpn & 0xff_ffff,
-            qkey: if u.remote_qkey & CONTROLLED_QKEY != 0 {
-                g.attr.qkey
-            } else {
-                u.remote_qkey
-            },
-            tclass: if ah.attr.is_global != 0 {
-                ah.attr.grh.traffic_class
-            } else {
-                0
-            },
-        };
-    }
+    let ud = if ud_send {
+        ud_dest(g, wr)?
+    } else {
+        UdDest::default()
+    };
     if wr.num_sge < 0 || wr.num_sge as u32 > g.sq.max_sge as u32 {
         return Err(libc::EINVAL);
     }
@@ -101,27 +85,7 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
     }
     let mut bind = BindArgs::default();
     if op == Op::BindMw {
-        // SAFETY: the bind member is the one IBV_WR_BIND_MW fills in.
-        let b = unsafe { wr.ext.bind_mw };
-        let mw = crate::mw::Mw::lookup(b.mw).ok_or(libc::EINVAL)?;
-        let info = b.bind_info;
-        let mr_key = if info.length == 0 {
-            0
-        } else {
-            if !crate::mr::MRS.contains(info.mr) {
-                return Err(libc::EINVAL);
-            }
-            // SAFETY: a live MR of ours (checked above).
-            unsafe { (*info.mr).lkey }
-        };
-        bind = BindArgs {
-            mw_rkey: mw.rkey(),
-            new_rkey: crate::mr::bind_key(mw.rkey(), b.rkey),
-            mr_key,
-            addr: info.addr,
-            len: info.length,
-            access: info.mw_access_flags,
-        };
+        bind = bind_args(wr)?;
         return Ok(Checked {
             op,
             len: 0,
@@ -158,6 +122,56 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
         }
     };
     Ok(Checked { op, len, ud, bind })
+}
+
+/// Where a UD SEND goes: its address handle's GIDs, the remote QP and
+/// Q_Key (a controlled one replaced by the QP's).
+#[inline]
+fn ud_dest(g: &QpInner, wr: &ibv_send_wr) -> Result<UdDest, c_int> {
+    // SAFETY: the UD member is the one a UD QP's WRs fill in.
+    let u = unsafe { wr.wr.ud };
+    let ah = crate::ah::Ah::lookup(u.ah).ok_or(libc::EINVAL)?;
+    Ok(UdDest {
+        dgid: ah.dgid,
+        sgid: ah.sgid,
+        qpn: u.remote_qpn & 0xff_ffff,
+        qkey: if u.remote_qkey & CONTROLLED_QKEY != 0 {
+            g.attr.qkey
+        } else {
+            u.remote_qkey
+        },
+        tclass: if ah.attr.is_global != 0 {
+            ah.attr.grh.traffic_class
+        } else {
+            0
+        },
+    })
+}
+
+/// What an `IBV_WR_BIND_MW` asks: the window, the MR and the range.
+#[inline]
+fn bind_args(wr: &ibv_send_wr) -> Result<BindArgs, c_int> {
+    // SAFETY: the bind member is the one IBV_WR_BIND_MW fills in.
+    let b = unsafe { wr.ext.bind_mw };
+    let mw = crate::mw::Mw::lookup(b.mw).ok_or(libc::EINVAL)?;
+    let info = b.bind_info;
+    let mr_key = if info.length == 0 {
+        0
+    } else {
+        if !crate::mr::MRS.contains(info.mr) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a live MR of ours (checked above).
+        unsafe { (*info.mr).lkey }
+    };
+    Ok(BindArgs {
+        mw_rkey: mw.rkey(),
+        new_rkey: crate::mr::bind_key(mw.rkey(), b.rkey),
+        mr_key,
+        addr: info.addr,
+        len: info.length,
+        access: info.mw_access_flags,
+    })
 }
 
 /// Queues one checked WR (the queue has room).
