@@ -4,7 +4,7 @@
 //! our send queue in order. The requester calls it to read; it calls
 //! nothing of the requester's but its state's methods.
 
-pub mod info;
+pub(crate) mod info;
 
 use std::io::ErrorKind;
 

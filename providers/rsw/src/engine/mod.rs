@@ -9,11 +9,11 @@
 //! its lock; here is how the progress thread, a CQ being polled and the
 //! timers reach them.
 
-pub mod completer;
-pub mod datagram;
-pub mod requester;
-pub mod responder;
-pub mod samehost;
+pub(crate) mod completer;
+pub(crate) mod datagram;
+pub(crate) mod requester;
+pub(crate) mod responder;
+pub(crate) mod samehost;
 
 use crate::cq::Producer;
 use crate::progress::{engine, Kind, Target};

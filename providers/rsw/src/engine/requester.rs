@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 
 use verbs_abi::*;
 
-pub mod info;
+pub(crate) mod info;
 
 use super::completer::receive;
 use super::samehost::{direct, rnr_wait, Direct, ATOMIC_BATCH};

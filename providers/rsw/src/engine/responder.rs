@@ -23,7 +23,7 @@
 //! connection's close (at exit too). Bytes are read ahead by the transport
 //! (`Conn::recv_iov`), so a burst of messages is parsed out of one read.
 
-pub mod info;
+pub(crate) mod info;
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;

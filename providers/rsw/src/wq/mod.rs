@@ -16,10 +16,10 @@
 //! it uses only their `info` structs (leaves below the engines' logic),
 //! which it holds and resets.
 
-pub mod batch;
-pub mod conn;
-pub mod dgram;
-pub mod place;
+pub(crate) mod batch;
+pub(crate) mod conn;
+pub(crate) mod dgram;
+pub(crate) mod place;
 
 pub use batch::Builder;
 pub use dgram::{Dgram, Group};
