@@ -261,19 +261,8 @@ body_rping() { # SIDE IP PORT
 	good "20 x 4096 B ping/pong, verified"
 }
 
-body_qperf() { # SIDE TEST PORT: qperf's server serves until killed
-	local side=$1 test=$2 port=$3 crc
-	serve "$side" "tcp:$port" qperf -lp "$port" || return 1
-	# -cm1: through the RDMA CM, which picks rxe0 by the address.
-	client "$side" timeout "$CLIENT_LIMIT" qperf -lp "$port" -t 2 -cm1 "$RXE_IP" "$test"
-	crc=$?
-	finish_server 0
-	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
-	((crc == 0)) || { bad "qperf exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
-	local r
-	r=$(grep -Eo '(latency|bw) += +[0-9.]+ [a-zA-Z/]+' "$CASE_DIR/client.out" | tr -s ' ')
-	[[ -n $r ]] || { bad "no result in qperf's output"; return 1; }
-	good "$r"
+body_qperf() { # SIDE TEST PORT: both ends on one side (body_kcm_qperf)
+	body_kcm_qperf "$1" "$1" "$RXE_IP" "$2" "$3"
 }
 
 # Our libraries are the ones loaded (a guard against ours/* quietly running
@@ -810,6 +799,8 @@ body_kcm_perftest_cm() { # SERVER-SIDE CLIENT-SIDE PROG DEV IP PORT ARGS...: per
 	sum_perftest
 }
 body_kcm_qperf() { # SERVER-SIDE CLIENT-SIDE IP TEST PORT: qperf -cm1
+	# qperf's server serves until killed; -cm1: through the RDMA CM,
+	# which picks the device by the address.
 	local crc
 	serve "$1" "tcp:$5" qperf -lp "$5" || return 1
 	client "$2" timeout "$CLIENT_LIMIT" qperf -lp "$5" -t 2 -cm1 "$3" "$4"
