@@ -32,7 +32,7 @@ impl CmId {
             self.raw,
             st.dst.map_or_else(|| "?".to_string(), |a| a.to_string()),
             st.phase,
-            crate::cma::event_name(kind),
+            crate::channel::event_name(kind),
             status,
             verbs_rt::trace::errno_name(-status),
             if status == -libc::ETIMEDOUT {
