@@ -17,9 +17,9 @@
 //! - engine: `engine/` (`requester`, `samehost` (the same-host path's
 //!   requests), `completer`, `responder` for RC, UC and XRC, each with its
 //!   per-QP state in its `info`, which the QP holds; `datagram` for UD);
-//! - objects: `wq/` (the QP's state; `place`, placing a message into a
-//!   receive), `srq`, `mw`, `dm`, `cq`, `mr` (the
-//!   key table), `xrcd`, `ah`, `remote_srq`, `pd`, `xrc_registry`,
+//! - objects: `wq/` (the QP's state), `srq`, `mw`, `dm`, `remote_srq`,
+//!   `place` (placing a message into a receive), `cq`, `mr` (the key
+//!   table), `xrcd`, `ah`, `pd`, `xrc_registry`,
 //!   `ring` (work queues), `context`, `channel`, `device`, `td`;
 //! - transport: `transport/` (TCP, UDP, the same-host path);
 //! - progress: `progress` (the background thread), `port` (the link
@@ -46,6 +46,7 @@ mod leaks;
 mod mr;
 mod mw;
 mod pd;
+mod place;
 mod port;
 mod progress;
 mod qp;

@@ -25,10 +25,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::device::MAX_SGE;
+use crate::place;
 use crate::ring::RecvWqe;
 use crate::transport::local::Peer;
 use crate::transport::mailbox::{Delivered, PeerBox};
-use crate::wq::place;
 use crate::xrc_registry::{Registry, SrqEntry};
 
 pub struct RemoteSrq {

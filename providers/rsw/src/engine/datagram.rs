@@ -18,12 +18,13 @@ use verbs_abi::*;
 use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
+use crate::place;
 use crate::progress::{engine, token, Kind};
 use crate::transport::udp::{wire_group, Datagram, UdpEndpoint, MCAST_PORT};
 use crate::transport::MAX_IOV;
 use crate::util::iov;
 use crate::wire::{DgramHeader, Op, DGRAM_HDR_LEN, DGRAM_MAGIC, FLAG_IMM, FLAG_SOLICITED};
-use crate::wq::{place, Qp, QpInner};
+use crate::wq::{Qp, QpInner};
 
 /// Bytes in front of every UD receive's payload.
 pub const GRH_LEN: usize = 40;

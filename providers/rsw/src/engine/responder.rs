@@ -35,6 +35,7 @@ use super::completer::RNR_NOTICE_NS;
 use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
+use crate::place;
 use crate::progress::{engine, token, Kind};
 use crate::stats::Counters;
 use crate::transport::{canon_gid, local, Endpoints, MAX_IOV};
@@ -44,7 +45,7 @@ use crate::wire::{
     FLAG_ACK, FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN,
 };
 use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
-use crate::wq::{place, rnr_timer_ns, Qp, QpInner};
+use crate::wq::{rnr_timer_ns, Qp, QpInner};
 
 /// Stop reading requests while this many responses wait to be sent, so a
 /// peer that sends faster than it reads cannot make us buffer without bound.

@@ -11,12 +11,13 @@ use verbs_abi::*;
 
 use crate::cq::Cqe;
 use crate::mr;
+use crate::place;
 use crate::progress::engine;
 use crate::transport::{local, mailbox, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::Op;
 use crate::wq::conn::RNR_DIRECT_NS;
-use crate::wq::{place, rnr_timer_ns, Qp, QpInner};
+use crate::wq::{rnr_timer_ns, Qp, QpInner};
 
 /// What the same-host path made of a WQE.
 pub enum Direct {

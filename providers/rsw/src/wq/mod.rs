@@ -19,7 +19,6 @@
 pub(crate) mod batch;
 pub(crate) mod conn;
 pub(crate) mod dgram;
-pub(crate) mod place;
 
 pub use batch::Builder;
 pub use dgram::{Dgram, Group};
@@ -362,7 +361,7 @@ impl Qp {
                 // A small SEND: its bytes go into the receive's buffer now,
                 // checked against our own key table.
                 let t = table.get_or_insert_with(crate::mr::table);
-                if !place::inline(t, &i, rpd) {
+                if !crate::place::inline(t, &i, rpd) {
                     d.status = IBV_WC_LOC_PROT_ERR;
                     d.byte_len = 0;
                 }
@@ -373,7 +372,7 @@ impl Qp {
                 Counters::bump(&g.stats.resp_cqe_error);
             }
             if let Some(cq) = &self.recv_cq {
-                cq.push(place::received(&d, self.qpn));
+                cq.push(crate::place::received(&d, self.qpn));
             }
             if d.status != IBV_WC_SUCCESS {
                 failed = true;
@@ -604,7 +603,7 @@ impl Qp {
         if g.xrc_bounce.capacity() > 1 << 20 {
             g.xrc_bounce = Vec::new();
         }
-        r.complete(&place::delivered(&e, self.qpn));
+        r.complete(&crate::place::delivered(&e, self.qpn));
     }
 
     /// Moves to the error state: flushes both queues and takes the
