@@ -11,13 +11,13 @@ use std::io::ErrorKind;
 use verbs_abi::*;
 
 use super::requester::info::{broken_by, Broken};
+use super::{Qp, QpInner};
 use crate::mr;
 use crate::stats::Counters;
 use crate::transport::{local, shm, Conn, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{msn_before, Header, Op, Syndrome, HDR_LEN};
 use crate::wq::conn::ReadRx;
-use crate::wq::{Qp, QpInner};
 
 /// After an RNR wait notice the peer is known alive for this long.
 pub const RNR_NOTICE_GRACE_NS: u64 = 3 * RNR_NOTICE_NS;

@@ -15,6 +15,7 @@ use std::io::ErrorKind;
 
 use verbs_abi::*;
 
+use super::{Qp, QpInner};
 use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
@@ -24,7 +25,6 @@ use crate::transport::udp::{wire_group, Datagram, UdpEndpoint, MCAST_PORT};
 use crate::transport::MAX_IOV;
 use crate::util::iov;
 use crate::wire::{DgramHeader, Op, DGRAM_HDR_LEN, DGRAM_MAGIC, FLAG_IMM, FLAG_SOLICITED};
-use crate::wq::{Qp, QpInner};
 
 /// Bytes in front of every UD receive's payload.
 pub const GRH_LEN: usize = 40;

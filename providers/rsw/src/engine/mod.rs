@@ -4,7 +4,7 @@
 //! responses to our requests), `responder` (the peer's requests on the
 //! incoming connection, our responses) and `datagram` (UD); each RC
 //! engine keeps its per-QP state in its `info`, which the QP holds
-//! (`wq::QpInner`). Calls go requester -> samehost, completer;
+//! (`wq::QpInner`, generic over [`Tasks`] so that it names no engine). Calls go requester -> samehost, completer;
 //! responder -> requester, completer. They act on a QP's state (`wq`) under
 //! its lock; here is how the progress thread, a CQ being polled and the
 //! timers reach them.
@@ -20,7 +20,67 @@ use crate::progress::{engine, Kind, Target};
 use crate::util::mono_ns;
 use verbs_abi::{IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD};
 
-use crate::wq::{Qp, QpInner};
+use crate::wq::{conn::InConn, Engines, ReqState, RespState};
+use completer::info::CompInfo;
+use requester::info::ReqInfo;
+use responder::info::RespInfo;
+
+/// The engines as the QP layer below sees them (`wq::Engines`).
+pub enum Tasks {}
+
+/// A QP whose engines are these; every layer from here up names this one.
+pub type Qp = crate::wq::Qp<Tasks>;
+pub type QpInner = crate::wq::QpInner<Tasks>;
+
+impl Engines for Tasks {
+    type Req = ReqInfo;
+    type Resp = RespInfo;
+    type Comp = CompInfo;
+
+    fn close_incoming(qp: &Qp, g: &mut QpInner) {
+        responder::close_after_flush(qp, g);
+    }
+
+    fn send_responses(qp: &Qp, g: &mut QpInner) {
+        responder::pump(qp, g);
+    }
+}
+
+impl ReqState for ReqInfo {
+    fn disconnect(&mut self) {
+        ReqInfo::disconnect(self);
+    }
+
+    fn lose_peer(&mut self) {
+        ReqInfo::lose_peer(self);
+    }
+
+    fn reset(&mut self) {
+        ReqInfo::reset(self);
+    }
+}
+
+impl RespState for RespInfo {
+    fn new(listener: Option<crate::transport::Listener>) -> RespInfo {
+        RespInfo::new(listener)
+    }
+
+    fn inc(&self) -> Option<&InConn> {
+        RespInfo::inc(self)
+    }
+
+    fn inc_mut(&mut self) -> Option<&mut InConn> {
+        RespInfo::inc_mut(self)
+    }
+
+    fn drop_pending(&mut self) {
+        RespInfo::drop_pending(self);
+    }
+
+    fn reset(&mut self) {
+        RespInfo::reset(self);
+    }
+}
 
 /// What a CQ calls on the QPs that complete into it.
 impl Producer for Qp {

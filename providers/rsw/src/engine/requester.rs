@@ -14,6 +14,7 @@ pub(crate) mod info;
 
 use super::completer::receive;
 use super::samehost::{direct, rnr_wait, Direct, ATOMIC_BATCH};
+use super::{Qp, QpInner};
 use crate::faults::Action;
 use crate::mr;
 use crate::progress::{engine, token, Kind};
@@ -25,7 +26,6 @@ use crate::wire::{
     FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN,
 };
 use crate::wq::conn::OutConn;
-use crate::wq::{Qp, QpInner};
 use info::{broken_by, Broken};
 use parking_lot::RwLockReadGuard;
 

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use verbs_abi::*;
 
 use super::completer::RNR_NOTICE_NS;
+use super::{Qp, QpInner};
 use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
@@ -45,7 +46,7 @@ use crate::wire::{
     FLAG_ACK, FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN,
 };
 use crate::wq::conn::{pending_connections, Counted, InConn, PendingConn, ReadData, Rx, TAIL};
-use crate::wq::{rnr_timer_ns, Qp, QpInner};
+use crate::wq::rnr_timer_ns;
 
 /// Stop reading requests while this many responses wait to be sent, so a
 /// peer that sends faster than it reads cannot make us buffer without bound.

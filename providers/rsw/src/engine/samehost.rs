@@ -9,6 +9,7 @@
 
 use verbs_abi::*;
 
+use super::{Qp, QpInner};
 use crate::cq::Cqe;
 use crate::mr;
 use crate::place;
@@ -17,7 +18,7 @@ use crate::transport::{local, mailbox, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::Op;
 use crate::wq::conn::RNR_DIRECT_NS;
-use crate::wq::{rnr_timer_ns, Qp, QpInner};
+use crate::wq::rnr_timer_ns;
 
 /// What the same-host path made of a WQE.
 pub enum Direct {

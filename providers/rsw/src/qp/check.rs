@@ -13,8 +13,8 @@ use verbs_rt::check::{report, Obj};
 
 use super::QPS;
 use crate::check::{self, sg_list, Posted, Recorded, RecvRec};
+use crate::engine::Qp;
 use crate::mr::{check_rkey, check_sge};
-use crate::wq::Qp;
 
 fn qp_obj(q: &Qp) -> Obj {
     Obj::qp(q.as_ibv() as usize, q.qpn)

@@ -12,7 +12,7 @@ use super::{checked, Place, QPS};
 use crate::context::Context;
 use crate::cq::Cq;
 use crate::device::{MAX_INLINE, MAX_QP_WR, MAX_SGE, MIN_INLINE};
-use crate::engine::responder;
+use crate::engine::{Qp, QpInner};
 use crate::event_count::EventCounter;
 use crate::handles::UNKNOWN_BY_IOCTL;
 use crate::pd::Pd;
@@ -21,7 +21,7 @@ use crate::srq::Srq;
 use crate::transport::mailbox::Mailbox;
 use crate::transport::Listener;
 use crate::util::{ptr_or_errno, set_errno};
-use crate::wq::{Builder, Dgram, Qp, QpInner};
+use crate::wq::{Builder, Dgram};
 use crate::xrcd::Xrcd;
 
 const SUPPORTED_SEND_OPS: u64 = (IBV_QP_EX_WITH_ATOMIC_WRITE
@@ -103,8 +103,6 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         mbox: inner.rq.mailbox().cloned().or(srq_box),
         inner: Mutex::new(inner),
         async_events: Arc::new(EventCounter::default()),
-        close_incoming: responder::close_after_flush,
-        send_responses: responder::pump,
         builder: UnsafeCell::new(builder(&cap, send_ops.is_some())),
     });
     eng.register_qp(serial, &qp);
@@ -521,8 +519,6 @@ fn open(context: *mut ibv_context, a: &ibv_qp_open_attr) -> Result<*mut ibv_qp, 
         mbox: None,
         inner: Mutex::new(inner),
         async_events: Arc::new(EventCounter::default()),
-        close_incoming: responder::close_after_flush,
-        send_responses: responder::pump,
         builder: UnsafeCell::new(Builder::empty()),
     });
     let weak = Arc::downgrade(&handle);

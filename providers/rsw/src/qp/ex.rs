@@ -13,7 +13,8 @@ use std::os::raw::{c_int, c_void};
 use verbs_abi::*;
 
 use super::post::post_send_batch;
-use crate::wq::{Builder, Qp};
+use crate::engine::Qp;
+use crate::wq::Builder;
 
 /// # Safety
 /// `qp` must be a live QP of ours, used by one thread for `ibv_wr_*`.

@@ -8,10 +8,11 @@ use std::os::raw::c_int;
 use verbs_abi::*;
 
 use super::checked;
+use crate::engine::Qp;
 use crate::handles::UNKNOWN_BY_WRITE;
 use crate::progress::{engine, token, Kind};
 use crate::transport::udp::UdpEndpoint;
-use crate::wq::{Group, Qp};
+use crate::wq::Group;
 
 /// Group ids fit the progress token's slot field.
 const GROUP_ID_MASK: usize = (1 << 14) - 1;

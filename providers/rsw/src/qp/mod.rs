@@ -11,7 +11,7 @@ mod mcast;
 mod modify;
 mod post;
 
-pub use crate::wq::Qp;
+pub use crate::engine::Qp;
 pub(crate) use create::{create_qp_ex, destroy_qp, open_qp};
 pub(crate) use mcast::{attach_mcast, detach_mcast};
 pub(crate) use modify::{modify_qp, query_qp};

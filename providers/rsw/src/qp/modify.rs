@@ -7,9 +7,9 @@ use verbs_abi::*;
 use super::checked_target;
 use crate::device::MAX_RD_ATOM;
 use crate::engine::{datagram, requester, responder};
+use crate::engine::{Qp, QpInner};
 use crate::handles::UNKNOWN_BY_WRITE;
 use crate::transport::RemoteAddr;
-use crate::wq::{Qp, QpInner};
 
 /// Required and optional attribute masks of each legal transition of a QP
 /// of type `ty` (InfiniBand spec, QP state transition table); None when

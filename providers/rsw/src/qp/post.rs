@@ -8,10 +8,10 @@ use verbs_abi::*;
 use crate::cq::Cqe;
 use crate::device::MAX_MSG_SZ;
 use crate::engine::{datagram, requester};
+use crate::engine::{Qp, QpInner};
 use crate::progress::engine;
 use crate::ring::{BindArgs, SendWqe, UdDest};
 use crate::wire::Op;
-use crate::wq::{Qp, QpInner};
 
 fn wire_op(opcode: ibv_wr_opcode) -> Option<Op> {
     Some(match opcode {

@@ -12,9 +12,10 @@
 //! All mutable state is in [`QpInner`] behind one mutex, taken by the post
 //! calls (on the caller's thread), `modify_qp`, and the progress thread. The
 //! queues are preallocated rings, so posting does not allocate. This layer
-//! sits below the engines (`engine::*`), which call its methods; of them
-//! it uses only their `info` structs (leaves below the engines' logic),
-//! which it holds and resets.
+//! sits below the engines (`engine::*`), which call its methods; what it
+//! needs of them (their per-QP state, two responder steps) goes through
+//! the [`Engines`] trait, so it is generic over them: `engine::Qp` is
+//! `Qp<engine::Tasks>`.
 
 pub(crate) mod batch;
 pub(crate) mod conn;
@@ -32,9 +33,6 @@ use verbs_abi::*;
 
 use crate::context::CtxShared;
 use crate::cq::{Cq, Cqe};
-use crate::engine::completer::info::CompInfo;
-use crate::engine::requester::info::ReqInfo;
-use crate::engine::responder::info::RespInfo;
 use crate::event_count::EventCounter;
 use crate::ring::{RecvQueue, RecvWqe, SendQueue, SendWqe};
 use crate::ringmem::{Allocator, RES_TYPE_QP};
@@ -42,10 +40,45 @@ use crate::srq::Srq;
 use crate::stats::Counters;
 use crate::transport::mailbox::Mailbox;
 use crate::transport::{Conn, Listener, RemoteAddr};
-use conn::Rx;
+use conn::{InConn, Rx};
+
+/// What this layer needs of the engines above it, as a trait so that it
+/// names none of them (`engine::Tasks` implements it). The engines own
+/// the per-QP state the QP holds for them (`req`, `resp`, `comp`, as rxe's
+/// `rxe_req_info`, `rxe_resp_info`, `rxe_comp_info`): their fields are
+/// private to the engine that edits them; this layer only creates, resets
+/// and asks them through these traits.
+pub trait Engines: Sized + 'static {
+    type Req: ReqState;
+    type Resp: RespState;
+    type Comp: Default;
+    /// Ends the incoming connection once its queued responses are out.
+    fn close_incoming(qp: &Qp<Self>, g: &mut QpInner<Self>);
+    /// Sends the incoming connection's queued responses.
+    fn send_responses(qp: &Qp<Self>, g: &mut QpInner<Self>);
+}
+
+/// The requester's state, as the QP resets it.
+pub trait ReqState: Default {
+    /// Ends the outgoing connection (the QP went to ERR).
+    fn disconnect(&mut self);
+    /// The peer is lost: what needs it fails.
+    fn lose_peer(&mut self);
+    fn reset(&mut self);
+}
+
+/// The responder's state, as the QP makes, resets and asks it.
+pub trait RespState {
+    fn new(listener: Option<Listener>) -> Self;
+    fn inc(&self) -> Option<&InConn>;
+    fn inc_mut(&mut self) -> Option<&mut InConn>;
+    /// Drops connections accepted but not yet bound to the QP.
+    fn drop_pending(&mut self);
+    fn reset(&mut self);
+}
 
 /// Mutable QP state (see the module comment for who takes the lock).
-pub struct QpInner {
+pub struct QpInner<E: Engines> {
     /// RC or UC (fixed at creation): UC sends no acknowledgements, never
     /// retries, and drops what it cannot deliver.
     pub qp_type: ibv_qp_type,
@@ -94,12 +127,12 @@ pub struct QpInner {
     pub destroyed: bool,
     pub stats: crate::stats::Counters,
     /// Each engine's own state, edited by that engine only.
-    pub req: ReqInfo,
-    pub resp: RespInfo,
-    pub comp: CompInfo,
+    pub req: E::Req,
+    pub resp: E::Resp,
+    pub comp: E::Comp,
 }
 
-impl QpInner {
+impl<E: Engines> QpInner<E> {
     /// A QP's state in RESET with queues of `cap`, their private rings
     /// from `alloc` when given (a parent domain's: see `ringmem`).
     pub fn new(
@@ -109,7 +142,7 @@ impl QpInner {
         listener: Option<Listener>,
         dgram: Option<Dgram>,
         alloc: Option<&Arc<Allocator>>,
-    ) -> Result<QpInner, c_int> {
+    ) -> Result<QpInner<E>, c_int> {
         let sq = SendQueue::new(
             cap.max_send_wr as usize,
             cap.max_send_sge as usize,
@@ -151,9 +184,9 @@ impl QpInner {
             polling: false,
             destroyed: false,
             stats: crate::stats::Counters::default(),
-            req: ReqInfo::default(),
-            resp: RespInfo::new(listener),
-            comp: CompInfo::default(),
+            req: E::Req::default(),
+            resp: E::Resp::new(listener),
+            comp: E::Comp::default(),
         })
     }
 
@@ -220,7 +253,7 @@ impl QpInner {
 }
 
 #[repr(C)]
-pub struct Qp {
+pub struct Qp<E: Engines> {
     /// Shared with the application (it reads `qp_num`/`state`, writes
     /// `wr_id`/`wr_flags` and calls the `wr_*` entries).
     pub ibv: UnsafeCell<ibv_qp_ex>,
@@ -241,34 +274,27 @@ pub struct Qp {
     /// The shared receive queue receives come from, instead of `rq`.
     pub srq: Option<Arc<Srq>>,
     /// A handle `ibv_open_qp` made: modify and query go to this QP.
-    pub opened_from: Option<Arc<Qp>>,
+    pub opened_from: Option<Arc<Qp<E>>>,
     /// A handle `ibv_open_qp` returned for another process's receive QP:
     /// query reads its state from the domain's registry; nothing else.
     pub foreign: bool,
     /// The receive queue's mailbox (`transport::mailbox`), reachable
     /// without the lock (arming a CQ needs it).
     pub mbox: Option<Arc<Mailbox>>,
-    pub inner: Mutex<QpInner>,
+    pub inner: Mutex<QpInner<E>>,
     pub async_events: Arc<EventCounter>,
     /// State of an `ibv_wr_start` .. `ibv_wr_complete` batch; single
     /// threaded by API contract.
     pub builder: UnsafeCell<Builder>,
-    /// Ends the incoming connection once its queued responses are out:
-    /// the responder's work, registered by the QP's creator so this layer
-    /// needs nothing from the engine above it.
-    pub close_incoming: fn(&Qp, &mut QpInner),
-    /// Sends the incoming connection's queued responses: the responder's
-    /// work, registered like `close_incoming`.
-    pub send_responses: fn(&Qp, &mut QpInner),
 }
 
 // SAFETY: mutable state is behind `inner`'s mutex; `ibv` is the C-visible
 // struct whose fields we write only at defined points (state changes under
 // the lock); `builder` is used by one thread at a time per the ibv_wr_*
 // contract; `pd` outlives the QP (dealloc_pd refuses while it is in use).
-unsafe impl Send for Qp {}
+unsafe impl<E: Engines> Send for Qp<E> {}
 // SAFETY: as above.
-unsafe impl Sync for Qp {}
+unsafe impl<E: Engines> Sync for Qp<E> {}
 
 /// RNR timer encoding (InfiniBand spec, min_rnr_timer 0..=31) in
 /// microseconds.
@@ -282,7 +308,7 @@ pub fn rnr_timer_ns(code: u8) -> u64 {
     RNR_TIMER_US[(code & 31) as usize] * 1000
 }
 
-impl Qp {
+impl<E: Engines> Qp<E> {
     /// Whether its public struct still names it (`handles::names`): its
     /// handle is its serial's low 32 bits.
     pub fn names_itself(&self) -> bool {
@@ -312,9 +338,9 @@ impl Qp {
 
     /// # Safety
     /// `qp` must come from our `create_qp_ex` and not be destroyed.
-    pub unsafe fn from_ibv<'a, T>(qp: *mut T) -> &'a Qp {
+    pub unsafe fn from_ibv<'a, T>(qp: *mut T) -> &'a Qp<E> {
         // SAFETY: ibv is the first field of the Arc'd Qp the pointer names.
-        unsafe { &*(qp as *const Qp) }
+        unsafe { &*(qp as *const Qp<E>) }
     }
 
     pub fn as_ibv(&self) -> *mut ibv_qp {
@@ -327,7 +353,7 @@ impl Qp {
 
     /// A same-host peer waits for a receive or for room in the mailbox:
     /// ring it on the connection (its progress thread retries).
-    pub fn wake_waiting_peer(&self, g: &mut QpInner) {
+    pub fn wake_waiting_peer(&self, g: &mut QpInner<E>) {
         let Some(m) = self.mbox.as_ref() else { return };
         if m.take_rnr_waiting() {
             if let Some(inc) = g.resp.inc_mut() {
@@ -335,7 +361,7 @@ impl Qp {
                     &crate::wire::Header::new(crate::wire::Op::Doorbell, 0),
                     None,
                 );
-                (self.send_responses)(self, g);
+                E::send_responses(self, g);
             }
         }
     }
@@ -345,7 +371,7 @@ impl Qp {
     /// completions keep their order. A failed delivery (the peer could not
     /// write the receive's buffers) moves the QP to ERR, as the responder
     /// would have.
-    pub fn drain_mailbox(&self, g: &mut QpInner) {
+    pub fn drain_mailbox(&self, g: &mut QpInner<E>) {
         let Some(m) = self.mbox.as_ref() else { return };
         let mut failed = false;
         let mut any = false;
@@ -401,7 +427,7 @@ impl Qp {
         }
     }
 
-    pub fn set_state(&self, g: &mut QpInner, s: ibv_qp_state) {
+    pub fn set_state(&self, g: &mut QpInner<E>, s: ibv_qp_state) {
         g.state = s;
         // SAFETY: the public state field is plain data in our allocation;
         // programs only read it.
@@ -418,7 +444,7 @@ impl Qp {
     /// Tells same-host requesters what our responder accepts
     /// (`transport::local`): RC and UC QPs in RTR, RTS or SQD, with their
     /// PD and access flags.
-    pub fn publish(&self, g: &QpInner) {
+    pub fn publish(&self, g: &QpInner<E>) {
         if !matches!(g.qp_type, IBV_QPT_RC | IBV_QPT_UC) {
             return;
         }
@@ -464,7 +490,7 @@ impl Qp {
 
     /// Reports a send WQE's completion (always for errors, only when
     /// signaled for successes).
-    pub fn complete_send(&self, g: &QpInner, w: &SendWqe, status: ibv_wc_status) {
+    pub fn complete_send(&self, g: &QpInner<E>, w: &SendWqe, status: ibv_wc_status) {
         if status == IBV_WC_SUCCESS && !(w.signaled || g.sq_sig_all) {
             return;
         }
@@ -488,7 +514,7 @@ impl Qp {
     /// Claims the receive the incoming message lands in (see
     /// [`QpInner::recv`]); false when none is posted (the responder
     /// stalls; an SRQ remembers to wake us).
-    pub fn claim_recv(&self, g: &mut QpInner) -> bool {
+    pub fn claim_recv(&self, g: &mut QpInner<E>) -> bool {
         if !g.claimed {
             if let Some(r) = g.xrc_remote.clone() {
                 g.claimed = match r.claim(&mut g.recv) {
@@ -528,13 +554,13 @@ impl Qp {
 
     /// The PD remote accesses are checked against: the QP's, or for an
     /// XRC receive QP, that of the SRQ the request named.
-    pub fn target_pd(&self, g: &QpInner) -> u32 {
+    pub fn target_pd(&self, g: &QpInner<E>) -> u32 {
         g.xrc_srq.as_ref().map_or(self.pd_id, |s| s.pd_id)
     }
 
     /// The CQ receives complete into: the QP's, or for an XRC receive QP,
     /// the named SRQ's.
-    fn recv_cq_for<'a>(&'a self, g: &'a QpInner) -> Option<&'a Arc<Cq>> {
+    fn recv_cq_for<'a>(&'a self, g: &'a QpInner<E>) -> Option<&'a Arc<Cq>> {
         match g.xrc_srq.as_ref().and_then(|s| s.xrc.as_ref()) {
             Some(x) => Some(&x.cq),
             None => self.recv_cq.as_ref(),
@@ -542,13 +568,13 @@ impl Qp {
     }
 
     /// The claimed receive, if any, for completing it.
-    pub fn take_claimed(&self, g: &mut QpInner) -> Option<u64> {
+    pub fn take_claimed(&self, g: &mut QpInner<E>) -> Option<u64> {
         std::mem::take(&mut g.claimed).then_some(g.recv.wr_id)
     }
 
     /// The claimed receive cannot take the incoming message: it completes
     /// with `status` (nothing happens if none was claimed).
-    pub fn fail_claimed(&self, g: &mut QpInner, status: ibv_wc_status) {
+    pub fn fail_claimed(&self, g: &mut QpInner<E>, status: ibv_wc_status) {
         if let Some(wr_id) = self.take_claimed(g) {
             let e = Cqe {
                 wr_id,
@@ -561,7 +587,7 @@ impl Qp {
         }
     }
 
-    pub fn complete_recv(&self, g: &mut QpInner, e: Cqe) {
+    pub fn complete_recv(&self, g: &mut QpInner<E>, e: Cqe) {
         self.drain_mailbox(g);
         self.complete_recv_drained(g, e);
     }
@@ -569,7 +595,7 @@ impl Qp {
     /// As [`Qp::complete_recv`] for a caller that drained the mailbox
     /// itself, before the ACK that lets a same-host peer place the next
     /// SEND there went out: what the peer placed since comes after this.
-    pub fn complete_recv_drained(&self, g: &mut QpInner, e: Cqe) {
+    pub fn complete_recv_drained(&self, g: &mut QpInner<E>, e: Cqe) {
         if let Some(r) = g.xrc_remote.clone() {
             return self.complete_remote(g, &r, e);
         }
@@ -586,7 +612,7 @@ impl Qp {
 
     /// A receive of another process's XRC SRQ: the payload (in
     /// `xrc_bounce`) goes into its buffers, the completion into its ring.
-    fn complete_remote(&self, g: &mut QpInner, r: &crate::remote_srq::RemoteSrq, mut e: Cqe) {
+    fn complete_remote(&self, g: &mut QpInner<E>, r: &crate::remote_srq::RemoteSrq, mut e: Cqe) {
         let placed = std::mem::take(&mut g.xrc_placed);
         if e.status == IBV_WC_SUCCESS && e.byte_len > 0 && !placed {
             let len = (e.byte_len as usize).min(g.xrc_bounce.len());
@@ -610,7 +636,7 @@ impl Qp {
     /// connections down (the incoming one after its queued responses, e.g.
     /// a NAK explaining the error, are sent).
     /// `why` goes to the log at error level.
-    pub fn enter_error(&self, g: &mut QpInner, why: &dyn core::fmt::Display) {
+    pub fn enter_error(&self, g: &mut QpInner<E>, why: &dyn core::fmt::Display) {
         if g.state == IBV_QPS_ERR {
             return;
         }
@@ -623,14 +649,14 @@ impl Qp {
     }
 
     /// `enter_error` without the log: `ibv_modify_qp` to ERR.
-    pub fn enter_error_quietly(&self, g: &mut QpInner) {
+    pub fn enter_error_quietly(&self, g: &mut QpInner<E>) {
         if g.state == IBV_QPS_ERR {
             return;
         }
         self.set_state(g, IBV_QPS_ERR);
         g.req.disconnect();
         g.resp.drop_pending();
-        (self.close_incoming)(self, g);
+        E::close_incoming(self, g);
         self.flush(g);
         // Nothing more will be taken from the SRQ for this QP.
         if self.srq.is_some() {
@@ -639,7 +665,7 @@ impl Qp {
     }
 
     /// Completes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
-    pub fn flush(&self, g: &mut QpInner) {
+    pub fn flush(&self, g: &mut QpInner<E>) {
         for seq in g.sq.outstanding() {
             let w = *g.sq.wqe(seq);
             self.complete_send(g, &w, IBV_WC_WR_FLUSH_ERR);
@@ -678,7 +704,7 @@ impl Qp {
     }
 
     /// Completes the head WQE with an error and moves the QP to ERR.
-    pub fn fail_head(&self, g: &mut QpInner, status: ibv_wc_status) {
+    pub fn fail_head(&self, g: &mut QpInner<E>, status: ibv_wc_status) {
         if let Some(seq) = g.sq.oldest() {
             let w = *g.sq.wqe(seq);
             self.complete_send(g, &w, status);
@@ -701,7 +727,7 @@ impl Qp {
 
     /// After completions: report a locally failed WQE that reached the head,
     /// and the end of an SQD drain.
-    pub fn after_send_completions(&self, g: &mut QpInner) {
+    pub fn after_send_completions(&self, g: &mut QpInner<E>) {
         while let Some(seq) = g.sq.oldest_in_flight() {
             let w = *g.sq.wqe(seq);
             if w.local_err != 0 {
@@ -722,7 +748,7 @@ impl Qp {
         }
     }
 
-    pub fn reset(&self, g: &mut QpInner) {
+    pub fn reset(&self, g: &mut QpInner<E>) {
         g.req.reset();
         g.resp.reset();
         g.sq.clear();
@@ -749,7 +775,7 @@ impl Qp {
     /// forever on its receives, which is the hang a test run must never
     /// meet, so the QP goes to ERR with `IBV_EVENT_QP_FATAL` and its
     /// receives flush.
-    pub fn peer_vanished(&self, g: &mut QpInner) {
+    pub fn peer_vanished(&self, g: &mut QpInner<E>) {
         if !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) {
             return;
         }
@@ -765,7 +791,7 @@ impl Qp {
     /// A CQ of this QP overran: the completions it lost make the QP's
     /// queues meaningless, so, as the spec says, the QP goes to the error
     /// state with `IBV_EVENT_QP_FATAL`.
-    pub fn check_cq_overrun(&self, g: &mut QpInner) {
+    pub fn check_cq_overrun(&self, g: &mut QpInner<E>) {
         if g.state == IBV_QPS_ERR || g.state == IBV_QPS_RESET {
             return;
         }
