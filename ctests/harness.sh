@@ -159,7 +159,7 @@ run_script() { # NAME FILE [ARGS...]: a script that must exist
 
 # --- Rust unit and integration tests, one harness test per crate, in the
 # order the libraries must be built in.
-for crate in verbs-abi verbs-rt ibverbs rsw rdmacm; do
+for crate in verbs-abi verbs-rt ibverbs rsw rdmacm rxe-rs siw-rs; do
 	run_test "cargo/$crate" "$CARGO_TIMEOUT" \
 		env "${CARGO_ENV[@]}" "${RUN_ENV[@]}" "$CARGO" test --release -p "$crate"
 done
