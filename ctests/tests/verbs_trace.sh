@@ -60,6 +60,11 @@ def find(pred, what):
     return None, None
 def n(x): return int(x, 16) if isinstance(x, str) else x
 
+# The record carries the name of the export the program called, not of
+# the function behind it.
+opens = [r for r in verbs if r["name"] == "ibv_open_device"]
+check(opens and all(n(r["ret"]) != 0 and "errno" not in r for r in opens), f"ibv_open_device returning contexts: {opens}")
+check(not [r for r in verbs if "open_device_with" in r["name"]], "an internal name in the trace")
 i_qp_a, _ = find(lambda r: r["name"] == "ibv_create_qp" and n(r["ret"]) == n(exp["qp_a"]) and n(r["pd"]) == n(exp["pd"]), "ibv_create_qp -> qp_a")
 i_qp_b, _ = find(lambda r: r["name"] == "ibv_create_qp" and n(r["ret"]) == n(exp["qp_b"]), "ibv_create_qp -> qp_b")
 mods = [r for r in verbs if r["name"] == "ibv_modify_qp" and n(r["qp"]) == n(exp["qp_a"])]

@@ -227,7 +227,7 @@ pub unsafe extern "C" fn verbs_open_device(
     device: *mut ibv_device,
     private_data: *mut c_void,
 ) -> *mut ibv_context {
-    export!(raw::ptr, untraced, {
+    export!(ptr, (device), {
         // SAFETY: forwarded contract.
         unsafe { crate::context::open_device_with(device, private_data) }
     })

@@ -60,7 +60,7 @@ unsafe fn install_lib_ops(ctx: *mut ibv_context) {
 /// `device` is NULL or an `ibv_device` from a device list.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
-    export!(raw::ptr, untraced, {
+    export!(ptr, (device), {
         // SAFETY: forwarded contract.
         unsafe { open_device_with(device, null_mut()) }
     })
@@ -71,49 +71,48 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 ///
 /// # Safety
 /// `device` is NULL or an `ibv_device` from a device list.
+// Untraced: both exports trace themselves, so a trace names the one called.
 pub(crate) unsafe fn open_device_with(
     device: *mut ibv_device,
     private_data: *mut c_void,
-) -> *mut ibv_context {
-    export!(ptr, (device), {
-        let dev = lookup(device).ok_or(libc::EINVAL)?;
-        let kernel = core::ptr::eq(dev.ops, &crate::kernel::ops::KERNEL_OPS);
-        if !private_data.is_null() && !kernel {
-            return Err(libc::EOPNOTSUPP);
+) -> Result<*mut ibv_context, c_int> {
+    let dev = lookup(device).ok_or(libc::EINVAL)?;
+    let kernel = core::ptr::eq(dev.ops, &crate::kernel::ops::KERNEL_OPS);
+    if !private_data.is_null() && !kernel {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let open = dev.ops.open_device.ok_or(libc::EOPNOTSUPP)?;
+    let ctx = if kernel {
+        // SAFETY: a kernel device from the list.
+        unsafe { crate::kernel::ops::open_with(device, private_data) }
+    } else {
+        // SAFETY: the device and handle are the pair the provider reported.
+        unsafe { open(device, dev.handle) }
+    };
+    if ctx.is_null() {
+        let e = verbs_rt::errno::errno();
+        log::error!(
+            "ibv_open_device {device:p}: the provider failed to open it (errno {e}, {})",
+            verbs_rt::trace::errno_name(e)
+        );
+        return Ok(null_mut());
+    }
+    // SAFETY: a non-NULL context from the provider is readable.
+    let (compat, ctx_dev) = unsafe { ((*ctx).abi_compat, (*ctx).device) };
+    if compat != VERBS_ABI_IS_EXTENDED || ctx_dev != device {
+        warning!("provider returned a context that breaks the provider contract; closed");
+        if let Some(close) = dev.ops.close_device {
+            // SAFETY: the provider's own context, returned just now.
+            unsafe { close(ctx) };
         }
-        let open = dev.ops.open_device.ok_or(libc::EOPNOTSUPP)?;
-        let ctx = if kernel {
-            // SAFETY: a kernel device from the list.
-            unsafe { crate::kernel::ops::open_with(device, private_data) }
-        } else {
-            // SAFETY: the device and handle are the pair the provider reported.
-            unsafe { open(device, dev.handle) }
-        };
-        if ctx.is_null() {
-            let e = verbs_rt::errno::errno();
-            log::error!(
-                "ibv_open_device {device:p}: the provider failed to open it (errno {e}, {})",
-                verbs_rt::trace::errno_name(e)
-            );
-            return Ok(null_mut());
-        }
-        // SAFETY: a non-NULL context from the provider is readable.
-        let (compat, ctx_dev) = unsafe { ((*ctx).abi_compat, (*ctx).device) };
-        if compat != VERBS_ABI_IS_EXTENDED || ctx_dev != device {
-            warning!("provider returned a context that breaks the provider contract; closed");
-            if let Some(close) = dev.ops.close_device {
-                // SAFETY: the provider's own context, returned just now.
-                unsafe { close(ctx) };
-            }
-            return Err(libc::EOPNOTSUPP);
-        }
-        // SAFETY: checked extended context.
-        unsafe { install_lib_ops(ctx) };
-        // SAFETY: as above.
-        unsafe { crate::trace_ops::install(ctx) };
-        register_context(ctx, dev.ops);
-        Ok(ctx)
-    })
+        return Err(libc::EOPNOTSUPP);
+    }
+    // SAFETY: checked extended context.
+    unsafe { install_lib_ops(ctx) };
+    // SAFETY: as above.
+    unsafe { crate::trace_ops::install(ctx) };
+    register_context(ctx, dev.ops);
+    Ok(ctx)
 }
 
 /// A context that is not open (NULL, foreign, already closed) is EINVAL.
