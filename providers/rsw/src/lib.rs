@@ -16,7 +16,8 @@
 //!   `ibv_wr_*`, the checker's QP checks);
 //! - engine: `engine/` (`requester`, `samehost` (the same-host path's
 //!   requests), `completer`, `responder` for RC, UC and XRC, each with its
-//!   per-QP state in its `info`, which the QP holds; `datagram` for UD);
+//!   per-QP state in its `info`, which the QP holds through the
+//!   `wq::Engines` trait; `datagram` for UD);
 //! - objects: `wq/` (the QP's state), `srq`, `mw`, `dm`, `remote_srq`,
 //!   `place` (placing a message into a receive), `cq`, `mr` (the key
 //!   table), `xrcd`, `ah`, `pd`, `xrc_registry`,
