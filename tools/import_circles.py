@@ -40,8 +40,20 @@ An allowed circle must exist exactly as listed: one that is gone or
 has changed its files is reported, so the list only shrinks.
 --edges: also print every arrow, one a line.
 
-Exit status: 0 no circle (beyond the allowed ones), 1 circles or a
-stale allowance, 2 bad usage.
+The same check one level up: a crate's top-level modules (a file under
+src/, or a folder with everything in it) are rooms, and an arrow between
+files of two rooms is an arrow between the rooms. A circle of rooms
+with no circle of files under it (hi/mod.rs -> lo/mod.rs -> hi/info.rs
+-> lo/conn.rs) still means a lower module imports an upper one; it is
+printed as "room circle" with its arrows, and fails. Arrows inside a
+circle of files are left out of this (that circle is reported already).
+
+Exit status: 0 no circle (beyond the allowed ones), 1 circles, room
+circles or a stale allowance, 2 bad usage.
+
+A folder that holds a layer cake of its own (a backend whose files run
+from the bottom of the crate to its top) is named in the --allow file as
+"split FOLDER": each of its files is then a room of its own.
 """
 
 import argparse
@@ -430,13 +442,16 @@ def sccs(nodes, edges):
 
 
 def read_allow(path):
-    allowed = []
+    """(circles allowed: [(files, line)], folders split into files)."""
+    allowed, split = [], []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
-            files = line.split("#", 1)[0].split()
-            if files:
-                allowed.append((frozenset(files), n))
-    return allowed
+            words = line.split("#", 1)[0].split()
+            if words[:1] == ["split"] and len(words) == 2:
+                split.append(words[1].rstrip("/") + "/")
+            elif words:
+                allowed.append((frozenset(words), n))
+    return allowed, split
 
 
 def main(argv):
@@ -453,7 +468,9 @@ def main(argv):
     def rel(p):
         return os.path.relpath(p, root)
 
+    allowed, split = read_allow(args.allow) if args.allow else ([], [])
     crates = find_crates(root)
+    room = {}    # file -> (crate root, top-level module), crate roots excluded
     edges = {}   # file -> {file: [names]}: the arrows that can close a circle
     inward = {}  # file -> {file: [names]}: arrows to an enclosing module
     nfiles = 0
@@ -463,6 +480,9 @@ def main(argv):
         for path in sorted(crate.files):
             nfiles += 1
             mod = crate.own[path]
+            if mod:
+                whole = any(rel(path).startswith(d) for d in split)
+                room[rel(path)] = (rel(crate.modules[()]), rel(path) if whole else mod[0])
             edges.setdefault(rel(path), {})
             for target, name in crate.references(path):
                 # A module inside another sees what encloses it (Rust's
@@ -484,7 +504,6 @@ def main(argv):
 
     circles = [c for c in sccs(sorted(edges), edges) if len(c) > 1]
     circles.sort()
-    allowed = read_allow(args.allow) if args.allow else []
     allowed_sets = {s for s, _ in allowed}
     bad = 0
     for i, comp in enumerate(circles, 1):
@@ -497,14 +516,43 @@ def main(argv):
             for b in sorted(edges[a]):
                 if b in members:
                     print(f"  {a} -> {b}: {', '.join(sorted(edges[a][b]))}")
+    # Rooms: arrows between top-level modules, those inside a file
+    # circle left out.
+    in_circle = {}
+    for i, comp in enumerate(circles):
+        for f in comp:
+            in_circle[f] = i
+    redges, rwhy = {}, {}
+    for a in edges:
+        for b in edges[a]:
+            ra, rb = room.get(a), room.get(b)
+            if not ra or not rb or ra == rb:
+                continue
+            if a in in_circle and in_circle.get(b) == in_circle[a]:
+                continue
+            redges.setdefault(ra, set()).add(rb)
+            rwhy.setdefault((ra, rb), []).append(f"{a} -> {b}: {', '.join(sorted(edges[a][b]))}")
+    rooms = sorted(set(room.values()))
+    rcircles = sorted(c for c in sccs(rooms, redges) if len(c) > 1)
+    for i, comp in enumerate(rcircles, 1):
+        names = ", ".join(m for _, m in comp)
+        print(f"room circle {i}: {comp[0][0]}: top-level modules {names}")
+        members = set(comp)
+        for ra in comp:
+            for rb in sorted(redges.get(ra, ())):
+                if rb in members:
+                    for why in rwhy[(ra, rb)]:
+                        print(f"  {why}")
+    nallowed = len(circles) - bad
+    bad += len(rcircles)
     found = {frozenset(c) for c in circles}
     stale = [(s, n) for s, n in allowed if s not in found]
     for s, n in stale:
         print(f"stale allowance ({args.allow}:{n}): no such circle any more: "
               f"{' '.join(sorted(s))} -- remove the line")
     print(f"{len(crates)} crates, {nfiles} files, {narrows + nin} arrows ({nin} to an enclosing"
-          f" module); circles: {len(circles)} ({len(circles) - bad} allowed);"
-          f" stale allowances: {len(stale)}")
+          f" module); circles: {len(circles)} ({nallowed} allowed);"
+          f" stale allowances: {len(stale)}; room circles: {len(rcircles)}")
     return 1 if bad or stale else 0
 
 

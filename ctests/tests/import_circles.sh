@@ -8,7 +8,11 @@
 # enclosing module (a child's `use super::*`) closes no circle; see the
 # script's head for what it reads. Circles known and being fixed are
 # listed in ctests/import_circles.allow, and an allowed circle that no
-# longer exists fails too, so the list only shrinks.
+# longer exists fails too, so the list only shrinks. One level up, the
+# crate's top-level modules (a file or a whole folder) must not form a
+# circle either ("room circles": wq -> engine/*/info.rs -> wq/conn.rs,
+# no circle of files, was one), except across a folder the allow file
+# splits into its files.
 # First the script checks itself on small fake crates: circles it must
 # find, and shapes that are no circle.
 set -u
@@ -104,6 +108,29 @@ echo "sib/src/a.rs third/src/c.rs" >> "$work/allow"
     { cat "$work/stale.out"; fail "a stale allowance passed"; }
 expect_in "$work/stale.out" "^stale allowance \(.*allow:5\): no such circle any more: sib/src/a\.rs third/src/c\.rs"
 echo "ok: the clean crate passes, allowed circles pass, a stale allowance fails"
+
+# Rooms: no circle of files, but the top-level modules hi and lo import
+# each other (hi/mod.rs -> lo/mod.rs -> hi/info.rs -> lo/conn.rs): a
+# lower module imports an upper one. "split" makes a folder's files rooms
+# of their own: splitting hi alone leaves hi/info.rs <-> lo, splitting
+# both opens it.
+put r/Cargo.toml <<< '[workspace]'
+put r/rooms/Cargo.toml <<< '[package]'
+put r/rooms/src/lib.rs <<< 'mod hi; mod lo;'
+put r/rooms/src/hi/mod.rs <<< 'pub mod info; use crate::lo::L; pub fn f(_: L) {}'
+put r/rooms/src/hi/info.rs <<< 'pub struct Info(pub crate::lo::conn::C);'
+put r/rooms/src/lo/mod.rs <<< 'pub mod conn; pub struct L(pub crate::hi::info::Info);'
+put r/rooms/src/lo/conn.rs <<< 'pub struct C;'
+"$py" "$tool" "$work/r" > "$work/rooms.out" 2>&1 && { cat "$work/rooms.out"; fail "a circle of top-level modules passed"; }
+expect_in "$work/rooms.out" '^room circle 1: rooms/src/lib\.rs: top-level modules hi, lo$'
+expect_in "$work/rooms.out" '^  rooms/src/lo/mod\.rs -> rooms/src/hi/info\.rs: Info$'
+expect_in "$work/rooms.out" '; circles: 0 \(0 allowed\); stale allowances: 0; room circles: 1$'
+echo "split rooms/src/hi" > "$work/split"
+"$py" "$tool" --allow "$work/split" "$work/r" > "$work/split.out" 2>&1 && { cat "$work/split.out"; fail "hi split, lo whole: passed"; }
+expect_in "$work/split.out" '^room circle 1: rooms/src/lib\.rs: top-level modules lo, rooms/src/hi/info\.rs$'
+echo "split rooms/src/lo/" >> "$work/split"
+"$py" "$tool" --allow "$work/split" "$work/r" > "$work/split.out" 2>&1 || { cat "$work/split.out"; fail "both folders split: still a room circle"; }
+echo "ok: a circle of top-level modules fails, a split folder's files are rooms of their own"
 
 # --- the repository's crates.
 cd "$repo" || fail "no repository"
