@@ -303,6 +303,15 @@ pub(crate) unsafe extern "C" fn query_device_ex(
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
     ex.xrc_odp_caps = all;
     ex.max_dm_size = crate::device::MAX_DM_SIZE;
+    // Raw packet QPs spread over WQs by Toeplitz (`flow`, `rwq`); no
+    // stripping, FCS or checksum offloads.
+    ex.rss_caps.supported_qpts = 1 << IBV_QPT_RAW_PACKET;
+    ex.rss_caps.max_rwq_indirection_tables = crate::rwq::MAX_IND_TBLS;
+    ex.rss_caps.max_rwq_indirection_table_size = 1 << crate::rwq::MAX_LOG_IND_TBL;
+    ex.rss_caps.rx_hash_fields_mask = crate::flow::HASH_FIELDS;
+    ex.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ as u8;
+    ex.max_wq_type_rq = crate::rwq::MAX_WQS;
+    ex.raw_packet_caps = 0;
     // SAFETY: attr has room for attr_size bytes.
     unsafe { write_prefix(attr, &ex, attr_size) };
     0
@@ -418,6 +427,17 @@ pub struct DataPath {
     pub alloc_parent_domain:
         unsafe extern "C" fn(*mut ibv_context, *mut ibv_parent_domain_init_attr) -> *mut ibv_pd,
     pub open_qp: unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_open_attr) -> *mut ibv_qp,
+    /// Raw packet QPs' flows, work queues and RSS tables.
+    pub create_flow: unsafe extern "C" fn(*mut ibv_qp, *mut ibv_flow_attr) -> *mut ibv_flow,
+    pub destroy_flow: unsafe extern "C" fn(*mut ibv_flow) -> c_int,
+    pub create_wq: unsafe extern "C" fn(*mut ibv_context, *mut ibv_wq_init_attr) -> *mut ibv_wq,
+    pub modify_wq: unsafe extern "C" fn(*mut ibv_wq, *mut ibv_wq_attr) -> c_int,
+    pub destroy_wq: unsafe extern "C" fn(*mut ibv_wq) -> c_int,
+    pub create_rwq_ind_table: unsafe extern "C" fn(
+        *mut ibv_context,
+        *mut ibv_rwq_ind_table_init_attr,
+    ) -> *mut ibv_rwq_ind_table,
+    pub destroy_rwq_ind_table: unsafe extern "C" fn(*mut ibv_rwq_ind_table) -> c_int,
 }
 
 /// Opens a context on the device behind `handle` with the entry points of
@@ -487,6 +507,13 @@ pub(crate) unsafe fn open_device(
     vctx.alloc_parent_domain = Some(ops.alloc_parent_domain);
     vctx.open_qp = Some(ops.open_qp);
     vctx.close_xrcd = Some(ops.close_xrcd);
+    vctx.ibv_create_flow = Some(ops.create_flow);
+    vctx.ibv_destroy_flow = Some(ops.destroy_flow);
+    vctx.create_wq = Some(ops.create_wq);
+    vctx.modify_wq = Some(ops.modify_wq);
+    vctx.destroy_wq = Some(ops.destroy_wq);
+    vctx.create_rwq_ind_table = Some(ops.create_rwq_ind_table);
+    vctx.destroy_rwq_ind_table = Some(ops.destroy_rwq_ind_table);
     vctx.sz = std::mem::size_of::<verbs_context>();
     let c = &mut vctx.context;
     c.device = device;

@@ -17,8 +17,10 @@
 //! - engine: `engine/` (`requester`, `samehost` (the same-host path's
 //!   requests), `completer`, `responder` for RC, UC and XRC, each with its
 //!   per-QP state in its `info`, which the QP holds through the
-//!   `wq::Engines` trait; `datagram` for UD);
-//! - objects: `wq/` (the QP's state), `srq`, `mw`, `dm`, `remote_srq`,
+//!   `wq::Engines` trait; `datagram` for UD, `raw` for raw packet QPs);
+//! - objects: `wq/` (the QP's state), `rwq` (work queues and RSS
+//!   indirection tables), `flow` (steering rules, RSS hashing), `srq`,
+//!   `mw`, `dm`, `remote_srq`,
 //!   `place` (placing a message into a receive), `cq`, `mr` (the key
 //!   table), `xrcd`, `ah`, `pd`, `xrc_registry`,
 //!   `ring` (work queues), `context`, `channel`, `device`, `td`;
@@ -40,6 +42,7 @@ mod dm;
 mod engine;
 mod event_count;
 mod faults;
+mod flow;
 mod gid;
 mod guard;
 mod handles;
@@ -54,6 +57,7 @@ mod qp;
 mod remote_srq;
 mod ring;
 mod ringmem;
+mod rwq;
 mod srq;
 mod stats;
 mod td;
@@ -142,6 +146,13 @@ static DATA_PATH: context::DataPath = context::DataPath {
     dealloc_td: td::dealloc_td,
     alloc_parent_domain: pd::alloc_parent_domain,
     open_qp: qp::open_qp,
+    create_flow: qp::create_flow,
+    destroy_flow: qp::destroy_flow,
+    create_wq: rwq::create_wq,
+    modify_wq: rwq::modify_wq,
+    destroy_wq: rwq::destroy_wq,
+    create_rwq_ind_table: rwq::create_rwq_ind_table,
+    destroy_rwq_ind_table: rwq::destroy_rwq_ind_table,
 };
 
 unsafe extern "C" fn open_device(device: *mut ibv_device, handle: *mut c_void) -> *mut ibv_context {

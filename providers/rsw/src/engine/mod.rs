@@ -2,7 +2,8 @@
 //! `requester` (our requests on the outgoing connection), `samehost` (the
 //! requests it does itself into a same-host peer), `completer` (the
 //! responses to our requests), `responder` (the peer's requests on the
-//! incoming connection, our responses) and `datagram` (UD); each RC
+//! incoming connection, our responses), `datagram` (UD) and `raw` (raw
+//! packet QPs); each RC
 //! engine keeps its per-QP state in its `info`, which the QP holds
 //! (`wq::QpInner`, generic over [`Tasks`] so that it names no engine). Calls go requester -> samehost, completer;
 //! responder -> requester, completer. They act on a QP's state (`wq`) under
@@ -11,6 +12,7 @@
 
 pub(crate) mod completer;
 pub(crate) mod datagram;
+pub(crate) mod raw;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod samehost;
@@ -129,6 +131,7 @@ impl Target for Qp {
         // must end the connection here or they would fire forever.
         let dead = events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
         match kind {
+            Kind::Datagram if g.raw.is_some() => raw::on_event(self, &mut g, events),
             Kind::Datagram => datagram::on_event(self, &mut g, events),
             Kind::Group(id) => datagram::receive_group(self, &mut g, id),
             Kind::Listener => responder::on_listener(self, &mut g),
@@ -164,6 +167,11 @@ impl Target for Qp {
         if g.dgram.is_some() {
             datagram::pump(self, &mut g);
             datagram::receive_all(self, &mut g);
+            return;
+        }
+        if g.raw.is_some() {
+            raw::pump(self, &mut g);
+            raw::receive(self, &mut g);
             return;
         }
         responder::pump(self, &mut g);
@@ -246,6 +254,7 @@ impl Qp {
     /// count is reached, with the other's last SENDs in its socket).
     pub fn take_arrived(&self, g: &mut QpInner) {
         if g.dgram.is_none()
+            && g.raw.is_none()
             && g.resp.inc().is_some()
             && matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD)
         {
@@ -264,6 +273,10 @@ impl Qp {
         }
         if g.dgram.is_some() {
             datagram::receive_all(self, &mut g);
+            return;
+        }
+        if g.raw.is_some() {
+            raw::receive(self, &mut g);
             return;
         }
         g.polling = true;

@@ -2,7 +2,7 @@
 
 use std::cell::UnsafeCell;
 use std::os::raw::c_int;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -21,6 +21,8 @@ use crate::srq::Srq;
 use crate::transport::mailbox::Mailbox;
 use crate::transport::Listener;
 use crate::util::{ptr_or_errno, set_errno};
+use crate::rwq::IndTable;
+use crate::wq::raw::{Raw, Rss};
 use crate::wq::{Builder, Dgram};
 use crate::xrcd::Xrcd;
 
@@ -50,9 +52,14 @@ const UD_SEND_OPS: u64 = (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM) as
 
 fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut ibv_qp, c_int> {
     let (create_flags, send_ops) = check_attr(a)?;
-    let o = check_objects(context, a, send_ops)?;
+    let rss = rss_conf(context, a)?;
+    let o = check_objects(context, a, send_ops, rss.is_some())?;
     let (tgt, has_rq) = (o.tgt, o.has_rq);
-    let cap = queue_caps(&a.cap, o.srq.is_some(), has_rq, tgt)?;
+    // An RSS QP only receives, into its table's WQs.
+    let no_sq = tgt || o.rss;
+    let cap = queue_caps(&a.cap, o.srq.is_some(), has_rq, no_sq)?;
+    // Opened first: without CAP_NET_RAW this is EPERM.
+    let raw = open_raw(context, a.qp_type, rss)?;
     // Every failure below gives the place back.
     let place = Place::take()?;
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
@@ -63,17 +70,18 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     let (ctx, send_cq, recv_cq) = unsafe {
         (
             Context::shared_of(context),
-            (!tgt).then(|| Cq::arc_from_ibv(a.send_cq)),
+            (!no_sq).then(|| Cq::arc_from_ibv(a.send_cq)),
             has_rq.then(|| Cq::arc_from_ibv(a.recv_cq)),
         )
     };
     let pd_ptr = if tgt { std::ptr::null_mut() } else { a.pd };
     let serial = crate::progress::new_serial();
     let ibv = public_struct(context, a, &o, serial, qpn, send_ops.is_some());
-    let (watch_fd, watch_kind) = match (&listener, &dgram) {
-        (Some(l), _) => (l.fd(), Kind::Listener),
-        (None, Some(d)) => (d.fd(), Kind::Datagram),
-        (None, None) => return Err(libc::EINVAL),
+    let (watch_fd, watch_kind) = match (&listener, &dgram, &raw) {
+        (Some(l), _, _) => (l.fd(), Kind::Listener),
+        (None, Some(d), _) => (d.fd(), Kind::Datagram),
+        (None, None, Some(r)) => (r.fd(), Kind::Datagram),
+        (None, None, None) => return Err(libc::EINVAL),
     };
     let pd = o.pd;
     let mut inner = QpInner::new(
@@ -85,6 +93,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         pd.and_then(|p| p.allocator()),
     )?;
     inner.block_self_mcast = create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0;
+    inner.raw = raw;
     let srq_box = srq_mailbox(o.srq.as_ref(), a.qp_type);
     let qp = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
@@ -116,6 +125,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         return Err(e.raw_os_error().unwrap_or(libc::ENOMEM));
     }
     attach(&qp, pd);
+    attach_rss(&qp);
     a.cap = cap;
     place.keep();
     let weak = Arc::downgrade(&qp);
@@ -124,16 +134,78 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     Ok(p)
 }
 
+/// Raw packet QPs' numbers: above every port number, below the WQs'.
+static RAW_QPN: AtomicU32 = AtomicU32::new(0x1_0000);
+
 /// A connected QP's number is its listener's port; a UD QP's, its
-/// datagram socket's.
+/// datagram socket's; a raw packet QP's, the next of [`RAW_QPN`].
 fn open_socket(qp_type: ibv_qp_type) -> Result<(Option<Listener>, Option<Dgram>, u32), c_int> {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::ENOMEM);
+    if qp_type == IBV_QPT_RAW_PACKET {
+        let n = RAW_QPN.fetch_add(1, Ordering::Relaxed);
+        return Ok((None, None, 0x1_0000 + n % 0xe0_0000));
+    }
     if qp_type == IBV_QPT_UD {
         let (d, qpn) = Dgram::open().map_err(errno)?;
         Ok((None, Some(d), qpn))
     } else {
         let (l, qpn) = Listener::open().map_err(errno)?;
         Ok((Some(l), None, qpn))
+    }
+}
+
+/// A raw packet QP's socket on the context's interface (EPERM without
+/// CAP_NET_RAW); None for other types.
+fn open_raw(
+    context: *mut ibv_context,
+    qp_type: ibv_qp_type,
+    rss: Option<Rss>,
+) -> Result<Option<Raw>, c_int> {
+    if qp_type != IBV_QPT_RAW_PACKET {
+        return Ok(None);
+    }
+    // SAFETY: context comes from this provider.
+    let dev = &unsafe { Context::from_ibv(context) }.shared.dev;
+    Raw::open(dev.ifindex, dev.if_mtu, rss).map(Some)
+}
+
+/// An RSS QP's hashing and table (`IBV_QP_INIT_ATTR_IND_TABLE` with
+/// `IBV_QP_INIT_ATTR_RX_HASH`, raw packet QPs only): Toeplitz over the
+/// fields this device hashes, with a key of the caller's.
+fn rss_conf(context: *mut ibv_context, a: &ibv_qp_init_attr_ex) -> Result<Option<Rss>, c_int> {
+    let both = IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+    match a.comp_mask & both {
+        0 => return Ok(None),
+        m if m != both => return Err(libc::EINVAL),
+        _ => {}
+    }
+    let h = &a.rx_hash_conf;
+    if h.rx_hash_function != IBV_RX_HASH_FUNC_TOEPLITZ as u8
+        || h.rx_hash_fields_mask & !crate::flow::HASH_FIELDS != 0
+        || h.rx_hash_key_len == 0
+        || h.rx_hash_key.is_null()
+    {
+        return Err(libc::EINVAL);
+    }
+    let table = IndTable::checked(a.rwq_ind_tbl, context)?;
+    // SAFETY: the caller's key of the length it gives.
+    let key = unsafe { std::slice::from_raw_parts(h.rx_hash_key, h.rx_hash_key_len as usize) };
+    Ok(Some(Rss {
+        key: key.to_vec(),
+        fields: h.rx_hash_fields_mask,
+        cqs: table.cqs(),
+        table,
+    }))
+}
+
+/// An RSS QP is driven by a poll of its WQs' CQs, and holds its table.
+fn attach_rss(qp: &Arc<Qp>) {
+    let g = qp.inner.lock();
+    if let Some(r) = g.raw.as_ref().and_then(|r| r.rss.as_ref()) {
+        r.table.users.fetch_add(1, Ordering::AcqRel);
+        for cq in &r.cqs {
+            cq.attach_qp(qp);
+        }
     }
 }
 
@@ -150,9 +222,9 @@ fn check_attr(a: &ibv_qp_init_attr_ex) -> Result<(u32, Option<u64>), c_int> {
     if a.comp_mask & !known != 0 {
         return Err(libc::EINVAL);
     }
-    if a.comp_mask
-        & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_MAX_TSO_HEADER)
-        != 0
+    if a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER != 0
+        || (a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH) != 0
+            && a.qp_type != IBV_QPT_RAW_PACKET)
     {
         return Err(libc::EOPNOTSUPP);
     }
@@ -175,10 +247,14 @@ fn check_attr(a: &ibv_qp_init_attr_ex) -> Result<(u32, Option<u64>), c_int> {
     } else {
         None
     };
-    // Raw packet QPs are not something a software device can offer.
     if !matches!(
         a.qp_type,
-        IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD | IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV
+        IBV_QPT_RC
+            | IBV_QPT_UC
+            | IBV_QPT_UD
+            | IBV_QPT_XRC_SEND
+            | IBV_QPT_XRC_RECV
+            | IBV_QPT_RAW_PACKET
     ) {
         return Err(libc::EOPNOTSUPP);
     }
@@ -189,6 +265,8 @@ fn check_attr(a: &ibv_qp_init_attr_ex) -> Result<(u32, Option<u64>), c_int> {
 struct Objects<'a> {
     /// An XRC receive QP (no queues of its own).
     tgt: bool,
+    /// An RSS QP (no queues of its own: its table's WQs receive).
+    rss: bool,
     has_rq: bool,
     xrcd: Option<Arc<crate::xrcd::Domain>>,
     pd: Option<&'a Pd>,
@@ -199,12 +277,13 @@ fn check_objects<'a>(
     context: *mut ibv_context,
     a: &ibv_qp_init_attr_ex,
     send_ops: Option<u64>,
+    rss: bool,
 ) -> Result<Objects<'a>, c_int> {
     // An XRC receive QP belongs to a domain and has no queues (its
     // receives come from the XRC SRQs each request names); an XRC send QP
     // has no receive queue.
     let tgt = a.qp_type == IBV_QPT_XRC_RECV;
-    let has_rq = !matches!(a.qp_type, IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV);
+    let has_rq = !rss && !matches!(a.qp_type, IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV);
     let xrcd = if tgt {
         if a.comp_mask & IBV_QP_INIT_ATTR_XRCD == 0 {
             return Err(libc::EINVAL);
@@ -224,7 +303,7 @@ fn check_objects<'a>(
     } else {
         Some(Pd::checked(a.pd, Some(context), UNKNOWN_BY_IOCTL)?)
     };
-    if !tgt {
+    if !tgt && !rss {
         Cq::checked(a.send_cq, context, UNKNOWN_BY_IOCTL)?;
     }
     if has_rq {
@@ -237,6 +316,7 @@ fn check_objects<'a>(
         IBV_QPT_UC => UC_SEND_OPS,
         IBV_QPT_UD => UD_SEND_OPS,
         IBV_QPT_XRC_RECV => 0,
+        IBV_QPT_RAW_PACKET => IBV_QP_EX_WITH_SEND as u64,
         _ => SUPPORTED_SEND_OPS,
     };
     if send_ops.is_some_and(|ops| ops & !allowed_ops != 0) {
@@ -249,6 +329,7 @@ fn check_objects<'a>(
     };
     Ok(Objects {
         tgt,
+        rss,
         has_rq,
         xrcd,
         pd,
@@ -312,7 +393,11 @@ fn public_struct(
     ibv.qp_base.context = context;
     ibv.qp_base.qp_context = a.qp_context;
     ibv.qp_base.pd = pd_ptr;
-    ibv.qp_base.send_cq = if tgt { std::ptr::null_mut() } else { a.send_cq };
+    ibv.qp_base.send_cq = if tgt || o.rss {
+        std::ptr::null_mut()
+    } else {
+        a.send_cq
+    };
     ibv.qp_base.recv_cq = if has_rq {
         a.recv_cq
     } else {
@@ -401,6 +486,10 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         Ok(q) => q,
         Err(e) => return e,
     };
+    // Its flows hold it, as the kernel's hold a QP.
+    if crate::flow::has_rules(held.serial) {
+        return libc::EBUSY;
+    }
     if verbs_rt::check::on() && held.opened_from.is_none() && !held.inner.lock().destroyed {
         if let Err(e) = super::check::qp_destroy(&held) {
             return e;
@@ -425,15 +514,22 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     if let Ok(e) = engine() {
         e.unregister_qp(q.serial);
     }
-    let rings = {
+    let (rings, raw) = {
         let mut g = q.inner.lock();
         crate::stats::retire(&q.ctx.dev.name, &g.stats.snapshot());
         g.req.disconnect();
         g.resp.shut();
         g.dgram = None;
         g.mcast.clear();
-        g.take_extern_rings()
+        (g.take_extern_rings(), g.raw.take())
     };
+    if let Some(r) = raw.as_ref().and_then(|r| r.rss.as_ref()) {
+        for cq in &r.cqs {
+            cq.detach_qp(q);
+        }
+        r.table.users.fetch_sub(1, Ordering::AcqRel);
+    }
+    drop(raw);
     // Back to the parent domain's allocator (`free`), outside the lock.
     drop(rings);
     q.ctx.async_q.purge(qp as usize);

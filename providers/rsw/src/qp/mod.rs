@@ -6,6 +6,7 @@
 
 pub(crate) mod check;
 mod create;
+mod flow;
 pub(crate) mod ex;
 mod mcast;
 mod modify;
@@ -13,6 +14,7 @@ mod post;
 
 pub use crate::engine::Qp;
 pub(crate) use create::{create_qp_ex, destroy_qp, open_qp};
+pub(crate) use flow::{create_flow, destroy_flow};
 pub(crate) use mcast::{attach_mcast, detach_mcast};
 pub(crate) use modify::{modify_qp, query_qp};
 pub(crate) use post::{bind_mw, post_recv, post_send};
@@ -138,6 +140,7 @@ pub(crate) fn stats_report() -> String {
                     IBV_QPT_RC => "RC",
                     IBV_QPT_UC => "UC",
                     IBV_QPT_UD => "UD",
+                    IBV_QPT_RAW_PACKET => "RAW_PACKET",
                     IBV_QPT_XRC_SEND => "XRC_SEND",
                     IBV_QPT_XRC_RECV => "XRC_RECV",
                     _ => "other",

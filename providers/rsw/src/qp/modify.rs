@@ -6,7 +6,7 @@ use verbs_abi::*;
 
 use super::checked_target;
 use crate::device::MAX_RD_ATOM;
-use crate::engine::{datagram, requester, responder};
+use crate::engine::{datagram, raw, requester, responder};
 use crate::engine::{Qp, QpInner};
 use crate::handles::UNKNOWN_BY_WRITE;
 use crate::transport::RemoteAddr;
@@ -18,6 +18,7 @@ fn transition(ty: ibv_qp_type, cur: ibv_qp_state, new: ibv_qp_state) -> Option<(
     match ty {
         IBV_QPT_UC => transition_uc(cur, new),
         IBV_QPT_UD => transition_ud(cur, new),
+        IBV_QPT_RAW_PACKET => transition_raw(cur, new),
         // The XRC send side has no responder: its RTR is UC's.
         IBV_QPT_XRC_SEND if (cur, new) == (IBV_QPS_INIT, IBV_QPS_RTR) => transition_uc(cur, new),
         // The XRC receive side has no requester: RTS needs no retry or
@@ -70,6 +71,18 @@ fn transition_ud(cur: ibv_qp_state, new: ibv_qp_state) -> Option<(u32, u32)> {
         }
         (IBV_QPS_RTS, IBV_QPS_SQD) => (0, IBV_QP_EN_SQD_ASYNC_NOTIFY),
         (IBV_QPS_SQD, IBV_QPS_SQD) => (0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY),
+        _ => return None,
+    })
+}
+
+/// Raw packet: the port, nothing else (as the kernel's table has it).
+fn transition_raw(cur: ibv_qp_state, new: ibv_qp_state) -> Option<(u32, u32)> {
+    Some(match (cur, new) {
+        (_, IBV_QPS_RESET) | (_, IBV_QPS_ERR) => (0, 0),
+        (IBV_QPS_RESET, IBV_QPS_INIT) => (IBV_QP_PORT, 0),
+        (IBV_QPS_INIT, IBV_QPS_INIT) => (0, IBV_QP_PORT),
+        (IBV_QPS_INIT, IBV_QPS_RTR) | (IBV_QPS_RTR, IBV_QPS_RTS) => (0, 0),
+        (IBV_QPS_RTS, IBV_QPS_RTS) | (IBV_QPS_SQE, IBV_QPS_RTS) => (0, IBV_QP_CUR_STATE),
         _ => return None,
     })
 }
@@ -295,7 +308,7 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
         IBV_QPS_INIT => qp.set_state(&mut g, IBV_QPS_INIT),
         IBV_QPS_RTR => {
             qp.set_state(&mut g, IBV_QPS_RTR);
-            if cur == IBV_QPS_INIT && g.dgram.is_none() {
+            if cur == IBV_QPS_INIT && g.dgram.is_none() && g.raw.is_none() {
                 if let Err(e) = to_rtr(qp, &mut g) {
                     // No socket for the connection: the modify fails and
                     // the QP stays in INIT, as a failed command leaves it.
@@ -312,6 +325,8 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
             g.sqd_notify = false;
             if g.dgram.is_some() {
                 datagram::pump(qp, &mut g);
+            } else if g.raw.is_some() {
+                raw::pump(qp, &mut g);
             } else {
                 requester::apply_timeouts(&g);
                 requester::pump(qp, &mut g);

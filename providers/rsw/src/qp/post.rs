@@ -7,7 +7,7 @@ use verbs_abi::*;
 
 use crate::cq::Cqe;
 use crate::device::MAX_MSG_SZ;
-use crate::engine::{datagram, requester};
+use crate::engine::{datagram, raw, requester};
 use crate::engine::{Qp, QpInner};
 use crate::progress::engine;
 use crate::ring::{BindArgs, SendWqe, UdDest};
@@ -60,6 +60,8 @@ pub unsafe fn check_send_wr(g: &QpInner, wr: &ibv_send_wr) -> Result<Checked, c_
             op,
             Op::ReadReq | Op::CmpSwap | Op::FetchAdd | Op::AtomicWrite
         ),
+        // A frame is all a raw packet QP sends.
+        IBV_QPT_RAW_PACKET => op == Op::Send,
         _ => true,
     };
     if !allowed {
@@ -312,6 +314,8 @@ unsafe fn post_locked(
     }
     if g.dgram.is_some() {
         datagram::pump(qp, g);
+    } else if g.raw.is_some() {
+        raw::pump(qp, g);
     } else {
         // The requester may hold back a burst of same-host atomics to do
         // them together (see `requester::defer_atomic`).

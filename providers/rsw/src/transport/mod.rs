@@ -17,6 +17,7 @@
 pub(crate) mod atomics;
 pub(crate) mod local;
 pub(crate) mod mailbox;
+pub(crate) mod packet;
 pub(crate) mod shm;
 mod sock;
 pub(crate) mod tcp;

@@ -20,6 +20,7 @@
 pub(crate) mod batch;
 pub(crate) mod conn;
 pub(crate) mod dgram;
+pub(crate) mod raw;
 
 pub use batch::Builder;
 pub use dgram::{Dgram, Group};
@@ -104,6 +105,8 @@ pub struct QpInner<E: Engines> {
     /// UD: the QP's datagram socket and the multicast groups it joined.
     pub dgram: Option<Dgram>,
     pub mcast: Vec<Group>,
+    /// Raw packet: the QP's packet socket (and RSS configuration).
+    pub raw: Option<raw::Raw>,
     /// Counts multicast attachments, for their ids.
     pub mcast_seq: usize,
     /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: the QP does not receive the
@@ -173,6 +176,7 @@ impl<E: Engines> QpInner<E> {
             xrc_placed: false,
             dgram,
             mcast: Vec::new(),
+            raw: None,
             mcast_seq: 0,
             block_self_mcast: false,
             remote: None,
