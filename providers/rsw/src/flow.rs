@@ -213,6 +213,9 @@ fn parse_spec(b: &[u8]) -> Result<(Spec, usize), c_int> {
     Ok((spec, size))
 }
 
+/// Longer than any spec this device knows (IPv6's is 88 bytes).
+const MAX_SPEC: usize = 256;
+
 /// An installed rule.
 #[derive(Debug)]
 pub struct Rule {
@@ -227,17 +230,19 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// A rule from the caller's flow attributes (the header and the
-    /// `num_of_specs` specs behind it, `size` bytes in all).
+    /// A rule from the caller's flow attributes: the header and the
+    /// `num_of_specs` specs behind it, each as long as its own `size`
+    /// says (the header's `size` is not looked at: rdma-core's kernel path
+    /// ignores it too, and pyverbs leaves it at the header's size).
     ///
     /// # Safety
-    /// `attr` is readable for `sizeof(ibv_flow_attr)` and, when its
-    /// `size` says more, for that many bytes.
+    /// `attr` is readable for `sizeof(ibv_flow_attr)` and the specs that
+    /// follow it.
     pub unsafe fn parse(attr: *const ibv_flow_attr, owner: u64, ifindex: u32) -> Result<Rule, c_int> {
         // SAFETY: per the contract.
         let a = unsafe { attr.read_unaligned() };
         let head = std::mem::size_of::<ibv_flow_attr>();
-        if a.comp_mask != 0 || a.port != 1 || (a.size as usize) < head {
+        if a.comp_mask != 0 || a.port != 1 {
             return Err(libc::EINVAL);
         }
         if a.flags & !IBV_FLOW_ATTR_FLAGS_DONT_TRAP != 0 {
@@ -257,18 +262,20 @@ impl Rule {
             }
             _ => return Err(libc::EINVAL),
         }
-        // SAFETY: per the contract, `size` bytes are readable.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(attr as *const u8, a.size as usize) };
-        let mut off = head;
+        let mut at = (attr as *const u8).wrapping_add(head);
         let mut specs = Vec::with_capacity(a.num_of_specs as usize);
         for _ in 0..a.num_of_specs {
-            let (s, n) = parse_spec(&bytes[off..])?;
+            // SAFETY: per the contract, a spec's head (type and size) is
+            // there, and then as many bytes as its size says.
+            let size = unsafe { at.add(4).cast::<u16>().read_unaligned() } as usize;
+            if !(8..=MAX_SPEC).contains(&size) {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: as above.
+            let bytes = unsafe { std::slice::from_raw_parts(at, size) };
+            let (s, n) = parse_spec(bytes)?;
             specs.push(s);
-            off += n;
-        }
-        if off != bytes.len() {
-            return Err(libc::EINVAL);
+            at = at.wrapping_add(n);
         }
         Ok(Rule {
             id: 0,
