@@ -54,6 +54,15 @@ ok=$(grep -cE '\.\.\. ok$' "$work/out")
 grep -q '^Ran [0-9]* tests' "$work/out" || { tail -30 "$work/out"; fail "the suite did not run"; }
 # Guard against a regression that makes tests skip instead of pass.
 [ "$ok" -ge "$min_ok" ] || fail "only $ok tests passed"
+# As root, rsw's raw packet QPs, flows and RSS run rdma-core's tests of
+# them (they skip for other users: requires_root_on_eth).
+raw_tests=""
+[ "$(id -u)" = 0 ] && raw_tests="test_eth_spec_flow_traffic test_ipv4_spec_flow_traffic test_ipv6_spec_flow_traffic test_udp_spec_flow_traffic test_tcp_spec_flow_traffic test_rss_traffic test_create_raw_qp_no_attr test_create_raw_qp_with_attr test_create_raw_qp_ex_no_attr test_create_raw_qp_ex_with_attr test_query_raw_qp"
+for t in $raw_tests; do
+    # A test with a docstring has its verdict on the next line.
+    grep -A1 -E "^$t " "$work/out" | grep -qE '\.\.\. ok$' || { grep -A3 -E "^$t " "$work/out"; fail "$t did not pass as root"; }
+done
+[ -z "$raw_tests" ] || echo "ok: raw packet, flow and RSS tests: $raw_tests"
 for t in $huge_tests; do
     grep -qE "^$t .*\.\.\. ok\$" "$work/out" || { grep -A3 -E "^$t " "$work/out"; fail "$t did not pass with huge pages reserved"; }
 done

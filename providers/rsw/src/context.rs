@@ -306,11 +306,11 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     // Raw packet QPs spread over WQs by Toeplitz (`flow`, `rwq`); no
     // stripping, FCS or checksum offloads.
     ex.rss_caps.supported_qpts = 1 << IBV_QPT_RAW_PACKET;
-    ex.rss_caps.max_rwq_indirection_tables = crate::rwq::MAX_IND_TBLS;
-    ex.rss_caps.max_rwq_indirection_table_size = 1 << crate::rwq::MAX_LOG_IND_TBL;
+    ex.rss_caps.max_rwq_indirection_tables = crate::device::MAX_IND_TBLS;
+    ex.rss_caps.max_rwq_indirection_table_size = 1 << crate::device::MAX_LOG_IND_TBL;
     ex.rss_caps.rx_hash_fields_mask = crate::flow::HASH_FIELDS;
     ex.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ as u8;
-    ex.max_wq_type_rq = crate::rwq::MAX_WQS;
+    ex.max_wq_type_rq = crate::device::MAX_WQS;
     ex.raw_packet_caps = 0;
     // SAFETY: attr has room for attr_size bytes.
     unsafe { write_prefix(attr, &ex, attr_size) };

@@ -26,6 +26,11 @@ pub const MAX_SRQ_WR: u32 = 16384;
 pub const MAX_SRQ: u32 = 16384;
 pub const MAX_AH: u32 = 1 << 16;
 pub const MAX_MW: u32 = 1 << 16;
+/// Largest RSS indirection table: 2^8 entries.
+pub const MAX_LOG_IND_TBL: u32 = 8;
+/// Indirection tables and receive WQs a process may have.
+pub const MAX_IND_TBLS: u32 = 1024;
+pub const MAX_WQS: u32 = 16384;
 /// Device memory (`ibv_alloc_dm`) a process may hold.
 pub const MAX_DM_SIZE: u64 = 1 << 20;
 /// Multicast groups QPs of this process may be attached to, and QPs per

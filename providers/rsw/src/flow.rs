@@ -105,10 +105,23 @@ impl Headers {
 /// out like [`Headers`]' fields.
 #[derive(Clone, Debug, PartialEq)]
 enum Spec {
-    Eth { val: [u8; 16], mask: [u8; 16] },
-    Ipv4 { val: [u8; 12], mask: [u8; 12] },
-    Ipv6 { val: [u8; 40], mask: [u8; 40] },
-    L4 { proto: u8, val: [u8; 4], mask: [u8; 4] },
+    Eth {
+        val: [u8; 16],
+        mask: [u8; 16],
+    },
+    Ipv4 {
+        val: [u8; 12],
+        mask: [u8; 12],
+    },
+    Ipv6 {
+        val: [u8; 40],
+        mask: [u8; 40],
+    },
+    L4 {
+        proto: u8,
+        val: [u8; 4],
+        mask: [u8; 4],
+    },
 }
 
 fn masked_eq(have: &[u8], val: &[u8], mask: &[u8]) -> bool {
@@ -126,9 +139,9 @@ impl Spec {
             }
             Spec::Ipv4 { val, mask } => h.ipv4.is_some_and(|v| masked_eq(&v, val, mask)),
             Spec::Ipv6 { val, mask } => h.ipv6.is_some_and(|v| masked_eq(&v, val, mask)),
-            Spec::L4 { proto, val, mask } => h
-                .l4
-                .is_some_and(|(p, v)| p == *proto && masked_eq(&v, val, mask)),
+            Spec::L4 { proto, val, mask } => {
+                h.l4.is_some_and(|(p, v)| p == *proto && masked_eq(&v, val, mask))
+            }
         }
     }
 }
@@ -238,7 +251,11 @@ impl Rule {
     /// # Safety
     /// `attr` is readable for `sizeof(ibv_flow_attr)` and the specs that
     /// follow it.
-    pub unsafe fn parse(attr: *const ibv_flow_attr, owner: u64, ifindex: u32) -> Result<Rule, c_int> {
+    pub unsafe fn parse(
+        attr: *const ibv_flow_attr,
+        owner: u64,
+        ifindex: u32,
+    ) -> Result<Rule, c_int> {
         // SAFETY: per the contract.
         let a = unsafe { attr.read_unaligned() };
         let head = std::mem::size_of::<ibv_flow_attr>();
@@ -328,7 +345,8 @@ pub fn steers_to(ifindex: u32, owner: u64, h: &Headers) -> bool {
     }
     let best_mine = mine().filter(|r| r.matches(h)).map(|r| r.priority).min();
     if let Some(p) = best_mine {
-        return !on_if().any(|r| r.owner != owner && !r.dont_trap && r.priority < p && r.matches(h));
+        return !on_if()
+            .any(|r| r.owner != owner && !r.dont_trap && r.priority < p && r.matches(h));
     }
     if on_if().any(|r| r.matches(h)) {
         return false;

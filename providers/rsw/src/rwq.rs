@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use verbs_abi::*;
 
 use crate::cq::{Cq, Cqe};
-use crate::device::{MAX_QP_WR, MAX_SGE};
+use crate::device::{MAX_IND_TBLS, MAX_LOG_IND_TBL, MAX_QP_WR, MAX_SGE, MAX_WQS};
 use crate::handles::{Ctx, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
 use crate::pd::Pd;
 use crate::ring::{RecvQueue, RecvWqe};
@@ -28,13 +28,6 @@ use verbs_rt::Handles;
 pub static WQS: Handles<Ctx> = Handles::new();
 /// The indirection tables handed out and not destroyed.
 pub static TABLES: Handles<Ctx> = Handles::new();
-
-/// Largest indirection table: 2^8 entries.
-pub const MAX_LOG_IND_TBL: u32 = 8;
-/// Indirection tables a process may have.
-pub const MAX_IND_TBLS: u32 = 1024;
-/// WQs a process may have (each holds a ring).
-pub const MAX_WQS: u32 = 16384;
 
 /// WQ and table numbers: from 0x1000000 down, apart from the QPs' ports.
 static NEXT_NUM: AtomicU32 = AtomicU32::new(0x00f0_0000);
@@ -350,7 +343,10 @@ unsafe impl Sync for IndTable {}
 
 impl IndTable {
     /// The live table behind `t`, made in `context`.
-    pub fn checked(t: *mut ibv_rwq_ind_table, context: *mut ibv_context) -> Result<Arc<IndTable>, c_int> {
+    pub fn checked(
+        t: *mut ibv_rwq_ind_table,
+        context: *mut ibv_context,
+    ) -> Result<Arc<IndTable>, c_int> {
         let Some(Ctx(ctx)) = TABLES.get(t) else {
             return Err(libc::EINVAL);
         };
@@ -438,7 +434,11 @@ pub(crate) unsafe extern "C" fn destroy_rwq_ind_table(t: *mut ibv_rwq_ind_table)
     }
     let taken = TABLES.remove_if(t, |_| {
         // SAFETY: a live table (in the table, locked).
-        if unsafe { &*(t as *const IndTable) }.users.load(Ordering::Acquire) != 0 {
+        if unsafe { &*(t as *const IndTable) }
+            .users
+            .load(Ordering::Acquire)
+            != 0
+        {
             Err(libc::EBUSY)
         } else {
             Ok(())

@@ -205,7 +205,9 @@ fn deliver(qp: &Qp, g: &mut QpInner, frame: &[u8]) {
         );
         return;
     }
-    let Some(wr_id) = qp.take_claimed(g) else { return };
+    let Some(wr_id) = qp.take_claimed(g) else {
+        return;
+    };
     qp.complete_recv(
         g,
         Cqe {

@@ -6,8 +6,8 @@
 
 pub(crate) mod check;
 mod create;
-mod flow;
 pub(crate) mod ex;
+mod flow;
 mod mcast;
 mod modify;
 mod post;
