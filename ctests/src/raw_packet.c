@@ -227,6 +227,94 @@ static void raw_flow_steers(void)
 	CHECK_OK(ibv_destroy_qp(a.qp));
 }
 
+/* A flow of no specs of the given kind (ALL_DEFAULT, MC_DEFAULT, SNIFFER). */
+static struct ibv_flow *flow_kind(struct ibv_qp *qp, enum ibv_flow_attr_type t)
+{
+	struct ibv_flow_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.type = t;
+	a.size = sizeof(a);
+	a.port = 1;
+	return ibv_create_flow(qp, &a);
+}
+
+/* Which QP a frame goes to: the better priority wins, a sniffer sees
+ * everything, the default rules take what no NORMAL rule matched. */
+static void raw_flow_kinds(void)
+{
+	struct vt_env e;
+	struct raw s, hi, lo, sniff, all, mc;
+	uint8_t frame[FRAME_LEN];
+	static const uint8_t MCAST[6] = { 0x01, 0x00, 0x5e, 0x01, 0x02, 0x03 };
+
+	vt_env_open(&e);
+	raw_open(&s, &e, NULL);
+	raw_open(&hi, &e, NULL);
+	raw_open(&lo, &e, NULL);
+	raw_open(&sniff, &e, NULL);
+	raw_open(&all, &e, NULL);
+	raw_open(&mc, &e, NULL);
+	struct flow_eth_ip_udp f;
+	memset(&f, 0, sizeof(f));
+	f.attr.type = IBV_FLOW_ATTR_NORMAL;
+	f.attr.size = sizeof(f.attr) + sizeof(f.udp);
+	f.attr.num_of_specs = 1;
+	f.attr.port = 1;
+	/* One UDP spec right behind the header. */
+	struct ibv_flow_spec_tcp_udp *u = (void *)&f.eth;
+	u->type = IBV_FLOW_SPEC_UDP;
+	u->size = sizeof(*u);
+	u->val.dst_port = htons(8000);
+	u->mask.dst_port = 0xffff;
+	f.attr.priority = 1;
+	struct ibv_flow *fl = CHECK_PTR(ibv_create_flow(lo.qp, &f.attr));
+	f.attr.priority = 0;
+	struct ibv_flow *fh = CHECK_PTR(ibv_create_flow(hi.qp, &f.attr));
+	struct ibv_flow *fs = CHECK_PTR(flow_kind(sniff.qp, IBV_FLOW_ATTR_SNIFFER));
+	struct ibv_flow *fa = CHECK_PTR(flow_kind(all.qp, IBV_FLOW_ATTR_ALL_DEFAULT));
+	struct ibv_flow *fm = CHECK_PTR(flow_kind(mc.qp, IBV_FLOW_ATTR_MC_DEFAULT));
+	for (int i = 0; i < 3; i++) {
+		post_slot(&hi, i);
+		post_slot(&lo, i);
+		post_slot(&sniff, i);
+		post_slot(&all, i);
+		post_slot(&mc, i);
+	}
+	/* Matched by both NORMAL rules: priority 0 takes it. */
+	build_frame(frame, MAC_B, 1, 8000, 21);
+	memcpy(s.buf.p, frame, FRAME_LEN);
+	send_slot(&s, 0, FRAME_LEN);
+	expect_frame(&hi, 0, frame);
+	expect_frame(&sniff, 0, frame);
+	/* Matched by none, unicast: ALL_DEFAULT. */
+	build_frame(frame, MAC_B, 1, 8001, 22);
+	memcpy(s.buf.p, frame, FRAME_LEN);
+	send_slot(&s, 0, FRAME_LEN);
+	expect_frame(&all, 0, frame);
+	expect_frame(&sniff, 1, frame);
+	/* Matched by none, multicast: MC_DEFAULT and ALL_DEFAULT. */
+	build_frame(frame, MCAST, 1, 8002, 23);
+	memcpy(s.buf.p, frame, FRAME_LEN);
+	send_slot(&s, 0, FRAME_LEN);
+	expect_frame(&mc, 0, frame);
+	expect_frame(&all, 1, frame);
+	expect_frame(&sniff, 2, frame);
+	CHECK_NO_WC_FOR(lo.cq, 200);
+	CHECK_CQ_EMPTY(hi.cq);
+	CHECK_CQ_EMPTY(mc.cq);
+	/* Without the better rule, the other takes its frames. */
+	CHECK_OK(ibv_destroy_flow(fh));
+	build_frame(frame, MAC_B, 1, 8000, 24);
+	memcpy(s.buf.p, frame, FRAME_LEN);
+	send_slot(&s, 0, FRAME_LEN);
+	expect_frame(&lo, 0, frame);
+	CHECK_OK(ibv_destroy_flow(fl));
+	CHECK_OK(ibv_destroy_flow(fs));
+	CHECK_OK(ibv_destroy_flow(fa));
+	CHECK_OK(ibv_destroy_flow(fm));
+}
+
 /* Destroying the flow stops delivery; a new one starts it again. */
 static void raw_flow_destroy_stops(void)
 {
@@ -568,5 +656,6 @@ static const struct vt_case cases[] = {
 	VT_CASE(raw_channel_and_sges),	VT_CASE(raw_flow_errors),
 	VT_CASE(raw_needs_cap_net_raw),	VT_CASE(raw_device_caps),
 	VT_CASE(rss_spreads_by_hash),	VT_CASE(wq_states),
+	VT_CASE(raw_flow_kinds),
 };
 VT_MAIN(cases)

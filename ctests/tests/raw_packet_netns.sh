@@ -21,5 +21,5 @@ rc=$?
 cat "$work/out"
 [ $rc = 0 ] || fail "raw_packet: exit status $rc"
 n=$(grep -c '^ok ' "$work/out")
-[ "$n" -ge 8 ] || fail "only $n cases passed"
+[ "$n" -ge 9 ] || fail "only $n cases passed"
 echo "ok: raw packet QPs, flows and RSS"
