@@ -15,6 +15,7 @@ use std::io::ErrorKind;
 
 use verbs_abi::*;
 
+use super::{Qp, QpInner};
 use crate::cq::Cqe;
 use crate::flow::{self, Headers};
 use crate::guard;
@@ -25,7 +26,6 @@ use crate::ring::RecvWqe;
 use crate::transport::MAX_IOV;
 use crate::util::iov;
 use crate::wire::Op;
-use super::{Qp, QpInner};
 
 /// Frames taken in one go before other QPs get the progress thread.
 const RX_BATCH: usize = 256;

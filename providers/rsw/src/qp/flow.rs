@@ -9,10 +9,10 @@ use std::sync::Weak;
 use verbs_abi::*;
 
 use super::checked;
+use crate::engine::Qp;
 use crate::flow::{self, Rule};
 use crate::handles::{Ctx, UNKNOWN_BY_IOCTL};
 use crate::util::ptr_or_errno;
-use crate::engine::Qp;
 use verbs_rt::Handles;
 
 /// The flows handed out and not destroyed.
