@@ -312,6 +312,8 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     ex.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ as u8;
     ex.max_wq_type_rq = crate::device::MAX_WQS;
     ex.raw_packet_caps = 0;
+    // Tag matching, in software (`tm`).
+    ex.tm_caps = crate::tm::caps();
     // SAFETY: attr has room for attr_size bytes.
     unsafe { write_prefix(attr, &ex, attr_size) };
     0
@@ -411,6 +413,8 @@ pub struct DataPath {
         unsafe extern "C" fn(*mut ibv_context, *mut ibv_srq_init_attr_ex) -> *mut ibv_srq,
     pub post_srq_recv:
         unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
+    pub post_srq_ops:
+        unsafe extern "C" fn(*mut ibv_srq, *mut ibv_ops_wr, *mut *mut ibv_ops_wr) -> c_int,
     pub get_srq_num: unsafe extern "C" fn(*mut ibv_srq, *mut u32) -> c_int,
     pub open_xrcd: unsafe extern "C" fn(*mut ibv_context, *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd,
     pub close_xrcd: unsafe extern "C" fn(*mut ibv_xrcd) -> c_int,
@@ -497,6 +501,7 @@ pub(crate) unsafe fn open_device(
     vctx.create_qp_ex = Some(ops.create_qp_ex);
     vctx.create_srq_ex = Some(ops.create_srq_ex);
     vctx.get_srq_num = Some(ops.get_srq_num);
+    vctx.post_srq_ops = Some(ops.post_srq_ops);
     vctx.open_xrcd = Some(ops.open_xrcd);
     vctx.advise_mr = Some(ops.advise_mr);
     vctx.alloc_dm = Some(ops.alloc_dm);

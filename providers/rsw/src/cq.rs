@@ -63,6 +63,10 @@ pub struct Cqe {
     pub sl: u8,
     pub ts: u64,
     pub wallclock: u64,
+    /// Tag matching (`tm`): the tag and app_ctx `ibv_wc_read_tm_info`
+    /// reads.
+    pub tm_tag: u64,
+    pub tm_priv: u32,
 }
 
 impl Cqe {
@@ -568,7 +572,8 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     let alloc = parent.and_then(|p| p.allocator()).cloned();
     let supported = (IBV_WC_STANDARD_FLAGS
         | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
-        | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) as u64;
+        | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK
+        | IBV_WC_EX_WITH_TM_INFO) as u64;
     if a.wc_flags & !supported != 0 {
         return fail(libc::EOPNOTSUPP);
     }
@@ -1030,10 +1035,17 @@ unsafe extern "C" fn read_cvlan(_cq: *mut ibv_cq_ex) -> u16 {
 unsafe extern "C" fn read_flow_tag(_cq: *mut ibv_cq_ex) -> u32 {
     0
 }
-unsafe extern "C" fn read_tm_info(_cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info) {
+unsafe extern "C" fn read_tm_info(cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info) {
     if !tm_info.is_null() {
+        // SAFETY: called between start_poll and end_poll.
+        let e = unsafe { cur(cq) };
         // SAFETY: out-pointer supplied by the caller.
-        unsafe { tm_info.write(ibv_wc_tm_info { tag: 0, r#priv: 0 }) };
+        unsafe {
+            tm_info.write(ibv_wc_tm_info {
+                tag: e.tm_tag,
+                r#priv: e.tm_priv,
+            })
+        };
     }
 }
 

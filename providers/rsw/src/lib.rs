@@ -61,6 +61,7 @@ mod rwq;
 mod srq;
 mod stats;
 mod td;
+mod tm;
 mod trace;
 mod transport;
 mod util;
@@ -132,6 +133,7 @@ static DATA_PATH: context::DataPath = context::DataPath {
     post_recv: qp::post_recv,
     create_srq_ex: srq::create_srq_ex,
     post_srq_recv: srq::post_srq_recv,
+    post_srq_ops: srq::post_srq_ops,
     get_srq_num: srq::get_srq_num,
     open_xrcd: xrcd::open_xrcd,
     close_xrcd: xrcd::close_xrcd,

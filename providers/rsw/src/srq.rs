@@ -119,6 +119,8 @@ pub struct Srq {
     /// Its receive ring is in a mailbox same-host peers take from.
     pub sharing: std::sync::atomic::AtomicBool,
     pub xrc: Option<XrcSrq>,
+    /// A tag-matching SRQ's tag list and CQ (`tm`).
+    pub tm: Option<crate::tm::TmSrq>,
     /// An XRC SRQ of a domain shared between processes: its number is in
     /// the domain's registry, and other processes' receive QPs take its
     /// receives from its mailbox and leave completions there
@@ -245,8 +247,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     } else {
         IBV_SRQT_BASIC
     };
-    // Tag-matching SRQs are not implemented.
-    if ty != IBV_SRQT_BASIC && ty != IBV_SRQT_XRC {
+    if ty != IBV_SRQT_BASIC && ty != IBV_SRQT_XRC && ty != IBV_SRQT_TM {
         return Err(libc::EOPNOTSUPP);
     }
     let xrc = if ty == IBV_SRQT_XRC {
@@ -261,6 +262,20 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         // SAFETY: a.cq is a live CQ of ours (checked above).
         let cq = unsafe { Cq::arc_from_ibv(a.cq) };
         Some(XrcSrq { domain, cq })
+    } else {
+        None
+    };
+    // A tag-matching SRQ has a CQ of its own too, where its list
+    // operations and its receives complete (`tm`).
+    let tm = if ty == IBV_SRQT_TM {
+        let need = IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+        if a.comp_mask & need != need {
+            return Err(libc::EINVAL);
+        }
+        Cq::checked(a.cq, context, UNKNOWN_BY_IOCTL)?;
+        // SAFETY: a.cq is a live CQ of ours (checked above).
+        let cq = unsafe { Cq::arc_from_ibv(a.cq) };
+        Some(crate::tm::TmSrq::new(cq, &a.tm_cap)?)
     } else {
         None
     };
@@ -289,7 +304,9 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     // mailbox; one of an unnamed domain stays private.
     let reg = xrc.as_ref().and_then(|x| x.domain.reg.as_ref());
     let registered = reg.is_some();
-    let rq = if xrc.is_some() && reg.is_none() {
+    // A TM-SRQ's receives stay private: same-host peers cannot match
+    // tags, so their SENDs come over the connection to our responder.
+    let rq = if (xrc.is_some() && reg.is_none()) || tm.is_some() {
         RecvQueue::new(wr, sge, alloc.as_ref(), RES_TYPE_SRQ)?
     } else {
         RecvQueue::shared(wr, sge, alloc.as_ref(), RES_TYPE_SRQ)?
@@ -335,6 +352,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
         users: AtomicU32::new(0),
         num,
         xrc,
+        tm,
         sharing: std::sync::atomic::AtomicBool::new(false),
         registered,
         serial,
@@ -355,6 +373,9 @@ fn create(context: *mut ibv_context, a: &mut ibv_srq_init_attr_ex) -> Result<*mu
     if let Some(x) = &srq.xrc {
         x.domain.users.fetch_add(1, Ordering::AcqRel);
         x.cq.qp_refs.fetch_add(1, Ordering::AcqRel);
+    }
+    if let Some(t) = &srq.tm {
+        t.cq.qp_refs.fetch_add(1, Ordering::AcqRel);
     }
     BY_NUMBER
         .get()
@@ -512,6 +533,9 @@ pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
         x.domain.users.fetch_sub(1, Ordering::AcqRel);
         x.cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
     }
+    if let Some(t) = &s.tm {
+        t.cq.qp_refs.fetch_sub(1, Ordering::AcqRel);
+    }
     BY_NUMBER.get().lock().remove(&s.number_key());
     SRQS.remove(srq);
     // SAFETY: reclaims the reference create forgot.
@@ -608,6 +632,34 @@ unsafe fn post_srq_recv_inner(
                 e.kick(serial);
             }
         }
+    }
+    rc
+}
+
+/// `ibv_post_srq_ops`: tag list operations on a tag-matching SRQ
+/// (`tm`); EINVAL on any other SRQ, as mlx5 says.
+pub(crate) unsafe extern "C" fn post_srq_ops(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_ops_wr,
+    bad_wr: *mut *mut ibv_ops_wr,
+) -> c_int {
+    let refuse = |rc: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: out-pointer supplied by the caller.
+            unsafe { *bad_wr = wr };
+        }
+        rc
+    };
+    let Some(s) = SRQS.get(srq) else {
+        return refuse(libc::EINVAL);
+    };
+    let Some(tm) = &s.tm else {
+        return refuse(libc::EINVAL);
+    };
+    // SAFETY: the caller's list.
+    let rc = unsafe { tm.post(wr, bad_wr) };
+    if verbs_rt::trace::on() {
+        crate::trace::post_result("post_srq_ops", srq as usize, rc, None);
     }
     rc
 }

@@ -15,6 +15,7 @@ pub(crate) mod datagram;
 pub(crate) mod raw;
 pub(crate) mod requester;
 pub(crate) mod responder;
+pub(crate) mod rndv;
 pub(crate) mod samehost;
 
 use crate::cq::Producer;

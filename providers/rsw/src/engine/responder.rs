@@ -24,6 +24,7 @@
 //! (`Conn::recv_iov`), so a burst of messages is parsed out of one read.
 
 pub(crate) mod info;
+mod tm;
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -543,6 +544,7 @@ fn run(qp: &Qp, g: &mut QpInner) {
                 rnr_exceeded,
             } => resume_held(qp, g, h, until, rnr_exceeded),
             Rx::Payload(..) => receive_payload(qp, g),
+            Rx::Tmh(h) => tm::receive_header(qp, g, h),
             Rx::Discard(left) => discard_more(inc, left),
             Rx::Header => receive_header(qp, g),
         };
@@ -1205,6 +1207,11 @@ fn execute(qp: &Qp, g: &mut QpInner, h: Header) {
 }
 
 fn on_send(qp: &Qp, g: &mut QpInner, h: Header, reliable: bool) {
+    // A tag-matching SRQ's messages are matched once their header is in.
+    if qp.srq.as_ref().is_some_and(|s| s.tm.is_some()) {
+        tm::on_send(qp, g, h, reliable);
+        return;
+    }
     // UC has no RNR: a message with no receive to land in is dropped.
     if !qp.claim_recv(g) {
         if reliable {
@@ -1440,7 +1447,7 @@ fn dest_iov(
         if !g.claimed {
             return Err(DestError::Local);
         }
-        if g.xrc_remote.is_some() {
+        if g.bouncing() {
             // Into our bounce buffer (sized to the message at its header).
             let end = (off as usize).checked_add(len).ok_or(DestError::Local)?;
             let b = g
@@ -1601,6 +1608,11 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         }
         g.xrc_placed = true;
     }
+    // Tag matching: the message goes where its header matched.
+    if send && g.tm.decision.is_some() && !tm::place(qp, g, bulk, tail, &tail_bytes) {
+        dest_error(qp, g, &h, DestError::Local, 0);
+        return;
+    }
     let imm = h.flags & FLAG_IMM != 0;
     let peer = g.resp.inc.as_ref().map(|i| i.peer_qpn).unwrap_or(0);
     let reliable = g.reliable();
@@ -1676,7 +1688,7 @@ fn check_tail(
     let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
     let table = mr::table();
     let r = dest_iov(qp, g, h, bulk, tail as usize, &table, &mut v).and_then(|n| {
-        if !send || g.xrc_remote.is_some() {
+        if !send || g.bouncing() {
             return Ok(false);
         }
         // SAFETY: the iovecs cover registered memory with the needed
@@ -1726,6 +1738,7 @@ fn complete_request(qp: &Qp, g: &mut QpInner, h: &Header, cqe: Cqe, peer: u32, a
             src_qp: peer,
             ..cqe
         };
+        let cqe = tm::completion(qp, g, cqe);
         if acked {
             if g.resp.acked_later.capacity() == 0 {
                 g.resp.acked_later.reserve_exact(MAX_ACKED_LATER);

@@ -94,6 +94,10 @@ pub(crate) enum Rx {
     /// Waiting for a receive WQE (RNR).
     Stalled(Header),
     Payload(Header, u32),
+    /// A SEND to a QP on a tag-matching SRQ: its first bytes, the
+    /// tag-matching header, are read before it is placed
+    /// (`engine::responder::tm`).
+    Tmh(Header),
     /// UC: the rest of a message that is dropped (this many bytes).
     Discard(u32),
     /// An injected fault (`faults`) holds the request until the monotonic

@@ -102,6 +102,9 @@ pub struct QpInner<E: Engines> {
     pub xrc_bounce: Vec<std::cell::Cell<u8>>,
     /// The message is already in the owner's receive (`finish_request`).
     pub xrc_placed: bool,
+    /// A QP on a tag-matching SRQ: the SEND being received (`tm`); its
+    /// payload goes through `xrc_bounce` too.
+    pub tm: crate::tm::Incoming,
     /// UD: the QP's datagram socket and the multicast groups it joined.
     pub dgram: Option<Dgram>,
     pub mcast: Vec<Group>,
@@ -174,6 +177,7 @@ impl<E: Engines> QpInner<E> {
             xrc_remote: None,
             xrc_bounce: Vec::new(),
             xrc_placed: false,
+            tm: crate::tm::Incoming::default(),
             dgram,
             mcast: Vec::new(),
             raw: None,
@@ -209,6 +213,13 @@ impl<E: Engines> QpInner<E> {
             .is_extern()
             .then(|| std::mem::replace(&mut self.rq, RecvQueue::none()));
         (sq, rq)
+    }
+
+    /// The payload being received goes to our bounce buffer first
+    /// (`xrc_bounce`): another process's XRC SRQ takes it from there, or
+    /// tag matching places it.
+    pub fn bouncing(&self) -> bool {
+        self.xrc_remote.is_some() || self.tm.decision.is_some()
     }
 
     /// Reliable connected (RC and XRC): acknowledged, retried,
@@ -565,6 +576,10 @@ impl<E: Engines> Qp<E> {
     /// The CQ receives complete into: the QP's, or for an XRC receive QP,
     /// the named SRQ's.
     fn recv_cq_for<'a>(&'a self, g: &'a QpInner<E>) -> Option<&'a Arc<Cq>> {
+        // A tag-matching SRQ's receives complete into its own CQ.
+        if let Some(t) = self.srq.as_ref().and_then(|s| s.tm.as_ref()) {
+            return Some(&t.cq);
+        }
         match g.xrc_srq.as_ref().and_then(|s| s.xrc.as_ref()) {
             Some(x) => Some(&x.cq),
             None => self.recv_cq.as_ref(),
@@ -761,6 +776,7 @@ impl<E: Engines> Qp<E> {
             m.discard_completions();
         }
         g.claimed = false;
+        g.tm = crate::tm::Incoming::default();
         g.remote = None;
         g.tx_blocked = false;
         g.comm_est_sent = false;
