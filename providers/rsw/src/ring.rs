@@ -50,7 +50,16 @@ pub struct SendWqe {
     /// A local operation (bind, local invalidate) that succeeded; it
     /// completes once every earlier WQE has.
     pub local_ok: bool,
+    /// Not the application's: a tag-matching rendezvous READ or FIN the
+    /// QP issues itself (`engine::rndv`); 0 for the application's.
+    pub tm: u8,
 }
+
+/// `SendWqe::tm`: a rendezvous READ, whose completion is the tag's.
+pub const TM_RNDV_READ: u8 = 1;
+/// `SendWqe::tm`: a rendezvous FIN, sent once the READ before it has
+/// completed (nothing in flight), completing silently.
+pub const TM_FIN: u8 = 2;
 
 /// What an `IBV_WR_BIND_MW` asks for.
 #[derive(Clone, Copy, Debug, Default)]
@@ -77,7 +86,7 @@ pub struct UdDest {
 }
 
 impl SendWqe {
-    const EMPTY: SendWqe = SendWqe {
+    pub const EMPTY: SendWqe = SendWqe {
         wr_id: 0,
         op: Op::Send,
         signaled: false,
@@ -109,6 +118,7 @@ impl SendWqe {
             access: 0,
         },
         local_ok: false,
+        tm: 0,
     };
 
     pub fn wc_opcode(&self) -> ibv_wc_opcode {

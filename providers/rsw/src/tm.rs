@@ -142,11 +142,11 @@ struct List {
     sw_cnt: u32,
 }
 
-/// A TM-SRQ's tag list and CQ.
+/// A TM-SRQ's tag list and CQ. (Its `max_ops` is only checked: list
+/// operations complete as they are posted, none is ever outstanding.)
 pub struct TmSrq {
     pub cq: Arc<Cq>,
     pub max_num_tags: u32,
-    pub max_ops: u32,
     list: Mutex<List>,
 }
 
@@ -174,7 +174,6 @@ impl TmSrq {
         Ok(TmSrq {
             cq,
             max_num_tags: cap.max_num_tags,
-            max_ops: cap.max_ops,
             list: Mutex::new(List {
                 slots: Vec::new(),
                 free: Vec::new(),
@@ -228,6 +227,20 @@ impl TmSrq {
         } else {
             Decision::Eager { tag, tmh }
         }
+    }
+
+    /// A rendezvous READ into the tagged buffer `wr_id` (`len` bytes, by
+    /// QP `qpn`) completed with `status`: the tag's second completion.
+    pub fn data_done(&self, wr_id: u64, len: u32, qpn: u32, status: ibv_wc_status) {
+        self.cq.push(Cqe {
+            wr_id,
+            status,
+            opcode: IBV_WC_TM_RECV,
+            wc_flags: IBV_WC_TM_DATA_VALID,
+            byte_len: if status == IBV_WC_SUCCESS { len } else { 0 },
+            qp_num: qpn,
+            ..Cqe::default()
+        });
     }
 
     /// An unexpected tagged message was delivered to an ordinary receive:
@@ -375,14 +388,6 @@ pub struct Incoming {
     /// A matched rendezvous request the QP could not read: it completes
     /// with `IBV_WC_TM_RNDV_INCOMPLETE`.
     pub rndv_incomplete: bool,
-}
-
-/// A FIN message for a rendezvous request's headers `req` (TMH and RVH):
-/// the same bytes, the opcode `IBV_TMH_FIN`.
-pub fn fin_message(req: &[u8; TMH_LEN + RVH_LEN]) -> [u8; TMH_LEN + RVH_LEN] {
-    let mut m = *req;
-    m[0] = TMH_FIN;
-    m
 }
 
 #[cfg(test)]

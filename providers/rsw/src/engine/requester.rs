@@ -629,6 +629,10 @@ fn next_request(qp: &Qp, g: &mut QpInner) -> Result<Step, Broken> {
     let Some(seq) = g.sq.next_to_transmit() else {
         return Ok(Step::Idle);
     };
+    // A rendezvous FIN waits for its READ (`engine::rndv`).
+    if g.sq.wqe(seq).tm == crate::ring::TM_FIN && g.sq.in_flight() {
+        return Ok(Step::Idle);
+    }
     if g.sq.wqe(seq).op.is_local() {
         do_local(qp, g, seq);
         return Ok(Step::Again);
@@ -919,6 +923,10 @@ fn gather_more(
         // What fails locally is left for `transmit` to fail alone.
         let w = g.sq.wqe(s);
         if w.op.is_local() || (w.op.is_atomic() && w.len != 8) || !local_ok(table, qp, g, s) {
+            break;
+        }
+        // A rendezvous FIN waits for its READ (`engine::rndv`).
+        if w.tm == crate::ring::TM_FIN {
             break;
         }
         let (h, payload) = request_header(g, s, msn);

@@ -57,6 +57,12 @@ pub fn direct(qp: &Qp, g: &QpInner, seq: u64) -> Direct {
         return Direct::No;
     };
     let w = g.sq.wqe(seq);
+    // A rendezvous FIN (`engine::rndv`) goes over the connection, behind
+    // the ACK of the request it answers: a requester sees its SEND
+    // complete before the FIN arrives, as with hardware.
+    if w.tm == crate::ring::TM_FIN {
+        return Direct::No;
+    }
     if g.sq.in_flight() || g.sq.oldest() != Some(seq) {
         // Behind requests on the wire: wait for their responses rather
         // than follow them there (the path stays direct).

@@ -57,7 +57,13 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     let (tgt, has_rq) = (o.tgt, o.has_rq);
     // An RSS QP only receives, into its table's WQs.
     let no_sq = tgt || o.rss;
-    let cap = queue_caps(&a.cap, o.srq.is_some(), has_rq, no_sq)?;
+    let mut cap = queue_caps(&a.cap, o.srq.is_some(), has_rq, no_sq)?;
+    // On a tag-matching SRQ: room for the rendezvous READs and FINs the
+    // QP issues itself (`engine::rndv`).
+    if o.srq.as_ref().is_some_and(|s| s.tm.is_some()) && !no_sq {
+        cap.max_send_wr += 2 * crate::engine::rndv::RNDV_PER_QP;
+        cap.max_send_sge = cap.max_send_sge.max(crate::tm::MAX_TM_SGE);
+    }
     // Opened first: without CAP_NET_RAW this is EPERM.
     let raw = open_raw(context, a.qp_type, rss)?;
     // Every failure below gives the place back.

@@ -248,6 +248,7 @@ unsafe fn enqueue_send(g: &mut QpInner, wr: &ibv_send_wr, c: &Checked) -> u64 {
         ud: c.ud,
         bind: c.bind,
         local_ok: false,
+        tm: 0,
         xrc_srqn: if g.qp_type == IBV_QPT_XRC_SEND {
             // SAFETY: the union's one member, as XRC send QPs fill it.
             unsafe { wr.qp_type.xrc.remote_srqn }

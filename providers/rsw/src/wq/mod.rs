@@ -506,6 +506,16 @@ impl<E: Engines> Qp<E> {
     /// Reports a send WQE's completion (always for errors, only when
     /// signaled for successes).
     pub fn complete_send(&self, g: &QpInner<E>, w: &SendWqe, status: ibv_wc_status) {
+        // Tag matching's own WQEs (`engine::rndv`): the READ completes as
+        // its tag's data, the FIN silently.
+        if w.tm != 0 {
+            if w.tm == crate::ring::TM_RNDV_READ {
+                if let Some(t) = self.srq.as_ref().and_then(|s| s.tm.as_ref()) {
+                    t.data_done(w.wr_id, w.len, self.qpn, status);
+                }
+            }
+            return;
+        }
         if status == IBV_WC_SUCCESS && !(w.signaled || g.sq_sig_all) {
             return;
         }

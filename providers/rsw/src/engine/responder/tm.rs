@@ -14,6 +14,7 @@ use verbs_abi::*;
 
 use super::{closed_by, copy_out, fail_recv, finish_request, stall, Step};
 use crate::cq::Cqe;
+use crate::engine::{Qp, QpInner};
 use crate::mr;
 use crate::place;
 use crate::tm::{Decision, Incoming, Rvh, Tmh, RVH_LEN, TMH_LEN};
@@ -21,7 +22,6 @@ use crate::transport::MAX_IOV;
 use crate::util::iov;
 use crate::wire::{Header, Syndrome};
 use crate::wq::conn::{Rx, TAIL};
-use crate::engine::{Qp, QpInner};
 
 /// How many of a message's first bytes are its header (all of a message
 /// shorter than one).
