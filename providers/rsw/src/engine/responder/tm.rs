@@ -93,15 +93,15 @@ pub(super) fn on_send(qp: &Qp, g: &mut QpInner, h: Header, reliable: bool) {
     let Some(inc) = g.resp.inc.as_mut() else {
         return;
     };
-    if want as u32 == h.length {
-        finish_request(qp, g, h);
-        return;
-    }
     // The header's bytes that fall in the tail (the last `TAIL`, read
     // into the connection's tail buffer) are there already.
     let bulk = h.length - h.length.min(TAIL);
     for p in bulk as usize..want {
         inc.tail[p - bulk as usize] = g.tm.hdr[p];
+    }
+    if want as u32 == h.length {
+        finish_request(qp, g, h);
+        return;
     }
     inc.rx = Rx::Payload(h, want as u32);
 }
