@@ -313,7 +313,7 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     ex.max_wq_type_rq = crate::device::MAX_WQS;
     ex.raw_packet_caps = 0;
     // Tag matching, in software (`tm`).
-    ex.tm_caps = crate::tm::caps();
+    ex.tm_caps = crate::device::tm_caps();
     // SAFETY: attr has room for attr_size bytes.
     unsafe { write_prefix(attr, &ex, attr_size) };
     0

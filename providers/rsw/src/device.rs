@@ -42,6 +42,12 @@ pub const MAX_MCAST_QP_ATTACH: u32 = 64;
 pub const VENDOR_ID: u32 = 0x72_73_77;
 pub const VENDOR_PART_ID: u32 = 1;
 pub const MAX_SGE: u32 = 32;
+/// Tag matching (`tm`), mlx5's values: the rendezvous header, the tags
+/// of a list, the operations outstanding, the SGEs of a tagged buffer.
+pub const TM_MAX_RNDV_HDR_SIZE: u32 = 64;
+pub const TM_MAX_NUM_TAGS: u32 = 1023;
+pub const TM_MAX_OPS: u32 = 1024;
+pub const TM_MAX_SGE: u32 = 1;
 pub const MAX_CQ: u32 = 16384;
 pub const MAX_CQE: u32 = 1 << 20;
 pub const MAX_MR: u32 = 1 << 20;
@@ -416,5 +422,17 @@ mod tests {
         let lo = devs.iter().find(|d| d.name == "rsw_lo").expect("rsw_lo");
         assert_eq!(lo.gids[0], ipv4_mapped([127, 0, 0, 1]));
         assert_eq!(lo.active_mtu(), IBV_MTU_4096);
+    }
+}
+
+/// The tag-matching capabilities `ibv_query_device_ex` reports
+/// (`tm_caps`; tag matching is done in software, `tm`).
+pub fn tm_caps() -> verbs_abi::ibv_tm_caps {
+    verbs_abi::ibv_tm_caps {
+        max_rndv_hdr_size: TM_MAX_RNDV_HDR_SIZE,
+        max_num_tags: TM_MAX_NUM_TAGS,
+        flags: verbs_abi::IBV_TM_CAP_RC,
+        max_ops: TM_MAX_OPS,
+        max_sge: TM_MAX_SGE,
     }
 }

@@ -50,11 +50,9 @@ use verbs_abi::*;
 
 use crate::cq::{Cq, Cqe};
 
-/// What `ibv_query_device_ex` reports (`tm_caps`), mlx5's values.
-pub const MAX_RNDV_HDR_SIZE: u32 = 64;
-pub const MAX_NUM_TAGS: u32 = 1023;
-pub const MAX_OPS: u32 = 1024;
-pub const MAX_TM_SGE: u32 = 1;
+pub use crate::device::{
+    TM_MAX_NUM_TAGS as MAX_NUM_TAGS, TM_MAX_OPS as MAX_OPS, TM_MAX_SGE as MAX_TM_SGE,
+};
 
 /// `struct ibv_tmh` and `struct ibv_rvh`.
 pub const TMH_LEN: usize = 16;
@@ -66,17 +64,6 @@ pub const TMH_EAGER: u8 = 3;
 
 /// mlx5 asks for a sync on an unexpected message this far ahead.
 const MAX_SYNC_DIFF: u32 = 0x3fff;
-
-/// The caps `ibv_query_device_ex` reports.
-pub fn caps() -> ibv_tm_caps {
-    ibv_tm_caps {
-        max_rndv_hdr_size: MAX_RNDV_HDR_SIZE,
-        max_num_tags: MAX_NUM_TAGS,
-        flags: IBV_TM_CAP_RC,
-        max_ops: MAX_OPS,
-        max_sge: MAX_TM_SGE,
-    }
-}
 
 /// A tag-matching header, decoded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
