@@ -384,6 +384,18 @@ pub fn port_attr(d: &DeviceInfo) -> ibv_port_attr {
     p
 }
 
+/// The tag-matching capabilities `ibv_query_device_ex` reports
+/// (`tm_caps`; tag matching is done in software, `tm`).
+pub fn tm_caps() -> verbs_abi::ibv_tm_caps {
+    verbs_abi::ibv_tm_caps {
+        max_rndv_hdr_size: TM_MAX_RNDV_HDR_SIZE,
+        max_num_tags: TM_MAX_NUM_TAGS,
+        flags: verbs_abi::IBV_TM_CAP_RC,
+        max_ops: TM_MAX_OPS,
+        max_sge: TM_MAX_SGE,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,17 +434,5 @@ mod tests {
         let lo = devs.iter().find(|d| d.name == "rsw_lo").expect("rsw_lo");
         assert_eq!(lo.gids[0], ipv4_mapped([127, 0, 0, 1]));
         assert_eq!(lo.active_mtu(), IBV_MTU_4096);
-    }
-}
-
-/// The tag-matching capabilities `ibv_query_device_ex` reports
-/// (`tm_caps`; tag matching is done in software, `tm`).
-pub fn tm_caps() -> verbs_abi::ibv_tm_caps {
-    verbs_abi::ibv_tm_caps {
-        max_rndv_hdr_size: TM_MAX_RNDV_HDR_SIZE,
-        max_num_tags: TM_MAX_NUM_TAGS,
-        flags: verbs_abi::IBV_TM_CAP_RC,
-        max_ops: TM_MAX_OPS,
-        max_sge: TM_MAX_SGE,
     }
 }
