@@ -907,7 +907,7 @@ add kcm/flows-siw0 60 body_kcm_flows "$SIW_IP" 10.0.1.77 "$(port)"
 # draw the same ones.
 PYVERBS_TESTS=${PYVERBS_TESTS:-/usr/share/doc/rdma-core/tests}
 # pyverbs_tree: the suite unpacked and byte-compiled, once a run (compiling
-# its modules takes about 35 s under TCG); prints its directory. The tests
+# its modules takes 10-35 s under TCG); prints its directory. The tests
 # write nothing there, so every case and both sides share it.
 pyverbs_tree() {
 	local t=$WORK/pyverbs-tests
@@ -959,7 +959,7 @@ add ours/pyverbs-delta-siw0 600 body_pyverbs_delta siw0 0 22
 # look for the device's network interface at
 # /sys/class/infiniband/DEV/device/net/, which soft devices lack (no parent
 # device): they run in a mount namespace where that link exists
-# (netdev_view), and skip without it. The tests named run, each must end
+# (--netdev-view), and skip without it. The tests named run, each must end
 # as named (ok unless :skipped). Left out on rxe0: the multicast traffic
 # tests (rxe does not loop multicast back to the host's own QPs, so no
 # sender/receiver pair completes in one VM; Debian's get stuck the same,
