@@ -46,9 +46,12 @@ mod retrieve;
 mod ud;
 mod xrc;
 
-/// The QP ack timeout when the application sets none (IB encoding:
-/// 4.096 us * 2^14, about 67 ms).
-const DEFAULT_ACK_TIMEOUT: u8 = 14;
+/// The QP ack timeout when the application sets none: the kernel's CM
+/// gives a RoCE id its path's packet lifetime (16) plus one, 4.096 us *
+/// 2^17, about 0.54 s a try and 4.3 s with rsockets' 7 retries. 14 (67 ms,
+/// 0.54 s in all) failed an rsocket whose peer a loaded host did not run
+/// for half a second.
+const DEFAULT_ACK_TIMEOUT: u8 = 17;
 /// RoCE v2 hop limit for the GRH.
 const HOP_LIMIT: u8 = 64;
 /// How long a disconnected connection stays in timewait before
