@@ -20,7 +20,6 @@ use crate::cq::Cqe;
 use crate::guard;
 use crate::mr;
 use crate::place;
-use crate::progress::{engine, token, Kind};
 use crate::transport::udp::{wire_group, Datagram, UdpEndpoint, MCAST_PORT};
 use crate::transport::MAX_IOV;
 use crate::util::iov;
@@ -103,17 +102,9 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
 
 /// Watches for room in the socket while sends wait for it.
 fn watch_out(qp: &Qp, g: &mut QpInner, want_out: bool) {
-    let Some(d) = g.dgram.as_mut() else { return };
-    let mut want = libc::EPOLLIN as u32;
-    if want_out {
-        want |= libc::EPOLLOUT as u32;
-    }
-    if want != d.events {
-        d.events = want;
-        if let Ok(e) = engine() {
-            e.modify(d.ep.fd(), token(qp.serial, Kind::Datagram), want);
-        }
-    }
+    let Some(x) = g.dgram.as_mut() else { return };
+    let fd = x.ep.fd();
+    super::watch_datagram_socket(qp.serial, fd, &mut x.events, want_out);
 }
 
 fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {

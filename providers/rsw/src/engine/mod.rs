@@ -212,6 +212,21 @@ impl Target for Qp {
     }
 }
 
+/// Watches a UD or raw packet QP's socket (`fd`) for room while sends
+/// wait for it; `events` is what the progress engine watches now.
+fn watch_datagram_socket(serial: u64, fd: std::os::fd::RawFd, events: &mut u32, want_out: bool) {
+    let mut want = libc::EPOLLIN as u32;
+    if want_out {
+        want |= libc::EPOLLOUT as u32;
+    }
+    if want != *events {
+        *events = want;
+        if let Ok(e) = engine() {
+            e.modify(fd, crate::progress::token(serial, Kind::Datagram), want);
+        }
+    }
+}
+
 /// Whether a connection of the QP is still being made: ours not yet
 /// connected, or the peer's not yet accepted, in a state that takes it.
 fn setting_up(g: &QpInner) -> bool {

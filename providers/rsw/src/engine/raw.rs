@@ -21,7 +21,6 @@ use crate::flow::{self, Headers};
 use crate::guard;
 use crate::mr;
 use crate::place;
-use crate::progress::{engine, token, Kind};
 use crate::ring::RecvWqe;
 use crate::transport::MAX_IOV;
 use crate::util::iov;
@@ -88,17 +87,9 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
 
 /// Watches for room in the socket while sends wait for it.
 fn watch_out(qp: &Qp, g: &mut QpInner, want_out: bool) {
-    let Some(r) = g.raw.as_mut() else { return };
-    let mut want = libc::EPOLLIN as u32;
-    if want_out {
-        want |= libc::EPOLLOUT as u32;
-    }
-    if want != r.events {
-        r.events = want;
-        if let Ok(e) = engine() {
-            e.modify(r.fd(), token(qp.serial, Kind::Datagram), want);
-        }
-    }
+    let Some(x) = g.raw.as_mut() else { return };
+    let fd = x.fd();
+    super::watch_datagram_socket(qp.serial, fd, &mut x.events, want_out);
 }
 
 fn send_one(qp: &Qp, g: &QpInner, seq: u64) -> std::io::Result<usize> {
