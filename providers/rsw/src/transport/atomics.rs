@@ -15,6 +15,15 @@
 //! its lock taken over; one that lives but does not let go (stopped, say)
 //! makes waiters give up after a bounded wait: a requester then sends the
 //! atomic over TCP, a responder goes ahead with a warning.
+//!
+//! A second word names the waiter that goes next. Without it a thread
+//! doing atomics back to back took the lock again each time it let go,
+//! while a waiter that had gone to sleep only ever found it held (woken,
+//! it mostly ran while the holder was preempted inside): a responder
+//! waited over half a second, past its requester's retry budget
+//! (RETRY_EXC_ERR), and once past its patience went ahead unlocked and
+//! lost an update. Now a waiter that had to leave the CPU claims the
+//! turn, and others leave a free lock to it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -34,6 +43,16 @@ const MAX_SLEEP_NS: u64 = 1_000_000;
 /// Locks taken over from a dead holder, and waits given up, process-wide.
 pub static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
 pub static GIVEUPS: AtomicU64 = AtomicU64::new(0);
+
+/// A process's atomic lock, at the start of its mailbox file.
+#[repr(C)]
+#[derive(Default)]
+pub struct Lock {
+    /// The holder's id (see `me`), 0 when free.
+    word: AtomicU64,
+    /// The waiter the lock goes to next, 0 for whoever comes first.
+    next: AtomicU64,
+}
 
 /// A held lock: released when dropped.
 pub struct Held<'a>(&'a AtomicU64);
@@ -72,20 +91,35 @@ fn gone(holder: u64) -> bool {
     r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
-/// Takes the lock, or None after `patience_ns` of a live holder not
-/// letting go.
-pub fn lock(word: &AtomicU64, patience_ns: u64) -> Option<Held<'_>> {
+/// Takes the lock, or None after `patience_ns` of a live holder (or a
+/// live waiter whose turn it is) not letting go.
+pub fn lock(l: &Lock, patience_ns: u64) -> Option<Held<'_>> {
     let me = me();
     let mut tries = 0u32;
     let mut since = 0;
     let mut sleep = SLEEP_NS;
     loop {
-        let holder = match word.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => return Some(Held(word)),
-            Err(h) => h,
+        let next = l.next.load(Ordering::Acquire);
+        let holder = if next == 0 || next == me {
+            match l
+                .word
+                .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    if next == me {
+                        let _ = l
+                            .next
+                            .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
+                    }
+                    return Some(Held(&l.word));
+                }
+                Err(h) => h,
+            }
+        } else {
+            l.word.load(Ordering::Relaxed)
         };
         tries += 1;
-        if holder == 0 || tries < SPINS {
+        if tries < SPINS || (holder == 0 && (next == 0 || next == me)) {
             std::hint::spin_loop();
             continue;
         }
@@ -93,10 +127,18 @@ pub fn lock(word: &AtomicU64, patience_ns: u64) -> Option<Held<'_>> {
             std::thread::yield_now();
             continue;
         }
-        if gone(holder) {
+        // Leaving the CPU from here on: take the next turn if nobody has.
+        if next == 0
+            && l.next
+                .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            continue;
+        }
+        if holder != 0 && gone(holder) {
             // Its critical section died with it: what it read is stale,
             // what it wrote (if anything) is whole.
-            if word
+            if l.word
                 .compare_exchange(holder, 0, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
@@ -104,15 +146,33 @@ pub fn lock(word: &AtomicU64, patience_ns: u64) -> Option<Held<'_>> {
             }
             continue;
         }
+        if next != 0 && next != me && gone(next) {
+            // A waiter that died waiting for its turn.
+            let _ = l
+                .next
+                .compare_exchange(next, 0, Ordering::AcqRel, Ordering::Relaxed);
+            continue;
+        }
         let now = mono_ns();
         if since == 0 {
             since = now;
         } else if now - since >= patience_ns {
+            // Our turn, if we had it, goes to whoever comes first.
+            let _ = l
+                .next
+                .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
             GIVEUPS.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        std::thread::sleep(std::time::Duration::from_nanos(sleep));
-        sleep = (sleep * 2).min(MAX_SLEEP_NS);
+        if next == me {
+            // Ours is the next turn and the critical section is short:
+            // a short nap lets a holder preempted on this core finish,
+            // and the lock waits for us meanwhile.
+            std::thread::sleep(std::time::Duration::from_nanos(SLEEP_NS));
+        } else {
+            std::thread::sleep(std::time::Duration::from_nanos(sleep));
+            sleep = (sleep * 2).min(MAX_SLEEP_NS);
+        }
     }
 }
 
@@ -122,34 +182,69 @@ mod tests {
 
     #[test]
     fn excludes_and_releases() {
-        let w = AtomicU64::new(0);
+        let w = Lock::default();
         let h = lock(&w, 1_000_000).expect("free lock");
-        assert_eq!(w.load(Ordering::Relaxed), me());
+        assert_eq!(w.word.load(Ordering::Relaxed), me());
         assert!(lock(&w, 1_000_000).is_none(), "held by a live thread");
+        assert_eq!(w.next.load(Ordering::Relaxed), 0, "a waiter that gave up");
         drop(h);
-        assert_eq!(w.load(Ordering::Relaxed), 0);
+        assert_eq!(w.word.load(Ordering::Relaxed), 0);
         assert!(lock(&w, 1_000_000).is_some());
     }
 
     #[test]
     fn a_dead_holder_is_taken_over() {
         // A thread that takes the lock and exits without letting go.
-        let w = std::sync::Arc::new(AtomicU64::new(0));
+        let w = std::sync::Arc::new(Lock::default());
         let w2 = w.clone();
         std::thread::spawn(move || std::mem::forget(lock(&w2, 1_000_000).unwrap()))
             .join()
             .unwrap();
-        assert_ne!(w.load(Ordering::Relaxed), 0);
+        assert_ne!(w.word.load(Ordering::Relaxed), 0);
         let h = lock(&w, 10_000_000_000).expect("taken over");
-        assert_eq!(w.load(Ordering::Relaxed), me());
+        assert_eq!(w.word.load(Ordering::Relaxed), me());
         drop(h);
+    }
+
+    #[test]
+    fn a_sleeping_waiter_gets_its_turn() {
+        // A thread that holds the lock nearly all the time and takes it
+        // again at once (as a program doing same-host atomics back to
+        // back, preempted inside at times): a waiter still gets it.
+        let w = std::sync::Arc::new(Lock::default());
+        let turns = std::sync::Arc::new(AtomicU64::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (w2, turns2, stop2) = (w.clone(), turns.clone(), stop.clone());
+        let hammer = std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                let _h = lock(&w2, u64::MAX).unwrap();
+                turns2.fetch_add(1, Ordering::Relaxed);
+                let t = mono_ns();
+                while mono_ns() - t < 50_000 {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let deadline = mono_ns() + 10_000_000_000;
+        while turns.load(Ordering::Relaxed) == 0 {
+            assert!(mono_ns() < deadline, "the hammer never ran");
+            std::thread::yield_now();
+        }
+        let got = (0..20)
+            .filter(|_| lock(&w, 1_000_000_000).is_some())
+            .count();
+        stop.store(true, Ordering::Relaxed);
+        hammer.join().unwrap();
+        assert_eq!(got, 20, "waits given up against a busy holder");
+        assert_eq!(w.next.load(Ordering::Relaxed), 0);
+        assert!(turns.load(Ordering::Relaxed) > 1, "the hammer took turns");
     }
 
     #[test]
     fn serialises_read_modify_write() {
         // Non-atomic increments under the lock from four threads lose
         // nothing.
-        let w = std::sync::Arc::new(AtomicU64::new(0));
+        let w = std::sync::Arc::new(Lock::default());
         let v = std::sync::Arc::new(AtomicU64::new(0));
         let ts: Vec<_> = (0..4)
             .map(|_| {

@@ -467,7 +467,7 @@ impl Peer {
 
     /// The lock word the peer's atomics take (`transport::atomics`), if
     /// its mailbox file is mapped.
-    pub fn atomic_word(&self) -> Option<&AtomicU64> {
+    pub fn atomic_word(&self) -> Option<&super::atomics::Lock> {
         self.mbox.as_ref().map(super::mailbox::atomic_word)
     }
 

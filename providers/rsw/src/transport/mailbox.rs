@@ -256,16 +256,17 @@ static FILE: ForkFresh<Option<File>> = ForkFresh::new(|| {
 
 /// The lock word every atomic targeting this process takes
 /// (`transport::atomics`), if the same-host path is on.
-pub fn own_atomic_word() -> Option<&'static AtomicU64> {
+pub fn own_atomic_word() -> Option<&'static super::atomics::Lock> {
     FILE.get().as_ref().map(|f| atomic_word(&f.map))
 }
 
 /// The atomic lock word of a mailbox file (ours or a peer's) mapped at
 /// `map`.
-pub(crate) fn atomic_word(map: &Mapping) -> &AtomicU64 {
+pub(crate) fn atomic_word(map: &Mapping) -> &super::atomics::Lock {
     // SAFETY: the file's first page is reserved for it (no region starts
-    // there); the mapping is page-aligned and at least a page long.
-    unsafe { &*(map.base as *const AtomicU64) }
+    // there, FILE_ASYM is past it); the mapping is page-aligned and at
+    // least a page long; the lock is two atomic words.
+    unsafe { &*(map.base as *const super::atomics::Lock) }
 }
 
 /// The mailbox file's descriptor, for the offer.
