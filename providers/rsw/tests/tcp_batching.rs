@@ -400,3 +400,28 @@ fn a_posted_list_goes_out_in_few_writes() {
         );
     }
 }
+
+#[test]
+fn a_write_is_acknowledged_after_its_last_bytes_land() {
+    // The requester completes a WRITE on its ACK, and a program may read
+    // the target at once (through another channel): every byte must be
+    // there, the last 64 (which the responder places at the end) too.
+    // Each WRITE overwrites the same 100 bytes with a new pattern.
+    const N: usize = 400;
+    let mut r = Responder::new(5106, 1, 64);
+    let target = Buf::new(r.pd, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    for i in 0..N {
+        let mut h = Header::new(Op::Write, i as u32);
+        h.rkey = target.rkey();
+        h.remote_addr = target.addr();
+        h.length = 100;
+        let mut hb = [0u8; HDR_LEN];
+        h.encode(&mut hb);
+        let mut bytes = hb.to_vec();
+        bytes.extend_from_slice(&payload(i, 100));
+        r.s.write_all(&bytes).unwrap();
+        r.wait_ack(i as u32);
+        assert_eq!(&target.snapshot()[..], &payload(i, 100)[..], "WRITE {i}");
+    }
+    assert_eq!(qp_state(r.q), IBV_QPS_RTR);
+}

@@ -1619,12 +1619,11 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // What a SEND brings is the application's to see only through its
     // receive completion, which follows the ACK here: its tail may be
     // placed first, and the ACK go out at once, with no cork to release.
-    // A WRITE's bytes are seen the moment they land (programs poll the
-    // last byte), so its ACK is handed to the kernel first: sent after the
-    // tail, the program polling it blocks on this QP's lock during our
-    // sendmsg (ib_write_lat over TCP: average 3x). Known race: MSG_MORE
-    // holds the ACK only for that call, and the peer's TCP ACK can push it
-    // out before the tail has landed (issue 25).
+    // A WRITE's ACK too goes to the kernel only once its tail has landed,
+    // or the requester could complete it before the bytes are there. A
+    // program polling the last byte then posts while this thread still
+    // holds the QP for the sendmsg: its post spins for the lock rather
+    // than sleep on it (`Qp::lock_for_post`).
     if let Some(inc) = g.resp.inc.as_mut() {
         inc.rx = Rx::Header;
         if reliable {
@@ -1652,9 +1651,8 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         true
     } else {
         // Nothing waits in `acked_later`: the WRITE's header settled it.
-        let alive = send_responses(qp, g, true);
         place_tail(qp, g, &h, &tail_bytes);
-        alive
+        send_responses(qp, g, true)
     };
     if let Some(cqe) = place::recv_cqe(h.op, imm, h.imm, h.flags & FLAG_SOLICITED != 0) {
         complete_request(qp, g, &h, cqe, peer, acked);
@@ -1800,8 +1798,8 @@ fn place_tail(qp: &Qp, g: &QpInner, h: &Header, tail_bytes: &[u8; TAIL as usize]
         let table = mr::table();
         // Checked above; only an MR deregistered in between (a program bug)
         // makes this fail, and then the tail is not placed. Nor is it when
-        // the application unmapped the memory: the ACK is already out, as
-        // hardware's would be before it wrote into pages it had pinned.
+        // the application unmapped the memory: the request was accepted
+        // at its header, as hardware accepts one into pages it had pinned.
         if let Ok(n) = dest_iov(qp, g, h, bulk, tail as usize, &table, &mut v) {
             // An atomic write's 8 bytes land at once (the target is one
             // aligned piece: checked at the request's header).

@@ -373,7 +373,7 @@ unsafe fn traced_post_send_batch(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_i
 /// # Safety
 /// As [`post_send_batch`].
 unsafe fn post_send_batch_inner(qp: &Qp, wr: *mut ibv_send_wr, n: usize) -> c_int {
-    let mut g = qp.inner.lock();
+    let mut g = qp.lock_for_post();
     if g.state == IBV_QPS_RESET {
         return libc::EINVAL;
     }
@@ -405,7 +405,7 @@ pub(crate) unsafe extern "C" fn post_send(
     }
     // SAFETY: qp came from create_qp_ex.
     let q = unsafe { Qp::from_ibv(qp) };
-    let mut g = q.inner.lock();
+    let mut g = q.lock_for_post();
     // SAFETY: wr is the caller's list.
     unsafe { post_locked(q, &mut g, wr, bad_wr) }
 }
@@ -436,7 +436,7 @@ unsafe fn traced_post_send(
         unsafe { crate::trace::send_wrs("post_send", qp, wr) };
     }
     let rc = {
-        let mut g = q.inner.lock();
+        let mut g = q.lock_for_post();
         // SAFETY: wr is the caller's list.
         unsafe { post_locked(q, &mut g, wr, bad_wr) }
     };
@@ -564,7 +564,7 @@ unsafe fn post_recv_inner(
         }
         return libc::EINVAL;
     }
-    let mut g = q.inner.lock();
+    let mut g = q.lock_for_post();
     let mut rc = 0;
     // Only a stalled incoming connection needs to hear of a first receive;
     // asked first, as a mailbox's head is a line same-host peers write.

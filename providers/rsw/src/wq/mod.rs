@@ -319,11 +319,38 @@ const RNR_TIMER_US: [u64; 32] = [
     327_680, 491_520,
 ];
 
+/// How long a post spins for the QP's lock before it sleeps on it.
+const POST_SPIN_NS: u64 = 50_000;
+
 pub fn rnr_timer_ns(code: u8) -> u64 {
     RNR_TIMER_US[(code & 31) as usize] * 1000
 }
 
 impl<E: Engines> Qp<E> {
+    /// The QP for a post. The holder is most often the progress thread
+    /// handing a response to the kernel, which takes microseconds: a
+    /// poster that slept on the lock instead paid a futex wake-up and, on
+    /// a busy machine, a wait for a core (a program polling a WRITE's last
+    /// byte posts its answer while the ACK is being sent).
+    #[inline]
+    pub fn lock_for_post(&self) -> parking_lot::MutexGuard<'_, QpInner<E>> {
+        if let Some(g) = self.inner.try_lock() {
+            return g;
+        }
+        let until = crate::util::mono_ns() + POST_SPIN_NS;
+        loop {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+            if let Some(g) = self.inner.try_lock() {
+                return g;
+            }
+            if crate::util::mono_ns() >= until {
+                return self.inner.lock();
+            }
+        }
+    }
+
     /// Whether its public struct still names it (`handles::names`): its
     /// handle is its serial's low 32 bits.
     pub fn names_itself(&self) -> bool {
