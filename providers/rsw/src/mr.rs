@@ -23,7 +23,7 @@ use verbs_rt::check::{report, Obj};
 use crate::handles::{names, Ctx, UNKNOWN_BY_IOCTL, UNKNOWN_BY_WRITE};
 use crate::pd::Pd;
 use crate::transport::local::{self, KeyEntry};
-use crate::util::{iov, set_errno};
+use crate::util::set_errno;
 use verbs_rt::ForkFresh;
 use verbs_rt::Handles;
 
@@ -234,32 +234,17 @@ impl MrTable {
     pub fn sge_iovs(
         &self,
         sges: &[ibv_sge],
-        mut off: u64,
+        off: u64,
         len: usize,
         pd: u32,
         write: bool,
         out: &mut [libc::iovec],
     ) -> Result<usize, AccessError> {
-        let mut n = 0;
-        let mut room = len;
-        for s in sges {
-            if room == 0 {
-                break;
-            }
-            let l = s.length as u64;
-            if off >= l {
-                off -= l;
-                continue;
-            }
-            let take = ((l - off) as usize).min(room);
-            let addr = s.addr.checked_add(off).ok_or(AccessError)?;
-            let p = self.local(s.lkey, addr, take as u64, pd, write)?;
-            *out.get_mut(n).ok_or(AccessError)? = iov(p, take);
-            n += 1;
-            room -= take;
-            off = 0;
-        }
-        Ok(n)
+        crate::util::sge_iovs(sges, off, len, out, |lkey, addr, l| {
+            self.local(lkey, addr, l, pd, write).ok()
+        })
+        .map(|(n, _)| n)
+        .ok_or(AccessError)
     }
 }
 

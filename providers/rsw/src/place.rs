@@ -16,7 +16,6 @@ use crate::cq::Cqe;
 use crate::mr::MrTable;
 use crate::transport::local::Peer;
 use crate::transport::mailbox::{Delivered, Inline, FLAG_IMM, FLAG_SOLICITED};
-use crate::util::iov;
 use crate::wire::Op;
 
 /// A key table a receive's buffers are checked against.
@@ -50,31 +49,14 @@ impl Keys for Peer {
 pub fn scatter<K: Keys + ?Sized>(
     keys: &K,
     sges: &[ibv_sge],
-    mut off: u64,
+    off: u64,
     len: usize,
     pd: u32,
     out: &mut [libc::iovec],
 ) -> Option<(usize, usize)> {
-    let mut n = 0;
-    let mut room = len;
-    for s in sges {
-        if room == 0 {
-            break;
-        }
-        let l = s.length as u64;
-        if off >= l {
-            off -= l;
-            continue;
-        }
-        let take = ((l - off) as usize).min(room);
-        let addr = s.addr.checked_add(off)?;
-        let p = keys.writable(s.lkey, addr, take as u64, pd)?;
-        *out.get_mut(n)? = iov(p, take);
-        n += 1;
-        room -= take;
-        off = 0;
-    }
-    Some((n, room))
+    crate::util::sge_iovs(sges, off, len, out, |lkey, addr, l| {
+        keys.writable(lkey, addr, l, pd)
+    })
 }
 
 /// The successful receive completion a message of `op` makes (None for

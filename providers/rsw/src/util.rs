@@ -135,3 +135,38 @@ pub fn limit(what: &str, max: u32, r: Result<(), i32>) -> Result<(), i32> {
     }
     r
 }
+
+/// The iovecs of bytes `off..off + len` of the message the scatter/gather
+/// list `sges` describes, each piece's pointer from `check(lkey, addr,
+/// len)` (None refuses it; empty pieces are skipped). Returns how many
+/// iovecs, and how many of the `len` bytes the list had no room for; None
+/// if `check` refused a piece or `out` is too short.
+#[inline]
+pub fn sge_iovs(
+    sges: &[verbs_abi::ibv_sge],
+    mut off: u64,
+    len: usize,
+    out: &mut [libc::iovec],
+    mut check: impl FnMut(u32, u64, u64) -> Option<*mut u8>,
+) -> Option<(usize, usize)> {
+    let mut n = 0;
+    let mut room = len;
+    for s in sges {
+        if room == 0 {
+            break;
+        }
+        let l = s.length as u64;
+        if off >= l {
+            off -= l;
+            continue;
+        }
+        let take = ((l - off) as usize).min(room);
+        let addr = s.addr.checked_add(off)?;
+        let p = check(s.lkey, addr, take as u64)?;
+        *out.get_mut(n)? = iov(p, take);
+        n += 1;
+        room -= take;
+        off = 0;
+    }
+    Some((n, room))
+}

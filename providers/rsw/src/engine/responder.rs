@@ -1706,6 +1706,19 @@ fn check_tail(
     }
 }
 
+/// Adds a message's tail to the bounce buffer that holds its first `bulk`
+/// bytes; false if the buffer is shorter than the message.
+fn bounce_tail(g: &QpInner, bulk: u32, tail: u32, tail_bytes: &[u8; TAIL as usize]) -> bool {
+    let end = (bulk + tail) as usize;
+    let Some(b) = g.xrc_bounce.get(bulk as usize..end) else {
+        return false;
+    };
+    for (c, v) in b.iter().zip(&tail_bytes[..tail as usize]) {
+        c.set(*v);
+    }
+    true
+}
+
 /// Writes the message (in our bounce buffer, its tail added now) into
 /// another process's receive; false if it could not be written.
 fn place_remote(
@@ -1716,12 +1729,7 @@ fn place_remote(
     tail_bytes: &[u8; TAIL as usize],
 ) -> bool {
     let end = (bulk + tail) as usize;
-    if let Some(b) = g.xrc_bounce.get(bulk as usize..end) {
-        for (c, v) in b.iter().zip(&tail_bytes[..tail as usize]) {
-            c.set(*v);
-        }
-    }
-    g.xrc_bounce.len() >= end
+    bounce_tail(g, bulk, tail, tail_bytes)
         // SAFETY: the bounce buffer holds the message's `end` bytes.
         && unsafe { r.write(&g.recv, g.xrc_bounce.as_ptr() as *const u8, end) }
 }

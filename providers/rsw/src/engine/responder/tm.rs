@@ -144,11 +144,7 @@ pub(super) fn place(
     tail_bytes: &[u8; TAIL as usize],
 ) -> bool {
     let end = (bulk + tail) as usize;
-    if let Some(b) = g.xrc_bounce.get(bulk as usize..end) {
-        for (c, v) in b.iter().zip(&tail_bytes[..tail as usize]) {
-            c.set(*v);
-        }
-    }
+    super::bounce_tail(g, bulk, tail, tail_bytes);
     let from = match g.tm.decision {
         Some(Decision::Eager { .. }) => TMH_LEN,
         Some(Decision::Ordinary { .. }) => 0,
