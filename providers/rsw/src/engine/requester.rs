@@ -1074,7 +1074,7 @@ fn gather_and_send<const N: usize>(
     // SAFETY: every iovec points into our header buffers, the WQEs' inline
     // buffers, or registered memory validated under the MR table lock, which
     // is held across the call.
-    let r = unsafe { out.conn.send_iov(&v[..n], false) };
+    let r = unsafe { out.conn.send_iov(&v[..n]) };
     Ok((r, joined))
 }
 

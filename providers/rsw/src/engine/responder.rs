@@ -501,6 +501,8 @@ pub fn pump_deferring_acks(qp: &Qp, g: &mut QpInner) {
 /// Runs the incoming connection as far as it goes without blocking.
 pub fn pump(qp: &Qp, g: &mut QpInner) {
     run(qp, g);
+    // Normally released already; here if the pass stopped on the way.
+    release_held(g);
     // Normally settled already; here if the connection ended on the way
     // (its data did arrive: the receives complete).
     if !g.resp.acked_later.is_empty() {
@@ -703,11 +705,12 @@ pub fn send_owed_ack(qp: &Qp, g: &mut QpInner) {
     }
 }
 
-/// Transmits ACKs held in the kernel while WRITEs' tails landed.
+/// Uncorks the socket: the ACKs held in the kernel while WRITEs' tails
+/// landed leave.
 fn release_held(g: &mut QpInner) {
     if let Some(inc) = g.resp.inc.as_mut().filter(|i| i.held > 0) {
         inc.held = 0;
-        inc.conn.push();
+        inc.conn.cork(false);
     }
 }
 
@@ -1619,11 +1622,14 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // What a SEND brings is the application's to see only through its
     // receive completion, which follows the ACK here: its tail may be
     // placed first, and the ACK go out at once, with no cork to release.
-    // A WRITE's ACK too goes to the kernel only once its tail has landed,
-    // or the requester could complete it before the bytes are there. A
-    // program polling the last byte then posts while this thread still
-    // holds the QP for the sendmsg: its post spins for the lock rather
-    // than sleep on it (`Qp::lock_for_post`).
+    // A WRITE's bytes are seen the moment they land (programs poll the
+    // last byte), and a program may exit on sight: so its ACK goes to the
+    // kernel before the tail, into a corked socket, and leaves when this
+    // pass ends (`release_held`), after the tail (or the requester could
+    // complete it before the bytes are there), or with the FIN if the
+    // program exits first. A program polling the last byte posts while
+    // this thread still holds the QP: its post spins for the lock rather
+    // than sleep (`Qp::lock_for_post`).
     if let Some(inc) = g.resp.inc.as_mut() {
         inc.rx = Rx::Header;
         if reliable {
@@ -1651,8 +1657,12 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         true
     } else {
         // Nothing waits in `acked_later`: the WRITE's header settled it.
+        if let Some(inc) = g.resp.inc.as_ref().filter(|i| reliable && i.held == 0) {
+            inc.conn.cork(true);
+        }
+        let alive = send_responses(qp, g);
         place_tail(qp, g, &h, &tail_bytes);
-        send_responses(qp, g, true)
+        alive
     };
     if let Some(cqe) = place::recv_cqe(h.op, imm, h.imm, h.flags & FLAG_SOLICITED != 0) {
         complete_request(qp, g, &h, cqe, peer, acked);
@@ -1756,14 +1766,14 @@ fn complete_request(qp: &Qp, g: &mut QpInner, h: &Header, cqe: Cqe, peer: u32, a
     }
 }
 
-/// One more WRITE's ACK held in the kernel: released when this pass over
-/// the connection ends (`pump`), one push for a batch of WRITEs; a long
-/// batch releases it on the way.
+/// One more WRITE's ACK held in the corked socket: released when this
+/// pass over the connection ends (`pump`), one cork for a batch of
+/// WRITEs; a long batch releases it on the way.
 fn release_some(inc: &mut InConn) {
     inc.held += 1;
     if inc.held >= MAX_HELD {
         inc.held = 0;
-        inc.conn.push();
+        inc.conn.cork(false);
     }
 }
 
@@ -1855,16 +1865,15 @@ unsafe fn copy_out(v: &[libc::iovec], src: &[u8]) -> Result<(), guard::Fault> {
 /// Sends queued responses until done or the socket is full; false if the
 /// connection failed.
 fn flush(qp: &Qp, g: &mut QpInner) -> bool {
-    send_responses(qp, g, false)
+    send_responses(qp, g)
 }
 
 /// Responses gathered into one `sendmsg` at most.
 const MAX_GATHER: usize = 8;
 
-/// As [`flush`]; with `hold` the kernel keeps the bytes until
-/// `Conn::push`. Queued responses go out together, several in one
+/// As [`flush`]. Queued responses go out together, several in one
 /// `sendmsg`.
-fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
+fn send_responses(qp: &Qp, g: &mut QpInner) -> bool {
     loop {
         let Some(inc) = g.resp.inc.as_mut() else {
             return true;
@@ -1880,7 +1889,7 @@ fn send_responses(qp: &Qp, g: &mut QpInner, hold: bool) -> bool {
         };
         // SAFETY: the iovecs cover our header buffers and registered memory
         // with remote read rights, checked under the MR table lock (held).
-        let res = unsafe { inc.conn.send_iov(&v[..n], hold) };
+        let res = unsafe { inc.conn.send_iov(&v[..n]) };
         drop(table);
         let k = match res {
             Ok(k) => k,

@@ -161,16 +161,14 @@ impl Conn {
         }
     }
 
-    /// Non-blocking gather send; `ErrorKind::WouldBlock` when full. With
-    /// `hold`, the bytes are queued but not transmitted until [`Conn::push`]
-    /// (or the connection closes, which still delivers them).
+    /// Non-blocking gather send; `ErrorKind::WouldBlock` when full.
     ///
     /// # Safety
     /// Every iovec must describe readable memory for the whole call.
-    pub unsafe fn send_iov(&self, iov: &[libc::iovec], hold: bool) -> io::Result<usize> {
+    pub unsafe fn send_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
         match self {
             // SAFETY: forwarded contract.
-            Conn::Tcp(c) => unsafe { c.send_iov(iov, hold) },
+            Conn::Tcp(c) => unsafe { c.send_iov(iov) },
         }
     }
 
@@ -220,10 +218,10 @@ impl Conn {
         }
     }
 
-    /// Transmits what [`Conn::send_iov`] held back.
-    pub fn push(&self) {
+    /// Holds everything sent until uncorked (see [`TcpConn::cork`]).
+    pub fn cork(&self, on: bool) {
         match self {
-            Conn::Tcp(c) => c.push(),
+            Conn::Tcp(c) => c.cork(on),
         }
     }
 

@@ -526,17 +526,17 @@ impl TcpConn {
     ///
     /// # Safety
     /// Every iovec must describe readable memory.
-    pub unsafe fn send_iov(&self, iov: &[libc::iovec], hold: bool) -> io::Result<usize> {
+    pub unsafe fn send_iov(&self, iov: &[libc::iovec]) -> io::Result<usize> {
         if !self.tx_framed {
             // SAFETY: forwarded contract.
-            return unsafe { self.sendmsg(iov, hold) };
+            return unsafe { self.sendmsg(iov) };
         }
         let plain = self.tx_plain.get();
         if plain > 0 {
             let mut v = [crate::util::iov(std::ptr::null(), 0); FRAMED_IOV];
             let (n, _) = slice_iov(iov, 0, plain, &mut v);
             // SAFETY: a part of the caller's iovecs.
-            let r = unsafe { self.sendmsg(&v[..n], hold)? };
+            let r = unsafe { self.sendmsg(&v[..n])? };
             self.tx_plain.set(plain - r);
             return Ok(r);
         }
@@ -546,10 +546,10 @@ impl TcpConn {
         // empty iovecs written per call.
         if iov.len() + 2 <= FEW_IOV {
             // SAFETY: forwarded contract.
-            unsafe { self.send_chunk::<FEW_IOV>(iov, hold) }
+            unsafe { self.send_chunk::<FEW_IOV>(iov) }
         } else {
             // SAFETY: forwarded contract.
-            unsafe { self.send_chunk::<FRAMED_IOV>(iov, hold) }
+            unsafe { self.send_chunk::<FRAMED_IOV>(iov) }
         }
     }
 
@@ -559,11 +559,7 @@ impl TcpConn {
     ///
     /// # Safety
     /// As [`TcpConn::send_iov`].
-    unsafe fn send_chunk<const N: usize>(
-        &self,
-        iov: &[libc::iovec],
-        hold: bool,
-    ) -> io::Result<usize> {
+    unsafe fn send_chunk<const N: usize>(&self, iov: &[libc::iovec]) -> io::Result<usize> {
         let want: usize = iov.iter().map(|v| v.iov_len).sum();
         if want == 0 {
             return Ok(0);
@@ -595,7 +591,7 @@ impl TcpConn {
         }
         // SAFETY: the caller's iovecs, and the length and pad, which live
         // across the call.
-        let mut r = unsafe { self.sendmsg(&v[..n], hold)? };
+        let mut r = unsafe { self.sendmsg(&v[..n])? };
         let l = r.min(c.len_left);
         c.len_left -= l;
         r -= l;
@@ -621,20 +617,18 @@ impl TcpConn {
 
     /// # Safety
     /// Every iovec must describe readable memory.
-    unsafe fn sendmsg(&self, iov: &[libc::iovec], hold: bool) -> io::Result<usize> {
+    unsafe fn sendmsg(&self, iov: &[libc::iovec]) -> io::Result<usize> {
         // SAFETY: a zeroed msghdr is valid; we only set the iovec fields.
         let mut msg: libc::msghdr = unsafe { zeroed() };
         msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
         msg.msg_iovlen = iov.len();
-        // MSG_MORE corks this data in the socket until the next push.
-        let more = if hold { libc::MSG_MORE } else { 0 };
         loop {
             // SAFETY: msg points to iovecs the caller vouches for.
             let n = unsafe {
                 sock::sendmsg(
                     self.fd.as_raw_fd(),
                     &msg,
-                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | more,
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
                 )
             };
             if n > 0 {
@@ -650,10 +644,11 @@ impl TcpConn {
         }
     }
 
-    /// Setting TCP_NODELAY (already on) makes the kernel transmit corked
-    /// data now.
-    pub fn push(&self) {
-        tune(&self.fd);
+    /// While corked, the kernel keeps what is sent (no partial segment
+    /// leaves, whatever the peer's TCP ACKs do); it sends it when
+    /// uncorked, or with the FIN if this process dies first.
+    pub fn cork(&self, on: bool) {
+        let _ = sockopt::set_tcp_cork(&self.fd, on);
     }
 
     /// Receives into `iov`: from the bytes read ahead if there are any
@@ -1040,7 +1035,7 @@ mod tests {
                 o += k;
             }
             // SAFETY: the iovecs cover `data`.
-            match unsafe { c.send_iov(&v, false) } {
+            match unsafe { c.send_iov(&v) } {
                 Ok(k) => *at += k,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => panic!("send: {e}"),
@@ -1101,7 +1096,7 @@ mod tests {
         for round in 0..3 {
             let v = [crate::util::iov(msg.as_ptr(), msg.len())];
             // SAFETY: the iovec covers `msg`.
-            assert_eq!(unsafe { a.send_iov(&v, false) }.unwrap(), 50);
+            assert_eq!(unsafe { a.send_iov(&v) }.unwrap(), 50);
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while inq(&b) < 2 {
                 assert!(std::time::Instant::now() < deadline);
@@ -1152,7 +1147,7 @@ mod tests {
         let send = |c: &TcpConn, m: &[u8]| {
             let v = [crate::util::iov(m.as_ptr(), m.len())];
             // SAFETY: the iovec covers `m`.
-            assert_eq!(unsafe { c.send_iov(&v, false) }.unwrap(), m.len());
+            assert_eq!(unsafe { c.send_iov(&v) }.unwrap(), m.len());
         };
         let wait_inq = |c: &TcpConn, n: i32| {
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -1270,7 +1265,7 @@ mod tests {
                 for (tx, rx) in [(&a1, &mut b1), (&b2, &mut a2)] {
                     let v = [crate::util::iov(msg.as_ptr(), size)];
                     // SAFETY: the iovec covers `msg`.
-                    assert_eq!(unsafe { tx.send_iov(&v, false) }.unwrap(), size);
+                    assert_eq!(unsafe { tx.send_iov(&v) }.unwrap(), size);
                     let (unacked, cwnd) = in_flight(tx);
                     assert!(
                         unacked < cwnd,

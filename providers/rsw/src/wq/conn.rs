@@ -147,8 +147,8 @@ pub struct InConn {
     /// requests come through memory, this connection only carries what
     /// cannot (so polling does not read it; the progress thread does).
     pub(crate) peer_direct: bool,
-    /// ACKs sent with a hold (WRITEs whose tails landed since) and not
-    /// pushed out yet: `responder::pump` releases them when it stops.
+    /// ACKs sent into the corked socket (WRITEs whose tails landed since)
+    /// and not released yet: `responder::pump` uncorks when it stops.
     pub(crate) held: u32,
     /// The peer's responder takes ACKs carried on our requests
     /// (`wire::FLAG_ACK`; its hello said so).
@@ -235,7 +235,7 @@ impl InConn {
             let v = [crate::util::iov(r.hdr.as_ptr(), HDR_LEN)];
             // SAFETY: the iovec covers the queued header, alive across the
             // call.
-            let _ = unsafe { self.conn.send_iov(&v, false) };
+            let _ = unsafe { self.conn.send_iov(&v) };
         }
     }
 }
