@@ -45,6 +45,9 @@ on() {
 	case $side in
 	debian) env -u LD_LIBRARY_PATH -u LD_PRELOAD -u IBV_CONFIG_DIR -u RDMAV_DRIVERS -u IBV_DRIVERS "$@" ;;
 	ours) env -u LD_PRELOAD -u IBV_CONFIG_DIR -u RDMAV_DRIVERS -u IBV_DRIVERS LD_LIBRARY_PATH="$B/lib" "$@" ;;
+	# Ours with our rsw provider alone: the kernel's devices are there but
+	# no provider serves them.
+	rsw) env -u LD_PRELOAD -u RDMAV_DRIVERS -u IBV_DRIVERS LD_LIBRARY_PATH="$B/lib" IBV_CONFIG_DIR="$B/etc/libibverbs.d" "$@" ;;
 	*) echo "on: side $side?" >&2; return 2 ;;
 	esac
 }
@@ -844,6 +847,8 @@ body_kcm_qperf() { # SERVER-SIDE CLIENT-SIDE IP TEST PORT: qperf -cm1
 	local r
 	r=$(grep -Eo '(latency|bw) += +[0-9.]+ [a-zA-Z/]+' "$CASE_DIR/client.out" | tr -s ' ')
 	[[ -n $r ]] || { bad "no result in qperf's output"; return 1; }
+	# A run that moved nothing reports 0 (and exits 0).
+	[[ $r =~ =\ 0\  ]] && { bad "qperf measured nothing: $r"; return 1; }
 	good "$r"
 }
 body_kcm_sum() { # SERVER-SIDE CLIENT-SIDE IP PORT: ctests/src/sum_*.c
@@ -893,6 +898,9 @@ add kcm/write_bw_cm-rxe0-ours-debian 60 body_kcm_perftest_cm ours debian ib_writ
 add kcm/write_bw_cm-siw0-debian-ours 60 body_kcm_perftest_cm debian ours ib_write_bw siw0 "$SIW_IP" "$(port)" -n 300
 add kcm/qperf-rc_bw-rxe0-ours-debian 45 body_kcm_qperf ours debian "$RXE_IP" rc_bw "$(port)"
 add kcm/qperf-rc_lat-rxe0-debian-ours 45 body_kcm_qperf debian ours "$RXE_IP" rc_lat "$(port)"
+# Only rsw usable, on an address rxe0 and siw0's wildcard listener share:
+# the TCP CM, not the kernel's (which named rsw_eth0 by rxe0's GUID).
+add kcm/qperf-rc_lat-rsw_eth0-rsw-only 45 body_kcm_qperf rsw rsw "$RXE_IP" rc_lat "$(port)"
 add kcm/sum-rxe0-ours-debian 30 body_kcm_sum ours debian "$RXE_IP" "$(port)"
 add kcm/sum-siw0-debian-ours 30 body_kcm_sum debian ours "$SIW_IP" "$(port)"
 add kcm/sum-siw0-ours-ours 30 body_kcm_sum ours ours "$SIW_IP" "$(port)"

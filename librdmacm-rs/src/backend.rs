@@ -20,10 +20,19 @@ use verbs_abi::*;
 
 use crate::addr;
 use crate::channel::{Channel, Post};
+use crate::device;
 use crate::error::Res;
 use crate::id::{self, CmId};
 use crate::kernel::{self, KId};
 use crate::sock;
+
+/// Whether ids may take the kernel's CM: it is there and on, and one of
+/// its devices is listed (with only rsw devices usable, a request the
+/// kernel brought could not be served, and a wildcard listen through it
+/// would let iWARP's kernel TCP listener take the port from ours).
+fn kernel_cm() -> bool {
+    kernel::enabled() && device::any_kernel()
+}
 
 /// The kernel side of an id that speaks only the kernel's CM.
 fn kernel_of(i: &CmId) -> Option<Arc<KId>> {
@@ -33,7 +42,7 @@ fn kernel_of(i: &CmId) -> Option<Arc<KId>> {
 /// Binds through the kernel's CM if a kernel device owns `a`; false when
 /// none does (the id is left as it was).
 fn try_kernel_bind(i: &Arc<CmId>, a: &SocketAddr) -> Res<bool> {
-    if !kernel::enabled() || a.ip().is_unspecified() || a.ip().is_loopback() {
+    if !kernel_cm() || a.ip().is_unspecified() || a.ip().is_loopback() {
         return Ok(false);
     }
     let k = kernel::create(i)?;
@@ -68,7 +77,7 @@ pub fn resolve_addr(
     if let Some(k) = kernel_of(i) {
         return k.resolve_addr(i, src, &addr::any_to_loopback(dst), timeout_ms);
     }
-    if kernel::enabled() && kernel::lookup(i).is_none() && i.is_idle() {
+    if kernel_cm() && kernel::lookup(i).is_none() && i.is_idle() {
         let dst = addr::any_to_loopback(dst);
         let from = match src.filter(|s| !s.ip().is_unspecified()) {
             Some(s) => Some(s),
@@ -97,7 +106,7 @@ pub fn listen(i: &Arc<CmId>, backlog: i32) -> Res<()> {
     if let Some(k) = kernel_of(i) {
         return k.listen(i, backlog);
     }
-    if !kernel::enabled() || kernel::lookup(i).is_some() {
+    if !kernel_cm() || kernel::lookup(i).is_some() {
         return i.listen(backlog);
     }
     if i.is_idle() {

@@ -19,6 +19,10 @@ pub struct Device {
     /// Node GUID, as the kernel's CM names the device (network order).
     pub guid: u64,
     pub transport: ibv_transport_type,
+    /// One of the kernel's RDMA devices, which its CM can name. An rsw
+    /// device on the same interface may carry the same node GUID (both
+    /// derive it from the MAC).
+    pub kernel: bool,
     /// Limits on `initiator_depth` and `responder_resources`.
     pub max_initiator_depth: u8,
     pub max_responder_resources: u8,
@@ -72,6 +76,8 @@ fn open_all() -> Vec<Device> {
             guid: unsafe { ffi::ibv_get_device_guid(dev) },
             // SAFETY: as above.
             transport: unsafe { (*dev).transport_type },
+            // SAFETY: as above.
+            kernel: is_kernel_device(unsafe { &(*dev).name }),
             max_initiator_depth: attr.max_qp_init_rd_atom.clamp(0, 255) as u8,
             max_responder_resources: attr.max_qp_rd_atom.clamp(0, 255) as u8,
             default_pd: Mutex::new(0),
@@ -177,9 +183,28 @@ impl Device {
     }
 }
 
-/// The device the kernel's CM names by its node GUID.
+/// Whether the kernel has an RDMA device of this name.
+fn is_kernel_device(name: &[core::ffi::c_char]) -> bool {
+    let bytes: Vec<u8> = name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    !bytes.is_empty()
+        && std::path::Path::new("/sys/class/infiniband")
+            .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&bytes))
+            .exists()
+}
+
+/// The kernel device the kernel's CM names by its node GUID.
 pub fn by_guid(guid: u64) -> Option<usize> {
-    all().ok()?.iter().position(|d| d.guid == guid)
+    all().ok()?.iter().position(|d| d.kernel && d.guid == guid)
+}
+
+/// Whether any kernel device is listed: without one, the kernel's CM has
+/// nothing this process could use (its devices have no provider here).
+pub fn any_kernel() -> bool {
+    all().is_ok_and(|d| d.iter().any(|d| d.kernel))
 }
 
 /// The device, port and GID index owning a local IP address.
