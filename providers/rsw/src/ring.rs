@@ -242,6 +242,11 @@ impl SendQueue {
         self.head < self.tx
     }
 
+    /// WQEs transmitted and not completed.
+    pub fn awaiting(&self) -> u64 {
+        self.tx.saturating_sub(self.head)
+    }
+
     /// The oldest WQE not completed.
     pub fn oldest(&self) -> Option<u64> {
         self.has_work().then_some(self.head)

@@ -77,6 +77,14 @@ const RNR_MASK: u8 = 0x7;
 /// predates it ignores it.
 pub const FLAG_WAITS: u8 = 1 << 7;
 
+/// In the `syndrome` byte of a request without an injected fault (which
+/// is the only reader of that byte in a request): the requester needs no
+/// ACK for it now, as InfiniBand's AckReq bit left clear. It is
+/// unsignaled and the send queue has room; a later request's ACK covers
+/// it, or the responder sends one after `responder::ACK_DEFER_NS`. A
+/// build that predates it acknowledges every request.
+pub const REQ_ACK_LATER: u8 = 1 << 7;
+
 /// Message types. Requests travel requester → responder on the requester's
 /// outgoing connection; responses come back on the same connection, in
 /// request order.
@@ -296,6 +304,11 @@ impl Header {
 
     pub fn set_rnr_retry(&mut self, n: u8) {
         self.flags = (self.flags & !(RNR_MASK << RNR_SHIFT)) | ((n & RNR_MASK) << RNR_SHIFT);
+    }
+
+    /// A request that asked for no ACK now ([`REQ_ACK_LATER`]).
+    pub fn ack_later(&self) -> bool {
+        self.fault == 0 && self.syndrome & REQ_ACK_LATER != 0
     }
 
     pub fn encode(&self, out: &mut [u8; HDR_LEN]) {

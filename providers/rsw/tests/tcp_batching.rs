@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::ptr::null_mut;
 
 use common::*;
-use rsw::wire::{Header, Op, FLAG_IMM, HDR_LEN};
+use rsw::wire::{Header, Op, FLAG_IMM, HDR_LEN, REQ_ACK_LATER};
 use verbs_abi::*;
 
 /// The read-ahead buffer's size in the provider (`transport::tcp`).
@@ -424,4 +424,72 @@ fn a_write_is_acknowledged_after_its_last_bytes_land() {
         assert_eq!(&target.snapshot()[..], &payload(i, 100)[..], "WRITE {i}");
     }
     assert_eq!(qp_state(r.q), IBV_QPS_RTR);
+}
+
+/// `n` WRITEs of 64 bytes into `target`, message numbers from `msn0`,
+/// the ones in `lazy` asking for no ACK now.
+fn writes(target: &Buf, msn0: u32, n: usize, lazy: impl Fn(usize) -> bool) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for i in 0..n {
+        let mut h = Header::new(Op::Write, msn0 + i as u32);
+        h.rkey = target.rkey();
+        h.remote_addr = target.addr() + i as u64 * 64;
+        h.length = 64;
+        if lazy(i) {
+            h.syndrome |= REQ_ACK_LATER;
+        }
+        let mut hb = [0u8; HDR_LEN];
+        h.encode(&mut hb);
+        bytes.extend_from_slice(&hb);
+        bytes.extend_from_slice(&payload(i, 64));
+    }
+    bytes
+}
+
+#[test]
+fn writes_that_ask_for_no_ack_get_one_for_the_last() {
+    // Nothing follows them: the responder's ACK timer sends one ACK, for
+    // the last, instead of one each.
+    const N: usize = 40;
+    let mut r = Responder::new(5107, 1, 64);
+    let mut target = Buf::new(
+        r.pd,
+        N * 64,
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+    );
+    target.bytes_mut().fill(0);
+    r.s.write_all(&writes(&target, 0, N, |_| true)).unwrap();
+    assert_eq!(r.wait_ack(N as u32 - 1), 1, "ACKs for {N} WRITEs");
+    let t = target.snapshot();
+    for i in 0..N {
+        assert_eq!(&t[i * 64..i * 64 + 64], &payload(i, 64)[..], "WRITE {i}");
+    }
+    assert_no_wc(r.cq, std::time::Duration::from_millis(10));
+    assert_eq!(qp_state(r.q), IBV_QPS_RTR);
+}
+
+#[test]
+fn a_write_that_asks_acknowledges_the_quiet_ones_before_it() {
+    const N: usize = 12;
+    let mut r = Responder::new(5108, 1, 64);
+    let mut target = Buf::new(
+        r.pd,
+        N * 64,
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+    );
+    target.bytes_mut().fill(0);
+    r.s.write_all(&writes(&target, 0, N, |i| i + 1 < N))
+        .unwrap();
+    assert_eq!(r.wait_ack(N as u32 - 1), 1, "ACKs for {N} WRITEs");
+    let t = target.snapshot();
+    for i in 0..N {
+        assert_eq!(&t[i * 64..i * 64 + 64], &payload(i, 64)[..], "WRITE {i}");
+    }
+    // A bad key on a quiet WRITE is still NAKed, after the ACK of the
+    // ones before it.
+    let mut bad = writes(&target, N as u32, 2, |_| true);
+    bad[12..16].copy_from_slice(&(target.rkey() ^ 0x100).to_le_bytes());
+    r.s.write_all(&bad[..HDR_LEN + 64]).unwrap();
+    let h = read_response(&mut r.s);
+    assert_eq!((h.op, h.msn), (Op::Nak, N as u32), "{h:?}");
 }

@@ -113,7 +113,7 @@ impl Producer for Qp {
         let kick = self
             .inner
             .try_lock()
-            .is_none_or(|g| g.resp.inc().is_some_and(|i| i.ack_owed));
+            .is_none_or(|g| g.resp.inc().is_some_and(|i| i.ack_owed && !i.ack_lazy));
         if kick {
             self.kick();
         }

@@ -23,7 +23,7 @@ use crate::transport::{local, Conn, ConnectError, Connecting, MAX_IOV};
 use crate::util::{iov, mono_ns};
 use crate::wire::{
     Fault, Header, Hello, Op, Syndrome, DOORBELL_DIRECT, FEATURES, FEATURE_FRAMED, FLAG_ACK,
-    FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN,
+    FLAG_IMM, FLAG_SOLICITED, FLAG_WAITS, HDR_LEN, REQ_ACK_LATER,
 };
 use crate::wq::conn::OutConn;
 use info::{broken_by, Broken};
@@ -766,8 +766,10 @@ fn done_directly(
 fn queue_request(g: &mut QpInner, seq: u64, mark: (Fault, u8)) -> Result<(), Broken> {
     let msn = g.req.out()?.next_msn;
     let (mut h, payload) = request_header(g, seq, msn);
-    h.fault = mark.0 as u8;
-    h.syndrome = mark.1;
+    if mark.0 != Fault::None {
+        h.fault = mark.0 as u8;
+        h.syndrome = mark.1;
+    }
     let alone = !g.sq.in_flight();
     // A one-sided request alone in flight: we wait for its answer.
     if alone
@@ -782,7 +784,12 @@ fn queue_request(g: &mut QpInner, seq: u64, mark: (Fault, u8)) -> Result<(), Bro
     // is unanswered (so the peer has read all before this request and
     // reads this header next, whatever it waits for).
     if alone && h.op.carries_ack() {
-        if let Some(a) = g.resp.inc_mut().and_then(|i| i.take_owed_ack()) {
+        let owed = g
+            .resp
+            .inc_mut()
+            .filter(|i| i.peer_takes_acks)
+            .and_then(|i| i.take_owed_ack());
+        if let Some(a) = owed {
             h.flags |= FLAG_ACK;
             h.compare_add = a as u64;
         }
@@ -819,6 +826,9 @@ fn request_header(g: &QpInner, seq: u64, msn: u32) -> (Header, usize) {
     if w.solicited {
         h.flags |= FLAG_SOLICITED;
     }
+    if ack_later(g, w, msn) {
+        h.syndrome |= REQ_ACK_LATER;
+    }
     h.set_rnr_retry(g.attr.rnr_retry);
     let payload = if w.op.request_has_payload() {
         w.len as usize
@@ -827,6 +837,31 @@ fn request_header(g: &QpInner, seq: u64, msn: u32) -> (Header, usize) {
     };
     (h, payload)
 }
+
+/// Whether `w` (message `msn`) may go without asking for an ACK
+/// ([`REQ_ACK_LATER`]): an unsignaled SEND or WRITE on RC. Its responder
+/// then sends no ACK of its own, and no syscall, for it. Slots are freed
+/// by ACKs, so once half the send queue awaits them every
+/// [`ACK_EVERY`]th request asks, and each of the last few before it
+/// fills.
+fn ack_later(g: &QpInner, w: &crate::ring::SendWqe, msn: u32) -> bool {
+    if g.qp_type != IBV_QPT_RC
+        || w.signaled
+        || g.sq_sig_all
+        || !matches!(
+            w.op,
+            Op::Send | Op::SendImm | Op::SendInv | Op::Write | Op::WriteImm
+        )
+    {
+        return false;
+    }
+    let (waiting, cap) = (g.sq.awaiting() + 1, g.sq.cap as u64);
+    2 * waiting < cap || (msn % ACK_EVERY != 0 && waiting + u64::from(ACK_EVERY) < cap)
+}
+
+/// Of the requests sent while half the send queue awaits answers, one in
+/// this many asks for an ACK.
+const ACK_EVERY: u32 = 16;
 
 /// Requests queued behind the one in progress that may join its
 /// `sendmsg`.

@@ -418,6 +418,7 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 held: 0,
                 peer_takes_acks: hello.features & FEATURE_ACK_ON_REQUEST != 0,
                 ack_owed: false,
+                ack_lazy: false,
             });
             offer_local(qp, g, &p_ends);
             super::requester::apply_timeouts(g);
@@ -670,12 +671,13 @@ fn may_owe_ack(g: &QpInner) -> bool {
 /// At the end of a pass: holds back the ACK if it is all there is to send
 /// (see [`may_owe_ack`]), with a timer as the backstop; true if held.
 fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
-    if !may_owe_ack(g) {
-        return false;
-    }
+    let riding = may_owe_ack(g);
     let Some(inc) = g.resp.inc.as_mut() else {
         return false;
     };
+    if !riding && (!inc.ack_lazy || inc.closing) {
+        return false;
+    }
     if inc.resp.len() != 1 || inc.resp[0].op != Op::Ack || inc.resp[0].off != 0 {
         return false;
     }
@@ -694,8 +696,20 @@ fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
 }
 
 /// Sends an ACK held back for a request to carry (the program polls
-/// again: it posted nothing that took it).
+/// again: it posted nothing that took it). One only requests that asked
+/// for none now are owed waits for the timer.
 pub fn send_owed_ack(qp: &Qp, g: &mut QpInner) {
+    if g.resp
+        .inc
+        .as_ref()
+        .is_some_and(|i| i.ack_owed && !i.ack_lazy)
+    {
+        send_any_owed_ack(qp, g);
+    }
+}
+
+/// Sends the ACK held back, whoever it answers (the timer came).
+fn send_any_owed_ack(qp: &Qp, g: &mut QpInner) {
     if g.resp.inc.as_ref().is_some_and(|i| i.ack_owed) {
         if !flush(qp, g) {
             g.resp.inc = None;
@@ -759,7 +773,7 @@ pub fn close_after_flush(qp: &Qp, g: &mut QpInner) {
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     if g.resp.ack_timer_at != 0 && g.resp.ack_timer_at <= now {
         g.resp.ack_timer_at = 0;
-        send_owed_ack(qp, g);
+        send_any_owed_ack(qp, g);
     }
     expire_pending(qp, g, now);
     if g.resp.accept_resume.is_some_and(|d| d <= now) {
@@ -1095,10 +1109,13 @@ fn on_request(qp: &Qp, g: &mut QpInner, h: Header) {
         qp.async_event(IBV_EVENT_COMM_EST);
     }
     // Only a run of SENDs shares one ACK; anything else may answer,
-    // complete or fail, and must come after what was acknowledged.
-    let plain_send =
-        h.fault == Fault::None as u8 && matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
-    if !plain_send && !settle_acks(qp, g) {
+    // complete or fail, and must come after what was acknowledged. A
+    // WRITE joins an ACK held back instead (its own ACK takes it over, a
+    // NAK queues behind it), unless receive completions wait for it.
+    let plain = h.fault == Fault::None as u8;
+    let plain_send = plain && matches!(h.op, Op::Send | Op::SendImm | Op::SendInv);
+    let joins = plain && matches!(h.op, Op::Write | Op::WriteImm) && g.resp.acked_later.is_empty();
+    if !plain_send && !joins && !settle_acks(qp, g) {
         g.resp.inc = None;
         return;
     }
@@ -1630,10 +1647,13 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // program exits first. A program polling the last byte posts while
     // this thread still holds the QP: its post spins for the lock rather
     // than sleep (`Qp::lock_for_post`).
+    // A request that asked for no ACK now (`REQ_ACK_LATER`) gets none of
+    // its own: a later one's covers it, or the ACK timer (`owe_ack`).
+    let lazy = reliable && h.ack_later();
     if let Some(inc) = g.resp.inc.as_mut() {
         inc.rx = Rx::Header;
         if reliable {
-            inc.ack(h.msn);
+            inc.ack(h.msn, lazy);
         }
     }
     // SENDs whose successors are already read ahead share one ACK, sent
@@ -1642,7 +1662,7 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // completion goes to.
     // Unless the ACK waits for a request of ours to carry it: then the
     // completion is written at once (`may_owe_ack`).
-    let acked = send && reliable && !may_owe_ack(g);
+    let acked = send && reliable && !lazy && !may_owe_ack(g);
     let later = acked
         && g.qp_type != IBV_QPT_XRC_RECV
         && g.resp.acked_later.len() < MAX_ACKED_LATER
@@ -1654,6 +1674,9 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         if !placed {
             place_tail(qp, g, &h, &tail_bytes);
         }
+        true
+    } else if lazy {
+        place_tail(qp, g, &h, &tail_bytes);
         true
     } else {
         // Nothing waits in `acked_later`: the WRITE's header settled it.
@@ -1674,7 +1697,7 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     };
     if !alive {
         g.resp.inc = None;
-    } else if let Some(inc) = g.resp.inc.as_mut().filter(|_| reliable && !send) {
+    } else if let Some(inc) = g.resp.inc.as_mut().filter(|_| reliable && !send && !lazy) {
         release_some(inc);
     }
 }

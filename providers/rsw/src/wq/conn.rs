@@ -156,6 +156,9 @@ pub struct InConn {
     /// The last queued response is an ACK held back for our next request
     /// to carry (`responder::owe_ack`); any flush sends it instead.
     pub(crate) ack_owed: bool,
+    /// The queued, unsent ACK answers only requests that asked for none
+    /// now (`wire::REQ_ACK_LATER`): it may wait for the ACK timer.
+    pub(crate) ack_lazy: bool,
 }
 
 impl InConn {
@@ -179,14 +182,16 @@ impl InConn {
     }
 
     /// ACKs are cumulative, so a new one replaces a queued, unsent one.
-    pub(crate) fn ack(&mut self, msn: u32) {
+    pub(crate) fn ack(&mut self, msn: u32, lazy: bool) {
         if let Some(last) = self.resp.back_mut() {
             if last.op == Op::Ack && last.off == 0 {
                 last.hdr[4..8].copy_from_slice(&msn.to_le_bytes());
+                self.ack_lazy &= lazy;
                 return;
             }
         }
         self.push_resp(&Header::new(Op::Ack, msn), None);
+        self.ack_lazy = lazy;
     }
 
     /// The ACK held back for a request of ours to carry, taken off the
