@@ -856,7 +856,7 @@ fn ack_later(g: &QpInner, w: &crate::ring::SendWqe, msn: u32) -> bool {
         return false;
     }
     let (waiting, cap) = (g.sq.awaiting() + 1, g.sq.cap as u64);
-    2 * waiting < cap || (msn % ACK_EVERY != 0 && waiting + u64::from(ACK_EVERY) < cap)
+    2 * waiting < cap || (!msn.is_multiple_of(ACK_EVERY) && waiting + u64::from(ACK_EVERY) < cap)
 }
 
 /// Of the requests sent while half the send queue awaits answers, one in
