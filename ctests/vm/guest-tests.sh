@@ -713,6 +713,39 @@ body_kcm_udpong() { # SERVER-SIDE CLIENT-SIDE IP PORT
 	good "100 datagrams of 900 B echoed, $((sent1 - sent0)) UD packets sent on rxe0"
 }
 
+# dgram_peer (ctests/src/dgram_peer.c): datagram rsockets with every byte
+# checked at both ends, 200 datagrams of 6 to 1000 bytes, each answered
+# with its bytes inverted, and the sender address rrecvfrom gives checked
+# against the peer's (the port travels in the payload too). Debian's side
+# runs under ds_self_ah.so, as for udpong.
+body_kcm_dgram_peer() { # SERVER-SIDE CLIENT-SIDE IP PORT
+	local sside=$1 cside=$2 ip=$3 p=$4 crc src pre=()
+	local counter=/sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts sent0 sent1
+	[[ -x $B/ctests/dgram_peer && -f $B/ctests/ds_self_ah.so ]] ||
+		{ bad "no $B/ctests/dgram_peer or ds_self_ah.so (make ctests)"; return 1; }
+	sent0=$(<"$counter")
+	[[ $sside == debian ]] && pre=(env LD_PRELOAD="$B/ctests/ds_self_ah.so")
+	serve "$sside" "udp:$p" "${pre[@]}" "$B/ctests/dgram_peer" server "$ip" "$p" || return 1
+	pre=()
+	[[ $cside == debian ]] && pre=(env LD_PRELOAD="$B/ctests/ds_self_ah.so")
+	client "$cside" timeout "$CLIENT_LIMIT" "${pre[@]}" "$B/ctests/dgram_peer" client "$ip" "$p" 200
+	crc=$?
+	# The server exits a second after the client's bye.
+	finish_server 5
+	src=$?
+	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
+	((crc == 0)) || { bad "client exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
+	((src == 0)) || { bad "server exit $src: $(last_line "$CASE_DIR/server.out")"; return 1; }
+	grep -q '^dgram_peer client: 200 datagrams, 75875 bytes echoed and verified' "$CASE_DIR/client.out" ||
+		{ bad "client: no result line"; return 1; }
+	grep -Eq "^dgram_peer server: 200 datagrams, 75875 bytes verified from ${ip//./\\.} port [1-9]" \
+		"$CASE_DIR/server.out" || { bad "server: no result line"; return 1; }
+	sent1=$(<"$counter")
+	echo "rxe0 sent_pkts: $sent0 -> $sent1"
+	((sent1 - sent0 >= 350)) || { bad "rxe0 sent only $((sent1 - sent0)) packets: not over UD"; return 1; }
+	good "200 datagrams (75875 B) verified both ways, $((sent1 - sent0)) UD packets on rxe0"
+}
+
 # Each pairing once where both CMs meet (ours/rping-* has ours on both
 # ends; debian/rping-* is the reference).
 add kcm/rping-rxe0-ours-debian 45 body_kcm_rping ours debian "$RXE_IP" "$(port)"
@@ -730,6 +763,10 @@ add kcm/udpong-rxe0-ours-ours 45 body_kcm_udpong ours ours "$RXE_IP" "$(port)"
 add kcm/udpong-rxe0-ours-debian 45 body_kcm_udpong ours debian "$RXE_IP" "$(port)"
 add kcm/udpong-rxe0-debian-ours 45 body_kcm_udpong debian ours "$RXE_IP" "$(port)"
 add kcm/udpong-rxe0-debian-debian 45 body_kcm_udpong debian debian "$RXE_IP" "$(port)"
+add kcm/dgram-rxe0-ours-debian 60 body_kcm_dgram_peer ours debian "$RXE_IP" "$(port)"
+add kcm/dgram-rxe0-debian-ours 60 body_kcm_dgram_peer debian ours "$RXE_IP" "$(port)"
+add kcm/dgram-rxe0-ours-ours 60 body_kcm_dgram_peer ours ours "$RXE_IP" "$(port)"
+add kcm/dgram-rxe0-debian-debian 60 body_kcm_dgram_peer debian debian "$RXE_IP" "$(port)"
 add kcm/rstream-rxe0-ours-debian 60 body_kcm_rstream ours debian "$RXE_IP" "$(port)" -T b -T v -S 100000 -C 200
 add kcm/rstream-small-rxe0-ours-debian 60 body_kcm_rstream ours debian "$RXE_IP" "$(port)" -T b -T v -S 64 -C 2000
 add kcm/rstream-rxe0-debian-ours 60 body_kcm_rstream debian ours "$RXE_IP" "$(port)" -T b -T v -S 100000 -C 200
@@ -1208,7 +1245,7 @@ if [[ -n $B && -f $B/lib/libibverbs.so.1 ]]; then
 	mkdir -p "$WORK/build"
 	cp -a "$B/lib" "$B/etc" "$WORK/build/"
 	mkdir -p "$WORK/build/ctests"
-	for f in cm_events cm_flows sum_server sum_client ds_self_ah.so rspreload_select.so; do
+	for f in cm_events cm_flows sum_server sum_client dgram_peer ds_self_ah.so rspreload_select.so; do
 		[[ -f $B/ctests/$f ]] && cp -a "$B/ctests/$f" "$WORK/build/ctests/"
 	done
 	B=$WORK/build
