@@ -9,6 +9,28 @@
 //! naming the sender's QP; the receiver answers every such datagram with
 //! a bare `ds_udp_header` of op `CTRL` naming its own QP, and both sides
 //! then make an address handle to the other's address.
+//!
+//! Multi-byte fields are big-endian; offsets in bytes.
+//!
+//! `struct ds_header` (after the 40-byte GRH of a UD receive):
+//! ```text
+//!  0 version   4 | 6
+//!  1 length    8 | 24 (the header's own length; the payload follows)
+//!  2 port      u16, the sender's UDP port
+//!  4 IPv4: address (4)       IPv6: sin6_flowinfo (4), address (16) at 8
+//! ```
+//! `struct ds_udp_header` (at the start of a UDP datagram):
+//! ```text
+//!  0 tag       u32 0x55555555
+//!  4 version   4 | 6, the family the receiver sees the datagram come from
+//!  5 op        0 DATA (a datagram follows) | 7 CTRL (nothing follows)
+//!  6 length    16 | 28
+//!  7 reserved  0
+//!  8 qpn       u32, the sender's QP number (the top byte 0 and ignored)
+//! 12 address   4 | 16 bytes, the address the sender's QP is bound to
+//! ```
+//! A receive buffer holds 2048 bytes after the GRH (header included), as
+//! does the UDP receive; rdma-core does not check a send's length.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
@@ -150,5 +172,67 @@ mod tests {
         assert_eq!((n, h[4], h[5], h[6], h[11], h[27]), (28, 6, 7, 28, 7, 1));
         assert_eq!(parse_udp_header(&h[..n], true), Some((OP_CTRL, 7, 28)));
         assert_eq!(parse_udp_header(&h[..n - 1], true), None);
+    }
+
+    #[test]
+    fn ipv6_headers_byte_exact() {
+        let a = SocketAddr::V6(SocketAddrV6::new(
+            "2001:db8::a:b".parse().unwrap(),
+            0x1234,
+            0x000a_bcde,
+            3,
+        ));
+        let (h, n) = ds_header(&a);
+        #[rustfmt::skip]
+        let want: [u8; 24] = [
+            6, 24, 0x12, 0x34,
+            0x00, 0x0a, 0xbc, 0xde,
+            0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0, 0x0b,
+        ];
+        assert_eq!(&h[..n], &want);
+        // The scope id does not travel.
+        let SocketAddr::V6(v6) = a else {
+            unreachable!()
+        };
+        let back = SocketAddr::V6(SocketAddrV6::new(*v6.ip(), 0x1234, 0x000a_bcde, 0));
+        assert_eq!(parse_ds_header(&want), Some((back, HDR6)));
+        assert_eq!(parse_ds_header(&want[..23]), None);
+
+        let (h, n) = udp_header(OP_DATA, 0x00ab_cdef, "2001:db8::a:b".parse().unwrap());
+        #[rustfmt::skip]
+        let want: [u8; 28] = [
+            0x55, 0x55, 0x55, 0x55, 6, 0, 28, 0,
+            0, 0xab, 0xcd, 0xef,
+            0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0, 0x0b,
+        ];
+        assert_eq!(&h[..n], &want);
+        assert_eq!(
+            parse_udp_header(&want, true),
+            Some((OP_DATA, 0xab_cdef, 28))
+        );
+        assert_eq!(parse_udp_header(&want, false), None);
+    }
+
+    #[test]
+    fn udp_header_rejects_what_rdma_core_drops() {
+        let ok = [
+            0x55, 0x55, 0x55, 0x55, 4, 7, 16, 0, 0xff, 0, 0, 9, 10, 0, 0, 1,
+        ];
+        // The top byte of the QP number is not part of it.
+        assert_eq!(parse_udp_header(&ok, false), Some((OP_CTRL, 9, 16)));
+        let mut bad_tag = ok;
+        bad_tag[3] = 0x54;
+        assert_eq!(parse_udp_header(&bad_tag, false), None);
+        let mut bad_len = ok;
+        bad_len[6] = 28;
+        assert_eq!(parse_udp_header(&bad_len, false), None);
+        let mut bad_ver = ok;
+        bad_ver[4] = 5;
+        assert_eq!(parse_udp_header(&bad_ver, false), None);
+        assert_eq!(parse_udp_header(&ok[..15], false), None);
+        // Bytes after the header are the datagram's.
+        let mut with_data = ok.to_vec();
+        with_data.extend_from_slice(b"payload");
+        assert_eq!(parse_udp_header(&with_data, false), Some((OP_CTRL, 9, 16)));
     }
 }
