@@ -863,6 +863,9 @@ static void case_dgram(void)
 
 	/* What a datagram rsocket does not do. */
 	CHECK_ERR(rsend(b, out, 10, 0), EDESTADDRREQ);
+	/* Not bound yet: no receive, blocking or not (as rdma-core 44). */
+	CHECK_ERR(rrecv(b, in, sizeof(in), 0), EINVAL);
+	CHECK_ERR(rrecv(b, in, sizeof(in), MSG_DONTWAIT), EINVAL);
 	CHECK_ERR(rsendto(b, big, sizeof(big), 0, (struct sockaddr *)&a_name, sizeof(a_name)),
 		  EMSGSIZE);
 	CHECK_ERR(rlisten(a, 1), EOPNOTSUPP);

@@ -790,12 +790,9 @@ impl DSocket {
         let g = self.lock();
         let nonblock = dontwait || g.nonblock;
         if sockname(self.udp.as_raw_fd())?.port() == 0 {
-            // Nothing can arrive at a socket with no address.
-            return Err(if nonblock {
-                libc::EAGAIN
-            } else {
-                libc::ENOTCONN
-            });
+            // Nothing can arrive at a socket with no address; rdma-core
+            // refuses a receive before rbind/rconnect/rsendto the same way.
+            return Err(libc::EINVAL);
         }
         let mut g = self.wait(g, nonblock, |g| !g.rxq.is_empty())?;
         let rx = g.rxq.front().ok_or(libc::EAGAIN)?;
