@@ -535,6 +535,67 @@ static void case_pdata_connect_accept(void)
 	}
 }
 
+/* ECE without QPs (a QP's own ECE would replace the one set): the REQ
+ * carries the client's vendor and options, the REP the vendor the request
+ * named with the server's options; each side reads the peer's from its id
+ * until it has a QP. */
+static void case_ece(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_conn_param cp = { 0 }, ap = { 0 };
+	struct rdma_cm_id *lid, *cid, *sid;
+	struct rdma_cm_event *ev;
+	struct ibv_ece ece;
+	uint16_t port;
+
+	CHECK(sch && cch);
+	port = listen_loop(sch, &lid, NULL);
+	cid = client_route(cch, port);
+	memset(&ece, 0xff, sizeof(ece));
+	CHECK_OK(rdma_get_remote_ece(cid, &ece));
+	CHECK_EQ(ece.vendor_id, 0);
+	CHECK_EQ(ece.options, 0);
+	CHECK_EQ(ece.comp_mask, 0);
+	ece.vendor_id = 0x15b3;
+	ece.options = 0x12345678;
+	ece.comp_mask = 1;
+	CHECK_ERR(rdma_set_local_ece(cid, &ece), EINVAL);	/* comp_mask */
+	ece.comp_mask = 0;
+	CHECK_OK(rdma_set_local_ece(cid, &ece));
+	cp.qp_num = 0x1234;
+	CHECK_OK(rdma_connect(cid, &cp));
+
+	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	sid = ev->id;
+	CHECK_OK(rdma_ack_cm_event(ev));
+	memset(&ece, 0, sizeof(ece));
+	CHECK_OK(rdma_get_remote_ece(sid, &ece));
+	CHECK_EQ(ece.vendor_id, 0x15b3);
+	CHECK_EQ(ece.options, 0x12345678);
+	ece.vendor_id = 0x8086;	/* the REP names the request's vendor */
+	ece.options = 0x34;
+	CHECK_OK(rdma_set_local_ece(sid, &ece));
+	ap.qp_num = 0x4321;
+	CHECK_OK(rdma_accept(sid, &ap));
+
+	ev = expect(cch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK_OK(rdma_ack_cm_event(ev));
+	memset(&ece, 0, sizeof(ece));
+	CHECK_OK(rdma_get_remote_ece(cid, &ece));
+	CHECK_EQ(ece.vendor_id, 0x15b3);
+	CHECK_EQ(ece.options, 0x34);
+	CHECK_OK(rdma_establish(cid));
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED);
+
+	CHECK_OK(rdma_destroy_id(cid));
+	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK_OK(rdma_destroy_id(sid));
+	CHECK_OK(rdma_destroy_id(lid));
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
 /* rdma_reject: REJECTED with status 28 (consumer defined) and its data. */
 static void case_pdata_reject(void)
 {
@@ -1978,7 +2039,7 @@ static void case_unsupported(void)
 	CHECK_ERR(rdma_join_multicast(id, (struct sockaddr *)&mc, NULL), EINVAL);
 	CHECK_ERR(rdma_leave_multicast(id, (struct sockaddr *)&mc), EADDRNOTAVAIL);
 
-	/* ECE: accepted locally, never offered by the peer. */
+	/* ECE: checked locally (case_ece has the exchange). */
 	memset(&ece, 0, sizeof(ece));
 	CHECK_ERR(rdma_set_local_ece(id, &ece), EINVAL);	/* vendor_id 0 */
 	ece.vendor_id = 0x1234;
@@ -2305,6 +2366,7 @@ static const struct cm_case cases[] = {
 	{ "unsupported", case_unsupported },
 	{ "pdata_connect_accept", case_pdata_connect_accept },
 	{ "pdata_reject", case_pdata_reject },
+	{ "ece", case_ece },
 	{ "closed_port", case_closed_port },
 	{ "listen_late", case_listen_late },
 	{ "addr_error", case_addr_error },

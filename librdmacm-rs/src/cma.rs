@@ -877,6 +877,7 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
         if has_qp || e.vendor_id == 0 || e.comp_mask != 0 {
             return Err(libc::EINVAL);
         }
+        i.ece.lock().local = (e.vendor_id, e.options);
         Ok(())
     })
 }
@@ -890,11 +891,12 @@ pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_
         if ece.is_null() || i.with_c(|c, _| !c.qp.is_null()) {
             return Err(libc::EINVAL);
         }
+        let (vendor_id, options) = i.ece.lock().remote;
         // SAFETY: checked non-null; writable per the caller.
         unsafe {
             *ece = ibv_ece {
-                vendor_id: 0,
-                options: 0,
+                vendor_id,
+                options,
                 comp_mask: 0,
             }
         };

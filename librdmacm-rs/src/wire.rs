@@ -10,7 +10,8 @@
 //!   qpn u32 | starting psn u32 | gid [16] | responder_resources u8 |
 //!   initiator_depth u8 | retry_count u8 | rnr_retry_count u8 |
 //!   flow_control u8 | srq u8 | path_mtu u8 | traffic_class u8 |
-//!   port space u16 | private data length u8 | private data
+//!   port space u16 | private data length u8 | private data |
+//!   [ECE vendor id u32 | ECE options u32, only when the vendor is not 0]
 //! REJ body: reason u16 | private data length u8 | private data
 //! MRA, RTU, DREQ, DREP: empty body
 //! SIDR_REQ body (27 bytes + private data):
@@ -130,6 +131,9 @@ pub struct ConnInfo {
     pub traffic_class: u8,
     pub port_space: u16,
     pub pdata: Vec<u8>,
+    /// Enhanced connection establishment: vendor id and options (0, 0:
+    /// none, and not on the wire).
+    pub ece: (u32, u32),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,6 +182,10 @@ fn put_conn(c: &ConnInfo, out: &mut Vec<u8>) {
     out.extend_from_slice(&c.port_space.to_le_bytes());
     out.push(c.pdata.len() as u8);
     out.extend_from_slice(&c.pdata);
+    if c.ece.0 != 0 {
+        out.extend_from_slice(&c.ece.0.to_le_bytes());
+        out.extend_from_slice(&c.ece.1.to_le_bytes());
+    }
 }
 
 fn get_conn(b: &[u8], max_pdata: usize) -> Result<ConnInfo, WireError> {
@@ -185,10 +193,16 @@ fn get_conn(b: &[u8], max_pdata: usize) -> Result<ConnInfo, WireError> {
         return Err(WireError::Length);
     }
     let n = b[CONN_FIXED - 1] as usize;
-    if n > max_pdata || b.len() != CONN_FIXED + n {
+    let end = CONN_FIXED + n;
+    if n > max_pdata || (b.len() != end && b.len() != end + ECE_LEN) {
         return Err(WireError::Length);
     }
     let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let ece = if b.len() > end {
+        (u32_at(end), u32_at(end + 4))
+    } else {
+        (0, 0)
+    };
     let mut gid = [0u8; 16];
     gid.copy_from_slice(&b[8..24]);
     Ok(ConnInfo {
@@ -204,9 +218,13 @@ fn get_conn(b: &[u8], max_pdata: usize) -> Result<ConnInfo, WireError> {
         path_mtu: b[30],
         traffic_class: b[31],
         port_space: u16::from_le_bytes([b[32], b[33]]),
-        pdata: b[CONN_FIXED..].to_vec(),
+        pdata: b[CONN_FIXED..end].to_vec(),
+        ece,
     })
 }
+
+/// The ECE trailer of a REQ or REP.
+const ECE_LEN: usize = 8;
 
 fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
@@ -262,7 +280,8 @@ impl Msg {
                 } else {
                     KIND_REP
                 };
-                header(kind, CONN_FIXED + c.pdata.len(), out);
+                let ece = if c.ece.0 != 0 { ECE_LEN } else { 0 };
+                header(kind, CONN_FIXED + c.pdata.len() + ece, out);
                 put_conn(c, out);
             }
             Msg::Rej { reason, pdata } => {
@@ -373,7 +392,32 @@ mod tests {
             traffic_class: 32,
             port_space: 0x106,
             pdata: (0..pdata as u8).collect(),
+            ece: (0, 0),
         }
+    }
+
+    #[test]
+    fn ece_travels_after_the_private_data_only_when_set() {
+        let plain = sample(5);
+        let mut a = Vec::new();
+        Msg::Req(plain.clone()).encode(&mut a);
+        let with = ConnInfo {
+            ece: (0x15b3, 0x1234_5678),
+            ..plain
+        };
+        let mut b = Vec::new();
+        Msg::Rep(with.clone()).encode(&mut b);
+        assert_eq!(b.len(), a.len() + 8);
+        assert_eq!(
+            &b[b.len() - 8..],
+            &[0xb3, 0x15, 0, 0, 0x78, 0x56, 0x34, 0x12]
+        );
+        assert_eq!(Msg::decode(&b), Ok(Some((Msg::Rep(with), b.len()))));
+        // A trailer of another length is no REQ.
+        let mut c = a.clone();
+        c.extend_from_slice(&[1, 2, 3, 4]);
+        c[8..12].copy_from_slice(&((a.len() - HEADER_LEN + 4) as u32).to_le_bytes());
+        assert_eq!(Msg::decode(&c), Err(WireError::Length));
     }
 
     fn sidr_req(pdata: usize) -> SidrReq {

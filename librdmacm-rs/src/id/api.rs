@@ -223,6 +223,7 @@ impl CmId {
             traffic_class: st.tos,
             port_space: st.ps as u16,
             pdata,
+            ece: self.ece.lock().local,
         };
         let dst = st.dst.ok_or(libc::EINVAL)?;
         if st.sock.is_none() {
@@ -373,6 +374,11 @@ impl CmId {
             traffic_class: st.tos,
             port_space: st.ps as u16,
             pdata,
+            // As rdma-core: the vendor the request named, our options.
+            ece: {
+                let e = *self.ece.lock();
+                (e.remote.0, e.local.1)
+            },
         };
         self.send(&mut st, &Msg::Rep(info));
         st.phase = Phase::RepSent;

@@ -204,6 +204,7 @@ impl CmId {
     }
 
     pub(super) fn got_rep(self: &Arc<Self>, st: &mut IdState, info: ConnInfo) {
+        self.ece.lock().remote = info.ece;
         st.phase = Phase::RepReceived;
         st.timer_gen += 1;
         // The peer's initiator depth is how many reads we must answer, and

@@ -229,6 +229,16 @@ pub struct CmId {
     acked: Condvar,
     /// Listener: connect requests queued and not yet retrieved.
     pending_reqs: AtomicU32,
+    /// Enhanced connection establishment: ours to offer, the peer's.
+    pub ece: Mutex<Ece>,
+}
+
+/// ECE as rdma-core keeps it per id: vendor id and options, ours and the
+/// peer's (zero: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ece {
+    pub local: (u32, u32),
+    pub remote: (u32, u32),
 }
 
 // SAFETY: `raw` is a heap object owned by this id; this library reads and
@@ -318,6 +328,7 @@ impl CmId {
             }),
             acked: Condvar::new(),
             pending_reqs: AtomicU32::new(0),
+            ece: Mutex::new(Ece::default()),
         });
         IDS.insert(raw, id.clone());
         id

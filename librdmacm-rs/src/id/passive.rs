@@ -51,6 +51,7 @@ impl CmId {
                 return;
             }
         };
+        new.ece.lock().remote = info.ece;
         {
             let mut ns = new.st.lock();
             ns.sock = Some(fd);

@@ -443,9 +443,14 @@ impl KId {
         let qp = id.with_c(|c, _| c.qp);
         let (qpn, srq) = qp_of(qp, p);
         let (f, h) = self.fh();
+        let (vendor_id, attr_mod) = id.ece.lock().local;
         let cmd = rdma_ucm_connect {
             conn_param: conn_to_kern(p, qpn, srq, rr, idepth),
             id: h,
+            ece: rdma_ucm_ece {
+                vendor_id,
+                attr_mod,
+            },
             ..Default::default()
         };
         f.cmd(RDMA_USER_CM_CMD_CONNECT, &cmd, 0)
@@ -476,10 +481,16 @@ impl KId {
         }
         let (qpn, srq) = qp_of(qp, p);
         let (f, h) = self.fh();
+        // As rdma-core: the vendor the request named, our options.
+        let e = *id.ece.lock();
         let cmd = rdma_ucm_accept {
             uid: self.uid,
             conn_param: conn_to_kern(p, qpn, srq, rr, idepth),
             id: h,
+            ece: rdma_ucm_ece {
+                vendor_id: e.remote.0,
+                attr_mod: e.local.1,
+            },
             ..Default::default()
         };
         f.cmd(RDMA_USER_CM_CMD_ACCEPT, &cmd, 0)

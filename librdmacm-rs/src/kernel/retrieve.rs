@@ -96,6 +96,7 @@ pub fn on_retrieve(ev: &mut EventBox) -> bool {
             }
         }
         RDMA_CM_EVENT_CONNECT_REQUEST => {
+            subject.ece.lock().remote = (r.ece.vendor_id, r.ece.attr_mod);
             copy_param(ev, &owner, &r);
             ev.ev.listen_id = owner.c();
             if let Err(e) = new_request(&owner, &subject, &k, ev) {
@@ -106,6 +107,7 @@ pub fn on_retrieve(ev: &mut EventBox) -> bool {
             }
         }
         RDMA_CM_EVENT_CONNECT_RESPONSE => {
+            subject.ece.lock().remote = (r.ece.vendor_id, r.ece.attr_mod);
             copy_conn(ev, &ev_conn(&r));
             let qp = subject.with_c(|c, _| c.qp);
             if !qp.is_null() {
