@@ -57,6 +57,7 @@ mod qp;
 mod remote_srq;
 mod ring;
 mod ringmem;
+mod roce;
 mod rwq;
 mod srq;
 mod stats;

@@ -1,0 +1,29 @@
+//! RoCEv2's wire format: the InfiniBand transport headers a RoCEv2 packet
+//! carries in a UDP datagram to port [`PORT`], and its invariant CRC, so
+//! that rsw can one day exchange packets with the kernel's rxe and RoCE
+//! NICs (issue 29). Pure: byte slices in, byte slices out, no I/O, no
+//! allocation.
+//!
+//! A packet, after the IP and UDP headers: the BTH (`headers::Bth`), the
+//! extension headers its opcode names (`opcode::Opcode::exts`, in that
+//! order), the payload, 0-3 pad bytes, and the 4-byte ICRC (`icrc`).
+//! `packet` parses and encodes the whole; `crc32` is the CRC the ICRC
+//! uses.
+//!
+//! Not yet wired into the engines: until it is, the crate's non-test
+//! build does not use it, hence the `dead_code` allowance below; the
+//! tests (`rxe_captures`: packets captured from rxe in the VM test bed)
+//! use all of it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+pub(crate) mod crc32;
+pub(crate) mod headers;
+pub(crate) mod icrc;
+pub(crate) mod opcode;
+pub(crate) mod packet;
+
+#[cfg(test)]
+mod rxe_captures;
+
+/// The UDP destination port of RoCEv2.
+pub(crate) const PORT: u16 = 4791;
