@@ -24,6 +24,8 @@ pub(crate) mod packet;
 
 #[cfg(test)]
 mod rxe_captures;
+#[cfg(test)]
+mod rxe_live;
 
 /// The UDP destination port of RoCEv2.
 pub(crate) const PORT: u16 = 4791;
