@@ -103,7 +103,7 @@ run read_bw "ib_read_bw -d rxeA -x $A4 -s 600 -n 5 -m 256" "ib_read_bw -d rxeB -
 run read_bw_small "ib_read_bw -d rxeA -x $A4 -s 37 -n 5" "ib_read_bw -d rxeB -x $B4 -s 37 -n 5 $S"
 run atomic_fa "ib_atomic_bw -d rxeA -x $A4 -n 5 -A FETCH_AND_ADD" "ib_atomic_bw -d rxeB -x $B4 -n 5 -A FETCH_AND_ADD $S"
 run atomic_cs "ib_atomic_bw -d rxeA -x $A4 -n 5 -A CMP_AND_SWAP" "ib_atomic_bw -d rxeB -x $B4 -n 5 -A CMP_AND_SWAP $S"
-for c in rc rnr uc ud; do
+for c in rc rnr nak uc ud; do
 	only "ops_$c" "python3 $HERE/ops.py $A4 $B4 $c"
 done
 only ops_ud6 "python3 $HERE/ops.py $A6 $B6 ud"

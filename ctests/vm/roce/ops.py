@@ -1,7 +1,7 @@
 # Posts the RC, UC and UD operations Debian's tools never send between
 # rxeA and rxeB (capture.sh), so the capture holds them: immediates, SEND
-# with invalidate, an RNR NAK, a WRITE with a bad rkey, UC WRITEs, UD with
-# immediate. Usage: ops.py GID_INDEX_A GID_INDEX_B rc|rnr|uc|ud
+# with invalidate, an RNR NAK, a remote access NAK, UC WRITEs, UD with
+# immediate. Usage: ops.py GID_INDEX_A GID_INDEX_B rc|rnr|nak|uc|ud
 import sys, time
 from pyverbs.device import Context
 from pyverbs.pd import PD
@@ -104,7 +104,13 @@ if which == "rc":
     b.recv(1)
     post(a, e.IBV_WR_RDMA_WRITE_WITH_IMM, 600, imm=0x05060708, rkey=b.mr.rkey, addr=b.mr.buf + 64); a.wait("write_imm_seg"); b.wait("recv", 1)
     b.recv(1)
+    # rxe ACKs this but fails the receive (a plain MR cannot be
+    # invalidated) and moves its QP to ERR: nothing answers after it.
     post(a, e.IBV_WR_SEND_WITH_INV, 37, imm=b.mr.rkey); a.wait("send_inv"); b.wait("recv", 1)
+    post(a, e.IBV_WR_RDMA_WRITE, 8, rkey=(b.mr.rkey ^ 0x5a00), addr=b.mr.buf); a.wait("write_unanswered")
+elif which == "nak":
+    a, b = Side("rxeA", gA, e.IBV_QPT_RC), Side("rxeB", gB, e.IBV_QPT_RC)
+    a.connect(b, 0x900, 0xa00); b.connect(a, 0xa00, 0x900)
     post(a, e.IBV_WR_RDMA_WRITE, 8, rkey=(b.mr.rkey ^ 0x5a00), addr=b.mr.buf); a.wait("write_badkey")
 elif which == "uc":
     a, b = Side("rxeA", gA, e.IBV_QPT_UC), Side("rxeB", gB, e.IBV_QPT_UC)

@@ -99,6 +99,8 @@ const WANT: &[Want] = &[
     ("v6_rc_ack", Opcode::RcAck, None, false, 0, Data::Any),
     ("v6_ud_send_only", Opcode::UdSendOnly, None, false, 64, Data::Fill(0x7b)),
     ("v6_ud_send_only_imm", Opcode::UdSendOnlyImm, Some(0x500), false, 21, Data::Fill(0)),
+    ("rc_write_bad_rkey", Opcode::RcWriteOnly, Some(0x900), true, 8, Data::Fill(0)),
+    ("rc_nak_remote_access", Opcode::RcAck, Some(0x900), false, 0, Data::Any),
 ];
 
 #[test]
@@ -198,7 +200,11 @@ fn rxe_extension_headers_hold_the_programs_values() {
     );
     assert_eq!(w_imm.va, w_first.va);
     assert_eq!(w_only.va + 64, w_first.va);
-    assert_eq!(w_only.rkey ^ 0x5a00, w_first.rkey, "the bad-rkey WRITE");
+    assert_eq!(
+        w_only.rkey ^ 0x5a00,
+        w_first.rkey,
+        "the WRITE rxe left unanswered"
+    );
     assert_eq!(w_imm.rkey, w_first.rkey);
     // SEND with invalidate names the same MR's rkey.
     assert_eq!(get("rc_send_only_inv").ieth.unwrap().rkey, w_first.rkey);
@@ -231,10 +237,11 @@ fn rxe_extension_headers_hold_the_programs_values() {
     assert_eq!(get("rc_ack").bth.psn, get("rc_send_last").bth.psn);
     assert_eq!(ack("rc_rnr_nak").syndrome, Syndrome::RnrNak { timer: 14 });
     assert_eq!(ack("rc_rnr_nak").msn, 0);
-    assert_ne!(
-        ack("rc_rnr_nak").syndrome,
-        Syndrome::Nak(NakCode::PsnSequenceError)
-    );
+    // A WRITE with a bad rkey: NAK, remote access error, no message done.
+    assert_eq!(get("rc_write_bad_rkey").reth.unwrap().dma_len, 8);
+    let nak = ack("rc_nak_remote_access");
+    assert_eq!(nak.syndrome, Syndrome::Nak(NakCode::RemoteAccessError));
+    assert_eq!(nak.msn, 0);
     assert_eq!(
         ack("rc_read_response_first").syndrome,
         Syndrome::Ack { credits: 31 }
