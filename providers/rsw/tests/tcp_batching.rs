@@ -304,23 +304,8 @@ fn a_burst_of_writes_is_acknowledged() {
     // carry it out.
     const N: usize = 40;
     let mut r = Responder::new(5105, 1, 64);
-    let mut target = Buf::new(
-        r.pd,
-        N * 64,
-        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-    );
-    target.bytes_mut().fill(0);
-    let mut bytes = Vec::new();
-    for i in 0..N {
-        let mut h = Header::new(Op::Write, i as u32);
-        h.rkey = target.rkey();
-        h.remote_addr = target.addr() + i as u64 * 64;
-        h.length = 64;
-        let mut hb = [0u8; HDR_LEN];
-        h.encode(&mut hb);
-        bytes.extend_from_slice(&hb);
-        bytes.extend_from_slice(&payload(i, 64));
-    }
+    let target = write_target(&r, N);
+    let bytes = writes(&target, 0, N, |_| false);
     let t0 = std::time::Instant::now();
     r.s.write_all(&bytes).unwrap();
     r.wait_ack(N as u32 - 1);
@@ -331,10 +316,7 @@ fn a_burst_of_writes_is_acknowledged() {
         took < std::time::Duration::from_millis(150),
         "ACKs took {took:?}"
     );
-    let t = target.snapshot();
-    for i in 0..N {
-        assert_eq!(&t[i * 64..i * 64 + 64], &payload(i, 64)[..], "WRITE {i}");
-    }
+    check_writes(&target, N);
     assert_no_wc(r.cq, std::time::Duration::from_millis(10));
     assert_eq!(qp_state(r.q), IBV_QPS_RTR);
 }
@@ -426,6 +408,25 @@ fn a_write_is_acknowledged_after_its_last_bytes_land() {
     assert_eq!(qp_state(r.q), IBV_QPS_RTR);
 }
 
+/// A zeroed target for `n` WRITEs of 64 bytes.
+fn write_target(r: &Responder, n: usize) -> Buf {
+    let mut target = Buf::new(
+        r.pd,
+        n * 64,
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+    );
+    target.bytes_mut().fill(0);
+    target
+}
+
+/// Every one of `n` WRITEs (see [`writes`]) landed.
+fn check_writes(target: &Buf, n: usize) {
+    let t = target.snapshot();
+    for i in 0..n {
+        assert_eq!(&t[i * 64..i * 64 + 64], &payload(i, 64)[..], "WRITE {i}");
+    }
+}
+
 /// `n` WRITEs of 64 bytes into `target`, message numbers from `msn0`,
 /// the ones in `lazy` asking for no ACK now.
 fn writes(target: &Buf, msn0: u32, n: usize, lazy: impl Fn(usize) -> bool) -> Vec<u8> {
@@ -452,18 +453,10 @@ fn writes_that_ask_for_no_ack_get_one_for_the_last() {
     // the last, instead of one each.
     const N: usize = 40;
     let mut r = Responder::new(5107, 1, 64);
-    let mut target = Buf::new(
-        r.pd,
-        N * 64,
-        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-    );
-    target.bytes_mut().fill(0);
+    let target = write_target(&r, N);
     r.s.write_all(&writes(&target, 0, N, |_| true)).unwrap();
     assert_eq!(r.wait_ack(N as u32 - 1), 1, "ACKs for {N} WRITEs");
-    let t = target.snapshot();
-    for i in 0..N {
-        assert_eq!(&t[i * 64..i * 64 + 64], &payload(i, 64)[..], "WRITE {i}");
-    }
+    check_writes(&target, N);
     assert_no_wc(r.cq, std::time::Duration::from_millis(10));
     assert_eq!(qp_state(r.q), IBV_QPS_RTR);
 }
@@ -472,19 +465,11 @@ fn writes_that_ask_for_no_ack_get_one_for_the_last() {
 fn a_write_that_asks_acknowledges_the_quiet_ones_before_it() {
     const N: usize = 12;
     let mut r = Responder::new(5108, 1, 64);
-    let mut target = Buf::new(
-        r.pd,
-        N * 64,
-        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-    );
-    target.bytes_mut().fill(0);
+    let target = write_target(&r, N);
     r.s.write_all(&writes(&target, 0, N, |i| i + 1 < N))
         .unwrap();
     assert_eq!(r.wait_ack(N as u32 - 1), 1, "ACKs for {N} WRITEs");
-    let t = target.snapshot();
-    for i in 0..N {
-        assert_eq!(&t[i * 64..i * 64 + 64], &payload(i, 64)[..], "WRITE {i}");
-    }
+    check_writes(&target, N);
     // A bad key on a quiet WRITE is still NAKed, after the ACK of the
     // ones before it.
     let mut bad = writes(&target, N as u32, 2, |_| true);
