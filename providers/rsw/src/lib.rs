@@ -28,7 +28,8 @@
 //! - progress: `progress` (the background thread), `port` (the link
 //!   watch), `stats` (counters, the socket `rsw-stat` reads);
 //! - bottom: `check` (the misuse checker's ledger), `wire` (message
-//!   format), `gid`, `handles` (the handle table type), `guard` (fault-safe
+//!   format), `roce/` (RoCEv2's headers and ICRC, not yet wired into the
+//!   engines), `gid`, `handles` (the handle table type), `guard` (fault-safe
 //!   access to application memory), `ringmem`, `event_count`, `faults`
 //!   (what `RSW_FAULTS` asks for), `trace` and `util`.
 
