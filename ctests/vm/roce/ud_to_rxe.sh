@@ -1,6 +1,6 @@
 #!/bin/bash
 # rxe accepts a packet built by rsw's RoCEv2 codec (providers/rsw/src/roce/
-# rxe_live.rs). In the VM test bed, with the rsw unit-test binary shared:
+# tests/rxe_live.rs). In the VM test bed, with the rsw unit-test binary shared:
 #
 #   cargo test --release -p rsw --lib --no-run     # prints the binary
 #   ctests/vm/run-in-vm.sh -r rxe -s "$PWD/target/release/deps" \

@@ -24,7 +24,10 @@ pub(crate) mod packet;
 
 #[cfg(test)]
 mod rxe_captures;
+// Under tests/: its settings (`RSW_ROCE_*`) are the test's, not the
+// library's, so rdma-environ(7) does not list them.
 #[cfg(test)]
+#[path = "tests/rxe_live.rs"]
 mod rxe_live;
 
 /// The UDP destination port of RoCEv2.
