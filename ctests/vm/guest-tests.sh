@@ -851,13 +851,14 @@ body_kcm_iperf3() { # SERVER-SIDE CLIENT-SIDE IP PORT [-R]: both under librsprel
 	show "$CASE_DIR/server.out" "$CASE_DIR/client.out"
 	((crc == 0)) || { bad "client exit $crc: $(last_line "$CASE_DIR/client.out")"; return 1; }
 	((src == 0)) || { bad "server exit $src: $(last_line "$CASE_DIR/server.out")"; return 1; }
-	# 20 MiB sent; received trails it by at most what was in flight.
+	# 20 MiB sent (iperf3 may send one 128 KiB block more: Debian's pair
+	# did once); received trails it by at most what was in flight.
 	local r
 	r=$(python3 -c '
 import json, sys
 end = json.load(open(sys.argv[1]))["end"]
 sent, recv = end["sum_sent"]["bytes"], end["sum_received"]["bytes"]
-ok = sent == 20 << 20 and 16 << 20 <= recv <= sent
+ok = 20 << 20 <= sent <= (20 << 20) + (128 << 10) and 16 << 20 <= recv <= sent
 print(("" if ok else "bad: ") + f"sent {sent} received {recv} bytes")
 ' "$CASE_DIR/client.out" 2>&1)
 	[[ $r == sent* ]] || { bad "iperf3 $r"; return 1; }
