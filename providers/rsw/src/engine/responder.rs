@@ -415,7 +415,6 @@ fn try_promote(qp: &Qp, g: &mut QpInner, slot: usize) {
                 rnr_notice_at: 0,
                 tail: [0; TAIL as usize],
                 peer_direct: false,
-                held: 0,
                 peer_takes_acks: hello.features & FEATURE_ACK_ON_REQUEST != 0,
                 ack_owed: false,
                 ack_lazy: false,
@@ -502,8 +501,6 @@ pub fn pump_deferring_acks(qp: &Qp, g: &mut QpInner) {
 /// Runs the incoming connection as far as it goes without blocking.
 pub fn pump(qp: &Qp, g: &mut QpInner) {
     run(qp, g);
-    // Normally released already; here if the pass stopped on the way.
-    release_held(g);
     // Normally settled already; here if the connection ended on the way
     // (its data did arrive: the receives complete).
     if !g.resp.acked_later.is_empty() {
@@ -574,7 +571,6 @@ fn run(qp: &Qp, g: &mut QpInner) {
         g.resp.inc = None;
         return;
     }
-    release_held(g);
     settle(qp, g);
 }
 
@@ -716,15 +712,6 @@ fn send_any_owed_ack(qp: &Qp, g: &mut QpInner) {
             return;
         }
         settle(qp, g);
-    }
-}
-
-/// Uncorks the socket: the ACKs held in the kernel while WRITEs' tails
-/// landed leave.
-fn release_held(g: &mut QpInner) {
-    if let Some(inc) = g.resp.inc.as_mut().filter(|i| i.held > 0) {
-        inc.held = 0;
-        inc.conn.cork(false);
     }
 }
 
@@ -1641,12 +1628,13 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     // placed first, and the ACK go out at once, with no cork to release.
     // A WRITE's bytes are seen the moment they land (programs poll the
     // last byte), and a program may exit on sight: so its ACK goes to the
-    // kernel before the tail, into a corked socket, and leaves when this
-    // pass ends (`release_held`), after the tail (or the requester could
-    // complete it before the bytes are there), or with the FIN if the
-    // program exits first. A program polling the last byte posts while
-    // this thread still holds the QP: its post spins for the lock rather
-    // than sleep (`Qp::lock_for_post`).
+    // kernel before the tail, into a corked socket, and leaves as the
+    // tail has landed (or the requester could complete it before the bytes
+    // are there). Not at the end of the pass: a program that exits sends
+    // an RST (its socket holds our framing pad unread), which discards
+    // what is corked. A program polling the last byte posts while this
+    // thread still holds the QP: its post spins for the lock rather than
+    // sleep (`Qp::lock_for_post`).
     // A request that asked for no ACK now (`REQ_ACK_LATER`) gets none of
     // its own: a later one's covers it, or the ACK timer (`owe_ack`).
     let lazy = reliable && h.ack_later();
@@ -1680,11 +1668,15 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         true
     } else {
         // Nothing waits in `acked_later`: the WRITE's header settled it.
-        if let Some(inc) = g.resp.inc.as_ref().filter(|i| reliable && i.held == 0) {
-            inc.conn.cork(true);
-        }
+        let cork = |g: &QpInner, on: bool| {
+            if let Some(inc) = g.resp.inc.as_ref().filter(|_| reliable) {
+                inc.conn.cork(on);
+            }
+        };
+        cork(g, true);
         let alive = send_responses(qp, g);
         place_tail(qp, g, &h, &tail_bytes);
+        cork(g, false);
         alive
     };
     if let Some(cqe) = place::recv_cqe(h.op, imm, h.imm, h.flags & FLAG_SOLICITED != 0) {
@@ -1697,8 +1689,6 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
     };
     if !alive {
         g.resp.inc = None;
-    } else if let Some(inc) = g.resp.inc.as_mut().filter(|_| reliable && !send && !lazy) {
-        release_some(inc);
     }
 }
 
@@ -1788,20 +1778,6 @@ fn complete_request(qp: &Qp, g: &mut QpInner, h: &Header, cqe: Cqe, peer: u32, a
         }
     }
 }
-
-/// One more WRITE's ACK held in the corked socket: released when this
-/// pass over the connection ends (`pump`), one cork for a batch of
-/// WRITEs; a long batch releases it on the way.
-fn release_some(inc: &mut InConn) {
-    inc.held += 1;
-    if inc.held >= MAX_HELD {
-        inc.held = 0;
-        inc.conn.cork(false);
-    }
-}
-
-/// WRITEs whose ACKs may wait in the kernel for one push.
-const MAX_HELD: u32 = 16;
 
 /// SENDs that may share one ACK.
 const MAX_ACKED_LATER: usize = 32;

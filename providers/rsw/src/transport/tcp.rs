@@ -645,8 +645,9 @@ impl TcpConn {
     }
 
     /// While corked, the kernel keeps what is sent (no partial segment
-    /// leaves, whatever the peer's TCP ACKs do); it sends it when
-    /// uncorked, or with the FIN if this process dies first.
+    /// leaves, whatever the peer's TCP ACKs do) until uncorked. (A process
+    /// that dies meanwhile sends it with its FIN, or loses it to an RST
+    /// when the socket holds unread bytes.)
     pub fn cork(&self, on: bool) {
         let _ = sockopt::set_tcp_cork(&self.fd, on);
     }

@@ -147,9 +147,6 @@ pub struct InConn {
     /// requests come through memory, this connection only carries what
     /// cannot (so polling does not read it; the progress thread does).
     pub(crate) peer_direct: bool,
-    /// ACKs sent into the corked socket (WRITEs whose tails landed since)
-    /// and not released yet: `responder::pump` uncorks when it stops.
-    pub(crate) held: u32,
     /// The peer's responder takes ACKs carried on our requests
     /// (`wire::FLAG_ACK`; its hello said so).
     pub(crate) peer_takes_acks: bool,
