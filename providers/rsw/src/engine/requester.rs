@@ -840,12 +840,11 @@ fn request_header(g: &QpInner, seq: u64, msn: u32) -> (Header, usize) {
 
 /// Whether `w` (message `msn`) may go without asking for an ACK
 /// ([`REQ_ACK_LATER`]): an unsignaled WRITE on RC. Its responder then
-/// sends no ACK of its own, and no syscall, for it. (Unsignaled SENDs
-/// asking for none halved `ib_send_bw`'s 2 B message rate: not yet
-/// understood, so they still ask.) Slots are freed
-/// by ACKs, so once half the send queue awaits them every
-/// [`ACK_EVERY`]th request asks, and each of the last few before it
-/// fills.
+/// sends no ACK of its own, and no syscall, for it. Slots are freed by
+/// ACKs, so once half the send queue awaits them every [`ACK_EVERY`]th
+/// request asks, and each of the last few before it fills. (Unsignaled
+/// SENDs asking for none halved `ib_send_bw`'s 2 B message rate, not yet
+/// understood: they still ask.)
 fn ack_later(g: &QpInner, w: &crate::ring::SendWqe, msn: u32) -> bool {
     if g.qp_type != IBV_QPT_RC
         || w.signaled

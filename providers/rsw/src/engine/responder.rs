@@ -692,8 +692,8 @@ fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
 }
 
 /// Sends an ACK held back for a request to carry (the program polls
-/// again: it posted nothing that took it). One only requests that asked
-/// for none now are owed waits for the timer.
+/// again: it posted nothing that took it). An ACK owed only to requests
+/// that asked for none now waits for the timer instead.
 pub fn send_owed_ack(qp: &Qp, g: &mut QpInner) {
     if g.resp
         .inc
