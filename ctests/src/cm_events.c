@@ -596,6 +596,64 @@ static void case_ece(void)
 	rdma_destroy_event_channel(cch);
 }
 
+/* A QP's own ECE replaces what was set before rdma_create_qp (rdma-core's
+ * init_ece): the request carries what ibv_query_ece reports for the QP
+ * (nothing where the provider has no ECE: EOPNOTSUPP, as rxe), and an id
+ * with a QP no longer shows the peer's (EINVAL). */
+static void case_ece_qp(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1,
+				      .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_id *lid, *cid, *sid;
+	struct rdma_cm_event *ev;
+	struct ibv_ece ece, own;
+	struct qpres cr, sr;
+	uint16_t port;
+	int rc;
+
+	CHECK(sch && cch);
+	port = listen_loop(sch, &lid, NULL);
+	cid = client_route(cch, port);
+	ece.vendor_id = 0x15b3;
+	ece.options = 0x12345678;
+	ece.comp_mask = 0;
+	CHECK_OK(rdma_set_local_ece(cid, &ece));
+	make_qp(cid, &cr);
+	memset(&own, 0xee, sizeof(own));
+	rc = ibv_query_ece(cid->qp, &own);
+	CHECK(rc == 0 || rc == EOPNOTSUPP);
+	if (rc)
+		memset(&own, 0, sizeof(own));
+	CHECK(own.vendor_id != 0x15b3 || own.options != 0x12345678);
+	CHECK_ERR(rdma_get_remote_ece(cid, &ece), EINVAL);
+	CHECK_OK(rdma_connect(cid, &cp));
+
+	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	sid = ev->id;
+	CHECK_OK(rdma_ack_cm_event(ev));
+	memset(&ece, 0xff, sizeof(ece));
+	CHECK_OK(rdma_get_remote_ece(sid, &ece));
+	CHECK_EQ(ece.vendor_id, own.vendor_id);
+	CHECK_EQ(ece.options, own.options);
+	CHECK_EQ(ece.comp_mask, 0);
+	make_qp(sid, &sr);
+	CHECK_ERR(rdma_get_remote_ece(sid, &ece), EINVAL);
+	CHECK_OK(rdma_accept(sid, &cp));
+	expect_ack(cch, RDMA_CM_EVENT_ESTABLISHED);
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED);
+
+	free_qp(cid, &cr);
+	CHECK_OK(rdma_destroy_id(cid));
+	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED);
+	free_qp(sid, &sr);
+	CHECK_OK(rdma_destroy_id(sid));
+	CHECK_OK(rdma_destroy_id(lid));
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
 /* rdma_reject: REJECTED with status 28 (consumer defined) and its data. */
 static void case_pdata_reject(void)
 {
@@ -2367,6 +2425,7 @@ static const struct cm_case cases[] = {
 	{ "pdata_connect_accept", case_pdata_connect_accept },
 	{ "pdata_reject", case_pdata_reject },
 	{ "ece", case_ece },
+	{ "ece_qp", case_ece_qp },
 	{ "closed_port", case_closed_port },
 	{ "listen_late", case_listen_late },
 	{ "addr_error", case_addr_error },

@@ -630,7 +630,7 @@ body_kcm_mckey_join() { # SIDE IP: a group joined through the CM
 # rdma-core's newer calls, which rdma-core 44 lacks.
 CM_EVENTS_CASES="event_strings nonblocking_channel pdata_reject closed_port
 reject_by_destroy init_qp_attr rd_atomic_limits destroy_waits_for_ack devices
-sync_endpoints getaddrinfo blocking_get_signals ece"
+sync_endpoints getaddrinfo blocking_get_signals ece ece_qp"
 body_kcm_cm_events() { # IP
 	local ip=$1 side
 	[[ -x $B/ctests/cm_events ]] || { bad "no $B/ctests/cm_events (make ctests)"; return 1; }

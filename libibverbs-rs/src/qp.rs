@@ -140,6 +140,16 @@ unsafe fn ece_vendor(qp: *mut ibv_qp) -> Result<u32, c_int> {
     Ok(unsafe { query_device_full(ctx) }?.orig_attr.vendor_id)
 }
 
+/// Whether `qp` belongs to a kernel device, whose provider answers ECE.
+///
+/// # Safety
+/// `qp` is NULL or a QP.
+unsafe fn kernel_qp(qp: *mut ibv_qp) -> Result<bool, c_int> {
+    // SAFETY: forwarded contract.
+    let (ops, _) = unsafe { object_ops(qp) }?;
+    Ok(core::ptr::eq(ops, &crate::kernel::ops::KERNEL_OPS))
+}
+
 /// Enhanced Connection Establishment negotiates vendor options between
 /// hardware implementations. A software provider has none: the QP's ECE is
 /// the device's vendor id with no options, and that is all `ibv_set_ece`
@@ -152,6 +162,11 @@ pub unsafe extern "C" fn ibv_query_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_
     export!(int, (qp, ece), {
         if ece.is_null() {
             return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        if unsafe { kernel_qp(qp) }? {
+            // SAFETY: a live kernel QP; `ece` is writable.
+            return errno_result(unsafe { crate::kernel::ops::query_ece(qp, ece) });
         }
         // SAFETY: forwarded contract.
         let vendor_id = unsafe { ece_vendor(qp) }?;
@@ -176,6 +191,11 @@ pub unsafe extern "C" fn ibv_set_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_in
     export!(int, (qp, ece), {
         if ece.is_null() {
             return Err(libc::EINVAL);
+        }
+        // SAFETY: forwarded contract.
+        if unsafe { kernel_qp(qp) }? {
+            // SAFETY: a live kernel QP; `ece` is readable.
+            return errno_result(unsafe { crate::kernel::ops::set_ece(qp, ece) });
         }
         // SAFETY: forwarded contract.
         let vendor_id = unsafe { ece_vendor(qp) }?;

@@ -33,6 +33,8 @@ extern "C" {
     pub fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int;
     pub fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
     pub fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int;
+    pub fn ibv_query_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int;
+    pub fn ibv_set_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int;
     pub fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int;
     pub fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel;
     pub fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int;
@@ -206,6 +208,12 @@ mod stubs {
     }
     pub unsafe fn ibv_destroy_qp(_: *mut ibv_qp) -> c_int {
         libc::ENOSYS
+    }
+    pub unsafe fn ibv_query_ece(_: *mut ibv_qp, _: *mut ibv_ece) -> c_int {
+        libc::EOPNOTSUPP
+    }
+    pub unsafe fn ibv_set_ece(_: *mut ibv_qp, _: *mut ibv_ece) -> c_int {
+        libc::EOPNOTSUPP
     }
     pub unsafe fn ibv_modify_qp(_: *mut ibv_qp, _: *mut ibv_qp_attr, _: c_int) -> c_int {
         libc::ENOSYS

@@ -466,6 +466,28 @@ unsafe extern "C" fn query_qp(
     call_int!(ctx, query_qp, qp, attr, mask, init)
 }
 
+/// `ibv_query_ece` and `ibv_set_ece` on a kernel device: the provider's
+/// own (mlx5 negotiates real options), or EOPNOTSUPP where it has none,
+/// as rdma-core's placeholders answer (rxe, siw).
+///
+/// # Safety
+/// `qp` is a live QP of a kernel context; `ece` as the verb's.
+pub(crate) unsafe fn query_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int {
+    // SAFETY: forwarded contract.
+    let ctx = unsafe { (*qp).context };
+    call_int!(ctx, query_ece, qp, ece)
+}
+
+/// See [`query_ece`].
+///
+/// # Safety
+/// As for [`query_ece`].
+pub(crate) unsafe fn set_ece(qp: *mut ibv_qp, ece: *mut ibv_ece) -> c_int {
+    // SAFETY: forwarded contract.
+    let ctx = unsafe { (*qp).context };
+    call_int!(ctx, set_ece, qp, ece)
+}
+
 unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     // SAFETY: a live QP of a kernel context.
     let ctx = unsafe { (*qp).context };

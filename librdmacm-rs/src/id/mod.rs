@@ -35,6 +35,7 @@ use crate::wire::{
 };
 
 mod api;
+mod ece;
 mod events;
 mod io;
 mod mcast;

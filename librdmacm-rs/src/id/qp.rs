@@ -161,14 +161,17 @@ impl CmId {
         }
         // Ready for ibv_post_recv right away, as librdmacm promises (and a
         // UD QP for sending too).
-        let init = if let Some(f) = init {
-            f(qp, self.datagram(&mut st))
-        } else if self.datagram(&mut st) {
-            Self::ud_qp_to_rts(&st, qp)
-        } else {
-            self.qp_attr(&mut st, IBV_QPS_INIT)
-                .and_then(|(mut a, mask)| modify(qp, &mut a, mask))
-        };
+        let init = self.ece_from_new_qp(qp).and_then(|()| {
+            if let Some(f) = init {
+                f(qp, self.datagram(&mut st))
+            } else if self.datagram(&mut st) {
+                Self::ud_qp_to_rts(&st, qp)
+            } else {
+                self.qp_attr(&mut st, IBV_QPS_INIT)
+                    .and_then(|(mut a, mask)| modify(qp, &mut a, mask))
+            }
+        });
+        let init = init.and_then(|()| self.ece_after_init(qp));
         if let Err(e) = init {
             // SAFETY: the QP was just created and is not shared yet.
             unsafe { ffi::ibv_destroy_qp(qp) };

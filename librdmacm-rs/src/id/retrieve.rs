@@ -53,7 +53,12 @@ impl CmId {
                     ev.ev.event = RDMA_CM_EVENT_CONNECT_RESPONSE;
                     return;
                 }
-                match id.qp_to_rts(&mut st, qp) {
+                let reply = id.ece.lock().remote;
+                let up = id
+                    .ece_from_reply(qp, reply)
+                    .and_then(|()| id.qp_to_rts(&mut st, qp))
+                    .and_then(|()| id.ece_after_reply(qp));
+                match up {
                     Ok(()) => {
                         ev.ev.event = RDMA_CM_EVENT_ESTABLISHED;
                         if st.phase == Phase::RepReceived {

@@ -111,9 +111,15 @@ pub fn on_retrieve(ev: &mut EventBox) -> bool {
             copy_conn(ev, &ev_conn(&r));
             let qp = subject.with_c(|c, _| c.qp);
             if !qp.is_null() {
-                match k.connect_reply(qp) {
+                let reply = (r.ece.vendor_id, r.ece.attr_mod);
+                let up = subject
+                    .ece_from_reply(qp, reply)
+                    .and_then(|()| k.connect_reply(qp))
+                    .and_then(|()| subject.ece_after_reply(qp));
+                match up {
                     Ok(()) => ev.ev.event = RDMA_CM_EVENT_ESTABLISHED,
                     Err(e) => {
+                        qp_to_err(qp);
                         fail(ev, RDMA_CM_EVENT_CONNECT_ERROR, e);
                         k.st.lock().connect_error = true;
                     }
