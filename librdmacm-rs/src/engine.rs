@@ -46,6 +46,12 @@ pub trait CmTarget: Send + Sync {
     fn on_timer(self: Arc<Self>, cookie: u64);
 }
 
+/// A timer for something other than an id (an rsocket's keepalive): the
+/// CM thread calls it when `after` has passed.
+pub trait Tick: Send + Sync {
+    fn on_tick(self: Arc<Self>, cookie: u64);
+}
+
 /// A descriptor the CM thread watches for someone else (a CM backend's
 /// device file): it only says when it is readable.
 pub trait FileTarget: Send + Sync {
@@ -71,6 +77,7 @@ pub enum Entry {
 pub enum TimerTarget {
     Id(Weak<dyn CmTarget>, u64),
     Accepted(u64),
+    Tick(Weak<dyn Tick>, u64),
 }
 
 pub struct Engine {
@@ -209,6 +216,11 @@ impl Engine {
                 TimerTarget::Id(w, cookie) => {
                     if let Some(id) = w.upgrade() {
                         id.on_timer(cookie);
+                    }
+                }
+                TimerTarget::Tick(w, cookie) => {
+                    if let Some(t) = w.upgrade() {
+                        t.on_tick(cookie);
                     }
                 }
                 TimerTarget::Accepted(token) => {

@@ -727,6 +727,19 @@ impl Conn {
         Ok(true)
     }
 
+    /// rdma-core's keepalive: a zero-length RDMA WRITE without immediate
+    /// data, which the peer's hardware acknowledges and its rsocket never
+    /// sees; a dead peer fails it (retries exhausted) and so the
+    /// connection. False when the control entries are busy.
+    pub fn send_keepalive(&mut self) -> Res<bool> {
+        if self.ctrl_free == 0 {
+            return Ok(false);
+        }
+        let at = (self.peer.sgl.addr, self.peer.sgl.key);
+        self.post(Src::None, at, None, CTRL_FLAG)?;
+        Ok(true)
+    }
+
     /// Room for one more data message right now (bytes, capped by the
     /// target SGE and the contiguous part of our bounce buffer).
     fn room(&self) -> usize {

@@ -4,6 +4,7 @@
 //! options to the sockets it accepts.
 
 use core::ffi::c_int;
+use std::sync::Arc;
 
 use super::dgram::DSocket;
 use super::stream::{Inner, RSocket, State};
@@ -46,11 +47,20 @@ fn before_connect(g: &Inner) -> Res<()> {
     }
 }
 
-pub fn set(s: &RSocket, level: c_int, name: c_int, v: &[u8]) -> Res<()> {
+pub fn set(s: &Arc<RSocket>, level: c_int, name: c_int, v: &[u8]) -> Res<()> {
     let mut g = s.lock();
     match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => g.opts.reuseaddr = int_of(v)? != 0,
-        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => g.opts.keepalive = int_of(v)? != 0,
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
+            let on = int_of(v)? != 0;
+            if on != g.opts.keepalive {
+                g.opts.keepalive = on;
+                if let Err(e) = s.keepalive_changed(&mut g) {
+                    g.opts.keepalive = false;
+                    return Err(e);
+                }
+            }
+        }
         (libc::SOL_SOCKET, libc::SO_SNDBUF) => g.opts.sndbuf = size_of_opt(int_of(v)?)?,
         (libc::SOL_SOCKET, libc::SO_RCVBUF) => g.opts.rcvbuf = size_of_opt(int_of(v)?)?,
         (libc::SOL_SOCKET, libc::SO_LINGER) => {
@@ -70,12 +80,20 @@ pub fn set(s: &RSocket, level: c_int, name: c_int, v: &[u8]) -> Res<()> {
             }
             g.opts.maxseg = m;
         }
+        // Retries are the RC QP's business: accepted and ignored, as
+        // rdma-core does.
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT | libc::TCP_KEEPINTVL) => {
+            int_of(v)?;
+        }
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => {
             let t = int_of(v)?;
             if t <= 0 {
                 return Err(libc::EINVAL);
             }
             g.opts.keepidle = t;
+            if g.opts.keepalive {
+                s.keepalive_changed(&mut g)?;
+            }
         }
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => {
             if g.state != State::Open {
@@ -140,6 +158,7 @@ pub fn get(s: &RSocket, level: c_int, name: c_int) -> Res<Val> {
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => b(g.opts.nodelay),
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => Val::Int(g.opts.maxseg),
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => Val::Int(g.opts.keepidle),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT | libc::TCP_KEEPINTVL) => Val::Int(1),
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => b(g.opts.v6only.unwrap_or(false)),
         (SOL_RDMA, RDMA_SQSIZE) => Val::Int(g.opts.sq_size as c_int),
         (SOL_RDMA, RDMA_RQSIZE) => Val::Int(g.opts.rq_size as c_int),

@@ -38,7 +38,8 @@ impl Default for Opts {
             iomap_size: 0,
             reuseaddr: false,
             keepalive: false,
-            keepidle: 7200,
+            // Until SO_KEEPALIVE turns on (then the system's), as rdma-core.
+            keepidle: 0,
             nodelay: false,
             maxseg: MAXSEG,
             linger: libc::linger {

@@ -23,12 +23,15 @@ use super::settings::Opts;
 use super::wire::{ConnData, CONN_DATA_LEN};
 use crate::addr;
 use crate::cma;
+use crate::engine::{self, Tick, TimerTarget};
 use crate::error::{errno, Res};
 
 /// rdma-core's address and route resolution timeout.
 const RESOLVE_MS: c_int = 2000;
 /// How long close waits for sent data to reach the peer without SO_LINGER.
 const CLOSE_FLUSH: Duration = Duration::from_secs(2);
+/// A keepalive that found the rsocket busy tries again this much later.
+const KEEPALIVE_BUSY: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -66,6 +69,9 @@ pub struct Inner {
     disconnected: bool,
     /// When the CM channel was last read (see `RSocket::wait`).
     last_cm: Option<Instant>,
+    /// Bumped whenever SO_KEEPALIVE or TCP_KEEPIDLE changes: a keepalive
+    /// timer armed under another number is stale.
+    keepalive_gen: u64,
 }
 
 // SAFETY: the id and queued events are librdmacm objects, usable from any
@@ -103,6 +109,42 @@ pub fn lookup(fd: c_int) -> Res<Arc<RSocket>> {
 
 pub fn find(fd: c_int) -> Option<Arc<RSocket>> {
     TABLE.read().get(&fd).cloned()
+}
+
+/// The system's TCP keepalive time, as rdma-core reads it when a socket
+/// turns SO_KEEPALIVE on without a TCP_KEEPIDLE of its own.
+fn system_keepidle() -> c_int {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_keepalive_time")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .filter(|&t: &c_int| t > 0)
+        .unwrap_or(7200)
+}
+
+impl Tick for RSocket {
+    fn on_tick(self: Arc<Self>, gen: u64) {
+        // The CM thread never waits for an application thread.
+        let Some(mut g) = self.inner.try_lock() else {
+            let me: Arc<dyn Tick> = self.clone();
+            if let Ok(e) = engine::get() {
+                e.arm(KEEPALIVE_BUSY, TimerTarget::Tick(Arc::downgrade(&me), gen));
+            }
+            return;
+        };
+        if !g.opts.keepalive || g.keepalive_gen != gen {
+            return;
+        }
+        if g.state == State::Connected {
+            if let Some(c) = g.conn.as_mut() {
+                // A failed post is the connection failing: the next call
+                // on the rsocket finds it.
+                let _ = c.send_keepalive();
+            }
+        }
+        let secs = g.opts.keepidle;
+        drop(g);
+        let _ = self.arm_keepalive(secs, gen);
+    }
 }
 
 fn set_nonblocking(fd: c_int) {
@@ -162,6 +204,7 @@ fn inner(id: *mut rdma_cm_id, family: c_int, opts: Opts, state: State) -> Inner 
         close_sent: false,
         disconnected: false,
         last_cm: None,
+        keepalive_gen: 0,
     }
 }
 
@@ -452,6 +495,27 @@ impl RSocket {
         self.inner.lock()
     }
 
+    /// SO_KEEPALIVE or TCP_KEEPIDLE changed: keepalives every `keepidle`
+    /// seconds from now while it is on, as rdma-core's service thread
+    /// sends them (the CM thread does here).
+    pub fn keepalive_changed(self: &Arc<Self>, g: &mut Inner) -> Res<()> {
+        g.keepalive_gen += 1;
+        if !g.opts.keepalive {
+            return Ok(());
+        }
+        if g.opts.keepidle <= 0 {
+            g.opts.keepidle = system_keepidle();
+        }
+        self.arm_keepalive(g.opts.keepidle, g.keepalive_gen)
+    }
+
+    fn arm_keepalive(self: &Arc<Self>, secs: c_int, gen: u64) -> Res<()> {
+        let me: Arc<dyn Tick> = self.clone();
+        let target = TimerTarget::Tick(Arc::downgrade(&me), gen);
+        engine::get()?.arm(Duration::from_secs(secs.max(1) as u64), target);
+        Ok(())
+    }
+
     pub fn chan(&self) -> *mut rdma_event_channel {
         self.chan
     }
@@ -606,7 +670,11 @@ impl RSocket {
             let Some(ev) = g.backlog.pop_front() else {
                 continue;
             };
-            let opts = g.opts;
+            let mut opts = g.opts;
+            // Keepalives are the listener's own: rdma-core's accepted
+            // rsockets start without them.
+            opts.keepalive = false;
+            opts.keepidle = 0;
             let family = g.family;
             drop(g);
             // SAFETY: a live connect request until acked.
