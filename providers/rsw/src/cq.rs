@@ -59,7 +59,7 @@ pub struct Cqe {
     /// solicited-only notification; not visible in `ibv_wc`).
     pub solicited: bool,
     /// UD receives: the RoCE network header type (see
-    /// `datagram::roce_header_type`).
+    /// `ud_recv::roce_header_type`).
     pub sl: u8,
     pub ts: u64,
     pub wallclock: u64,

@@ -121,6 +121,25 @@ impl DeviceInfo {
     pub fn mtu_bytes(&self) -> u32 {
         128 << self.active_mtu()
     }
+
+    /// Whether `RSW_ROCEV2` names this device: its UD QPs then speak
+    /// RoCEv2 (`engine::roce_ud`), and other QP types are refused.
+    pub fn speaks_rocev2(&self) -> bool {
+        static SPEC: std::sync::LazyLock<Option<String>> =
+            std::sync::LazyLock::new(|| std::env::var(ROCEV2_VAR).ok());
+        SPEC.as_deref()
+            .is_some_and(|s| rocev2_listed(s, &self.name, &self.ifname))
+    }
+}
+
+/// The setting naming the devices that speak RoCEv2 (rdma-environ(7)).
+pub const ROCEV2_VAR: &str = "RSW_ROCEV2";
+
+/// Whether `spec` (device or interface names, separated by commas or
+/// blanks; `all` for every device) names the device `name` on `ifname`.
+pub fn rocev2_listed(spec: &str, name: &str, ifname: &str) -> bool {
+    spec.split(|c: char| c == ',' || c.is_whitespace())
+        .any(|w| w == "all" || w == name || w == ifname)
 }
 
 /// Largest InfiniBand MTU that fits in an interface MTU once IP and TCP
@@ -399,6 +418,18 @@ pub fn tm_caps() -> verbs_abi::ibv_tm_caps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rocev2_setting_names_devices_or_interfaces() {
+        assert!(rocev2_listed("rsw_vD", "rsw_vD", "vD"));
+        assert!(rocev2_listed("vD", "rsw_vD", "vD"));
+        assert!(rocev2_listed("eth0, vD", "rsw_vD", "vD"));
+        assert!(rocev2_listed("lo rsw_vD", "rsw_vD", "vD"));
+        assert!(rocev2_listed("all", "rsw_lo", "lo"));
+        assert!(!rocev2_listed("", "rsw_vD", "vD"));
+        assert!(!rocev2_listed("rsw_vD2,v", "rsw_vD", "vD"));
+        assert!(!rocev2_listed("rsw_eth0", "rsw_vD", "vD"));
+    }
     use crate::gid::gid_as_ipv4;
 
     #[test]

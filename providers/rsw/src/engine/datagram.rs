@@ -15,9 +15,9 @@ use std::io::ErrorKind;
 
 use verbs_abi::*;
 
+use super::ud_recv::{fail_recv, roce_header_type, write_recv};
 use super::{Qp, QpInner};
 use crate::cq::Cqe;
-use crate::guard;
 use crate::mr;
 use crate::place;
 use crate::transport::udp::{wire_group, Datagram, UdpEndpoint, MCAST_PORT};
@@ -91,6 +91,9 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             // Sent, or lost on the way (no route, nobody there): either
             // way the sender is done with it, as on an unreliable wire.
             _ => {
+                if g.roce.is_some() {
+                    g.attr.sq_psn = (g.attr.sq_psn + 1) & 0xff_ffff;
+                }
                 g.sq.transmitted();
                 g.sq.retire_oldest();
                 qp.complete_send(g, &w, IBV_WC_SUCCESS);
@@ -120,6 +123,9 @@ fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
 }
 
 fn send_one(qp: &Qp, g: &QpInner, seq: u64) -> std::io::Result<usize> {
+    if let Some(port) = g.roce.as_ref() {
+        return super::roce_ud::send_one(port, qp, g, seq);
+    }
     let Some(d) = g.dgram.as_ref() else {
         return Ok(0);
     };
@@ -444,42 +450,8 @@ pub fn filter_sockets(qp: &Qp, g: &mut QpInner) {
     }
 }
 
-/// The claimed receive cannot take the datagram: it completes with
-/// `status` and, as on hardware, the QP fails.
-fn fail_recv(qp: &Qp, g: &mut QpInner, status: ibv_wc_status) {
-    // A UD QP has no destination QPN: the completion's src_qp stays 0.
-    qp.fail_claimed(g, status);
-    qp.enter_error(
-        g,
-        &format_args!(
-            "a datagram's receive failed with {}",
-            crate::trace::wc_status_name(status)
-        ),
-    );
-}
-
 fn write_grh(g: &QpInner, grh: &[u8; GRH_LEN]) -> Result<(), ()> {
-    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-    let table = mr::table();
-    let n = table
-        .sge_iovs(g.recv.sges(), 0, GRH_LEN, g.recv.pd_id, true, &mut v)
-        .map_err(|_| ())?;
-    let mut off = 0;
-    for piece in &v[..n] {
-        // SAFETY: registered, locally writable memory checked under the MR
-        // table lock (held); the source is our local GRH; a fault is
-        // caught.
-        unsafe {
-            guard::copy(
-                piece.iov_base as *mut u8,
-                grh.as_ptr().add(off),
-                piece.iov_len,
-            )
-        }
-        .map_err(|_| ())?;
-        off += piece.iov_len;
-    }
-    Ok(())
+    write_recv(g, 0, grh)
 }
 
 /// RoCE v2 headers around a UD payload: UDP (8), BTH (12), DETH (8) in
@@ -489,16 +461,6 @@ const ROCE_OVERHEAD: usize = 8 + 12 + 8 + 4;
 /// The 40-byte GRH area of a received datagram as RoCE v2 hardware writes
 /// it: an IPv4 header in the last 20 bytes when both ends are IPv4, a
 /// full IPv6 header otherwise.
-/// What a RoCE NIC reports in `sl` of a UD receive: the network header
-/// type of the packet (mlx5: 2 for IPv4, 1 for IPv6). UCX reads it to
-/// know which GRH layout it got, and drops datagrams without it.
-pub fn roce_header_type(src: &[u8; 16], dst: &[u8; 16]) -> u8 {
-    match (crate::gid::gid_as_ipv4(src), crate::gid::gid_as_ipv4(dst)) {
-        (Some(_), Some(_)) => 2,
-        _ => 1,
-    }
-}
-
 pub fn grh_bytes(src: &[u8; 16], dst: &[u8; 16], tclass: u8, payload: usize) -> [u8; GRH_LEN] {
     let mut b = [0u8; GRH_LEN];
     match (crate::gid::gid_as_ipv4(src), crate::gid::gid_as_ipv4(dst)) {

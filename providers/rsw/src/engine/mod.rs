@@ -2,8 +2,8 @@
 //! `requester` (our requests on the outgoing connection), `samehost` (the
 //! requests it does itself into a same-host peer), `completer` (the
 //! responses to our requests), `responder` (the peer's requests on the
-//! incoming connection, our responses), `datagram` (UD) and `raw` (raw
-//! packet QPs); each RC
+//! incoming connection, our responses), `datagram` (UD), `roce_ud` (UD
+//! on a RoCEv2-mode device) and `raw` (raw packet QPs); each RC
 //! engine keeps its per-QP state in its `info`, which the QP holds
 //! (`wq::QpInner`, generic over [`Tasks`] so that it names no engine). Calls go requester -> samehost, completer;
 //! responder -> requester, completer. They act on a QP's state (`wq`) under
@@ -16,7 +16,9 @@ pub(crate) mod raw;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod rndv;
+pub(crate) mod roce_ud;
 pub(crate) mod samehost;
+pub(crate) mod ud_recv;
 
 use crate::cq::Producer;
 use crate::progress::{engine, Kind, Target};
@@ -39,6 +41,7 @@ impl Engines for Tasks {
     type Req = ReqInfo;
     type Resp = RespInfo;
     type Comp = CompInfo;
+    type Roce = roce_ud::RocePort;
 
     fn close_incoming(qp: &Qp, g: &mut QpInner) {
         responder::close_after_flush(qp, g);

@@ -64,6 +64,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         cap.max_send_wr += 2 * crate::engine::rndv::RNDV_PER_QP;
         cap.max_send_sge = cap.max_send_sge.max(crate::tm::MAX_TM_SGE);
     }
+    let roce = roce_port(context, a.qp_type)?;
     // Opened first: without CAP_NET_RAW this is EPERM.
     let raw = open_raw(context, a.qp_type, rss)?;
     // Every failure below gives the place back.
@@ -100,6 +101,7 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
     )?;
     inner.block_self_mcast = create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0;
     inner.raw = raw;
+    inner.roce = roce.clone();
     let srq_box = srq_mailbox(o.srq.as_ref(), a.qp_type);
     let qp = Arc::new(Qp {
         ibv: UnsafeCell::new(ibv),
@@ -121,12 +123,18 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         builder: UnsafeCell::new(builder(&cap, send_ops.is_some())),
     });
     eng.register_qp(serial, &qp);
+    if let Some(p) = roce.as_ref() {
+        p.attach(&qp);
+    }
     if let Err(e) = eng.add(
         watch_fd,
         crate::progress::token(serial, watch_kind),
         libc::EPOLLIN as u32,
     ) {
         eng.unregister_qp(serial);
+        if let Some(p) = roce.as_ref() {
+            p.detach(&qp);
+        }
         log::error!("create_qp: cannot watch the QP's socket: {e}");
         return Err(e.raw_os_error().unwrap_or(libc::ENOMEM));
     }
@@ -157,6 +165,31 @@ fn open_socket(qp_type: ibv_qp_type) -> Result<(Option<Listener>, Option<Dgram>,
     } else {
         let (l, qpn) = Listener::open().map_err(errno)?;
         Ok((Some(l), None, qpn))
+    }
+}
+
+/// The port a UD QP on a RoCEv2-mode device speaks through; None on
+/// other devices. Other QP types (RC, UC, XRC) are not spoken in that
+/// mode yet: EOPNOTSUPP, not a QP that would talk rsw's own protocol.
+fn roce_port(
+    context: *mut ibv_context,
+    qp_type: ibv_qp_type,
+) -> Result<Option<Arc<crate::engine::roce_ud::RocePort>>, c_int> {
+    // SAFETY: context comes from this provider.
+    let dev = &unsafe { Context::from_ibv(context) }.shared.dev;
+    if !dev.speaks_rocev2() {
+        return Ok(None);
+    }
+    match qp_type {
+        IBV_QPT_UD => crate::engine::roce_ud::port_for(dev).map(Some),
+        IBV_QPT_RAW_PACKET => Ok(None),
+        _ => {
+            log::warn!(
+                "{}: RSW_ROCEV2 speaks UD only: a QP of type {qp_type} is not supported",
+                dev.name
+            );
+            Err(libc::EOPNOTSUPP)
+        }
     }
 }
 
@@ -527,6 +560,9 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         g.resp.shut();
         g.dgram = None;
         g.mcast.clear();
+        if let Some(p) = g.roce.take() {
+            p.detach(q);
+        }
         (g.take_extern_rings(), g.raw.take())
     };
     if let Some(r) = raw.as_ref().and_then(|r| r.rss.as_ref()) {

@@ -22,6 +22,11 @@ fn attach(qp: &Qp, gid: [u8; 16]) -> Result<(), c_int> {
     if g.destroyed || g.dgram.is_none() || !crate::gid::is_multicast(&gid) {
         return Err(libc::EINVAL);
     }
+    // Not spoken in RoCEv2 mode yet: said, rather than a group that
+    // hears nothing.
+    if g.roce.is_some() {
+        return Err(libc::EOPNOTSUPP);
+    }
     let gid = crate::gid::canon_gid(&gid);
     // Attaching again is harmless: still one copy per datagram.
     if g.mcast.iter().any(|m| m.gid == gid) {

@@ -8,12 +8,13 @@
 //! extension headers its opcode names (`opcode::Opcode::exts`, in that
 //! order), the payload, 0-3 pad bytes, and the 4-byte ICRC (`icrc`).
 //! `packet` parses and encodes the whole; `crc32` is the CRC the ICRC
-//! uses.
+//! uses; `ud` is a UD SEND and the GRH area of its receive, which the UD
+//! engine of a RoCEv2-mode device speaks (`engine::roce_ud`).
 //!
-//! Not yet wired into the engines: until it is, the crate's non-test
-//! build does not use it, hence the `dead_code` allowance below; the
-//! tests (`rxe_captures`: packets captured from rxe in the VM test bed)
-//! use all of it.
+//! Only UD is wired into the engines so far: the rest (RC, UC, ACKs) is
+//! unused by the crate's non-test build, hence the `dead_code` allowance
+//! below; the tests (`rxe_captures`: packets captured from rxe in the VM
+//! test bed) use all of it.
 #![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod crc32;
@@ -21,6 +22,7 @@ pub(crate) mod headers;
 pub(crate) mod icrc;
 pub(crate) mod opcode;
 pub(crate) mod packet;
+pub(crate) mod ud;
 
 #[cfg(test)]
 mod rxe_captures;

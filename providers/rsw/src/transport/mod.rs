@@ -18,6 +18,7 @@ pub(crate) mod atomics;
 pub(crate) mod local;
 pub(crate) mod mailbox;
 pub(crate) mod packet;
+pub(crate) mod roce;
 pub(crate) mod shm;
 mod sock;
 pub(crate) mod tcp;

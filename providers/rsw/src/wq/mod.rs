@@ -53,6 +53,9 @@ pub trait Engines: Sized + 'static {
     type Req: ReqState;
     type Resp: RespState;
     type Comp: Default;
+    /// A RoCEv2-mode device's port, which a UD QP sends and receives
+    /// through (`engine::roce_ud`).
+    type Roce: Send + Sync + 'static;
     /// Ends the incoming connection once its queued responses are out.
     fn close_incoming(qp: &Qp<Self>, g: &mut QpInner<Self>);
     /// Sends the incoming connection's queued responses.
@@ -108,6 +111,9 @@ pub struct QpInner<E: Engines> {
     /// UD: the QP's datagram socket and the multicast groups it joined.
     pub dgram: Option<Dgram>,
     pub mcast: Vec<Group>,
+    /// UD on a RoCEv2-mode device: the device's port its packets go
+    /// through instead of `dgram`'s socket (which still holds the QPN).
+    pub roce: Option<Arc<E::Roce>>,
     /// Raw packet: the QP's packet socket (and RSS configuration).
     pub raw: Option<raw::Raw>,
     /// Counts multicast attachments, for their ids.
@@ -180,6 +186,7 @@ impl<E: Engines> QpInner<E> {
             tm: crate::tm::Incoming::default(),
             dgram,
             mcast: Vec::new(),
+            roce: None,
             raw: None,
             mcast_seq: 0,
             block_self_mcast: false,

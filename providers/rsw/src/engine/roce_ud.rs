@@ -1,0 +1,313 @@
+//! UD on a RoCEv2-mode device (`RSW_ROCEV2`): each send is one RoCEv2
+//! packet (`roce::ud`) to UDP port 4791 of the destination GID, each
+//! packet received fills one receive, so rsw's UD QPs talk to rxe and to
+//! RoCE NICs.
+//!
+//! The device's [`RocePort`] owns the socket on port 4791 of its address
+//! (`transport::roce`), opened with the process's first UD QP on it and
+//! kept until exit, and finds a packet's QP by the BTH's destination QPN.
+//! The QP's own UDP socket (`datagram`) still holds its QPN, unused
+//! otherwise. Sends leave from the caller's thread as in `datagram` (its
+//! `pump` calls [`send_one`]); receives are taken by the progress thread.
+//! Dropped, as hardware drops them: malformed packets, other opcodes, a
+//! bad ICRC (checked over IPv6; over IPv4 the socket does not tell the
+//! identification the ICRC covers, see `roce::icrc`), an unknown QPN, a
+//! P_Key that is not the default partition's, a Q_Key that does not
+//! match, a QP not receiving, no receive posted, a receive too small.
+
+use std::collections::HashMap;
+use std::io::{self, ErrorKind};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::raw::c_int;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use verbs_abi::*;
+
+use super::ud_recv::{fail_recv, roce_header_type, write_recv};
+use super::{Qp, QpInner};
+use crate::cq::Cqe;
+use crate::device::DeviceInfo;
+use crate::gid::gid_as_ipv4;
+use crate::progress::{engine, token, Kind, Target};
+use crate::roce::ud::{self, Ips, UdSend, GRH_LEN};
+use crate::transport::roce::{RoceDatagram, RoceSocket, PORT};
+use crate::transport::MAX_IOV;
+use crate::util::iov;
+use crate::wire::Op;
+use crate::{guard, mr, place};
+use verbs_rt::ForkFresh;
+
+/// The largest payload a port sends (the largest IB MTU).
+const MAX_PAYLOAD: usize = 4096;
+/// Room for a whole packet: BTH, DETH, ImmDt, payload, pad, ICRC.
+const MAX_PACKET: usize = 12 + 8 + 4 + MAX_PAYLOAD + 3 + 4;
+/// Packets taken in one go before other targets get the progress thread.
+const RX_BATCH: usize = 256;
+/// The default partition's P_Key, full or limited member.
+const DEFAULT_PKEY: u16 = 0x7fff;
+
+/// A RoCEv2-mode device's port 4791, shared by the process's UD QPs on
+/// the device.
+pub struct RocePort {
+    sock: RoceSocket,
+    /// Its UD QPs by number.
+    qps: Mutex<HashMap<u32, Weak<Qp>>>,
+}
+
+/// The ports opened, by interface index; kept until exit (a forked child
+/// opens its own, if the parent's address is free).
+static PORTS: ForkFresh<Mutex<HashMap<u32, Arc<RocePort>>>> =
+    ForkFresh::new(|| Mutex::new(HashMap::new()));
+
+/// The device's port, opened on its first address if not yet; an errno
+/// when it cannot be (`EADDRINUSE`: another process, or a kernel RoCE
+/// device in this network namespace, holds port 4791 there).
+pub fn port_for(dev: &DeviceInfo) -> Result<Arc<RocePort>, c_int> {
+    let mut ports = PORTS.get().lock();
+    if let Some(p) = ports.get(&dev.ifindex) {
+        return Ok(p.clone());
+    }
+    let Some(addr) = dev.gids.first() else {
+        return Err(libc::EADDRNOTAVAIL);
+    };
+    let sock = RoceSocket::open(addr, dev.ifindex).map_err(|e| {
+        let ip: std::net::IpAddr = match gid_as_ipv4(addr) {
+            Some(v4) => Ipv4Addr::from(v4).into(),
+            None => Ipv6Addr::from(*addr).into(),
+        };
+        log::error!(
+            "{}: cannot speak RoCEv2: UDP port {PORT} on {ip}: {e}{}",
+            dev.name,
+            if e.raw_os_error() == Some(libc::EADDRINUSE) {
+                " (one process per address can: another holds it, or a kernel \
+                 RoCE device in this network namespace)"
+            } else {
+                ""
+            }
+        );
+        e.raw_os_error().unwrap_or(libc::EIO)
+    })?;
+    let port = Arc::new(RocePort {
+        sock,
+        qps: Mutex::new(HashMap::new()),
+    });
+    let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+    let serial = crate::progress::new_serial();
+    eng.register_qp(serial, &port);
+    eng.add(
+        port.sock.fd(),
+        token(serial, Kind::Datagram),
+        libc::EPOLLIN as u32,
+    )
+    .map_err(|e| {
+        eng.unregister_qp(serial);
+        e.raw_os_error().unwrap_or(libc::ENOMEM)
+    })?;
+    ports.insert(dev.ifindex, port.clone());
+    Ok(port)
+}
+
+impl RocePort {
+    /// Packets for `qp`'s number go to it from now on.
+    pub fn attach(&self, qp: &Arc<Qp>) {
+        self.qps.lock().insert(qp.qpn, Arc::downgrade(qp));
+    }
+
+    /// `qp` is going: its number takes no more packets.
+    pub fn detach(&self, qp: &Qp) {
+        let mut m = self.qps.lock();
+        if m.get(&qp.qpn).is_some_and(|w| std::ptr::eq(w.as_ptr(), qp)) {
+            m.remove(&qp.qpn);
+        }
+    }
+
+    fn receive(&self) {
+        let mut buf = [0u8; MAX_PACKET];
+        for _ in 0..RX_BATCH {
+            match self.sock.recv(&mut buf) {
+                Ok(d) if !d.truncated => self.deliver(&buf[..d.len], &d),
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    log::warn!("RoCEv2 port: receive failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The IP facts of a packet received, where the ICRC can be checked.
+    fn ips(&self, d: &RoceDatagram) -> Option<Ips> {
+        let (src, dst) = (&d.src, self.sock.addr());
+        match (gid_as_ipv4(src), gid_as_ipv4(dst)) {
+            // The identification, which the ICRC covers, is not known.
+            (Some(_), Some(_)) => None,
+            (None, None) => Some(Ips::V6 {
+                src: Ipv6Addr::from(*src),
+                dst: Ipv6Addr::from(*dst),
+            }),
+            _ => None,
+        }
+    }
+
+    fn deliver(&self, ib: &[u8], d: &RoceDatagram) {
+        let checked = self.ips(d);
+        let Ok((s, payload)) = ud::parse(ib, checked.as_ref(), d.src_port) else {
+            return;
+        };
+        if s.pkey & DEFAULT_PKEY != DEFAULT_PKEY {
+            return;
+        }
+        let qp = self.qps.lock().get(&s.dest_qp).and_then(Weak::upgrade);
+        let Some(qp) = qp else { return };
+        let mut g = qp.inner.lock();
+        let grh = ud::grh_area(
+            &ips_of(&d.src, self.sock.addr(), 0),
+            d.tclass,
+            d.ttl,
+            ib.len(),
+        );
+        take(&qp, &mut g, &s, payload, &grh, self.sock.addr(), &d.src);
+    }
+}
+
+/// The IP facts of a packet between two GIDs (both IPv4 or both IPv6:
+/// a socket speaks one family).
+fn ips_of(src: &[u8; 16], dst: &[u8; 16], id: u16) -> Ips {
+    match (gid_as_ipv4(src), gid_as_ipv4(dst)) {
+        (Some(s), Some(d)) => Ips::V4 {
+            src: Ipv4Addr::from(s),
+            dst: Ipv4Addr::from(d),
+            id,
+        },
+        _ => Ips::V6 {
+            src: Ipv6Addr::from(*src),
+            dst: Ipv6Addr::from(*dst),
+        },
+    }
+}
+
+/// Delivers a UD SEND into the QP's next receive, or drops it.
+fn take(
+    qp: &Qp,
+    g: &mut QpInner,
+    s: &UdSend,
+    payload: &[u8],
+    grh: &[u8; GRH_LEN],
+    dst: &[u8; 16],
+    src: &[u8; 16],
+) {
+    if g.destroyed || !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD) {
+        return;
+    }
+    // A Q_Key that does not match: silently discarded (IBA 10.2.4).
+    if s.qkey != g.attr.qkey || !qp.claim_recv(g) {
+        return;
+    }
+    // Too large for the receive: dropped, the receive stays posted.
+    if (GRH_LEN + payload.len()) as u64 > g.recv.room() {
+        return;
+    }
+    if write_recv(g, GRH_LEN as u64, payload).is_err() || write_recv(g, 0, grh).is_err() {
+        fail_recv(qp, g, IBV_WC_LOC_PROT_ERR);
+        return;
+    }
+    let Some(wr_id) = qp.take_claimed(g) else {
+        return;
+    };
+    let (op, imm) = match s.imm {
+        Some(v) => (Op::SendImm, v.to_be()),
+        None => (Op::Send, 0),
+    };
+    let Some(e) = place::recv_cqe(op, s.imm.is_some(), imm, s.solicited) else {
+        return;
+    };
+    qp.complete_recv(
+        g,
+        Cqe {
+            wr_id,
+            byte_len: (GRH_LEN + payload.len()) as u32,
+            src_qp: s.src_qp,
+            wc_flags: IBV_WC_GRH | e.wc_flags,
+            sl: roce_header_type(src, dst),
+            ..e
+        },
+    );
+}
+
+impl Target for RocePort {
+    fn on_event(&self, _kind: Kind, _events: u32) {
+        self.receive();
+    }
+
+    fn on_kick(&self) {
+        self.receive();
+    }
+
+    fn on_timer(&self, _now: u64) {}
+}
+
+/// Sends the send WQE `seq` of `qp` as one packet (see `datagram::pump`,
+/// which checked its opcode, size and memory; `g.attr.sq_psn` is its
+/// PSN, counted on there).
+pub fn send_one(port: &RocePort, qp: &Qp, g: &QpInner, seq: u64) -> io::Result<usize> {
+    let w = g.sq.wqe(seq);
+    let dst = &w.ud.dgid;
+    // An address of the other family: nowhere to send it from, lost as
+    // on a wire without a route.
+    if !port.sock.reaches(dst) {
+        return Err(io::Error::from_raw_os_error(libc::ENETUNREACH));
+    }
+    let len = w.len as usize;
+    let mut data = [0u8; MAX_PAYLOAD];
+    if len > MAX_PAYLOAD {
+        return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
+    }
+    if w.inline {
+        let src = g.sq.inline_data(seq);
+        data[..src.len()].copy_from_slice(src);
+    } else if len > 0 {
+        let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+        let table = mr::table();
+        let n = table
+            .sge_iovs(g.sq.sges(seq), 0, len, qp.pd_id, false, &mut v)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
+        let mut off = 0;
+        for piece in &v[..n] {
+            // SAFETY: registered memory checked under the MR table lock
+            // (held), the pieces no longer than `len` in all, which fits
+            // `data`; a fault is caught.
+            unsafe {
+                guard::copy(
+                    data.as_mut_ptr().add(off),
+                    piece.iov_base as *const u8,
+                    piece.iov_len,
+                )
+            }
+            .map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
+            off += piece.iov_len;
+        }
+    }
+    let s = UdSend {
+        dest_qp: w.ud.qpn,
+        src_qp: qp.qpn,
+        qkey: w.ud.qkey,
+        psn: g.attr.sq_psn,
+        pkey: 0xffff,
+        solicited: w.solicited,
+        // The WQE holds the immediate as the application's big-endian
+        // bytes.
+        imm: (w.op == Op::SendImm).then(|| u32::from_be(w.imm)),
+    };
+    let mut pkt = [0u8; MAX_PACKET];
+    let n = ud::encode(
+        &s,
+        &data[..len],
+        &ips_of(port.sock.addr(), dst, 0),
+        PORT,
+        &mut pkt,
+    )
+    .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
+    port.sock.send(dst, w.ud.tclass, &pkt[..n])
+}
