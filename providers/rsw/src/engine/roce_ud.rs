@@ -10,8 +10,8 @@
 //! otherwise. Sends leave from the caller's thread as in `datagram` (its
 //! `pump` calls [`send_one`]); receives are taken by the progress thread.
 //! Dropped, as hardware drops them: malformed packets, other opcodes, a
-//! bad ICRC (checked over IPv6; over IPv4 the socket does not tell the
-//! identification the ICRC covers, see `roce::icrc`), an unknown QPN, a
+//! bad ICRC (over IPv4 16 of its bits: the socket does not tell the
+//! identification it covers, which is solved for), an unknown QPN, a
 //! P_Key that is not the default partition's, a Q_Key that does not
 //! match, a QP not receiving, no receive posted, a receive too small.
 
@@ -30,6 +30,7 @@ use crate::cq::Cqe;
 use crate::device::DeviceInfo;
 use crate::gid::gid_as_ipv4;
 use crate::progress::{engine, token, Kind, Target};
+use crate::roce::icrc;
 use crate::roce::ud::{self, Ips, UdSend, GRH_LEN};
 use crate::transport::roce::{RoceDatagram, RoceSocket, PORT};
 use crate::transport::MAX_IOV;
@@ -137,12 +138,19 @@ impl RocePort {
         }
     }
 
-    /// The IP facts of a packet received, where the ICRC can be checked.
-    fn ips(&self, d: &RoceDatagram) -> Option<Ips> {
+    /// The IP facts of a packet received, as far as the ICRC can be
+    /// checked with them; None for a bad ICRC. Over IPv4 the socket does
+    /// not tell the identification the ICRC covers: it is solved for
+    /// (`icrc::solve_ipv4_id`), which checks 16 bits of the ICRC and
+    /// gives the GRH area its real identification.
+    fn ips(&self, d: &RoceDatagram, ib: &[u8]) -> Option<Ips> {
         let (src, dst) = (&d.src, self.sock.addr());
         match (gid_as_ipv4(src), gid_as_ipv4(dst)) {
-            // The identification, which the ICRC covers, is not known.
-            (Some(_), Some(_)) => None,
+            (Some(s), Some(t)) => {
+                let (s, t) = (Ipv4Addr::from(s), Ipv4Addr::from(t));
+                let id = icrc::solve_ipv4_id(s, t, d.src_port, PORT, ib)?;
+                Some(Ips::V4 { src: s, dst: t, id })
+            }
             (None, None) => Some(Ips::V6 {
                 src: Ipv6Addr::from(*src),
                 dst: Ipv6Addr::from(*dst),
@@ -152,8 +160,10 @@ impl RocePort {
     }
 
     fn deliver(&self, ib: &[u8], d: &RoceDatagram) {
-        let checked = self.ips(d);
-        let Ok((s, payload)) = ud::parse(ib, checked.as_ref(), d.src_port) else {
+        let Some(ips) = self.ips(d, ib) else { return };
+        // IPv4's ICRC was checked in solving for the identification.
+        let check = matches!(ips, Ips::V6 { .. }).then_some(&ips);
+        let Ok((s, payload)) = ud::parse(ib, check, d.src_port) else {
             return;
         };
         if s.pkey & DEFAULT_PKEY != DEFAULT_PKEY {
@@ -162,12 +172,7 @@ impl RocePort {
         let qp = self.qps.lock().get(&s.dest_qp).and_then(Weak::upgrade);
         let Some(qp) = qp else { return };
         let mut g = qp.inner.lock();
-        let grh = ud::grh_area(
-            &ips_of(&d.src, self.sock.addr(), 0),
-            d.tclass,
-            d.ttl,
-            ib.len(),
-        );
+        let grh = ud::grh_area(&ips, d.tclass, d.ttl, ib.len());
         take(&qp, &mut g, &s, payload, &grh, self.sock.addr(), &d.src);
     }
 }

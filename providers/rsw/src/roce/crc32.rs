@@ -62,6 +62,51 @@ pub(crate) fn update(mut crc: u32, data: &[u8]) -> u32 {
     update_bytewise(crc, chunks.remainder())
 }
 
+/// The byte table's entries by their top byte, which is distinct for
+/// each (what makes a step over a byte undoable, see [`unshift`]).
+const BY_TOP: [u8; 256] = by_top();
+
+const fn by_top() -> [u8; 256] {
+    let mut inv = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        inv[(TABLES[0][i] >> 24) as usize] = i as u8;
+        i += 1;
+    }
+    inv
+}
+
+/// Undoes one step of [`update`] over a zero byte: the state `s` was
+/// reached from the returned one. The CRC is linear, so a difference
+/// between two states walks back through the bytes both messages share
+/// the same way (`icrc::solve_ipv4_id`).
+pub(crate) fn unshift(s: u32) -> u32 {
+    let idx = BY_TOP[(s >> 24) as usize];
+    ((s ^ TABLES[0][idx as usize]) << 8) | idx as u32
+}
+
+/// The state difference two bytes `hi`, `lo` make from a zero one.
+pub(crate) fn two_bytes(hi: u8, lo: u8) -> u32 {
+    update_bytewise(0, &[hi, lo])
+}
+
+/// The bytes [`two_bytes`] turned into the state difference `d`, if any.
+pub(crate) fn two_bytes_of(d: u32) -> Option<(u8, u8)> {
+    // Back over `lo`: the state before it, shifted, and lo ^ its low byte.
+    let idx = BY_TOP[(d >> 24) as usize];
+    let before = d ^ TABLES[0][idx as usize];
+    // From zero, `hi` leaves a table entry, shifted by 8: top byte 0.
+    if before >> 24 != 0 {
+        return None;
+    }
+    let hi = BY_TOP[(before >> 16) as usize];
+    let first = TABLES[0][hi as usize];
+    if first >> 8 != before {
+        return None;
+    }
+    Some((hi, idx ^ first as u8))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +114,21 @@ mod tests {
     /// zlib's `crc32()`: initial state all ones, inverted at the end.
     fn zlib(data: &[u8]) -> u32 {
         !update(!0, data)
+    }
+
+    #[test]
+    fn unshift_undoes_a_zero_byte_and_two_bytes_invert() {
+        for s in [0u32, 1, 0xdead_beef, 0x8000_0000, u32::MAX, 0x1234_5678] {
+            assert_eq!(unshift(update_bytewise(s, &[0])), s);
+        }
+        for (hi, lo) in [(0u8, 0u8), (0x12, 0x34), (0xff, 0x01), (0x80, 0xff)] {
+            assert_eq!(two_bytes_of(two_bytes(hi, lo)), Some((hi, lo)));
+        }
+        // 2^16 of the 2^32 differences are two bytes' : most are not.
+        let none = (0..1000u32)
+            .filter(|i| two_bytes_of(i.wrapping_mul(0x9e37_79b9)).is_none())
+            .count();
+        assert!(none > 990, "{none}");
     }
 
     #[test]

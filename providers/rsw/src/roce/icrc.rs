@@ -22,15 +22,15 @@
 //! hashed ID, and a connected socket counts its own IDs). [`icrc_ipv4`]
 //! and [`icrc_ipv6`] take those facts.
 //!
-//! A receiver on a UDP socket can check only IPv6 packets: the socket
-//! hands it neither the IPv4 identification nor the flags, both covered,
-//! and rxe sends hashed, non-zero IDs (`__ip_select_ident`). So over IPv4
-//! it takes the ICRC unchecked, guarded by each link's Ethernet FCS and
-//! the parser's length and pad checks (not by the UDP checksum: rxe sends
-//! 0), which loses only the end-to-end check across routers. (The CRC is
-//! linear, so the ID could be solved for from the difference, leaving a
-//! 16-bit check; not worth it yet.) Over IPv6 it verifies with
-//! [`icrc_ipv6`] (the destination address from `IPV6_RECVPKTINFO`) and
+//! A receiver on a UDP socket is not told the IPv4 identification, which
+//! the ICRC covers, and rxe sends hashed, non-zero IDs
+//! (`__ip_select_ident`). The CRC being linear, [`solve_ipv4_id`] finds
+//! the one identification (if any) that makes the carried ICRC right:
+//! that checks 16 of its 32 bits, the rest guarded by each link's
+//! Ethernet FCS and the parser's length and pad checks (not by the UDP
+//! checksum: rxe sends 0), and gives the GRH area its real ID. Over IPv6
+//! it verifies with [`icrc_ipv6`] (the destination address from
+//! `IPV6_RECVPKTINFO`, or the socket's own) and
 //! drops a mismatch. rxe's UDP checksum is 0 on IPv6 too, which a UDP
 //! socket drops (as `Udp6InCsumErrors`; measured in the VM test bed)
 //! unless `UDP_NO_CHECK6_RX` is set. [`icrc_of_ip_packet`] checks a whole
@@ -132,6 +132,32 @@ pub(crate) fn write(ib: &mut [u8], icrc: u32) {
     if let Some(at) = ib.len().checked_sub(ICRC_LEN) {
         ib[at..].copy_from_slice(&icrc.to_le_bytes());
     }
+}
+
+/// The IPv4 identification with which `ib` (BTH to ICRC) carries the
+/// right ICRC, sent with DF set from `src` to `dst`; None when no
+/// identification gives it: the ICRC is bad. What a receiver on a UDP
+/// socket, which is not told the identification, can check: 16 of the
+/// ICRC's 32 bits. The CRC is linear: the difference between the ICRC
+/// computed with identification 0 and the one carried walks back, through
+/// the bytes after the identification, to what its two bytes made.
+pub(crate) fn solve_ipv4_id(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    src_port: u16,
+    dst_port: u16,
+    ib: &[u8],
+) -> Option<u16> {
+    let carried = read(ib)?;
+    let zero = icrc_ipv4(src, dst, src_port, dst_port, ib).ok()?;
+    // After the identification: the rest of the IP header, the UDP
+    // header, the IB part up to the ICRC.
+    let after = (IPV4_LEN - 6) + UDP_LEN + ib.len() - ICRC_LEN;
+    let mut d = zero ^ carried;
+    for _ in 0..after {
+        d = crc32::unshift(d);
+    }
+    crc32::two_bytes_of(d).map(|(hi, lo)| u16::from_be_bytes([hi, lo]))
 }
 
 /// The ICRC `ib` carries.

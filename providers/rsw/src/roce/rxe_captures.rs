@@ -302,3 +302,88 @@ fn rxe_packets_re_encode_to_their_bytes() {
         assert_eq!(&buf[..n], ib, "{name}");
     }
 }
+
+#[test]
+fn the_ipv4_identification_is_found_from_the_icrc() {
+    let mut n = 0;
+    for (name, ip) in fixtures() {
+        if ip[0] >> 4 != 4 {
+            continue;
+        }
+        let c = icrc::icrc_of_ip_packet(&ip).unwrap();
+        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+        let ib = ib_of(&ip);
+        let id = u16::from_be_bytes([ip[4], ip[5]]);
+        let got = icrc::solve_ipv4_id(src, dst, c.src_port, c.dst_port, ib);
+        assert_eq!(got, Some(id), "{name}");
+        // A flipped bit anywhere covered: no identification (or, one in
+        // 2^16, another one; never the real one).
+        for at in [0, 13, ib.len() - 5] {
+            let mut bad = ib.to_vec();
+            bad[at] ^= 0x04;
+            let got = icrc::solve_ipv4_id(src, dst, c.src_port, c.dst_port, &bad);
+            assert_ne!(got, Some(id), "{name} byte {at}");
+            assert_eq!(got, None, "{name} byte {at}");
+        }
+        // Another source port or address, too.
+        let got = icrc::solve_ipv4_id(src, dst, c.src_port ^ 1, c.dst_port, ib);
+        assert_eq!(got, None, "{name}");
+        n += 1;
+    }
+    assert!(n >= 30, "{n} IPv4 packets");
+}
+
+#[test]
+fn rxe_ud_sends_decode_and_our_encoder_makes_the_same_bytes() {
+    use super::ud::{self, Ips};
+    for name in [
+        "ud_send_only",
+        "ud_send_only_imm",
+        "v6_ud_send_only",
+        "v6_ud_send_only_imm",
+    ] {
+        let ip = fixture(name);
+        let ib = ib_of(&ip);
+        let c = icrc::icrc_of_ip_packet(&ip).unwrap();
+        let ips = if ip[0] >> 4 == 4 {
+            Ips::V4 {
+                src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+                dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+                id: u16::from_be_bytes([ip[4], ip[5]]),
+            }
+        } else {
+            Ips::V6 {
+                src: Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap()),
+                dst: Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap()),
+            }
+        };
+        let (s, payload) = ud::parse(ib, Some(&ips), c.src_port).expect(name);
+        assert_eq!(s.pkey, 0xffff, "{name}");
+        assert_eq!(s.qkey, 0x1111_1111, "{name}: the pingpongs' Q_Key");
+        assert_eq!(s.imm.is_some(), name.ends_with("_imm"), "{name}");
+        let mut buf = [0u8; 256];
+        let n = ud::encode(&s, payload, &ips, c.src_port, &mut buf).unwrap();
+        assert_eq!(&buf[..n], ib, "{name}");
+        // The GRH area is the packet's IP header as sent (TTL and all).
+        let grh = ud::grh_area(
+            &ips,
+            ip[1],
+            if ip[0] >> 4 == 4 { ip[8] } else { ip[7] },
+            ib.len(),
+        );
+        if ip[0] >> 4 == 4 {
+            assert_eq!(&grh[..20], &[0; 20], "{name}");
+            assert_eq!(&grh[20..], &ip[..20], "{name}");
+        } else {
+            // Flow label aside (rxe sets one; a socket does not tell it).
+            let mut hdr = ip[..40].to_vec();
+            hdr[1] &= 0xf0;
+            hdr[2] = 0;
+            hdr[3] = 0;
+            let tclass = (ip[0] << 4) | (ip[1] >> 4);
+            let grh = ud::grh_area(&ips, tclass, ip[7], ib.len());
+            assert_eq!(&grh[..], &hdr[..], "{name}");
+        }
+    }
+}
