@@ -4,7 +4,7 @@
  * the source QPN and the GRH area checked at both ends.
  *
  *   roce_ud_peer server DEV GID_INDEX TCP_PORT [controlled]
- *   roce_ud_peer client DEV GID_INDEX TCP_PORT SERVER_IP [COUNT [controlled]]
+ *   roce_ud_peer client DEV GID_INDEX TCP_PORT SERVER [COUNT [controlled]]
  *
  * The two exchange their QPN and GID over TCP, then the client sends
  * COUNT messages (default 100) one at a time, resending every 300 ms
@@ -33,6 +33,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -393,13 +394,17 @@ static void drain_sends(struct ctx *c)
 	}
 }
 
+/* Dual stack: the exchange may come over IPv4 or IPv6. */
 static int tcp_server(int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), s;
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
+	int one = 1, zero = 0, l = socket(AF_INET6, SOCK_STREAM, 0), s;
 
+	if (l < 0)
+		fail("socket");
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1))
+	setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1))
 		fail("listen on %d", port);
 	s = accept(l, NULL, NULL);
 	if (s < 0)
@@ -408,21 +413,25 @@ static int tcp_server(int port)
 	return s;
 }
 
-static int tcp_client(const char *ip, int port)
+static int tcp_client(const char *host, int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+	char service[16];
 	int s, i;
 
-	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1)
-		fail("address %s", ip);
+	snprintf(service, sizeof(service), "%d", port);
+	if (getaddrinfo(host, service, &hints, &res))
+		fail("address %s", host);
 	for (i = 0; i < 100; i++) {
-		s = socket(AF_INET, SOCK_STREAM, 0);
-		if (!connect(s, (struct sockaddr *)&a, sizeof(a)))
+		s = socket(res->ai_family, SOCK_STREAM, 0);
+		if (!connect(s, res->ai_addr, res->ai_addrlen)) {
+			freeaddrinfo(res);
 			return s;
+		}
 		close(s);
 		usleep(100000);
 	}
-	fail("connect to %s:%d", ip, port);
+	fail("connect to %s port %d", host, port);
 }
 
 int main(int argc, char **argv)
@@ -433,7 +442,7 @@ int main(int argc, char **argv)
 	if (argc < 5 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
 	    (argv[1][0] == 'c' && argc < 6)) {
 		fprintf(stderr, "usage: %s server DEV GID_INDEX TCP_PORT [controlled]\n"
-				"       %s client DEV GID_INDEX TCP_PORT SERVER_IP [COUNT [controlled]]\n",
+				"       %s client DEV GID_INDEX TCP_PORT SERVER [COUNT [controlled]]\n",
 			argv[0], argv[0]);
 		return 2;
 	}

@@ -51,8 +51,7 @@ theirs() { env -u LD_LIBRARY_PATH -u LD_PRELOAD -u IBV_CONFIG_DIR "$@"; }
 # Waits (bounded) for a server's exchange port: $1 the namespace ("" for
 # the initial one), $2 the port.
 listening() {
-	local i
-	for i in $(seq 200); do
+	for _ in $(seq 200); do
 		if [ -n "$1" ]; then
 			ip netns exec "$1" ss -ltn | grep -q ":$2 " && return 0
 		else
