@@ -13,10 +13,12 @@
  * seq). Even seqs go as SEND WITH IMMEDIATE (imm = seq ^ IMM_MARK), odd
  * ones as plain SEND; with "controlled", every fourth names the Q_Key
  * 0x80000000 (the QP's own, IBA's controlled Q_Key; rxe, as of Linux 6.1,
- * sends the WR's Q_Key as it is, so only rsw's side asks for it). Before each first try the client sends a
- * copy with a wrong Q_Key and seq | WRONG, which the server must never
- * see. The server answers with the same seq and size, every other byte
- * inverted, with an immediate exactly when the request had none.
+ * sends the WR's Q_Key as it is, so only rsw's side asks for it). Before
+ * each first try the client sends, with seq | WRONG, a copy with a wrong
+ * Q_Key and one with the right Q_Key to a QPN that does not exist, which
+ * the server must never see. The server answers with the same seq and
+ * size, every other byte inverted, with an immediate exactly when the
+ * request had none.
  *
  * Checked at each end, for every message: status, opcode, byte_len
  * (40 + size), IBV_WC_GRH, IBV_WC_WITH_IMM and imm_data, src_qp (the
@@ -55,10 +57,14 @@
 #define CONTROLLED_QKEY 0x80000000u
 #define IMM_MARK 0x5a5a0000u
 #define WRONG 0x40000000u
+/* Flipped in the peer's QPN: a QP that does not exist there. */
+#define OTHER_QPN 0x800000u
 #define BYE 0xffffffffu
 #define GRH 40
 #define MAXLEN 1024
 #define SLOTS 32
+/* Sends in flight: each message's decoys and tries, a poll behind. */
+#define SEND_DEPTH 32
 /* Send WRs' ids: above any receive slot's. */
 #define SEND_WR (1ull << 40)
 
@@ -161,7 +167,7 @@ static void setup(struct ctx *c, const char *name, int gid_index)
 	if (ibv_query_gid(c->dev, 1, gid_index, &c->gid))
 		fail("ibv_query_gid %d", gid_index);
 	c->pd = ibv_alloc_pd(c->dev);
-	c->cq = ibv_create_cq(c->dev, 2 * SLOTS + 4, NULL, NULL, 0);
+	c->cq = ibv_create_cq(c->dev, SLOTS + SEND_DEPTH, NULL, NULL, 0);
 	c->buf = calloc(SLOTS + 1, GRH + MAXLEN);
 	if (!c->pd || !c->cq || !c->buf)
 		fail("pd/cq/buffer");
@@ -171,7 +177,7 @@ static void setup(struct ctx *c, const char *name, int gid_index)
 	struct ibv_qp_init_attr ia = {
 		.send_cq = c->cq,
 		.recv_cq = c->cq,
-		.cap = { .max_send_wr = 4, .max_recv_wr = SLOTS, .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = SEND_DEPTH, .max_recv_wr = SLOTS, .max_send_sge = 1, .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_UD,
 	};
 	c->qp = ibv_create_qp(c->pd, &ia);
@@ -230,7 +236,8 @@ static int is_v4(const union ibv_gid *g)
 	return !memcmp(g->raw, pre, 12);
 }
 
-static void send_msg(struct ctx *c, uint32_t seq, size_t size, int imm, uint32_t qkey, int invert)
+static void send_to(struct ctx *c, uint32_t qpn, uint32_t seq, size_t size, int imm, uint32_t qkey,
+		    int invert)
 {
 	uint8_t *p = slot(c, SLOTS);
 	struct ibv_sge sge = { .addr = (uintptr_t)p, .length = (uint32_t)size, .lkey = c->mr->lkey };
@@ -249,11 +256,16 @@ static void send_msg(struct ctx *c, uint32_t seq, size_t size, int imm, uint32_t
 	if (imm)
 		wr.imm_data = htonl(seq ^ IMM_MARK);
 	wr.wr.ud.ah = c->ah;
-	wr.wr.ud.remote_qpn = c->peer.qpn;
+	wr.wr.ud.remote_qpn = qpn;
 	wr.wr.ud.remote_qkey = qkey;
 	if (ibv_post_send(c->qp, &wr, &bad))
 		fail("ibv_post_send seq %u", seq);
 	c->sends_out++;
+}
+
+static void send_msg(struct ctx *c, uint32_t seq, size_t size, int imm, uint32_t qkey, int invert)
+{
+	send_to(c, c->peer.qpn, seq, size, imm, qkey, invert);
 }
 
 static uint16_t ip_sum(const uint8_t *h)
@@ -484,6 +496,7 @@ int main(int argc, char **argv)
 			int tries;
 
 			send_msg(&c, (uint32_t)seq | WRONG, size, 0, WRONG_QKEY, 0);
+			send_to(&c, c.peer.qpn ^ OTHER_QPN, (uint32_t)seq | WRONG, size, 0, QKEY, 0);
 			for (tries = 0; tries < TRIES; tries++) {
 				if (tries)
 					c.resent++;

@@ -9,6 +9,10 @@
 //! The QP's own UDP socket (`datagram`) still holds its QPN, unused
 //! otherwise. Sends leave from the caller's thread as in `datagram` (its
 //! `pump` calls [`send_one`]); receives are taken by the progress thread.
+//! A full socket buffer leaves the rest of the send queue waiting for the
+//! QP's own socket to be writable, which it always is: the progress
+//! thread retries until the kernel has room (a spin, short on a NIC that
+//! drains; the port's socket cannot be watched per QP).
 //! Dropped, as hardware drops them: malformed packets, other opcodes, a
 //! bad ICRC (over IPv4 16 of its bits: the socket does not tell the
 //! identification it covers, which is solved for), an unknown QPN, a
