@@ -3,7 +3,9 @@
 # RSW_ROCEV2's limits, said rather than faked (ctests/src/roce_ud_limits.c
 # on rsw_lo): RC and UC QPs and ibv_attach_mcast are EOPNOTSUPP on a
 # device in RoCEv2 mode, and a second process's UD QP there gets
-# EADDRINUSE (UDP port 4791 of 127.0.0.1 is the first's). The control:
+# EADDRINUSE (UDP port 4791 of 127.0.0.1 is the first's); among three UD
+# QPs of one process, a SEND without a posted receive and one with a
+# wrong Q_Key are dropped, and what arrives is checked. The control:
 # without RSW_ROCEV2 the same program must fail (its RC QP is created).
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,6 +25,8 @@ rc=$?
 echo "$out"
 [ $rc = 0 ] || { echo "FAIL: roce_ud_limits exit $rc"; exit 1; }
 grep -q '^roce_ud_limits second: EADDRINUSE$' <<<"$out" || { echo "FAIL: no second process"; exit 1; }
+grep -q '^roce_ud_limits: dropped without a receive and with a wrong Q_Key$' <<<"$out" ||
+	{ echo "FAIL: no drop line"; exit 1; }
 grep -q '^roce_ud_limits: ok$' <<<"$out" || { echo "FAIL: no ok line"; exit 1; }
 out=$(env -u RSW_ROCEV2 timeout -k 5 30 "$bin" rsw_lo 2>&1)
 rc=$?
