@@ -596,6 +596,62 @@ static void case_ece(void)
 	rdma_destroy_event_channel(cch);
 }
 
+/* An id bound to the wildcard address keeps its port and takes the device
+ * the route to the peer goes through: the source becomes that address, and
+ * the connection works (over the kernel's CM on a kernel device). */
+static void case_bind_any(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_conn_param cp = { .qp_num = 0x1234 };
+	struct sockaddr_in any, dst;
+	struct sockaddr_in *src;
+	struct rdma_cm_id *lid, *cid, *sid;
+	struct rdma_cm_event *ev;
+	uint16_t port, cport;
+
+	CHECK(sch && cch);
+	port = listen_loop(sch, &lid, NULL);
+	CHECK_OK(rdma_create_id(cch, &cid, NULL, RDMA_PS_TCP));
+	memset(&any, 0, sizeof(any));
+	any.sin_family = AF_INET;
+	CHECK_OK(rdma_bind_addr(cid, (struct sockaddr *)&any));
+	cport = ntohs(rdma_get_src_port(cid));
+	CHECK(cport != 0);
+	CHECK(cport != port);
+	dst = loop4(port);
+	CHECK_OK(rdma_resolve_addr(cid, NULL, (struct sockaddr *)&dst, 2000));
+	expect_ack(cch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(cid->verbs != NULL);
+	src = (struct sockaddr_in *)rdma_get_local_addr(cid);
+	CHECK_EQ(src->sin_family, AF_INET);
+	CHECK_EQ(ntohl(src->sin_addr.s_addr), test_ip());
+	CHECK_EQ(ntohs(src->sin_port), cport);
+	CHECK_OK(rdma_resolve_route(cid, 2000));
+	expect_ack(cch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	CHECK_OK(rdma_connect(cid, &cp));
+
+	ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	sid = ev->id;
+	CHECK_EQ(ev->param.conn.qp_num, 0x1234);
+	CHECK_EQ(ntohs(rdma_get_dst_port(sid)), cport);
+	CHECK_OK(rdma_ack_cm_event(ev));
+	cp.qp_num = 0x4321;
+	CHECK_OK(rdma_accept(sid, &cp));
+	ev = expect(cch, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	CHECK_EQ(ev->param.conn.qp_num, 0x4321);
+	CHECK_OK(rdma_ack_cm_event(ev));
+	CHECK_OK(rdma_establish(cid));
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED);
+
+	CHECK_OK(rdma_destroy_id(cid));
+	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED);
+	CHECK_OK(rdma_destroy_id(sid));
+	CHECK_OK(rdma_destroy_id(lid));
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
 /* A QP's own ECE replaces what was set before rdma_create_qp (rdma-core's
  * init_ece): the request carries what ibv_query_ece reports for the QP
  * (nothing where the provider has no ECE: EOPNOTSUPP, as rxe), and an id
@@ -2426,6 +2482,7 @@ static const struct cm_case cases[] = {
 	{ "pdata_reject", case_pdata_reject },
 	{ "ece", case_ece },
 	{ "ece_qp", case_ece_qp },
+	{ "bind_any", case_bind_any },
 	{ "closed_port", case_closed_port },
 	{ "listen_late", case_listen_late },
 	{ "addr_error", case_addr_error },

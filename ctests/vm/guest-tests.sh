@@ -630,7 +630,7 @@ body_kcm_mckey_join() { # SIDE IP: a group joined through the CM
 # rdma-core's newer calls, which rdma-core 44 lacks.
 CM_EVENTS_CASES="event_strings nonblocking_channel pdata_reject closed_port
 reject_by_destroy init_qp_attr rd_atomic_limits destroy_waits_for_ack devices
-sync_endpoints getaddrinfo blocking_get_signals ece ece_qp"
+sync_endpoints getaddrinfo blocking_get_signals ece ece_qp bind_any"
 body_kcm_cm_events() { # IP
 	local ip=$1 side
 	[[ -x $B/ctests/cm_events ]] || { bad "no $B/ctests/cm_events (make ctests)"; return 1; }
@@ -927,6 +927,11 @@ add kcm/xclient-rc-siw0-ours-debian 45 body_kcm_xclient ours debian "$SIW_IP" "$
 add kcm/cmtime-rxe0-ours-debian 60 body_kcm_cmtime ours debian "$RXE_IP" "$(port)" 20
 add kcm/cmtime-siw0-debian-ours 60 body_kcm_cmtime debian ours "$SIW_IP" "$(port)" 20
 add kcm/rstream-async-rxe0-ours-debian 60 body_kcm_rstream ours debian "$RXE_IP" "$(port)" -T a -T v -S 100000 -C 200
+# rstream -T a with our client: rpoll reports POLLHUP only once the data
+# queued before the peer's disconnect has been read.
+add kcm/rstream-async-rxe0-debian-ours 60 body_kcm_rstream debian ours "$RXE_IP" "$(port)" -T a -T v -S 100000 -C 200
+add kcm/rstream-async-rxe0-ours-ours 60 body_kcm_rstream ours ours "$RXE_IP" "$(port)" -T a -T v -S 100000 -C 200
+add kcm/rstream-async-siw0-ours-ours 60 body_kcm_rstream ours ours "$SIW_IP" "$(port)" -T a -T v -S 100000 -C 200
 add kcm/rcopy-rxe0-debian-ours 60 body_kcm_rcopy debian ours "$RXE_IP" "$(port)"
 add kcm/rcopy-siw0-ours-debian 60 body_kcm_rcopy ours debian "$SIW_IP" "$(port)"
 add kcm/iperf3-rxe0-ours-debian 60 body_kcm_iperf3 ours debian "$RXE_IP" "$(port)"

@@ -6,7 +6,8 @@
 //! undecided; the first call that names a local address decides:
 //! - a bind to, or an address resolution from, an address a kernel device
 //!   owns takes the kernel's CM (the kernel's bind is the test, so the
-//!   answer is the kernel's own);
+//!   answer is the kernel's own); an id bound to the wildcard address
+//!   decides at address resolution, keeping its port;
 //! - anything else stays on the TCP CM;
 //! - a listener on the wildcard address listens through both.
 //!
@@ -77,22 +78,46 @@ pub fn resolve_addr(
     if let Some(k) = kernel_of(i) {
         return k.resolve_addr(i, src, &addr::any_to_loopback(dst), timeout_ms);
     }
-    if kernel_cm() && kernel::lookup(i).is_none() && i.is_idle() {
+    // An id bound to the wildcard address has not chosen a device yet:
+    // the route towards `dst` does, as in rdma-core.
+    let wild = i.wildcard_port();
+    if kernel_cm() && kernel::lookup(i).is_none() && (i.is_idle() || wild.is_some()) {
         let dst = addr::any_to_loopback(dst);
+        let port = src.or(wild).map_or(0, |s| s.port());
         let from = match src.filter(|s| !s.ip().is_unspecified()) {
             Some(s) => Some(s),
             None => sock::route_source(&dst)
                 .ok()
-                .map(|ip| SocketAddr::new(ip, src.map_or(0, |s| s.port()))),
+                .map(|ip| SocketAddr::new(ip, port)),
         };
-        if let Some(from) = from {
-            if from.is_ipv4() == dst.is_ipv4() && try_kernel_bind(i, &from)? {
+        if let Some(from) = from.filter(|f| f.is_ipv4() == dst.is_ipv4()) {
+            if from_kernel(i, &from, wild)? {
                 let k = kernel::lookup(i).ok_or(libc::EINVAL)?;
                 return k.resolve_addr(i, src, &dst, timeout_ms);
             }
         }
     }
     i.resolve_addr(src, dst)
+}
+
+/// [`try_kernel_bind`] for an id that may hold a wildcard bind of the TCP
+/// CM (`wild`): that bind is given up first, since iWARP's kernel TCP
+/// socket will want the port, and taken again when no kernel device owns
+/// `from`.
+fn from_kernel(i: &Arc<CmId>, from: &SocketAddr, wild: Option<SocketAddr>) -> Res<bool> {
+    let Some(w) = wild else {
+        return try_kernel_bind(i, from);
+    };
+    if i.unbind_wildcard().is_none() {
+        return Ok(false);
+    }
+    match try_kernel_bind(i, from) {
+        Ok(true) => Ok(true),
+        r => {
+            i.bind(w)?;
+            r
+        }
+    }
 }
 
 pub fn resolve_route(i: &Arc<CmId>, timeout_ms: i32) -> Res<()> {

@@ -121,6 +121,24 @@ impl CmId {
         Ok(())
     }
 
+    /// Gives up a bind to the wildcard address (the socket and the port
+    /// claim), back to an unbound id, so that another CM can take the id
+    /// with the same port; the address it was bound to, or None (and
+    /// nothing changes) when it was not bound that way.
+    pub fn unbind_wildcard(&self) -> Option<SocketAddr> {
+        let mut st = self.st.lock();
+        let a = st
+            .src
+            .filter(|a| st.phase == Phase::Bound && a.ip().is_unspecified())?;
+        st.sock = None;
+        st.claim = None;
+        // The C struct keeps the old address until the next bind writes
+        // its own.
+        st.src = None;
+        st.phase = Phase::Idle;
+        Some(a)
+    }
+
     /// How the port check sees this id bound to `a`.
     pub(super) fn holder(&self, st: &IdState, a: SocketAddr) -> ports::Holder {
         ports::Holder {
