@@ -15,7 +15,9 @@
 # ctests/tests/ can ask for its own limit with a line "# harness-timeout: N"
 # near its top. A test that exits 77 is reported as SKIP.
 # Output of every test goes to build/test-logs/<name>.log; the log of a
-# failed test is printed (last HARNESS_LOG_LINES lines, default 150).
+# failed test is printed (last HARNESS_LOG_LINES lines, default 150) and
+# kept as build/test-logs/failed/<name>.<time>.log, which later runs of
+# the same test do not overwrite.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -120,6 +122,8 @@ run_test() {
 	esac
 	failed=$((failed + 1))
 	failed_names+=("$name")
+	mkdir -p "$LOGDIR/failed" &&
+		cp "$log" "$LOGDIR/failed/${name//\//_}.$(date +%Y%m%dT%H%M%S.%N).log"
 	report FAIL "$name" "$secs" "$note"
 	echo "---- $name: last $LOG_LINES lines of $log"
 	tail -n "$LOG_LINES" "$log" | sed 's/^/    /'
