@@ -23,8 +23,15 @@ perf() {
         echo "--- server"; tail -20 "$work/$name.srv"; echo "--- client"; tail -20 "$work/$name.cli"
         fail "$name: client exit $crc, server exit $src"
     fi
-    # The result row: bytes, iterations, then numbers.
-    expect_in "$work/$name.cli" '^ *[0-9]+ +[0-9]+ +[0-9.]+'
+    # The result row: bytes, iterations, then numbers. On a loaded machine
+    # perftest may fail to calibrate its clock ("Correlation coefficient
+    # r^2 ... < 0.9") and print inf for every time; the run itself
+    # completed (exit 0 on both sides), which is what is checked then.
+    if grep -q '^Correlation coefficient r^2' "$work/$name.cli"; then
+        expect_in "$work/$name.cli" '^ *[0-9]+ +[0-9]+ +(inf|[0-9.]+)'
+    else
+        expect_in "$work/$name.cli" '^ *[0-9]+ +[0-9]+ +[0-9.]+'
+    fi
     echo "ok $name"
 }
 

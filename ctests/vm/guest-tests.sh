@@ -933,7 +933,8 @@ add kcm/rstream-async-rxe0-debian-ours 60 body_kcm_rstream debian ours "$RXE_IP"
 add kcm/rstream-async-rxe0-ours-ours 60 body_kcm_rstream ours ours "$RXE_IP" "$(port)" -T a -T v -S 100000 -C 200
 add kcm/rstream-async-siw0-ours-ours 60 body_kcm_rstream ours ours "$SIW_IP" "$(port)" -T a -T v -S 100000 -C 200
 # rstream's default set (64 B to 1 MB, latency and bandwidth: 8 rows),
-# data verified; 35-50 s under TCG, as Debian's against Debian's.
+# data verified; 35-50 s under TCG, as Debian's against Debian's, and
+# 115 s and more when another TCG guest shares the host.
 body_kcm_rstream_set() { # SERVER-SIDE CLIENT-SIDE IP PORT
 	body_kcm_rstream "$@" -T v || return 1
 	local n
@@ -941,7 +942,7 @@ body_kcm_rstream_set() { # SERVER-SIDE CLIENT-SIDE IP PORT
 	((n == 8)) || { bad "client: $n result rows, expected 8"; return 1; }
 	good "8 result rows: $(grep -E '^1m_bw ' "$CASE_DIR/client.out" | awk '{print $1, $7, "Gb/s"}')"
 }
-add kcm/rstream-set-rxe0-debian-ours 120 body_kcm_rstream_set debian ours "$RXE_IP" "$(port)"
+add kcm/rstream-set-rxe0-debian-ours 200 body_kcm_rstream_set debian ours "$RXE_IP" "$(port)"
 add kcm/rcopy-rxe0-debian-ours 60 body_kcm_rcopy debian ours "$RXE_IP" "$(port)"
 add kcm/rcopy-siw0-ours-debian 60 body_kcm_rcopy ours debian "$SIW_IP" "$(port)"
 add kcm/iperf3-rxe0-ours-debian 60 body_kcm_iperf3 ours debian "$RXE_IP" "$(port)"
