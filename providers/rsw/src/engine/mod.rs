@@ -16,6 +16,7 @@ pub(crate) mod raw;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod rndv;
+pub(crate) mod roce_rc;
 pub(crate) mod roce_ud;
 pub(crate) mod samehost;
 pub(crate) mod ud_recv;
@@ -42,6 +43,7 @@ impl Engines for Tasks {
     type Resp = RespInfo;
     type Comp = CompInfo;
     type Roce = roce_ud::RocePort;
+    type RoceRc = roce_rc::RcState;
 
     fn close_incoming(qp: &Qp, g: &mut QpInner) {
         responder::close_after_flush(qp, g);
@@ -178,6 +180,10 @@ impl Target for Qp {
             raw::receive(self, &mut g);
             return;
         }
+        if g.roce.is_some() {
+            roce_rc::pump(self, &mut g);
+            return;
+        }
         responder::pump(self, &mut g);
         requester::pump(self, &mut g);
     }
@@ -192,6 +198,10 @@ impl Target for Qp {
         // period: re-armed from that reading, the next tick would be due
         // at once, a period with no time in it for the peer to answer.
         let now = mono_ns();
+        if g.roce.is_some() {
+            roce_rc::on_timer(self, &mut g, now);
+            return;
+        }
         responder::on_timer(self, &mut g, now);
         if requester::tick_finds_silence(&g, now) {
             // A loaded machine stops all of this process's threads for tens
@@ -213,6 +223,17 @@ impl Target for Qp {
             }
         }
     }
+}
+
+/// An RC packet the device's RoCEv2 port received for `qp`
+/// (`roce_ud::RocePort` finds the QP, `roce_rc` speaks RC).
+pub(crate) fn roce_rc_packet(
+    qp: &Qp,
+    g: &mut QpInner,
+    p: &crate::roce::packet::Packet,
+    src: &[u8; 16],
+) {
+    roce_rc::receive(qp, g, p, src);
 }
 
 /// Watches a UD or raw packet QP's socket (`fd`) for room while sends
@@ -296,6 +317,10 @@ impl Qp {
         }
         if g.raw.is_some() {
             raw::receive(self, &mut g);
+            return;
+        }
+        // RoCEv2 RC: the progress thread reads the device's port.
+        if g.roce.is_some() {
             return;
         }
         g.polling = true;

@@ -35,6 +35,8 @@ use crate::device::DeviceInfo;
 use crate::gid::gid_as_ipv4;
 use crate::progress::{engine, token, Kind, Target};
 use crate::roce::icrc;
+use crate::roce::opcode::Transport;
+use crate::roce::packet::{self, Headers, Packet};
 use crate::roce::ud::{self, Ips, UdSend, GRH_LEN};
 use crate::transport::roce::{RoceDatagram, RoceSocket, PORT};
 use crate::transport::MAX_IOV;
@@ -45,8 +47,9 @@ use verbs_rt::ForkFresh;
 
 /// The largest payload a port sends (the largest IB MTU).
 const MAX_PAYLOAD: usize = 4096;
-/// Room for a whole packet: BTH, DETH, ImmDt, payload, pad, ICRC.
-const MAX_PACKET: usize = 12 + 8 + 4 + MAX_PAYLOAD + 3 + 4;
+/// Room for a whole packet: BTH, the largest extension headers (RC's
+/// RETH and ImmDt; UD's DETH and ImmDt take less), payload, pad, ICRC.
+const MAX_PACKET: usize = 12 + 16 + 4 + MAX_PAYLOAD + 3 + 4;
 /// Packets taken in one go before other targets get the progress thread.
 const RX_BATCH: usize = 256;
 /// The default partition's P_Key, full or limited member.
@@ -165,6 +168,26 @@ impl RocePort {
 
     fn deliver(&self, ib: &[u8], d: &RoceDatagram) {
         let Some(ips) = self.ips(d, ib) else { return };
+        // RC packets go to the RC engine (`roce_rc`), ICRC checked here.
+        if let Ok(p) = Packet::parse(ib) {
+            if p.hdr.bth.opcode.transport() == Transport::Rc {
+                if matches!(ips, Ips::V6 { .. }) && ips.icrc(d.src_port, ib) != Ok(p.icrc) {
+                    return;
+                }
+                if p.hdr.bth.pkey & DEFAULT_PKEY != DEFAULT_PKEY {
+                    return;
+                }
+                let qp = self
+                    .qps
+                    .lock()
+                    .get(&p.hdr.bth.dest_qp)
+                    .and_then(Weak::upgrade);
+                let Some(qp) = qp else { return };
+                let mut g = qp.inner.lock();
+                super::roce_rc_packet(&qp, &mut g, &p, &d.src);
+                return;
+            }
+        }
         // IPv4's ICRC was checked in solving for the identification.
         let check = matches!(ips, Ips::V6 { .. }).then_some(&ips);
         let Ok((s, payload)) = ud::parse(ib, check, d.src_port) else {
@@ -243,6 +266,31 @@ fn take(
             ..e
         },
     );
+}
+
+impl RocePort {
+    /// Sends one RC packet of these headers and payload to `dst` (a GID),
+    /// its ICRC computed here; `ErrorKind::WouldBlock` when the socket
+    /// buffer is full.
+    pub fn send_ib(
+        &self,
+        dst: &[u8; 16],
+        tclass: u8,
+        hdr: &Headers,
+        payload: &[u8],
+    ) -> io::Result<usize> {
+        if !self.sock.reaches(dst) {
+            return Err(io::Error::from_raw_os_error(libc::ENETUNREACH));
+        }
+        let mut pkt = [0u8; MAX_PACKET];
+        let n = packet::encode(hdr, payload, &mut pkt)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
+        let crc = ips_of(self.sock.addr(), dst, 0)
+            .icrc(PORT, &pkt[..n])
+            .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
+        icrc::write(&mut pkt[..n], crc);
+        self.sock.send(dst, tclass, &pkt[..n])
+    }
 }
 
 impl Target for RocePort {

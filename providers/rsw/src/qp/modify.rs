@@ -6,7 +6,7 @@ use verbs_abi::*;
 
 use super::checked_target;
 use crate::device::MAX_RD_ATOM;
-use crate::engine::{datagram, raw, requester, responder};
+use crate::engine::{datagram, raw, requester, responder, roce_rc};
 use crate::engine::{Qp, QpInner};
 use crate::handles::UNKNOWN_BY_WRITE;
 use crate::transport::RemoteAddr;
@@ -327,6 +327,11 @@ fn modify(qp: &Qp, a: &ibv_qp_attr, mask: u32) -> Result<(), c_int> {
                 datagram::pump(qp, &mut g);
             } else if g.raw.is_some() {
                 raw::pump(qp, &mut g);
+            } else if g.roce.is_some() {
+                if cur == IBV_QPS_RTR {
+                    roce_rc::at_rts(&mut g);
+                }
+                roce_rc::pump(qp, &mut g);
             } else {
                 requester::apply_timeouts(&g);
                 requester::pump(qp, &mut g);
@@ -373,6 +378,11 @@ fn to_rtr(qp: &Qp, g: &mut QpInner) -> Result<(), c_int> {
         ifindex: dev.ifindex,
         global: ah.is_global != 0,
     });
+    // RoCEv2: packets through the device's port, no connections.
+    if g.roce.is_some() {
+        roce_rc::start(g);
+        return Ok(());
+    }
     g.resp.unbind();
     // An XRC receive QP sends nothing: no outgoing connection.
     if g.qp_type != IBV_QPT_XRC_RECV {

@@ -317,6 +317,8 @@ unsafe fn post_locked(
         datagram::pump(qp, g);
     } else if g.raw.is_some() {
         raw::pump(qp, g);
+    } else if g.roce.is_some() {
+        crate::engine::roce_rc::pump(qp, g);
     } else {
         // The requester may hold back a burst of same-host atomics to do
         // them together (see `requester::defer_atomic`).

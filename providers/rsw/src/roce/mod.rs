@@ -11,10 +11,11 @@
 //! uses; `ud` is a UD SEND and the GRH area of its receive, which the UD
 //! engine of a RoCEv2-mode device speaks (`engine::roce_ud`).
 //!
-//! Only UD is wired into the engines so far: the rest (RC, UC, ACKs) is
-//! unused by the crate's non-test build, hence the `dead_code` allowance
-//! below; the tests (`rxe_captures`: packets captured from rxe in the VM
-//! test bed) use all of it.
+//! `rc` is the arithmetic of RC (PSNs, segmentation), which
+//! `engine::roce_rc` speaks. UC and atomics are not wired into the
+//! engines yet: unused by the crate's non-test build, hence the
+//! `dead_code` allowance below; the tests (`rxe_captures`: packets
+//! captured from rxe in the VM test bed) use all of it.
 #![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod crc32;
@@ -22,6 +23,7 @@ pub(crate) mod headers;
 pub(crate) mod icrc;
 pub(crate) mod opcode;
 pub(crate) mod packet;
+pub(crate) mod rc;
 pub(crate) mod ud;
 
 #[cfg(test)]

@@ -73,6 +73,8 @@ impl RoceSocket {
             setsockopt_int(raw, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
         }
         let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF);
+        // RC sends a window of packets, READ responses in bursts.
+        let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, RCVBUF);
         let (ss, len) = sockaddr_for(addr, PORT.to_be(), ifindex);
         // SAFETY: ss holds a valid socket address of `len` bytes.
         cvt(unsafe {

@@ -56,6 +56,8 @@ pub trait Engines: Sized + 'static {
     /// A RoCEv2-mode device's port, which a UD QP sends and receives
     /// through (`engine::roce_ud`).
     type Roce: Send + Sync + 'static;
+    /// An RC QP's state on a RoCEv2-mode device (`engine::roce_rc`).
+    type RoceRc: Default + Send + 'static;
     /// Ends the incoming connection once its queued responses are out.
     fn close_incoming(qp: &Qp<Self>, g: &mut QpInner<Self>);
     /// Sends the incoming connection's queued responses.
@@ -114,6 +116,9 @@ pub struct QpInner<E: Engines> {
     /// UD on a RoCEv2-mode device: the device's port its packets go
     /// through instead of `dgram`'s socket (which still holds the QPN).
     pub roce: Option<Arc<E::Roce>>,
+    /// RC on a RoCEv2-mode device: its PSNs, messages in flight and the
+    /// message being received; reset with the QP and on entering ERR.
+    pub roce_rc: E::RoceRc,
     /// Raw packet: the QP's packet socket (and RSS configuration).
     pub raw: Option<raw::Raw>,
     /// Counts multicast attachments, for their ids.
@@ -187,6 +192,7 @@ impl<E: Engines> QpInner<E> {
             dgram,
             mcast: Vec::new(),
             roce: None,
+            roce_rc: E::RoceRc::default(),
             raw: None,
             mcast_seq: 0,
             block_self_mcast: false,
@@ -717,6 +723,7 @@ impl<E: Engines> Qp<E> {
             return;
         }
         self.set_state(g, IBV_QPS_ERR);
+        g.roce_rc = E::RoceRc::default();
         g.req.disconnect();
         g.resp.drop_pending();
         E::close_incoming(self, g);
@@ -814,6 +821,7 @@ impl<E: Engines> Qp<E> {
     pub fn reset(&self, g: &mut QpInner<E>) {
         g.req.reset();
         g.resp.reset();
+        g.roce_rc = E::RoceRc::default();
         g.sq.clear();
         g.rq.clear();
         if let Some(m) = &self.mbox {

@@ -1,0 +1,52 @@
+#!/bin/bash
+# harness-timeout: 600
+# Issue 29: rsw's RC QPs in RoCEv2 mode (RSW_ROCEV2) talk to the kernel's
+# rxe, in the VM of ctests/vm (ctests/vm/roce/rc_pingpong_rxe.sh): Debian's
+# ibv_rc_pingpong (-c, sizes up to 64 path MTUs) on rxe and over our
+# libibverbs on rsw, each side as server; perftest's ib_send_bw,
+# ib_write_bw and ib_read_bw both ways; then pingpong and the WRITE and
+# READ benchmarks again with netem dropping 5% and reordering on the
+# link. Skipped when QEMU is missing, as ctests/tests/vm_kernel_devices.sh.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+BUILD=${BUILD:-$repo/build}
+export BUILD
+vm=$repo/ctests/vm
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+command -v qemu-system-x86_64 >/dev/null ||
+	skip "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
+[[ -f $BUILD/lib/libibverbs.so.1 && -f $BUILD/etc/libibverbs.d/rsw.driver ]] ||
+	fail "no build in $BUILD (make)"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$vm/build-image.sh" >"$work/image" || fail "build-image.sh failed"
+image=$(tail -n 1 "$work/image")
+[[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
+
+"$vm/run-in-vm.sh" -i "$image" -t 540 -r rxe \
+	-f "$vm/roce/rc_pingpong_rxe.sh" >"$work/out" 2>"$work/err"
+vmrc=$?
+cat "$work/out"
+tail -n 1 "$work/err"
+# Clean: 4 sizes x 2 servers of pingpong, 3 benchmarks x 2 servers.
+# Lossy: 3 sizes x 2 servers of pingpong, 2 benchmarks x 2 servers.
+n=$(grep -c '^RESULT rc_pingpong size=.* ok=1$' "$work/out")
+((n == 8)) || { cat "$work/err"; fail "$n of 8 ibv_rc_pingpong runs passed (run-in-vm exit $vmrc)"; }
+n=$(grep -c '^RESULT ib_[a-z]*_bw size=.* ok=1$' "$work/out")
+((n == 6)) || fail "$n of 6 perftest runs passed"
+n=$(grep -c '^RESULT lossy rc_pingpong size=.* ok=1$' "$work/out")
+((n == 6)) || fail "$n of 6 lossy ibv_rc_pingpong runs passed"
+n=$(grep -c '^RESULT lossy ib_[a-z]*_bw size=.* ok=1$' "$work/out")
+((n == 4)) || fail "$n of 4 lossy perftest runs passed"
+grep -Eq '^RESULT netem dropped rxe_side=[1-9][0-9]* rsw_side=[1-9]' "$work/out" ||
+	fail "netem dropped nothing"
+grep -q '^RESULT fails=0$' "$work/out" || fail "the guest counted failures"
+((vmrc == 0)) || fail "run-in-vm.sh exit $vmrc"
+echo "ok: RC between rxe and rsw (RoCEv2), both ways, clean and with 5% loss"

@@ -1,0 +1,1016 @@
+//! RC on a RoCEv2-mode device (`RSW_ROCEV2`): the QP's requests,
+//! responses and ACKs are RoCEv2 packets through the device's port 4791
+//! (`roce_ud::RocePort`, which hands this engine the RC packets whose
+//! destination QPN is ours), so rsw's RC QPs talk to rxe and RoCE NICs.
+//!
+//! Requester: SEND, SEND with immediate, WRITE, WRITE with immediate
+//! and READ, cut into packets by the path MTU, PSNs from `sq_psn`, AckReq
+//! on each message's last packet, at most [`WINDOW`] packets unacked.
+//! Completer: an ACK completes the messages it covers, in order; a NAK
+//! sequence error goes back to the NAKed PSN (go-back-N), an RNR NAK waits
+//! its timer and retries (`rnr_retry`, 7 forever), the local ACK timeout
+//! (`timeout`) resends from the oldest unacknowledged PSN `retry_cnt`
+//! times, then the WR fails with IBV_WC_RETRY_EXC_ERR and the rest flush.
+//! Responder: PSNs against `rq_psn` (a duplicate is ACKed again, a READ
+//! answered again; one NAK per gap), R_Key checks (NAK remote access
+//! error, QP to ERR), receives for SENDs (none: RNR NAK with
+//! `min_rnr_timer`), WRITE placement, READ responses.
+//! Not yet: atomics, SEND with invalidate (a WR fails with
+//! IBV_WC_LOC_QP_OP_ERR; a peer's is NAKed as an invalid request), UC.
+
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+
+use verbs_abi::*;
+
+use super::ud_recv::write_recv;
+use super::{Qp, QpInner};
+use crate::cq::Cqe;
+use crate::progress::engine;
+use crate::roce::headers::{Aeth, Bth, ImmDt, NakCode, Reth, Syndrome};
+use crate::roce::opcode::{Ext, Opcode};
+use crate::roce::packet::{Headers, Packet};
+use crate::roce::rc::{self, psn_add, psn_diff, Kind, Place, PsnCheck, PSN_MASK};
+use crate::transport::MAX_IOV;
+use crate::util::{iov, mono_ns};
+use crate::wire::Op;
+use crate::wq::rnr_timer_ns;
+use crate::{guard, mr, place};
+
+/// Packets sent and not yet acknowledged, at most: the socket buffers
+/// and the peer's receive ring take a window, not a whole queue.
+const WINDOW: i32 = 128;
+/// The largest payload of a packet (IBA's largest MTU).
+const MAX_PAYLOAD: usize = 4096;
+/// The port's socket was full: sending is tried again this much later.
+const RETRY_SOON_NS: u64 = 50_000;
+/// AETH credits: not counted (what rxe and RoCE NICs send).
+const NO_CREDITS: u8 = 31;
+
+/// A message being sent or awaiting its ACK or READ responses.
+#[derive(Clone, Copy, Debug)]
+struct Msg {
+    /// Its WQE.
+    seq: u64,
+    psn: u32,
+    /// PSNs it takes: its packets, or a READ's responses.
+    npkts: u32,
+    /// Packets sent (a READ: its request sent when `sent == npkts`).
+    sent: u32,
+    read: bool,
+    /// A READ's responses received, in order.
+    got: u32,
+}
+
+impl Msg {
+    fn last(&self) -> u32 {
+        psn_add(self.psn, self.npkts - 1)
+    }
+}
+
+/// The message the responder is in the middle of.
+#[derive(Clone, Copy, Debug)]
+struct Rx {
+    kind: Kind,
+    va: u64,
+    rkey: u32,
+    len: u64,
+    off: u64,
+}
+
+/// READ responses to send.
+#[derive(Clone, Copy, Debug)]
+struct ReadOut {
+    psn: u32,
+    va: u64,
+    rkey: u32,
+    len: u64,
+    next: u32,
+    n: u32,
+    msn: u32,
+}
+
+/// An RC QP's RoCEv2 state (`QpInner::roce_rc`).
+#[derive(Default)]
+pub struct RcState {
+    /// From RTR on: packets flow.
+    live: bool,
+    next_psn: u32,
+    msgs: VecDeque<Msg>,
+    /// The first message with packets to (re)send.
+    cursor: usize,
+    retries: u8,
+    rnr_retries: u8,
+    /// When the oldest unacknowledged packet is sent again (0: none).
+    deadline: u64,
+    /// An RNR wait ends then (0: none).
+    rnr_until: u64,
+    /// A gap went back to this PSN already (once per gap).
+    gap_at: Option<u32>,
+    epsn: u32,
+    msn: u32,
+    /// A NAK (sequence error or RNR) for `epsn` was sent.
+    nak_sent: bool,
+    rx: Option<Rx>,
+    reads: VecDeque<ReadOut>,
+}
+
+/// Entering RTR: the responder expects `rq_psn`.
+pub fn start(g: &mut QpInner) {
+    g.roce_rc = RcState {
+        live: true,
+        epsn: g.attr.rq_psn & PSN_MASK,
+        ..RcState::default()
+    };
+}
+
+/// Entering RTS from RTR: requests start at `sq_psn`.
+pub fn at_rts(g: &mut QpInner) {
+    if g.roce_rc.msgs.is_empty() {
+        g.roce_rc.next_psn = g.attr.sq_psn & PSN_MASK;
+    }
+}
+
+fn mtu(g: &QpInner) -> usize {
+    rc::mtu_bytes(g.attr.path_mtu)
+}
+
+fn bth(g: &QpInner, op: Opcode, psn: u32) -> Bth {
+    Bth::new(op, g.attr.dest_qp_num, psn)
+}
+
+/// Sends one packet to the peer; false when the socket is full (the
+/// packet is not sent). Other failures lose it, as a wire would.
+fn send(g: &QpInner, hdr: &Headers, payload: &[u8]) -> bool {
+    let (Some(port), Some(r)) = (g.roce.as_ref(), g.remote.as_ref()) else {
+        return true;
+    };
+    let tclass = g.attr.ah_attr.grh.traffic_class;
+    match port.send_ib(&r.gid, tclass, hdr, payload) {
+        Err(e) if e.kind() == ErrorKind::WouldBlock => false,
+        Err(e) => {
+            log::debug!("RoCEv2 RC: a packet lost: {e}");
+            true
+        }
+        Ok(_) => true,
+    }
+}
+
+fn retry_soon(qp: &Qp) {
+    if let Ok(e) = engine() {
+        e.add_timer(mono_ns() + RETRY_SOON_NS, qp.serial);
+    }
+}
+
+/// Copies bytes `range` of send WQE `seq`'s message into `out`.
+fn gather(qp: &Qp, g: &QpInner, seq: u64, at: usize, out: &mut [u8]) -> Result<(), ()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    if g.sq.wqe(seq).inline {
+        let src = g.sq.inline_data(seq).get(at..at + out.len()).ok_or(())?;
+        out.copy_from_slice(src);
+        return Ok(());
+    }
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    let table = mr::table();
+    let n = table
+        .sge_iovs(
+            g.sq.sges(seq),
+            at as u64,
+            out.len(),
+            qp.pd_id,
+            false,
+            &mut v,
+        )
+        .map_err(|_| ())?;
+    let mut off = 0;
+    for piece in &v[..n] {
+        // SAFETY: registered memory checked under the MR table lock
+        // (held); the pieces cover no more than `out`; a fault is caught.
+        unsafe {
+            guard::copy(
+                out.as_mut_ptr().add(off),
+                piece.iov_base as *const u8,
+                piece.iov_len,
+            )
+        }
+        .map_err(|_| ())?;
+        off += piece.iov_len;
+    }
+    Ok(())
+}
+
+/// Copies a READ response's bytes into send WQE `seq`'s buffers at `at`.
+fn scatter(qp: &Qp, g: &QpInner, seq: u64, at: u64, bytes: &[u8]) -> Result<(), ()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
+    let table = mr::table();
+    let n = table
+        .sge_iovs(g.sq.sges(seq), at, bytes.len(), qp.pd_id, true, &mut v)
+        .map_err(|_| ())?;
+    let mut off = 0;
+    for piece in &v[..n] {
+        // SAFETY: registered, locally writable memory checked under the
+        // MR table lock (held); the pieces cover no more than `bytes`.
+        unsafe {
+            guard::copy(
+                piece.iov_base as *mut u8,
+                bytes.as_ptr().add(off),
+                piece.iov_len,
+            )
+        }
+        .map_err(|_| ())?;
+        off += piece.iov_len;
+    }
+    Ok(())
+}
+
+// ---- requester ----
+
+/// What a WQE sends as, or the status it fails with before leaving.
+fn kind_of(op: Op) -> Result<Option<Kind>, ibv_wc_status> {
+    match op {
+        Op::Send => Ok(Some(Kind::Send { imm: false })),
+        Op::SendImm => Ok(Some(Kind::Send { imm: true })),
+        Op::Write => Ok(Some(Kind::Write { imm: false })),
+        Op::WriteImm => Ok(Some(Kind::Write { imm: true })),
+        Op::ReadReq => Ok(None),
+        // Atomics, SEND with invalidate, binds: not spoken yet.
+        _ => Err(IBV_WC_LOC_QP_OP_ERR),
+    }
+}
+
+/// Sends packet `msgs[idx].sent` of a message (a READ: its request);
+/// false when the socket is full.
+fn send_next_packet(qp: &Qp, g: &mut QpInner, idx: usize) -> bool {
+    let m = g.roce_rc.msgs[idx];
+    let w = *g.sq.wqe(m.seq);
+    let mtu = mtu(g);
+    if m.read {
+        let off = m.got as u64 * mtu as u64;
+        let mut h = Headers::new(bth(g, Opcode::RcReadRequest, psn_add(m.psn, m.got)));
+        h.bth.ack_req = true;
+        h.reth = Some(Reth {
+            va: w.remote_addr.wrapping_add(off),
+            rkey: w.rkey,
+            dma_len: (w.len as u64).saturating_sub(off) as u32,
+        });
+        if !send(g, &h, &[]) {
+            return false;
+        }
+        g.roce_rc.msgs[idx].sent = m.npkts;
+        return true;
+    }
+    let Ok(Some(kind)) = kind_of(w.op) else {
+        return true;
+    };
+    let i = m.sent;
+    let seg = rc::segment(w.len as usize, mtu, i);
+    let mut data = [0u8; MAX_PAYLOAD];
+    let data = &mut data[..seg.len()];
+    if gather(qp, g, m.seq, seg.start, data).is_err() {
+        qp.fail_head(g, IBV_WC_LOC_PROT_ERR);
+        return true;
+    }
+    let place = Place::of(i, m.npkts);
+    let mut h = Headers::new(bth(g, rc::opcode(kind, i, m.npkts), psn_add(m.psn, i)));
+    if place.starts() && matches!(kind, Kind::Write { .. }) {
+        h.reth = Some(Reth {
+            va: w.remote_addr,
+            rkey: w.rkey,
+            dma_len: w.len,
+        });
+    }
+    if place.ends() {
+        h.bth.ack_req = true;
+        h.bth.se = w.solicited;
+        if matches!(kind, Kind::Send { imm: true } | Kind::Write { imm: true }) {
+            // The WQE holds the application's big-endian bytes.
+            h.imm = Some(ImmDt {
+                imm: u32::from_be(w.imm),
+            });
+        }
+    }
+    if !send(g, &h, data) {
+        return false;
+    }
+    g.roce_rc.msgs[idx].sent += 1;
+    true
+}
+
+/// Whether the local memory a WQE names is registered as it needs.
+fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
+    let w = g.sq.wqe(seq);
+    if w.inline {
+        return true;
+    }
+    let write = w.op == Op::ReadReq;
+    let t = mr::table();
+    g.sq.sges(seq).iter().all(|s| {
+        t.local(s.lkey, s.addr, s.length as u64, qp.pd_id, write)
+            .is_ok()
+    })
+}
+
+/// Sends what may go: packets to resend, then new messages, within the
+/// window; then READ responses owed.
+pub fn pump(qp: &Qp, g: &mut QpInner) {
+    if !g.roce_rc.live {
+        return;
+    }
+    if !send_read_responses(qp, g) {
+        return;
+    }
+    if !matches!(g.state, IBV_QPS_RTS | IBV_QPS_SQD) || g.roce_rc.rnr_until != 0 {
+        return;
+    }
+    loop {
+        let st = &g.roce_rc;
+        let base = st.msgs.front().map(|m| m.psn);
+        if st.cursor < st.msgs.len() {
+            let m = st.msgs[st.cursor];
+            if m.sent >= m.npkts {
+                g.roce_rc.cursor += 1;
+                continue;
+            }
+            let psn = psn_add(m.psn, m.sent);
+            if base.is_some_and(|b| psn_diff(psn, b) >= WINDOW) {
+                break;
+            }
+            if !send_next_packet(qp, g, st_cursor(g)) {
+                retry_soon(qp);
+                break;
+            }
+            if g.state == IBV_QPS_ERR {
+                return;
+            }
+            continue;
+        }
+        if g.state != IBV_QPS_RTS || g.tx_blocked {
+            break;
+        }
+        let Some(seq) = g.sq.next_to_transmit() else {
+            break;
+        };
+        if base.is_some_and(|b| psn_diff(st.next_psn, b) >= WINDOW) {
+            break;
+        }
+        let w = *g.sq.wqe(seq);
+        let read = w.op == Op::ReadReq;
+        let reads = st.msgs.iter().filter(|m| m.read).count();
+        if read && reads >= (g.attr.max_rd_atomic as usize).max(1) {
+            break;
+        }
+        let err = match kind_of(w.op) {
+            _ if w.local_err != 0 => w.local_err,
+            Err(status) => status,
+            Ok(_) if !local_ok(qp, g, seq) => IBV_WC_LOC_PROT_ERR,
+            Ok(_) => 0,
+        };
+        if err != 0 {
+            // It fails once every earlier WQE has completed; nothing after
+            // it leaves (`after_send_completions`).
+            if w.op != Op::BindMw && w.op != Op::LocalInv && kind_of(w.op).is_err() {
+                log::warn!(
+                    "qp {:#x}: RSW_ROCEV2 RC does not carry {:?} yet",
+                    qp.qpn,
+                    w.op
+                );
+            }
+            g.sq.wqe_mut(seq).local_err = err;
+            g.sq.transmitted();
+            g.tx_blocked = true;
+            if g.roce_rc.msgs.is_empty() {
+                qp.after_send_completions(g);
+                return;
+            }
+            break;
+        }
+        let npkts = rc::packets(w.len as usize, mtu(g));
+        let st = &mut g.roce_rc;
+        st.msgs.push_back(Msg {
+            seq,
+            psn: st.next_psn,
+            npkts,
+            sent: 0,
+            read,
+            got: 0,
+        });
+        st.next_psn = psn_add(st.next_psn, npkts);
+        g.sq.transmitted();
+    }
+    arm_retry(qp, g);
+}
+
+fn st_cursor(g: &QpInner) -> usize {
+    g.roce_rc.cursor
+}
+
+/// Arms the local ACK timeout while messages await their answer.
+fn arm_retry(qp: &Qp, g: &mut QpInner) {
+    let timeout = rc::ack_timeout_ns(g.attr.timeout);
+    let st = &mut g.roce_rc;
+    if st.msgs.is_empty() || st.rnr_until != 0 {
+        st.deadline = 0;
+        return;
+    }
+    if st.deadline == 0 {
+        if let Some(t) = timeout {
+            st.deadline = mono_ns() + t;
+            if let Ok(e) = engine() {
+                e.add_timer(st.deadline, qp.serial);
+            }
+        }
+    }
+}
+
+/// Everything from PSN `p` on is sent again.
+fn rewind(st: &mut RcState, p: u32) {
+    for m in st.msgs.iter_mut() {
+        let d = psn_diff(p, m.psn);
+        if d < 0 {
+            m.sent = 0;
+            if m.read {
+                m.got = 0;
+            }
+        } else if d < m.npkts as i32 {
+            if m.read {
+                m.got = m.got.min(d as u32);
+                m.sent = 0;
+            } else {
+                m.sent = m.sent.min(d as u32);
+            }
+        }
+    }
+    st.cursor = st
+        .msgs
+        .iter()
+        .position(|m| m.sent < m.npkts)
+        .unwrap_or(st.msgs.len());
+}
+
+/// The oldest PSN not acknowledged.
+fn oldest_unacked(st: &RcState) -> Option<u32> {
+    st.msgs
+        .front()
+        .map(|m| if m.read { psn_add(m.psn, m.got) } else { m.psn })
+}
+
+/// Completes the messages an acknowledgement of PSN `p` covers; true if
+/// any did.
+fn complete_upto(qp: &Qp, g: &mut QpInner, p: u32) -> bool {
+    let mut progress = false;
+    while let Some(m) = g.roce_rc.msgs.front().copied() {
+        if psn_diff(p, m.last()) < 0 || m.sent < m.npkts {
+            break;
+        }
+        if m.read {
+            // Acknowledged past a READ whose responses did not all come:
+            // they were lost; ask again (once for this gap).
+            let want = psn_add(m.psn, m.got);
+            if g.roce_rc.gap_at != Some(want) {
+                g.roce_rc.gap_at = Some(want);
+                rewind(&mut g.roce_rc, want);
+            }
+            break;
+        }
+        let st = &mut g.roce_rc;
+        st.msgs.pop_front();
+        st.cursor = st.cursor.saturating_sub(1);
+        let w = *g.sq.wqe(m.seq);
+        g.sq.retire_oldest();
+        qp.complete_send(g, &w, IBV_WC_SUCCESS);
+        progress = true;
+    }
+    if progress {
+        let st = &mut g.roce_rc;
+        st.retries = 0;
+        st.rnr_retries = 0;
+        st.deadline = 0;
+        qp.after_send_completions(g);
+    }
+    progress
+}
+
+/// Whether `p` acknowledges something sent: from just before the oldest
+/// unacknowledged PSN to the last sent.
+fn acks_sent(st: &RcState, p: u32) -> bool {
+    match st.msgs.front() {
+        Some(f) => psn_diff(p, f.psn) >= -1 && psn_diff(p, st.next_psn) < 0,
+        None => false,
+    }
+}
+
+fn on_ack(qp: &Qp, g: &mut QpInner, psn: u32, aeth: Aeth) {
+    if !acks_sent(&g.roce_rc, psn) {
+        return;
+    }
+    let before = psn_add(psn, PSN_MASK);
+    match aeth.syndrome {
+        Syndrome::Ack { .. } => {
+            complete_upto(qp, g, psn);
+        }
+        Syndrome::RnrNak { timer } => {
+            complete_upto(qp, g, before);
+            if g.state == IBV_QPS_ERR {
+                return;
+            }
+            let st = &mut g.roce_rc;
+            st.rnr_retries = st.rnr_retries.saturating_add(1);
+            if g.attr.rnr_retry != 7 && st.rnr_retries > g.attr.rnr_retry {
+                qp.fail_head(g, IBV_WC_RNR_RETRY_EXC_ERR);
+                return;
+            }
+            rewind(st, psn);
+            st.deadline = 0;
+            st.rnr_until = mono_ns() + rnr_timer_ns(timer);
+            if let Ok(e) = engine() {
+                e.add_timer(st.rnr_until, qp.serial);
+            }
+        }
+        Syndrome::Nak(NakCode::PsnSequenceError) => {
+            complete_upto(qp, g, before);
+            let st = &mut g.roce_rc;
+            if g.state != IBV_QPS_ERR && st.rnr_until == 0 {
+                rewind(st, psn);
+            }
+        }
+        Syndrome::Nak(code) => {
+            complete_upto(qp, g, before);
+            if g.state == IBV_QPS_ERR {
+                return;
+            }
+            let status = match code {
+                NakCode::RemoteAccessError => IBV_WC_REM_ACCESS_ERR,
+                NakCode::RemoteOperationalError => IBV_WC_REM_OP_ERR,
+                NakCode::InvalidRdRequest => IBV_WC_REM_INV_RD_REQ_ERR,
+                _ => IBV_WC_REM_INV_REQ_ERR,
+            };
+            qp.fail_head(g, status);
+        }
+    }
+}
+
+fn on_read_response(qp: &Qp, g: &mut QpInner, p: &Packet) {
+    let psn = p.hdr.bth.psn;
+    if !acks_sent(&g.roce_rc, psn) {
+        return;
+    }
+    // A response acknowledges every request before it.
+    complete_upto(qp, g, psn_add(psn, PSN_MASK));
+    let Some(m) = g.roce_rc.msgs.front().copied() else {
+        return;
+    };
+    if !m.read || m.sent < m.npkts {
+        return;
+    }
+    let want = psn_add(m.psn, m.got);
+    let d = psn_diff(psn, want);
+    if d > 0 {
+        // Responses were lost: ask again from the first missing, once.
+        if g.roce_rc.gap_at != Some(want) {
+            g.roce_rc.gap_at = Some(want);
+            rewind(&mut g.roce_rc, want);
+        }
+        return;
+    }
+    if d < 0 {
+        return;
+    }
+    let w = *g.sq.wqe(m.seq);
+    let mtu = mtu(g);
+    let seg = rc::segment(w.len as usize, mtu, m.got);
+    if p.payload.len() != seg.len() {
+        return;
+    }
+    if scatter(qp, g, m.seq, seg.start as u64, p.payload).is_err() {
+        qp.fail_head(g, IBV_WC_LOC_PROT_ERR);
+        return;
+    }
+    let st = &mut g.roce_rc;
+    st.gap_at = None;
+    st.retries = 0;
+    st.deadline = 0;
+    let f = st.msgs.front_mut().expect("checked above");
+    f.got += 1;
+    if f.got == f.npkts {
+        st.msgs.pop_front();
+        st.cursor = st.cursor.saturating_sub(1);
+        g.sq.retire_oldest();
+        qp.complete_send(g, &w, IBV_WC_SUCCESS);
+        qp.after_send_completions(g);
+    }
+}
+
+/// The local ACK timeout, an RNR wait's end, or room in the socket.
+pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
+    if !g.roce_rc.live {
+        return;
+    }
+    let st = &mut g.roce_rc;
+    if st.rnr_until != 0 && now >= st.rnr_until {
+        st.rnr_until = 0;
+    }
+    if st.deadline != 0 && now >= st.deadline {
+        st.deadline = 0;
+        if let Some(p) = oldest_unacked(st) {
+            st.retries = st.retries.saturating_add(1);
+            if st.retries > g.attr.retry_cnt {
+                qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
+                return;
+            }
+            st.gap_at = None;
+            rewind(st, p);
+        }
+    }
+    pump(qp, g);
+}
+
+// ---- responder ----
+
+fn send_ack(g: &QpInner, psn: u32, syndrome: Syndrome) {
+    let mut h = Headers::new(bth(g, Opcode::RcAck, psn));
+    h.aeth = Some(Aeth {
+        syndrome,
+        msn: g.roce_rc.msn,
+    });
+    // A lost ACK is made good by the requester's retry.
+    let _ = send(g, &h, &[]);
+}
+
+/// Refuses the request at `epsn` for good: NAK with `code`, QP to ERR.
+fn nak_fatal(qp: &Qp, g: &mut QpInner, code: NakCode, why: &str) {
+    send_ack(g, g.roce_rc.epsn, Syndrome::Nak(code));
+    qp.fail_claimed(g, IBV_WC_REM_INV_REQ_ERR);
+    qp.enter_error(g, &format_args!("RoCEv2 RC: {why}"));
+}
+
+/// Sends READ responses owed; false when the socket is full.
+fn send_read_responses(qp: &Qp, g: &mut QpInner) -> bool {
+    let mtu = mtu(g);
+    let pd = qp.target_pd(g);
+    while let Some(r) = g.roce_rc.reads.front().copied() {
+        let seg = rc::segment(r.len as usize, mtu, r.next);
+        let op = rc::opcode(Kind::ReadResponse, r.next, r.n);
+        let mut h = Headers::new(bth(g, op, psn_add(r.psn, r.next)));
+        if op.has(Ext::Aeth) {
+            h.aeth = Some(Aeth {
+                syndrome: Syndrome::Ack {
+                    credits: NO_CREDITS,
+                },
+                msn: r.msn,
+            });
+        }
+        let mut data = [0u8; MAX_PAYLOAD];
+        let data = &mut data[..seg.len()];
+        let ok = {
+            let t = mr::table();
+            match t.remote(
+                r.rkey,
+                r.va.wrapping_add(seg.start as u64),
+                seg.len() as u64,
+                pd,
+                IBV_ACCESS_REMOTE_READ,
+                qp.qpn,
+            ) {
+                Ok(_) if data.is_empty() => true,
+                Ok(src) => {
+                    // SAFETY: the MR table (held) checked `seg.len()`
+                    // bytes readable there; a fault is caught.
+                    let r = unsafe { guard::copy(data.as_mut_ptr(), src, data.len()) };
+                    r.is_ok()
+                }
+                Err(_) => false,
+            }
+        };
+        if !ok {
+            g.roce_rc.reads.clear();
+            nak_fatal(qp, g, NakCode::RemoteAccessError, "READ of memory gone");
+            return true;
+        }
+        if !send(g, &h, data) {
+            retry_soon(qp);
+            return false;
+        }
+        let f = g.roce_rc.reads.front_mut().expect("checked above");
+        f.next += 1;
+        if f.next == f.n {
+            g.roce_rc.reads.pop_front();
+        }
+    }
+    true
+}
+
+fn on_read_request(qp: &Qp, g: &mut QpInner, psn: u32, reth: Reth, dup: bool) {
+    let n = rc::packets(reth.dma_len as usize, mtu(g));
+    if !dup {
+        if g.roce_rc.rx.is_some() {
+            return nak_fatal(qp, g, NakCode::InvalidRequest, "READ inside a message");
+        }
+        let allowed = g.attr.qp_access_flags & IBV_ACCESS_REMOTE_READ != 0
+            && mr::table()
+                .remote(
+                    reth.rkey,
+                    reth.va,
+                    reth.dma_len as u64,
+                    qp.target_pd(g),
+                    IBV_ACCESS_REMOTE_READ,
+                    qp.qpn,
+                )
+                .is_ok();
+        if !allowed {
+            return nak_fatal(
+                qp,
+                g,
+                NakCode::RemoteAccessError,
+                "READ refused by the R_Key check",
+            );
+        }
+        let st = &mut g.roce_rc;
+        st.msn = psn_add(st.msn, 1);
+        st.epsn = psn_add(psn, n);
+    }
+    let msn = g.roce_rc.msn;
+    g.roce_rc.reads.push_back(ReadOut {
+        psn,
+        va: reth.va,
+        rkey: reth.rkey,
+        len: reth.dma_len as u64,
+        next: 0,
+        n,
+        msn,
+    });
+    send_read_responses(qp, g);
+}
+
+/// A SEND or WRITE packet at the expected PSN; false when it was not
+/// taken (RNR, or refused).
+fn on_data(qp: &Qp, g: &mut QpInner, p: &Packet, kind: Kind, place: Place) -> bool {
+    let h = p.hdr;
+    let len = p.payload.len() as u64;
+    let current = g.roce_rc.rx.map(|r| r.kind);
+    if !rc::continues(current, kind, place)
+        || p.payload.len() > mtu(g)
+        || (!place.ends() && p.payload.len() != mtu(g))
+    {
+        nak_fatal(qp, g, NakCode::InvalidRequest, "packet out of its message");
+        return false;
+    }
+    match kind {
+        Kind::Send { imm } => {
+            if place.starts() {
+                if !qp.claim_recv(g) {
+                    send_rnr(g);
+                    return false;
+                }
+                g.roce_rc.rx = Some(Rx {
+                    kind,
+                    va: 0,
+                    rkey: 0,
+                    len: 0,
+                    off: 0,
+                });
+            }
+            let off = g.roce_rc.rx.map_or(0, |r| r.off);
+            if off + len > g.recv.room() {
+                qp.fail_claimed(g, IBV_WC_LOC_LEN_ERR);
+                nak_fatal(
+                    qp,
+                    g,
+                    NakCode::InvalidRequest,
+                    "SEND larger than its receive",
+                );
+                return false;
+            }
+            if write_recv(g, off, p.payload).is_err() {
+                qp.fail_claimed(g, IBV_WC_LOC_PROT_ERR);
+                nak_fatal(
+                    qp,
+                    g,
+                    NakCode::RemoteOperationalError,
+                    "receive not writable",
+                );
+                return false;
+            }
+            if let Some(r) = g.roce_rc.rx.as_mut() {
+                r.off += len;
+            }
+            if place.ends() {
+                g.roce_rc.rx = None;
+                g.roce_rc.msn = psn_add(g.roce_rc.msn, 1);
+                let op = if imm { Op::SendImm } else { Op::Send };
+                let raw_imm = h.imm.map_or(0, |i| i.imm.to_be());
+                let (Some(wr_id), Some(e)) = (
+                    qp.take_claimed(g),
+                    place::recv_cqe(op, imm, raw_imm, h.bth.se),
+                ) else {
+                    return true;
+                };
+                let src_qp = g.attr.dest_qp_num;
+                qp.complete_recv(
+                    g,
+                    Cqe {
+                        wr_id,
+                        byte_len: (off + len) as u32,
+                        src_qp,
+                        ..e
+                    },
+                );
+            }
+        }
+        Kind::Write { imm } => {
+            if place.starts() {
+                let Some(reth) = h.reth else { return false };
+                let allowed = g.attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE != 0
+                    && mr::table()
+                        .remote(
+                            reth.rkey,
+                            reth.va,
+                            reth.dma_len as u64,
+                            qp.target_pd(g),
+                            IBV_ACCESS_REMOTE_WRITE,
+                            qp.qpn,
+                        )
+                        .is_ok();
+                if !allowed {
+                    nak_fatal(
+                        qp,
+                        g,
+                        NakCode::RemoteAccessError,
+                        "WRITE refused by the R_Key check",
+                    );
+                    return false;
+                }
+                g.roce_rc.rx = Some(Rx {
+                    kind,
+                    va: reth.va,
+                    rkey: reth.rkey,
+                    len: reth.dma_len as u64,
+                    off: 0,
+                });
+            }
+            let Some(r) = g.roce_rc.rx else { return false };
+            if r.off + len > r.len || (place.ends() && r.off + len != r.len) {
+                nak_fatal(qp, g, NakCode::InvalidRequest, "WRITE longer than its RETH");
+                return false;
+            }
+            if place.ends() && imm && !qp.claim_recv(g) {
+                send_rnr(g);
+                return false;
+            }
+            if len > 0 {
+                let t = mr::table();
+                let dst = t.remote(
+                    r.rkey,
+                    r.va.wrapping_add(r.off),
+                    len,
+                    qp.target_pd(g),
+                    IBV_ACCESS_REMOTE_WRITE,
+                    qp.qpn,
+                );
+                let ok = dst.is_ok_and(|d| {
+                    // SAFETY: the MR table (held) checked `len` writable
+                    // bytes there; a fault is caught.
+                    let r = unsafe { guard::copy(d, p.payload.as_ptr(), p.payload.len()) };
+                    r.is_ok()
+                });
+                drop(t);
+                if !ok {
+                    nak_fatal(qp, g, NakCode::RemoteAccessError, "WRITE's memory gone");
+                    return false;
+                }
+            }
+            if let Some(r) = g.roce_rc.rx.as_mut() {
+                r.off += len;
+            }
+            if place.ends() {
+                g.roce_rc.rx = None;
+                g.roce_rc.msn = psn_add(g.roce_rc.msn, 1);
+                if imm {
+                    let raw_imm = h.imm.map_or(0, |i| i.imm.to_be());
+                    let (Some(wr_id), Some(e)) = (
+                        qp.take_claimed(g),
+                        place::recv_cqe(Op::WriteImm, true, raw_imm, h.bth.se),
+                    ) else {
+                        return true;
+                    };
+                    let src_qp = g.attr.dest_qp_num;
+                    qp.complete_recv(
+                        g,
+                        Cqe {
+                            wr_id,
+                            byte_len: r.len as u32,
+                            src_qp,
+                            ..e
+                        },
+                    );
+                }
+            }
+        }
+        Kind::ReadResponse => return false,
+    }
+    true
+}
+
+/// No receive for the SEND at `epsn`: RNR NAK; what follows it is
+/// dropped without a sequence NAK until it comes again.
+fn send_rnr(g: &mut QpInner) {
+    let timer = g.attr.min_rnr_timer;
+    send_ack(g, g.roce_rc.epsn, Syndrome::RnrNak { timer });
+    g.roce_rc.nak_sent = true;
+}
+
+fn on_request(qp: &Qp, g: &mut QpInner, p: &Packet) {
+    let h = p.hdr;
+    let psn = h.bth.psn;
+    let op = h.bth.opcode;
+    match rc::check_psn(psn, g.roce_rc.epsn) {
+        PsnCheck::Duplicate => {
+            if let (Opcode::RcReadRequest, Some(reth)) = (op, h.reth) {
+                on_read_request(qp, g, psn, reth, true);
+            } else if h.bth.ack_req {
+                send_ack(
+                    g,
+                    psn_add(g.roce_rc.epsn, PSN_MASK),
+                    Syndrome::Ack {
+                        credits: NO_CREDITS,
+                    },
+                );
+            }
+            return;
+        }
+        PsnCheck::OutOfSequence => {
+            if !g.roce_rc.nak_sent {
+                g.roce_rc.nak_sent = true;
+                send_ack(g, g.roce_rc.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+            }
+            return;
+        }
+        PsnCheck::Expected => g.roce_rc.nak_sent = false,
+    }
+    if op == Opcode::RcReadRequest {
+        if let Some(reth) = h.reth {
+            on_read_request(qp, g, psn, reth, false);
+        }
+        return;
+    }
+    let Some((kind, place)) = rc::classify(op) else {
+        return nak_fatal(
+            qp,
+            g,
+            NakCode::InvalidRequest,
+            "atomics and SEND with invalidate are not spoken yet",
+        );
+    };
+    if !on_data(qp, g, p, kind, place) {
+        return;
+    }
+    g.roce_rc.epsn = psn_add(psn, 1);
+    if h.bth.ack_req {
+        send_ack(
+            g,
+            psn,
+            Syndrome::Ack {
+                credits: NO_CREDITS,
+            },
+        );
+    }
+}
+
+/// A packet of RC for this QP, from `src` (a GID), ICRC checked.
+pub fn receive(qp: &Qp, g: &mut QpInner, p: &Packet, src: &[u8; 16]) {
+    if g.destroyed
+        || g.qp_type != IBV_QPT_RC
+        || !g.roce_rc.live
+        || !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD)
+        || g.remote.as_ref().is_none_or(|r| &r.gid != src)
+    {
+        return;
+    }
+    match p.hdr.bth.opcode {
+        Opcode::RcAck | Opcode::RcAtomicAck => {
+            if let Some(a) = p.hdr.aeth {
+                on_ack(qp, g, p.hdr.bth.psn, a);
+            }
+        }
+        Opcode::RcReadResponseFirst
+        | Opcode::RcReadResponseMiddle
+        | Opcode::RcReadResponseLast
+        | Opcode::RcReadResponseOnly => {
+            if let Some(a) = p.hdr.aeth {
+                if !matches!(a.syndrome, Syndrome::Ack { .. }) {
+                    on_ack(qp, g, p.hdr.bth.psn, a);
+                    return;
+                }
+            }
+            on_read_response(qp, g, p);
+        }
+        _ => on_request(qp, g, p),
+    }
+    if g.state != IBV_QPS_ERR {
+        pump(qp, g);
+    }
+}
