@@ -30,7 +30,7 @@ use crate::progress::engine;
 use crate::roce::headers::{Aeth, Bth, ImmDt, NakCode, Reth, Syndrome};
 use crate::roce::opcode::{Ext, Opcode};
 use crate::roce::packet::{Headers, Packet};
-use crate::roce::rc::{self, psn_add, psn_diff, Kind, Place, PsnCheck, PSN_MASK};
+use crate::roce::rc::{self, psn_add, psn_diff, Kind, Outstanding, Place, PsnCheck, PSN_MASK};
 use crate::transport::MAX_IOV;
 use crate::util::{iov, mono_ns};
 use crate::wire::Op;
@@ -52,19 +52,19 @@ const NO_CREDITS: u8 = 31;
 struct Msg {
     /// Its WQE.
     seq: u64,
-    psn: u32,
-    /// PSNs it takes: its packets, or a READ's responses.
-    npkts: u32,
-    /// Packets sent (a READ: its request sent when `sent == npkts`).
-    sent: u32,
-    read: bool,
-    /// A READ's responses received, in order.
-    got: u32,
+    o: Outstanding,
 }
 
-impl Msg {
-    fn last(&self) -> u32 {
-        psn_add(self.psn, self.npkts - 1)
+impl std::ops::Deref for Msg {
+    type Target = Outstanding;
+    fn deref(&self) -> &Outstanding {
+        &self.o
+    }
+}
+
+impl std::ops::DerefMut for Msg {
+    fn deref_mut(&mut self) -> &mut Outstanding {
+        &mut self.o
     }
 }
 
@@ -393,11 +393,13 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
         let st = &mut g.roce_rc;
         st.msgs.push_back(Msg {
             seq,
-            psn: st.next_psn,
-            npkts,
-            sent: 0,
-            read,
-            got: 0,
+            o: Outstanding {
+                psn: st.next_psn,
+                npkts,
+                sent: 0,
+                read,
+                got: 0,
+            },
         });
         st.next_psn = psn_add(st.next_psn, npkts);
         g.sq.transmitted();
@@ -429,34 +431,13 @@ fn arm_retry(qp: &Qp, g: &mut QpInner) {
 
 /// Everything from PSN `p` on is sent again.
 fn rewind(st: &mut RcState, p: u32) {
-    for m in st.msgs.iter_mut() {
-        let d = psn_diff(p, m.psn);
-        if d < 0 {
-            m.sent = 0;
-            if m.read {
-                m.got = 0;
-            }
-        } else if d < m.npkts as i32 {
-            if m.read {
-                m.got = m.got.min(d as u32);
-                m.sent = 0;
-            } else {
-                m.sent = m.sent.min(d as u32);
-            }
-        }
-    }
-    st.cursor = st
-        .msgs
-        .iter()
-        .position(|m| m.sent < m.npkts)
-        .unwrap_or(st.msgs.len());
+    let n = st.msgs.len();
+    st.cursor = rc::rewind(st.msgs.iter_mut().map(|m| &mut m.o), p).unwrap_or(n);
 }
 
 /// The oldest PSN not acknowledged.
 fn oldest_unacked(st: &RcState) -> Option<u32> {
-    st.msgs
-        .front()
-        .map(|m| if m.read { psn_add(m.psn, m.got) } else { m.psn })
+    st.msgs.front().map(|m| m.o.unanswered())
 }
 
 /// Completes the messages an acknowledgement of PSN `p` covers; true if
@@ -464,7 +445,7 @@ fn oldest_unacked(st: &RcState) -> Option<u32> {
 fn complete_upto(qp: &Qp, g: &mut QpInner, p: u32) -> bool {
     let mut progress = false;
     while let Some(m) = g.roce_rc.msgs.front().copied() {
-        if psn_diff(p, m.last()) < 0 || m.sent < m.npkts {
+        if !rc::acked(&m, p) {
             break;
         }
         if m.read {
@@ -495,13 +476,9 @@ fn complete_upto(qp: &Qp, g: &mut QpInner, p: u32) -> bool {
     progress
 }
 
-/// Whether `p` acknowledges something sent: from just before the oldest
-/// unacknowledged PSN to the last sent.
+/// Whether `p` acknowledges something sent.
 fn acks_sent(st: &RcState, p: u32) -> bool {
-    match st.msgs.front() {
-        Some(f) => psn_diff(p, f.psn) >= -1 && psn_diff(p, st.next_psn) < 0,
-        None => false,
-    }
+    rc::answers_sent(st.msgs.front().map(|m| m.o.psn), st.next_psn, p)
 }
 
 fn on_ack(qp: &Qp, g: &mut QpInner, psn: u32, aeth: Aeth) {

@@ -168,6 +168,74 @@ pub(crate) fn ack_timeout_ns(timeout: u8) -> Option<u64> {
     (timeout != 0).then(|| 4096u64 << timeout.min(31))
 }
 
+/// A message the requester sent and has not had answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Outstanding {
+    pub(crate) psn: u32,
+    /// PSNs it takes: its packets, or a READ's responses.
+    pub(crate) npkts: u32,
+    /// Packets sent (a READ: its request sent when `sent == npkts`).
+    pub(crate) sent: u32,
+    pub(crate) read: bool,
+    /// A READ's responses received, in order.
+    pub(crate) got: u32,
+}
+
+impl Outstanding {
+    pub(crate) fn last(&self) -> u32 {
+        psn_add(self.psn, self.npkts - 1)
+    }
+
+    /// The first PSN of it not yet answered.
+    pub(crate) fn unanswered(&self) -> u32 {
+        if self.read {
+            psn_add(self.psn, self.got)
+        } else {
+            self.psn
+        }
+    }
+}
+
+/// Go back N: every packet from PSN `p` on is to be sent again (a READ
+/// from its first response missing: its request again, for the rest).
+/// Returns the index of the first message with packets to send.
+pub(crate) fn rewind<'a>(msgs: impl Iterator<Item = &'a mut Outstanding>, p: u32) -> Option<usize> {
+    let mut first = None;
+    for (i, m) in msgs.enumerate() {
+        let d = psn_diff(p, m.psn);
+        if d < 0 {
+            m.sent = 0;
+            if m.read {
+                m.got = 0;
+            }
+        } else if d < m.npkts as i32 {
+            if m.read {
+                m.got = m.got.min(d as u32);
+                m.sent = 0;
+            } else {
+                m.sent = m.sent.min(d as u32);
+            }
+        }
+        if first.is_none() && m.sent < m.npkts {
+            first = Some(i);
+        }
+    }
+    first
+}
+
+/// Whether an ACK or response with PSN `p` answers something sent: from
+/// just before the oldest message outstanding (`oldest`) to the last PSN
+/// sent (before `next`).
+pub(crate) fn answers_sent(oldest: Option<u32>, next: u32, p: u32) -> bool {
+    oldest.is_some_and(|o| psn_diff(p, o) >= -1 && psn_diff(p, next) < 0)
+}
+
+/// Whether an acknowledgement of PSN `p` completes message `m` (a READ
+/// completes by its responses only).
+pub(crate) fn acked(m: &Outstanding, p: u32) -> bool {
+    psn_diff(p, m.last()) >= 0 && m.sent >= m.npkts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,5 +353,71 @@ mod tests {
         assert_eq!(ack_timeout_ns(1), Some(8192));
         // ibv_rc_pingpong's 14: 67 ms.
         assert_eq!(ack_timeout_ns(14), Some(67_108_864));
+    }
+    fn msg(psn: u32, npkts: u32, read: bool) -> Outstanding {
+        Outstanding {
+            psn,
+            npkts,
+            sent: npkts,
+            read,
+            got: 0,
+        }
+    }
+
+    #[test]
+    fn go_back_n_from_a_naked_psn() {
+        // Three messages across the wrap: SEND of 4 packets, READ of 3
+        // responses (2 received), WRITE of 2; all sent.
+        let mut m = [msg(0xff_fffe, 4, false), msg(2, 3, true), msg(5, 2, false)];
+        m[1].got = 2;
+        // A NAK sequence error at the SEND's third packet: it resends
+        // from there, the READ asks again from scratch, the WRITE again.
+        let mut a = m;
+        assert_eq!(rewind(a.iter_mut(), 0), Some(0));
+        assert_eq!((a[0].sent, a[1].sent, a[1].got, a[2].sent), (2, 0, 0, 0));
+        // From the READ's missing third response: the SEND is untouched,
+        // the READ resent for its rest.
+        let mut a = m;
+        assert_eq!(rewind(a.iter_mut(), 4), Some(1));
+        assert_eq!((a[0].sent, a[1].sent, a[1].got, a[2].sent), (4, 0, 2, 0));
+        assert_eq!(a[1].unanswered(), 4);
+        // From the WRITE's second packet.
+        let mut a = m;
+        assert_eq!(rewind(a.iter_mut(), 6), Some(2));
+        assert_eq!((a[0].sent, a[1].sent, a[2].sent), (4, 3, 1));
+        // Past everything: nothing to resend.
+        let mut a = m;
+        assert_eq!(rewind(a.iter_mut(), 7), None);
+        // A rewind never moves a message forward.
+        let mut a = m;
+        a[0].sent = 1;
+        assert_eq!(rewind(a.iter_mut(), 1), Some(0));
+        assert_eq!(a[0].sent, 1);
+    }
+
+    #[test]
+    fn which_acks_count_and_what_they_complete() {
+        let send = msg(0xff_fffe, 4, false); // PSNs fffffe..1
+        let read = msg(2, 3, true);
+        assert_eq!(send.last(), 1);
+        // Stale (before the oldest outstanding, less one), or ahead of
+        // anything sent: ignored.
+        assert!(answers_sent(Some(0xff_fffe), 5, 0xff_fffd));
+        assert!(!answers_sent(Some(0xff_fffe), 5, 0xff_fffc));
+        assert!(answers_sent(Some(0xff_fffe), 5, 4));
+        assert!(!answers_sent(Some(0xff_fffe), 5, 5));
+        assert!(!answers_sent(None, 5, 4));
+        // An ACK completes a message once it covers its last packet.
+        assert!(!acked(&send, 0));
+        assert!(acked(&send, 1));
+        assert!(acked(&send, 3));
+        let mut part = send;
+        part.sent = 2;
+        assert!(!acked(&part, 1), "not all of it was sent");
+        // A READ's unanswered PSN moves with its responses.
+        let mut r = read;
+        assert_eq!(r.unanswered(), 2);
+        r.got = 2;
+        assert_eq!(r.unanswered(), 4);
     }
 }
