@@ -7,7 +7,7 @@
 # iterations; then again with netem dropping 5% and reordering (where
 # the kernel has netem): go-back-N and the ACK timeout make every
 # transfer complete, pingpong's data still checked. rxe is the other end in
-# tests/vm_roce_rc_pingpong.
+# tests/vm_roce_rc_pingpong. DBG=1 turns on the libraries' debug log.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 
@@ -31,7 +31,7 @@ devA=rsw_a4$$ devB=rsw_b4$$
 in_ns() {
     ns=$1; shift
     timeout 60 ip netns exec "$ns" env LD_LIBRARY_PATH="$LD_LIBRARY_PATH" \
-        IBV_CONFIG_DIR="$IBV_CONFIG_DIR" RSW_ROCEV2=all "$@"
+        IBV_CONFIG_DIR="$IBV_CONFIG_DIR" RSW_ROCEV2=all ${DBG:+VERBS_LOG_LEVEL=debug} "$@"
 }
 
 port=$(free_port)

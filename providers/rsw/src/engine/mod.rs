@@ -189,6 +189,15 @@ impl Target for Qp {
     }
 
     fn on_timer(&self, _due: u64) {
+        // RoCEv2 RC: what arrived is read before silence is judged (the
+        // timer may come due while the ACK waits in the port's socket).
+        let port = {
+            let g = self.inner.lock();
+            g.roce.clone().filter(|_| g.dgram.is_none())
+        };
+        if let Some(p) = port {
+            p.receive();
+        }
         let mut g = self.inner.lock();
         if g.destroyed {
             return;
@@ -319,8 +328,13 @@ impl Qp {
             raw::receive(self, &mut g);
             return;
         }
-        // RoCEv2 RC: the progress thread reads the device's port.
-        if g.roce.is_some() {
+        // RoCEv2 RC: the device's port is read here too, so that a
+        // program polling does not wait for the progress thread (on a
+        // busy machine it may not run for a retry period); without our
+        // lock, which the packets for us take.
+        if let Some(port) = g.roce.clone() {
+            drop(g);
+            port.poll();
             return;
         }
         g.polling = true;

@@ -483,6 +483,10 @@ fn acks_sent(st: &RcState, p: u32) -> bool {
 
 fn on_ack(qp: &Qp, g: &mut QpInner, psn: u32, aeth: Aeth) {
     if !acks_sent(&g.roce_rc, psn) {
+        log::debug!(
+            "qp {:#x}: {aeth:?} for PSN {psn:#x} outside what was sent",
+            qp.qpn
+        );
         return;
     }
     let before = psn_add(psn, PSN_MASK);
@@ -710,6 +714,19 @@ fn on_read_request(qp: &Qp, g: &mut QpInner, psn: u32, reth: Reth, dup: bool) {
         st.msn = psn_add(st.msn, 1);
         st.epsn = psn_add(psn, n);
     }
+    if dup {
+        // The requester went back to `psn`: responses queued from there
+        // on would only repeat what it asks for again (on a slow link
+        // the stale ones pile up ahead of what it waits for).
+        g.roce_rc.reads.retain_mut(|r| {
+            let d = psn_diff(psn, r.psn);
+            if d <= 0 {
+                return false;
+            }
+            r.n = r.n.min(d as u32).max(r.next);
+            r.next < r.n
+        });
+    }
     let msn = g.roce_rc.msn;
     g.roce_rc.reads.push_back(ReadOut {
         psn,
@@ -920,6 +937,12 @@ fn on_request(qp: &Qp, g: &mut QpInner, p: &Packet) {
             return;
         }
         PsnCheck::OutOfSequence => {
+            log::debug!(
+                "qp {:#x}: PSN {psn:#x} ahead of {:#x}{}",
+                qp.qpn,
+                g.roce_rc.epsn,
+                if g.roce_rc.nak_sent { "" } else { ": NAK" }
+            );
             if !g.roce_rc.nak_sent {
                 g.roce_rc.nak_sent = true;
                 send_ack(g, g.roce_rc.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
@@ -965,6 +988,14 @@ pub fn receive(qp: &Qp, g: &mut QpInner, p: &Packet, src: &[u8; 16]) {
         || !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD)
         || g.remote.as_ref().is_none_or(|r| &r.gid != src)
     {
+        log::debug!(
+            "qp {:#x}: RoCEv2 {:?} PSN {:#x} dropped (state {}, live {})",
+            qp.qpn,
+            p.hdr.bth.opcode,
+            p.hdr.bth.psn,
+            g.state,
+            g.roce_rc.live
+        );
         return;
     }
     match p.hdr.bth.opcode {

@@ -59,8 +59,11 @@ const DEFAULT_PKEY: u16 = 0x7fff;
 /// the device.
 pub struct RocePort {
     sock: RoceSocket,
-    /// Its UD QPs by number.
+    /// Its UD and RC QPs by number.
     qps: Mutex<HashMap<u32, Weak<Qp>>>,
+    /// Held by the thread reading the socket: one at a time, so that a
+    /// QP's packets are taken in the order they came.
+    reading: Mutex<()>,
 }
 
 /// The ports opened, by interface index; kept until exit (a forked child
@@ -99,6 +102,7 @@ pub fn port_for(dev: &DeviceInfo) -> Result<Arc<RocePort>, c_int> {
     let port = Arc::new(RocePort {
         sock,
         qps: Mutex::new(HashMap::new()),
+        reading: Mutex::new(()),
     });
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     let serial = crate::progress::new_serial();
@@ -130,7 +134,25 @@ impl RocePort {
         }
     }
 
-    fn receive(&self) {
+    /// Takes the packets waiting, from a thread polling a CQ (see
+    /// `Qp::drive_now`), unless another thread is at it. The caller holds
+    /// no QP's lock.
+    pub fn poll(&self) {
+        if let Some(_reading) = self.reading.try_lock() {
+            self.take_waiting();
+        }
+    }
+
+    /// Takes the packets waiting, from the progress thread: after the
+    /// poller reading now, if one is (a try that gave up would leave the
+    /// socket readable and the progress thread spinning on it). The
+    /// caller holds no QP's lock.
+    pub fn receive(&self) {
+        let _reading = self.reading.lock();
+        self.take_waiting();
+    }
+
+    fn take_waiting(&self) {
         let mut buf = [0u8; MAX_PACKET];
         for _ in 0..RX_BATCH {
             match self.sock.recv(&mut buf) {
