@@ -121,9 +121,15 @@ pub fn port_for(dev: &DeviceInfo) -> Result<Arc<RocePort>, c_int> {
 }
 
 impl RocePort {
-    /// Packets for `qp`'s number go to it from now on.
-    pub fn attach(&self, qp: &Arc<Qp>) {
-        self.qps.lock().insert(qp.qpn, Arc::downgrade(qp));
+    /// Packets for `qp`'s number go to it from now on; false when a live
+    /// QP of the process holds that number here already.
+    pub fn attach(&self, qp: &Arc<Qp>) -> bool {
+        let mut m = self.qps.lock();
+        if m.get(&qp.qpn).is_some_and(|w| w.strong_count() > 0) {
+            return false;
+        }
+        m.insert(qp.qpn, Arc::downgrade(qp));
+        true
     }
 
     /// `qp` is going: its number takes no more packets.

@@ -122,10 +122,16 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         async_events: Arc::new(EventCounter::default()),
         builder: UnsafeCell::new(builder(&cap, send_ops.is_some())),
     });
-    eng.register_qp(serial, &qp);
-    if let Some(p) = roce.as_ref() {
-        p.attach(&qp);
+    // A UD QP's number is a UDP port's, an RC QP's a TCP port's: on the
+    // one RoCEv2 port the two could meet, and packets must not go astray.
+    if roce.as_ref().is_some_and(|p| !p.attach(&qp)) {
+        log::error!(
+            "create_qp: QP number {:#x} is taken on the RoCEv2 port",
+            qpn
+        );
+        return Err(libc::EADDRINUSE);
     }
+    eng.register_qp(serial, &qp);
     if let Err(e) = eng.add(
         watch_fd,
         crate::progress::token(serial, watch_kind),
