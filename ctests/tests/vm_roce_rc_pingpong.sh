@@ -30,7 +30,7 @@ trap 'rm -rf "$work"' EXIT
 image=$(tail -n 1 "$work/image")
 [[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
 
-"$vm/run-in-vm.sh" -i "$image" -t 540 -r rxe \
+"$vm/run-in-vm.sh" -i "$image" -t 540 -r rxe -s "$vm/roce:/roce" \
 	-f "$vm/roce/rc_pingpong_rxe.sh" >"$work/out" 2>"$work/err"
 vmrc=$?
 cat "$work/out"

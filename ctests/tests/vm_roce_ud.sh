@@ -36,7 +36,7 @@ deps=$(dirname "$bin")
 image=$(tail -n 1 "$work/image")
 [[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
 
-"$vm/run-in-vm.sh" -i "$image" -t 200 -r rxe -n -s "$deps" \
+"$vm/run-in-vm.sh" -i "$image" -t 200 -r rxe -n -s "$deps" -s "$vm/roce:/roce" \
 	-f "$vm/roce/ud_to_rxe.sh" "$bin" >"$work/out" 2>"$work/err"
 vmrc=$?
 cat "$work/out"

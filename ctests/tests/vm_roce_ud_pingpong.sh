@@ -31,7 +31,7 @@ trap 'rm -rf "$work"' EXIT
 image=$(tail -n 1 "$work/image")
 [[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
 
-"$vm/run-in-vm.sh" -i "$image" -t 300 -r rxe \
+"$vm/run-in-vm.sh" -i "$image" -t 300 -r rxe -s "$vm/roce:/roce" \
 	-f "$vm/roce/ud_pingpong_rxe.sh" >"$work/out" 2>"$work/err"
 vmrc=$?
 cat "$work/out"

@@ -9,7 +9,7 @@
 # good. In the VM test
 # bed:
 #
-#   ctests/vm/run-in-vm.sh -r rxe -f ctests/vm/roce/rc_pingpong_rxe.sh
+#   ctests/vm/run-in-vm.sh -r rxe -s "$PWD/ctests/vm/roce:/roce" -f ctests/vm/roce/rc_pingpong_rxe.sh
 #
 # The topology is ud_pingpong_rxe.sh's: rxeC on vC (10.0.8.1) in the
 # initial namespace, rsw in namespace roce on vD (10.0.8.2). One RESULT
@@ -18,30 +18,7 @@ set -u
 B=${RSV_BUILD:?run through run-in-vm.sh, which shares the build}
 ITERS=${ITERS:-100}
 SIZES=${SIZES:-1 1024 4096 65536}
-ip netns add roce
-ip link add vC type veth peer name vD
-ip link set vD netns roce
-ip addr add 10.0.8.1/24 dev vC
-ip link set vC up
-ip -n roce addr add 10.0.8.2/24 dev vD
-ip -n roce link set vD up
-ip -n roce link set lo up
-rdma link add rxeC type rxe netdev vC
-gid_index() { # the RoCE v2 GID index of 10.0.8.1
-	local g
-	for g in /sys/class/infiniband/rxeC/ports/1/gids/*; do
-		grep -q 0a00:0801 "$g" 2>/dev/null || continue
-		[ "$(cat "/sys/class/infiniband/rxeC/ports/1/gid_attrs/types/${g##*/}")" = "RoCE v2" ] &&
-			{ echo "${g##*/}"; return; }
-	done
-}
-for _ in $(seq 100); do
-	G=$(gid_index)
-	[ -n "$G" ] && break
-	sleep 0.1
-done
-echo "rxeC RoCEv2 GID index: $G"
-[ -n "$G" ] || { echo "no RoCEv2 GID on rxeC"; exit 1; }
+. /roce/rxe_link.sh
 CNT=/sys/class/infiniband/rxeC/ports/1/hw_counters
 ours() {
 	ip netns exec roce env -u LD_PRELOAD -u RDMAV_DRIVERS -u IBV_DRIVERS \

@@ -3,7 +3,7 @@
 # tests/rxe_live.rs). In the VM test bed, with the rsw unit-test binary shared:
 #
 #   cargo test --release -p rsw --lib --no-run     # prints the binary
-#   ctests/vm/run-in-vm.sh -r rxe -s "$PWD/target/release/deps" \
+#   ctests/vm/run-in-vm.sh -r rxe -s "$PWD/ctests/vm/roce:/roce" -s "$PWD/target/release/deps" \
 #       -f ctests/vm/roce/ud_to_rxe.sh "$PWD/target/release/deps/rsw-<hash>"
 #
 # rxeC sits on vC (10.0.8.1) in the initial namespace, where Debian's
@@ -15,29 +15,7 @@
 set -u
 BIN=$1
 SIZE=64
-ip netns add roce
-ip link add vC type veth peer name vD
-ip link set vD netns roce
-ip addr add 10.0.8.1/24 dev vC
-ip link set vC up
-ip -n roce addr add 10.0.8.2/24 dev vD
-ip -n roce link set vD up
-ip -n roce link set lo up
-rdma link add rxeC type rxe netdev vC
-gid_index() { # the RoCE v2 GID index of 10.0.8.1 (stop at the first: 1024 slots)
-	local g
-	for g in /sys/class/infiniband/rxeC/ports/1/gids/*; do
-		grep -q 0a00:0801 "$g" 2>/dev/null || continue
-		[ "$(cat "/sys/class/infiniband/rxeC/ports/1/gid_attrs/types/${g##*/}")" = "RoCE v2" ] &&
-			{ echo "${g##*/}"; return; }
-	done
-}
-for _ in $(seq 100); do
-	G=$(gid_index)
-	[ -n "$G" ] && break
-	sleep 0.1
-done
-echo "rxeC RoCEv2 GID index: $G"
+. /roce/rxe_link.sh
 CNT=/sys/class/infiniband/rxeC/ports/1/hw_counters/rcvd_pkts
 BEFORE=$(cat $CNT)
 timeout 60 ibv_ud_pingpong -d rxeC -g "$G" -s $SIZE -n 1 >/job/srv.log 2>&1 &
