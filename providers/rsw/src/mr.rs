@@ -246,6 +246,72 @@ impl MrTable {
         .map(|(n, _)| n)
         .ok_or(AccessError)
     }
+
+    /// Copies bytes `[off, off + out.len())` of the message a local
+    /// scatter/gather list describes into `out`, each piece checked as by
+    /// [`MrTable::sge_iovs`]; a fault on the memory is an error too.
+    pub fn gather(
+        &self,
+        sges: &[ibv_sge],
+        off: u64,
+        pd: u32,
+        out: &mut [u8],
+    ) -> Result<(), AccessError> {
+        let mut v = [libc::iovec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        }; crate::transport::MAX_IOV];
+        let n = self.sge_iovs(sges, off, out.len(), pd, false, &mut v)?;
+        let mut at = 0;
+        for piece in &v[..n] {
+            // SAFETY: registered memory checked under this table's lock
+            // (held by `&self`); the pieces cover no more than `out`; a
+            // fault is caught.
+            unsafe {
+                crate::guard::copy(
+                    out.as_mut_ptr().add(at),
+                    piece.iov_base as *const u8,
+                    piece.iov_len,
+                )
+            }
+            .map_err(|_| AccessError)?;
+            at += piece.iov_len;
+        }
+        Ok(())
+    }
+
+    /// Copies `bytes` into the message a local scatter/gather list
+    /// describes, from its byte `off` on, the memory checked as locally
+    /// writable; a fault is an error too.
+    pub fn scatter(
+        &self,
+        sges: &[ibv_sge],
+        off: u64,
+        pd: u32,
+        bytes: &[u8],
+    ) -> Result<(), AccessError> {
+        let mut v = [libc::iovec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        }; crate::transport::MAX_IOV];
+        let n = self.sge_iovs(sges, off, bytes.len(), pd, true, &mut v)?;
+        let mut at = 0;
+        for piece in &v[..n] {
+            // SAFETY: registered, locally writable memory checked under
+            // this table's lock (held by `&self`); the pieces cover no more
+            // than `bytes`; a fault is caught.
+            unsafe {
+                crate::guard::copy(
+                    piece.iov_base as *mut u8,
+                    bytes.as_ptr().add(at),
+                    piece.iov_len,
+                )
+            }
+            .map_err(|_| AccessError)?;
+            at += piece.iov_len;
+        }
+        Ok(())
+    }
 }
 
 static TABLE: ForkFresh<RwLock<MrTable>> = ForkFresh::new(|| RwLock::new(MrTable::default()));

@@ -31,8 +31,7 @@ use crate::roce::headers::{Aeth, Bth, ImmDt, NakCode, Reth, Syndrome};
 use crate::roce::opcode::{Ext, Opcode};
 use crate::roce::packet::{Headers, Packet};
 use crate::roce::rc::{self, psn_add, psn_diff, Kind, Outstanding, Place, PsnCheck, PSN_MASK};
-use crate::transport::MAX_IOV;
-use crate::util::{iov, mono_ns};
+use crate::util::mono_ns;
 use crate::wire::Op;
 use crate::wq::rnr_timer_ns;
 use crate::{guard, mr, place};
@@ -172,33 +171,9 @@ fn gather(qp: &Qp, g: &QpInner, seq: u64, at: usize, out: &mut [u8]) -> Result<(
         out.copy_from_slice(src);
         return Ok(());
     }
-    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-    let table = mr::table();
-    let n = table
-        .sge_iovs(
-            g.sq.sges(seq),
-            at as u64,
-            out.len(),
-            qp.pd_id,
-            false,
-            &mut v,
-        )
-        .map_err(|_| ())?;
-    let mut off = 0;
-    for piece in &v[..n] {
-        // SAFETY: registered memory checked under the MR table lock
-        // (held); the pieces cover no more than `out`; a fault is caught.
-        unsafe {
-            guard::copy(
-                out.as_mut_ptr().add(off),
-                piece.iov_base as *const u8,
-                piece.iov_len,
-            )
-        }
-        .map_err(|_| ())?;
-        off += piece.iov_len;
-    }
-    Ok(())
+    mr::table()
+        .gather(g.sq.sges(seq), at as u64, qp.pd_id, out)
+        .map_err(|_| ())
 }
 
 /// Copies a READ response's bytes into send WQE `seq`'s buffers at `at`.
@@ -206,26 +181,9 @@ fn scatter(qp: &Qp, g: &QpInner, seq: u64, at: u64, bytes: &[u8]) -> Result<(), 
     if bytes.is_empty() {
         return Ok(());
     }
-    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-    let table = mr::table();
-    let n = table
-        .sge_iovs(g.sq.sges(seq), at, bytes.len(), qp.pd_id, true, &mut v)
-        .map_err(|_| ())?;
-    let mut off = 0;
-    for piece in &v[..n] {
-        // SAFETY: registered, locally writable memory checked under the
-        // MR table lock (held); the pieces cover no more than `bytes`.
-        unsafe {
-            guard::copy(
-                piece.iov_base as *mut u8,
-                bytes.as_ptr().add(off),
-                piece.iov_len,
-            )
-        }
-        .map_err(|_| ())?;
-        off += piece.iov_len;
-    }
-    Ok(())
+    mr::table()
+        .scatter(g.sq.sges(seq), at, qp.pd_id, bytes)
+        .map_err(|_| ())
 }
 
 // ---- requester ----

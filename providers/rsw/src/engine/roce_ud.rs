@@ -39,10 +39,8 @@ use crate::roce::opcode::Transport;
 use crate::roce::packet::{self, Headers, Packet};
 use crate::roce::ud::{self, Ips, UdSend, GRH_LEN};
 use crate::transport::roce::{RoceDatagram, RoceSocket, PORT};
-use crate::transport::MAX_IOV;
-use crate::util::iov;
 use crate::wire::Op;
-use crate::{guard, mr, place};
+use crate::{mr, place};
 use verbs_rt::ForkFresh;
 
 /// The largest payload a port sends (the largest IB MTU).
@@ -353,26 +351,9 @@ pub fn send_one(port: &RocePort, qp: &Qp, g: &QpInner, seq: u64) -> io::Result<u
         let src = g.sq.inline_data(seq);
         data[..src.len()].copy_from_slice(src);
     } else if len > 0 {
-        let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-        let table = mr::table();
-        let n = table
-            .sge_iovs(g.sq.sges(seq), 0, len, qp.pd_id, false, &mut v)
+        mr::table()
+            .gather(g.sq.sges(seq), 0, qp.pd_id, &mut data[..len])
             .map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
-        let mut off = 0;
-        for piece in &v[..n] {
-            // SAFETY: registered memory checked under the MR table lock
-            // (held), the pieces no longer than `len` in all, which fits
-            // `data`; a fault is caught.
-            unsafe {
-                guard::copy(
-                    data.as_mut_ptr().add(off),
-                    piece.iov_base as *const u8,
-                    piece.iov_len,
-                )
-            }
-            .map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
-            off += piece.iov_len;
-        }
     }
     let s = UdSend {
         dest_qp: w.ud.qpn,

@@ -6,10 +6,7 @@
 use verbs_abi::*;
 
 use super::{Qp, QpInner};
-use crate::guard;
 use crate::mr;
-use crate::transport::MAX_IOV;
-use crate::util::iov;
 
 /// The claimed receive cannot take the datagram: it completes with
 /// `status` and, as on hardware, the QP fails.
@@ -28,27 +25,9 @@ pub fn fail_recv(qp: &Qp, g: &mut QpInner, status: ibv_wc_status) {
 /// Copies `bytes` into the claimed receive at offset `at`; Err when its
 /// memory is not (or no longer) registered and writable there.
 pub fn write_recv(g: &QpInner, at: u64, bytes: &[u8]) -> Result<(), ()> {
-    let mut v = [iov(std::ptr::null(), 0); MAX_IOV];
-    let table = mr::table();
-    let n = table
-        .sge_iovs(g.recv.sges(), at, bytes.len(), g.recv.pd_id, true, &mut v)
-        .map_err(|_| ())?;
-    let mut off = 0;
-    for piece in &v[..n] {
-        // SAFETY: registered, locally writable memory checked under the MR
-        // table lock (held); the source is our local buffer, of which
-        // the pieces cover no more than its length; a fault is caught.
-        unsafe {
-            guard::copy(
-                piece.iov_base as *mut u8,
-                bytes.as_ptr().add(off),
-                piece.iov_len,
-            )
-        }
-        .map_err(|_| ())?;
-        off += piece.iov_len;
-    }
-    Ok(())
+    mr::table()
+        .scatter(g.recv.sges(), at, g.recv.pd_id, bytes)
+        .map_err(|_| ())
 }
 
 /// What a RoCE NIC reports in `sl` of a UD receive: the network header
