@@ -5,7 +5,8 @@
 # TCP, its RDMA side answers nothing) goes unnoticed by an idle reader
 # without keepalives, and fails the connection once keepalives (every
 # TCP_KEEPIDLE = 1 s, a zero-length RDMA WRITE as rdma-core sends) run out
-# of retries: POLLERR, then rrecv's end of stream and a failed rsend
+# of retries: POLLERR, then rrecv's end of stream (or ECONNRESET) and a
+# failed rsend
 # (ctests/src/rsocket_keepalive.c).
 set -u
 . "$(dirname "$0")/lib/common.sh"
