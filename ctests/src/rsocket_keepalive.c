@@ -4,7 +4,8 @@
  * and its kernel keeps acknowledging TCP, but nothing answers RDMA), checks
  * that without keepalives its idle read notices nothing, then turns
  * SO_KEEPALIVE on with a TCP_KEEPIDLE of 1 s and expects the connection to
- * fail: rpoll reports POLLERR, rrecv the end (or ECONNRESET), rsend fails. Run between two hosts (network
+ * fail: rpoll reports POLLERR, rrecv the end (or ECONNRESET), rsend fails.
+ * Run between two hosts (network
  * namespaces), where the frozen peer's RC acknowledgements stop too.
  *
  *   rsocket_keepalive -s ADDR PORT     server: prints "ok ..." and exits 0
