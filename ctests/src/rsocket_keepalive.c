@@ -5,8 +5,8 @@
  * that without keepalives its idle read notices nothing, then turns
  * SO_KEEPALIVE on with a TCP_KEEPIDLE of 1 s and expects the connection to
  * fail: rpoll reports POLLERR, rrecv the end (or ECONNRESET), rsend fails.
- * Run between two hosts (network
- * namespaces), where the frozen peer's RC acknowledgements stop too.
+ * Run between two hosts (network namespaces), where the frozen peer's RC
+ * acknowledgements stop too.
  *
  *   rsocket_keepalive -s ADDR PORT     server: prints "ok ..." and exits 0
  *   rsocket_keepalive -c ADDR PORT     client: sends its pid, then waits
