@@ -1658,6 +1658,7 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
             .inc
             .as_ref()
             .is_some_and(|i| i.conn.staged() >= HDR_LEN);
+    let mut cqe = place::recv_cqe(h.op, imm, h.imm, h.flags & FLAG_SOLICITED != 0);
     let alive = if send {
         if !placed {
             place_tail(qp, g, &h, &tail_bytes);
@@ -1676,10 +1677,16 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
         cork(g, true);
         let alive = send_responses(qp, g);
         place_tail(qp, g, &h, &tail_bytes);
+        // A WRITE_WITH_IMM completes before its ACK leaves: once the ACK
+        // is out, a same-host peer may place its next SEND in our
+        // mailbox, which must come after this.
+        if let Some(cqe) = cqe.take() {
+            complete_request(qp, g, &h, cqe, peer, acked);
+        }
         cork(g, false);
         alive
     };
-    if let Some(cqe) = place::recv_cqe(h.op, imm, h.imm, h.flags & FLAG_SOLICITED != 0) {
+    if let Some(cqe) = cqe {
         complete_request(qp, g, &h, cqe, peer, acked);
     }
     let alive = if acked && !later {
