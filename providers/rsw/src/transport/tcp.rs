@@ -138,6 +138,14 @@ pub fn framing_wanted() -> bool {
 /// a header, the smallest message, so even a first chunk leaves its pad.
 const HDR_GUESS: usize = crate::wire::HDR_LEN;
 
+/// Chunks one read at a chunk boundary may ask for. A reader that falls
+/// behind a stream of chunks reads them in runs, as unframed reads do:
+/// a run ends at a chunk's bytes when the chunks are alike, so its pad
+/// stays; when it ends on a pad, the kernel's ACK it lets out costs a
+/// stream little (one read per chunk held `ib_send_bw` 2 B to one
+/// `recv` and one ACK per message).
+const MAX_BURST: usize = 64;
+
 /// The pad byte closing every chunk.
 static PAD: [u8; 1] = [0];
 /// Iovecs a framed send may use: the caller's (a requester gathers up to
@@ -261,6 +269,13 @@ pub struct TcpConn {
     /// much after the pad and length, so a ping-pong's same-sized chunks
     /// are read exactly.
     guess: usize,
+    /// Chunks of `guess` bytes the next read at a chunk boundary asks
+    /// for: one until two such reads in a row fill their asks with no
+    /// empty read between, then doubled at each (see [`MAX_BURST`]); one
+    /// again once a read finds the socket empty.
+    burst: usize,
+    /// The last read at a chunk boundary filled its ask.
+    behind: bool,
     /// Bytes read since we last took a pad alone, and whether to (see
     /// `ack_early`).
     unacked: usize,
@@ -328,6 +343,8 @@ impl TcpConn {
             rx_framed: false,
             rx: RxPhase::START,
             guess: HDR_GUESS,
+            burst: 1,
+            behind: false,
             unacked: 0,
             ack_early: true,
         }
@@ -759,10 +776,10 @@ impl TcpConn {
     }
 
     /// [`TcpConn::recv_iov`] on a framed stream: the caller gets the
-    /// chunks' bytes, never their framing, and no read goes past the end of
-    /// a chunk's bytes once its length is known, so its pad stays in the
-    /// socket (see the module comment). Reading stops at the end of a
-    /// chunk: what follows waits for the next `fresh`.
+    /// chunks' bytes, never their framing. A read asks for whole chunks
+    /// of the last one's size, ending at a chunk's bytes, so its pad
+    /// stays in the socket (see the module comment): one chunk, or a run
+    /// of them while the reader is behind ([`MAX_BURST`]).
     ///
     /// # Safety
     /// As [`TcpConn::recv_iov`].
@@ -782,11 +799,14 @@ impl TcpConn {
                     return Ok(n);
                 }
             }
+            // Caught up: the next read asks for one chunk again.
             if self.drained {
                 self.drained = false;
+                self.caught_up();
                 return Err(io::Error::from_raw_os_error(libc::EAGAIN));
             }
             if self.probe_empty() {
+                self.caught_up();
                 return Err(io::Error::from_raw_os_error(libc::EAGAIN));
             }
             self.stage.clear();
@@ -798,10 +818,11 @@ impl TcpConn {
                     return unsafe { self.recv_direct(iov, left) };
                 }
             }
+            let more = (self.burst - 1) * (5 + self.guess);
             let ask = match self.rx {
                 RxPhase::Data(left) => left,
-                RxPhase::Pad => 5 + self.guess,
-                RxPhase::Len(got, _) => 4 - got + self.guess,
+                RxPhase::Pad => 5 + self.guess + more,
+                RxPhase::Len(got, _) => 4 - got + self.guess + more,
             }
             .min(cap);
             let r = loop {
@@ -820,6 +841,7 @@ impl TcpConn {
                 }
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINTR) {
+                    self.caught_up();
                     return Err(e);
                 }
             };
@@ -831,7 +853,20 @@ impl TcpConn {
             // SAFETY: the kernel wrote these bytes of the reserved capacity.
             unsafe { self.stage.set_len(r) };
             self.drained = r < ask;
+            if self.drained {
+                self.caught_up();
+            } else if !matches!(self.rx, RxPhase::Data(_)) {
+                if self.behind {
+                    self.burst = (self.burst * 2).min(MAX_BURST);
+                }
+                self.behind = true;
+            }
         }
+    }
+
+    fn caught_up(&mut self) {
+        self.burst = 1;
+        self.behind = false;
     }
 
     /// A large read inside a chunk's bytes: straight into the caller's
@@ -1143,6 +1178,33 @@ mod tests {
     }
 
     #[test]
+    fn a_reader_behind_a_stream_reads_chunks_in_runs() {
+        let (a, mut b) = pair(None);
+        const N: usize = 200;
+        for i in 0..N {
+            let msg = [i as u8; 50];
+            let v = [crate::util::iov(msg.as_ptr(), msg.len())];
+            // SAFETY: the iovec covers `msg`.
+            assert_eq!(unsafe { a.send_iov(&v) }.unwrap(), 50);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while inq(&b) < (N * 55) as i32 {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::yield_now();
+        }
+        b.fresh();
+        let mut got = [0u8; 50];
+        for i in 0..N {
+            read_all(&mut b, &mut got);
+            assert_eq!(got, [i as u8; 50], "message {i}");
+        }
+        // One read per chunk at first, then runs of up to MAX_BURST.
+        let reads = b.calls().0 as usize;
+        assert!(reads <= 16, "{reads} reads for {N} chunks");
+        assert_eq!(b.staged(), 0);
+    }
+
+    #[test]
     fn a_reader_takes_the_pad_alone_every_few_hundred_bytes() {
         let (a, mut b) = pair(None);
         let send = |c: &TcpConn, m: &[u8]| {
@@ -1165,6 +1227,11 @@ mod tests {
             wait_inq(&b, 2);
             read_all(&mut b, &mut got);
             assert_eq!(got, msg);
+            // Read on until it would block, as the engines do.
+            let v = [crate::util::iov(got.as_mut_ptr(), got.len())];
+            // SAFETY: the iovec covers `got`.
+            let e = unsafe { b.recv_iov(&v) }.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
             assert_eq!(inq(&b), 1, "round {round}: the pad waits");
             b.ack_early();
             if inq(&b) == 0 {
