@@ -15,7 +15,7 @@
  *     IBV_WC_REM_ACCESS_ERR; the responder QP is in ERR.
  *  4. retry: requests to a QPN nobody holds fail with
  *     IBV_WC_RETRY_EXC_ERR after retry_cnt resends; the next flushes.
- *  5. not spoken: an atomic fails with IBV_WC_LOC_QP_OP_ERR.
+ * Atomics, SEND with invalidate and UC: roce_rc_ops.
  *
  * Prints "roce_rc_errors: ok" or a line starting "FAIL".
  */
@@ -159,11 +159,6 @@ static void post_send(struct end *e, uint64_t id, enum ibv_wr_opcode op, uint32_
 		wr.wr.rdma.remote_addr = (uintptr_t)peer->buf + off;
 		wr.wr.rdma.rkey = rkey;
 	}
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-		wr.wr.atomic.remote_addr = (uintptr_t)peer->buf;
-		wr.wr.atomic.rkey = rkey;
-		wr.wr.atomic.compare_add = 1;
-	}
 	if (ibv_post_send(e->qp, &wr, &bad))
 		fail("post_send %llu", (unsigned long long)id);
 }
@@ -282,16 +277,6 @@ static void retry(void)
 	printf("roce_rc_errors: no peer: IBV_WC_RETRY_EXC_ERR after %.1f ms, next flushed\n", ms);
 }
 
-static void atomic(void)
-{
-	struct end a, b;
-
-	pair(&a, &b, 400, 7);
-	post_send(&a, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, 0, 8, &b, b.mr->rkey, 0);
-	expect(poll1(&a, "atomic"), 1, IBV_WC_LOC_QP_OP_ERR, "FETCH_AND_ADD");
-	printf("roce_rc_errors: atomics not spoken: IBV_WC_LOC_QP_OP_ERR\n");
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -314,7 +299,6 @@ int main(int argc, char **argv)
 	rnr();
 	access_error();
 	retry();
-	atomic();
 	printf("roce_rc_errors: ok\n");
 	return 0;
 }

@@ -3,20 +3,23 @@
 //! (`roce_ud::RocePort`, which hands this engine the RC packets whose
 //! destination QPN is ours), so rsw's RC QPs talk to rxe and RoCE NICs.
 //!
-//! Requester: SEND, SEND with immediate, WRITE, WRITE with immediate
-//! and READ, cut into packets by the path MTU, PSNs from `sq_psn`, AckReq
-//! on each message's last packet, at most [`WINDOW`] packets unacked.
+//! Requester: SEND, SEND with immediate, SEND with invalidate, WRITE,
+//! WRITE with immediate, READ and the atomics (`atomic`), cut into
+//! packets by the path MTU, PSNs from `sq_psn`, AckReq on each message's
+//! last packet, at most [`WINDOW`] packets unacked; binds and local
+//! invalidates run at their turn (`keys`).
 //! Completer: an ACK completes the messages it covers, in order; a NAK
 //! sequence error goes back to the NAKed PSN (go-back-N), an RNR NAK waits
 //! its timer and retries (`rnr_retry`, 7 forever), the local ACK timeout
 //! (`timeout`) resends from the oldest unacknowledged PSN `retry_cnt`
 //! times, then the WR fails with IBV_WC_RETRY_EXC_ERR and the rest flush.
 //! Responder: PSNs against `rq_psn` (a duplicate is ACKed again, a READ
-//! answered again; one NAK per gap), R_Key checks (NAK remote access
-//! error, QP to ERR), receives for SENDs (none: RNR NAK with
-//! `min_rnr_timer`), WRITE placement, READ responses.
-//! Not yet: atomics, SEND with invalidate (a WR fails with
-//! IBV_WC_LOC_QP_OP_ERR; a peer's is NAKed as an invalid request), UC.
+//! answered again, an atomic answered from its saved result; one NAK per
+//! gap), R_Key checks (NAK remote access error, QP to ERR), receives for
+//! SENDs (none: RNR NAK with `min_rnr_timer`), WRITE placement, READ
+//! responses, atomics (`atomic`), SEND with invalidate (`keys`).
+//! UC QPs share the state and the packet helpers (`uc`).
+//! Not yet: ATOMIC_WRITE, XRC (a WR fails with IBV_WC_LOC_QP_OP_ERR).
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -28,13 +31,17 @@ use super::{Qp, QpInner};
 use crate::cq::Cqe;
 use crate::progress::engine;
 use crate::roce::headers::{Aeth, Bth, ImmDt, NakCode, Reth, Syndrome};
-use crate::roce::opcode::{Ext, Opcode};
+use crate::roce::opcode::{Ext, Opcode, Transport};
 use crate::roce::packet::{Headers, Packet};
 use crate::roce::rc::{self, psn_add, psn_diff, Kind, Outstanding, Place, PsnCheck, PSN_MASK};
 use crate::util::mono_ns;
 use crate::wire::Op;
 use crate::wq::rnr_timer_ns;
 use crate::{guard, mr, place};
+
+mod atomic;
+mod keys;
+mod uc;
 
 /// Packets sent and not yet acknowledged, at most: the socket buffers
 /// and the peer's receive ring take a window, not a whole queue.
@@ -112,6 +119,8 @@ pub struct RcState {
     nak_sent: bool,
     rx: Option<Rx>,
     reads: VecDeque<ReadOut>,
+    /// The atomics executed lately, for their requests sent again.
+    replay: crate::roce::atomic::Replay,
 }
 
 /// Entering RTR: the responder expects `rq_psn`.
@@ -195,8 +204,10 @@ fn kind_of(op: Op) -> Result<Option<Kind>, ibv_wc_status> {
         Op::SendImm => Ok(Some(Kind::Send { imm: true })),
         Op::Write => Ok(Some(Kind::Write { imm: false })),
         Op::WriteImm => Ok(Some(Kind::Write { imm: true })),
-        Op::ReadReq => Ok(None),
-        // Atomics, SEND with invalidate, binds: not spoken yet.
+        // The invalidate rides on the last packet (`keys`).
+        Op::SendInv => Ok(Some(Kind::Send { imm: false })),
+        Op::ReadReq | Op::CmpSwap | Op::FetchAdd => Ok(None),
+        // ATOMIC_WRITE: not spoken yet; binds run at their turn (`keys`).
         _ => Err(IBV_WC_LOC_QP_OP_ERR),
     }
 }
@@ -207,6 +218,9 @@ fn send_next_packet(qp: &Qp, g: &mut QpInner, idx: usize) -> bool {
     let m = g.roce_rc.msgs[idx];
     let w = *g.sq.wqe(m.seq);
     let mtu = mtu(g);
+    if m.read && atomic::is_atomic(w.op) {
+        return atomic::send_request(g, idx);
+    }
     if m.read {
         let off = m.got as u64 * mtu as u64;
         let mut h = Headers::new(bth(g, Opcode::RcReadRequest, psn_add(m.psn, m.got)));
@@ -251,6 +265,9 @@ fn send_next_packet(qp: &Qp, g: &mut QpInner, idx: usize) -> bool {
                 imm: u32::from_be(w.imm),
             });
         }
+        if w.op == Op::SendInv {
+            keys::mark_invalidate(&mut h, w.imm);
+        }
     }
     if !send(g, &h, data) {
         return false;
@@ -265,7 +282,7 @@ fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
     if w.inline {
         return true;
     }
-    let write = w.op == Op::ReadReq;
+    let write = matches!(w.op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd);
     let t = mr::table();
     g.sq.sges(seq).iter().all(|s| {
         t.local(s.lkey, s.addr, s.length as u64, qp.pd_id, write)
@@ -278,6 +295,9 @@ fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
 pub fn pump(qp: &Qp, g: &mut QpInner) {
     if !g.roce_rc.live {
         return;
+    }
+    if g.qp_type == IBV_QPT_UC {
+        return uc::pump(qp, g);
     }
     if !send_read_responses(qp, g) {
         return;
@@ -317,7 +337,17 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             break;
         }
         let w = *g.sq.wqe(seq);
-        let read = w.op == Op::ReadReq;
+        if keys::is_local(w.op) && w.local_err == 0 {
+            // At its turn: once every message before it has completed.
+            if !g.roce_rc.msgs.is_empty() {
+                break;
+            }
+            keys::run_local(qp, g, seq);
+            continue;
+        }
+        let st = &g.roce_rc;
+        // An atomic is a READ of one response to the queue (`atomic`).
+        let read = matches!(w.op, Op::ReadReq | Op::CmpSwap | Op::FetchAdd);
         let reads = st.msgs.iter().filter(|m| m.read).count();
         if read && reads >= (g.attr.max_rd_atomic as usize).max(1) {
             break;
@@ -325,6 +355,8 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
         let err = match kind_of(w.op) {
             _ if w.local_err != 0 => w.local_err,
             Err(status) => status,
+            // Its SGE holds exactly the 8 bytes it returns.
+            Ok(_) if atomic::is_atomic(w.op) && w.len != 8 => IBV_WC_LOC_LEN_ERR,
             Ok(_) if !local_ok(qp, g, seq) => IBV_WC_LOC_PROT_ERR,
             Ok(_) => 0,
         };
@@ -751,10 +783,19 @@ fn on_data(qp: &Qp, g: &mut QpInner, p: &Packet, kind: Kind, place: Place) -> bo
                 r.off += len;
             }
             if place.ends() {
+                let inv = h.ieth.map(|i| i.rkey);
+                if inv.is_some_and(|rkey| !keys::invalidate(qp, g, rkey)) {
+                    return false;
+                }
                 g.roce_rc.rx = None;
                 g.roce_rc.msn = psn_add(g.roce_rc.msn, 1);
-                let op = if imm { Op::SendImm } else { Op::Send };
-                let raw_imm = h.imm.map_or(0, |i| i.imm.to_be());
+                let op = match (inv, imm) {
+                    (Some(_), _) => Op::SendInv,
+                    (None, true) => Op::SendImm,
+                    (None, false) => Op::Send,
+                };
+                // A SEND with invalidate's completion carries the rkey.
+                let raw_imm = inv.unwrap_or(h.imm.map_or(0, |i| i.imm.to_be()));
                 let (Some(wr_id), Some(e)) = (
                     qp.take_claimed(g),
                     place::recv_cqe(op, imm, raw_imm, h.bth.se),
@@ -883,6 +924,8 @@ fn on_request(qp: &Qp, g: &mut QpInner, p: &Packet) {
         PsnCheck::Duplicate => {
             if let (Opcode::RcReadRequest, Some(reth)) = (op, h.reth) {
                 on_read_request(qp, g, psn, reth, true);
+            } else if matches!(op, Opcode::RcCompareSwap | Opcode::RcFetchAdd) {
+                atomic::on_duplicate(qp, g, psn);
             } else if h.bth.ack_req {
                 send_ack(
                     g,
@@ -915,13 +958,11 @@ fn on_request(qp: &Qp, g: &mut QpInner, p: &Packet) {
         }
         return;
     }
+    if matches!(op, Opcode::RcCompareSwap | Opcode::RcFetchAdd) {
+        return atomic::on_request(qp, g, p);
+    }
     let Some((kind, place)) = rc::classify(op) else {
-        return nak_fatal(
-            qp,
-            g,
-            NakCode::InvalidRequest,
-            "atomics and SEND with invalidate are not spoken yet",
-        );
+        return nak_fatal(qp, g, NakCode::InvalidRequest, "not a request opcode");
     };
     if !on_data(qp, g, p, kind, place) {
         return;
@@ -940,8 +981,13 @@ fn on_request(qp: &Qp, g: &mut QpInner, p: &Packet) {
 
 /// A packet of RC for this QP, from `src` (a GID), ICRC checked.
 pub fn receive(qp: &Qp, g: &mut QpInner, p: &Packet, src: &[u8; 16]) {
+    let transport = match g.qp_type {
+        IBV_QPT_RC => Transport::Rc,
+        _ => Transport::Uc,
+    };
     if g.destroyed
-        || g.qp_type != IBV_QPT_RC
+        || !matches!(g.qp_type, IBV_QPT_RC | IBV_QPT_UC)
+        || p.hdr.bth.opcode.transport() != transport
         || !g.roce_rc.live
         || !matches!(g.state, IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD)
         || g.remote.as_ref().is_none_or(|r| &r.gid != src)
@@ -956,7 +1002,17 @@ pub fn receive(qp: &Qp, g: &mut QpInner, p: &Packet, src: &[u8; 16]) {
         );
         return;
     }
+    if transport == Transport::Uc {
+        return uc::receive(qp, g, p);
+    }
     match p.hdr.bth.opcode {
+        Opcode::RcAtomicAck
+            if p.hdr
+                .aeth
+                .is_some_and(|a| matches!(a.syndrome, Syndrome::Ack { .. })) =>
+        {
+            atomic::on_response(qp, g, p);
+        }
         Opcode::RcAck | Opcode::RcAtomicAck => {
             if let Some(a) = p.hdr.aeth {
                 on_ack(qp, g, p.hdr.bth.psn, a);

@@ -194,9 +194,9 @@ impl RocePort {
 
     fn deliver(&self, ib: &[u8], d: &RoceDatagram) {
         let Some(ips) = self.ips(d, ib) else { return };
-        // RC packets go to the RC engine (`roce_rc`), ICRC checked here.
+        // RC and UC packets go to `roce_rc`, ICRC checked here.
         if let Ok(p) = Packet::parse(ib) {
-            if p.hdr.bth.opcode.transport() == Transport::Rc {
+            if matches!(p.hdr.bth.opcode.transport(), Transport::Rc | Transport::Uc) {
                 if matches!(ips, Ips::V6 { .. }) && ips.icrc(d.src_port, ib) != Ok(p.icrc) {
                     return;
                 }

@@ -174,9 +174,9 @@ fn open_socket(qp_type: ibv_qp_type) -> Result<(Option<Listener>, Option<Dgram>,
     }
 }
 
-/// The port a UD or RC QP on a RoCEv2-mode device speaks through; None
-/// on other devices. Other QP types (UC, XRC) are not spoken in that
-/// mode yet: EOPNOTSUPP, not a QP that would talk rsw's own protocol.
+/// The port a UD, RC or UC QP on a RoCEv2-mode device speaks through;
+/// None on other devices. XRC is not spoken in that mode yet:
+/// EOPNOTSUPP, not a QP that would talk rsw's own protocol.
 fn roce_port(
     context: *mut ibv_context,
     qp_type: ibv_qp_type,
@@ -187,11 +187,11 @@ fn roce_port(
         return Ok(None);
     }
     match qp_type {
-        IBV_QPT_UD | IBV_QPT_RC => crate::engine::roce_ud::port_for(dev).map(Some),
+        IBV_QPT_UD | IBV_QPT_RC | IBV_QPT_UC => crate::engine::roce_ud::port_for(dev).map(Some),
         IBV_QPT_RAW_PACKET => Ok(None),
         _ => {
             log::warn!(
-                "{}: RSW_ROCEV2 speaks RC and UD only: a QP of type {qp_type} is not supported",
+                "{}: RSW_ROCEV2 speaks RC, UC and UD only: a QP of type {qp_type} is not supported",
                 dev.name
             );
             Err(libc::EOPNOTSUPP)

@@ -11,13 +11,14 @@
 //! uses; `ud` is a UD SEND and the GRH area of its receive, which the UD
 //! engine of a RoCEv2-mode device speaks (`engine::roce_ud`).
 //!
-//! `rc` is the arithmetic of RC (PSNs, segmentation), which
-//! `engine::roce_rc` speaks. UC and atomics are not wired into the
-//! engines yet: unused by the crate's non-test build, hence the
-//! `dead_code` allowance below; the tests (`rxe_captures`: packets
-//! captured from rxe in the VM test bed) use all of it.
+//! `rc` is the arithmetic of RC and UC (PSNs, segmentation), `atomic` the
+//! responder's memory of atomics executed, which `engine::roce_rc`
+//! speaks. Some helpers only the tests use (`rxe_captures`: packets
+//! captured from rxe in the VM test bed; whole-IP-packet ICRC checks),
+//! hence the `dead_code` allowance below.
 #![cfg_attr(not(test), allow(dead_code))]
 
+pub(crate) mod atomic;
 pub(crate) mod crc32;
 pub(crate) mod headers;
 pub(crate) mod icrc;

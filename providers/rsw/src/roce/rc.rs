@@ -109,6 +109,8 @@ pub(crate) fn classify(op: Opcode) -> Option<(Kind, Place)> {
         RcSendLastImm => (send(true), Place::Last),
         RcSendOnly => (send(false), Place::Only),
         RcSendOnlyImm => (send(true), Place::Only),
+        RcSendLastInv => (send(false), Place::Last),
+        RcSendOnlyInv => (send(false), Place::Only),
         RcWriteFirst => (write(false), Place::First),
         RcWriteMiddle => (write(false), Place::Middle),
         RcWriteLast => (write(false), Place::Last),
@@ -121,6 +123,23 @@ pub(crate) fn classify(op: Opcode) -> Option<(Kind, Place)> {
         RcReadResponseOnly => (Kind::ReadResponse, Place::Only),
         _ => return None,
     })
+}
+
+/// The UC opcode of an RC SEND or WRITE opcode (UC's are RC's with the
+/// transport bits 001); None for operations UC does not have.
+pub(crate) fn to_uc(op: Opcode) -> Option<Opcode> {
+    match op as u8 {
+        b @ 0x00..=0x0b => Opcode::from_u8(b | 0x20),
+        _ => None,
+    }
+}
+
+/// The RC opcode of the same operation as UC opcode `op`.
+pub(crate) fn from_uc(op: Opcode) -> Option<Opcode> {
+    match op as u8 {
+        b @ 0x20..=0x2b => Opcode::from_u8(b & 0x1f),
+        _ => None,
+    }
 }
 
 /// A request's PSN against the one the responder expects.
@@ -239,6 +258,31 @@ pub(crate) fn acked(m: &Outstanding, p: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uc_opcodes_are_rc_sends_and_writes_moved() {
+        use Opcode::*;
+        assert_eq!(to_uc(RcSendFirst), Some(UcSendFirst));
+        assert_eq!(to_uc(RcWriteOnlyImm), Some(UcWriteOnlyImm));
+        assert_eq!(to_uc(RcReadRequest), None);
+        assert_eq!(to_uc(RcSendOnlyInv), None);
+        assert_eq!(from_uc(UcWriteLastImm), Some(RcWriteLastImm));
+        assert_eq!(from_uc(RcSendOnly), None);
+        for &op in Opcode::ALL {
+            if let Some(u) = to_uc(op) {
+                assert_eq!(from_uc(u), Some(op));
+                assert!(classify(op).is_some());
+            }
+        }
+        assert_eq!(
+            classify(RcSendLastInv),
+            Some((Kind::Send { imm: false }, Place::Last))
+        );
+        assert_eq!(
+            classify(RcSendOnlyInv),
+            Some((Kind::Send { imm: false }, Place::Only))
+        );
+    }
 
     #[test]
     fn psns_wrap_at_24_bits() {

@@ -1,0 +1,453 @@
+/*
+ * roce_rc_ops: RC atomics, SEND with invalidate and UC over RoCEv2
+ * (RSW_ROCEV2) on one device, QP to QP through its port 4791, each
+ * asserted on completions, returned values and memory:
+ *
+ *   roce_rc_ops DEV
+ *
+ *  1. atomics: FETCH_AND_ADD returns the old value and leaves old + add;
+ *     CMP_AND_SWP swaps on a match and not otherwise, returning the old
+ *     value each time; 8 FETCH_AND_ADDs each from two QPs on one word
+ *     (max_rd_atomic 4 in flight) return 16 distinct old values and
+ *     leave start + 16.
+ *  2. a misaligned atomic fails with IBV_WC_REM_INV_REQ_ERR; one on an
+ *     MR without IBV_ACCESS_REMOTE_ATOMIC with IBV_WC_REM_ACCESS_ERR.
+ *  3. SEND with invalidate: a WRITE through a bound type 2 window works;
+ *     a SEND_WITH_INV of its rkey completes the receive with
+ *     IBV_WC_WITH_INV and the rkey; a WRITE through it then fails with
+ *     IBV_WC_REM_ACCESS_ERR. A SEND_WITH_INV of a key that names no
+ *     window fails with IBV_WC_REM_INV_REQ_ERR.
+ *  4. UC: a 5000-byte SEND with immediate (20 packets at MTU 256), a
+ *     3000-byte WRITE, a WRITE with immediate, every byte checked; a SEND
+ *     with no receive posted is dropped silently (the requester completes
+ *     it) and the next message lands in the receive posted after.
+ *
+ * Prints "roce_rc_ops: ok" or a line starting "FAIL".
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+__attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
+{
+	int e = errno;
+	va_list ap;
+
+	printf("FAIL ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf(" (errno %d %s)\n", e, strerror(e));
+	exit(1);
+}
+
+#define LEN 8192
+#define ALL_REMOTE \
+	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+struct end {
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	unsigned char *buf;
+};
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+
+static void open_end(struct end *e, enum ibv_qp_type type, int mr_access)
+{
+	struct ibv_qp_init_attr a = {
+		.cap = { .max_send_wr = 32, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = type,
+	};
+
+	e->cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	if (posix_memalign((void **)&e->buf, 4096, LEN))
+		fail("memalign");
+	memset(e->buf, 0, LEN);
+	if (!e->cq)
+		fail("cq");
+	a.send_cq = a.recv_cq = e->cq;
+	e->qp = ibv_create_qp(pd, &a);
+	e->mr = ibv_reg_mr(pd, e->buf, LEN, IBV_ACCESS_LOCAL_WRITE | mr_access);
+	if (!e->qp || !e->mr)
+		fail("QP of type %d or MR", type);
+}
+
+/* INIT, RTR toward dest_qpn, RTS; `psn` both ways. */
+static void connect_to(struct end *e, uint32_t dest_qpn, uint32_t psn)
+{
+	int rc = e->qp->qp_type == IBV_QPT_RC;
+	union ibv_gid gid;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+
+	if (rc)
+		a.qp_access_flags = ALL_REMOTE;
+	if (ibv_query_gid(ctx, 1, 0, &gid))
+		fail("query_gid");
+	if (ibv_modify_qp(e->qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		fail("INIT");
+	a = (struct ibv_qp_attr){
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = IBV_MTU_256,
+		.dest_qp_num = dest_qpn,
+		.rq_psn = psn,
+		.max_dest_rd_atomic = 4,
+		.min_rnr_timer = 1,
+		.ah_attr = { .is_global = 1, .port_num = 1,
+			     .grh = { .dgid = gid, .sgid_index = 0, .hop_limit = 1 } },
+	};
+	if (ibv_modify_qp(e->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN |
+				  (rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0)))
+		fail("RTR");
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = psn, .timeout = 14,
+				  .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 4 };
+	if (ibv_modify_qp(e->qp, &a,
+			  IBV_QP_STATE | IBV_QP_SQ_PSN |
+				  (rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+						IBV_QP_MAX_QP_RD_ATOMIC :
+					0)))
+		fail("RTS");
+}
+
+static void pair(struct end *a, struct end *b, enum ibv_qp_type type, uint32_t psn, int b_access)
+{
+	open_end(a, type, ALL_REMOTE);
+	open_end(b, type, b_access);
+	connect_to(a, b->qp->qp_num, psn);
+	connect_to(b, a->qp->qp_num, psn);
+}
+
+static struct ibv_wc poll1(struct end *e, const char *what)
+{
+	struct ibv_wc wc;
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(e->cq, 1, &wc);
+
+		if (n < 0)
+			fail("poll");
+		if (n == 1)
+			return wc;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 10)
+			fail("%s: no completion in 10 s", what);
+	}
+}
+
+static void expect(struct ibv_wc wc, uint64_t wr_id, enum ibv_wc_status st, const char *what)
+{
+	if (wc.wr_id != wr_id || wc.status != st)
+		fail("%s: wr_id %llu status %s, want %llu %s", what, (unsigned long long)wc.wr_id,
+		     ibv_wc_status_str(wc.status), (unsigned long long)wr_id,
+		     ibv_wc_status_str(st));
+}
+
+static void post(struct end *e, struct ibv_send_wr *wr, uint32_t off, uint32_t len)
+{
+	struct ibv_sge sge = { (uintptr_t)e->buf + off, len, e->mr->lkey };
+	struct ibv_send_wr *bad;
+
+	wr->sg_list = &sge;
+	wr->num_sge = 1;
+	wr->send_flags |= IBV_SEND_SIGNALED;
+	if (ibv_post_send(e->qp, wr, &bad))
+		fail("post_send %llu", (unsigned long long)wr->wr_id);
+}
+
+static void post_atomic(struct end *e, uint64_t id, enum ibv_wr_opcode op, uint32_t off,
+			uint64_t raddr, uint32_t rkey, uint64_t compare_add, uint64_t swap)
+{
+	struct ibv_send_wr wr = { .wr_id = id, .opcode = op };
+
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = compare_add;
+	wr.wr.atomic.swap = swap;
+	post(e, &wr, off, 8);
+}
+
+static void post_rdma(struct end *e, uint64_t id, enum ibv_wr_opcode op, uint32_t off,
+		      uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm)
+{
+	struct ibv_send_wr wr = { .wr_id = id, .opcode = op, .imm_data = htonl(imm) };
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	post(e, &wr, off, len);
+}
+
+static void post_recv(struct end *e, uint64_t id, uint32_t off, uint32_t len)
+{
+	struct ibv_sge sge = { (uintptr_t)e->buf + off, len, e->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	if (ibv_post_recv(e->qp, &wr, &bad))
+		fail("post_recv");
+}
+
+static uint64_t word(struct end *e, uint32_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, e->buf + off, 8);
+	return v;
+}
+
+static void set_word(struct end *e, uint32_t off, uint64_t v)
+{
+	memcpy(e->buf + off, &v, 8);
+}
+
+static void atomics(void)
+{
+	struct end a, b, c, d;
+	uint64_t target = 0, seen[16];
+	int n = 0;
+
+	pair(&a, &b, IBV_QPT_RC, 0xfffffe, ALL_REMOTE);
+	target = (uintptr_t)b.buf + 128;
+	set_word(&b, 128, 100);
+	set_word(&a, 0, 0xdeadbeef);
+	post_atomic(&a, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, 0, target, b.mr->rkey, 5, 0);
+	expect(poll1(&a, "FETCH_AND_ADD"), 1, IBV_WC_SUCCESS, "FETCH_AND_ADD");
+	if (word(&a, 0) != 100 || word(&b, 128) != 105)
+		fail("FETCH_AND_ADD 5 on 100: returned %llu, memory %llu",
+		     (unsigned long long)word(&a, 0), (unsigned long long)word(&b, 128));
+	post_atomic(&a, 2, IBV_WR_ATOMIC_CMP_AND_SWP, 8, target, b.mr->rkey, 105, 7);
+	struct ibv_wc wc = poll1(&a, "CMP_AND_SWP");
+	expect(wc, 2, IBV_WC_SUCCESS, "CMP_AND_SWP");
+	if (wc.opcode != IBV_WC_COMP_SWAP || word(&a, 8) != 105 || word(&b, 128) != 7)
+		fail("CMP_AND_SWP 105->7: opcode %d returned %llu, memory %llu", wc.opcode,
+		     (unsigned long long)word(&a, 8), (unsigned long long)word(&b, 128));
+	post_atomic(&a, 3, IBV_WR_ATOMIC_CMP_AND_SWP, 16, target, b.mr->rkey, 999, 1);
+	expect(poll1(&a, "CMP_AND_SWP no match"), 3, IBV_WC_SUCCESS, "CMP_AND_SWP no match");
+	if (word(&a, 16) != 7 || word(&b, 128) != 7)
+		fail("CMP_AND_SWP 999->1 on 7: returned %llu, memory %llu",
+		     (unsigned long long)word(&a, 16), (unsigned long long)word(&b, 128));
+	printf("roce_rc_ops: FETCH_AND_ADD and CMP_AND_SWP (match, no match) checked\n");
+
+	/* A second pair whose responder reaches the same word (same PD). */
+	pair(&c, &d, IBV_QPT_RC, 1000, ALL_REMOTE);
+	for (int i = 0; i < 8; i++) {
+		post_atomic(&a, 10 + i, IBV_WR_ATOMIC_FETCH_AND_ADD, 256 + 8 * i, target,
+			    b.mr->rkey, 1, 0);
+		post_atomic(&c, 20 + i, IBV_WR_ATOMIC_FETCH_AND_ADD, 256 + 8 * i, target,
+			    b.mr->rkey, 1, 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		expect(poll1(&a, "FETCH_AND_ADD burst"), 10 + i, IBV_WC_SUCCESS, "burst on a");
+		expect(poll1(&c, "FETCH_AND_ADD burst"), 20 + i, IBV_WC_SUCCESS, "burst on c");
+		seen[n++] = word(&a, 256 + 8 * i);
+		seen[n++] = word(&c, 256 + 8 * i);
+	}
+	if (word(&b, 128) != 7 + 16)
+		fail("16 FETCH_AND_ADDs of 1 on 7 left %llu", (unsigned long long)word(&b, 128));
+	for (int i = 0; i < 16; i++) {
+		if (seen[i] < 7 || seen[i] >= 7 + 16)
+			fail("a FETCH_AND_ADD returned %llu, outside 7..22",
+			     (unsigned long long)seen[i]);
+		for (int j = 0; j < i; j++)
+			if (seen[i] == seen[j])
+				fail("two FETCH_AND_ADDs both returned %llu",
+				     (unsigned long long)seen[i]);
+	}
+	printf("roce_rc_ops: 16 FETCH_AND_ADDs from two QPs: 16 distinct old values, 23 left\n");
+
+	/* Misaligned: the responder refuses it as an invalid request. */
+	post_atomic(&c, 30, IBV_WR_ATOMIC_FETCH_AND_ADD, 0, target + 4, b.mr->rkey, 1, 0);
+	expect(poll1(&c, "misaligned"), 30, IBV_WC_REM_INV_REQ_ERR, "misaligned FETCH_AND_ADD");
+	if (word(&b, 128) != 23)
+		fail("misaligned atomic changed memory: %llu", (unsigned long long)word(&b, 128));
+	printf("roce_rc_ops: misaligned atomic: IBV_WC_REM_INV_REQ_ERR\n");
+}
+
+static void atomic_access(void)
+{
+	struct end a, b;
+
+	/* b's MR lacks IBV_ACCESS_REMOTE_ATOMIC; its QP has it. */
+	pair(&a, &b, IBV_QPT_RC, 2000, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	set_word(&b, 0, 41);
+	post_atomic(&a, 1, IBV_WR_ATOMIC_CMP_AND_SWP, 0, (uintptr_t)b.buf, b.mr->rkey, 41, 42);
+	expect(poll1(&a, "no atomic right"), 1, IBV_WC_REM_ACCESS_ERR,
+	       "CMP_AND_SWP on an MR without remote atomic");
+	if (word(&b, 0) != 41)
+		fail("refused atomic changed memory: %llu", (unsigned long long)word(&b, 0));
+	printf("roce_rc_ops: atomic without IBV_ACCESS_REMOTE_ATOMIC: IBV_WC_REM_ACCESS_ERR\n");
+}
+
+static void send_inv(void)
+{
+	struct end a, b;
+	struct ibv_mw *mw;
+
+	pair(&a, &b, IBV_QPT_RC, 3000, ALL_REMOTE | IBV_ACCESS_MW_BIND);
+	mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!mw)
+		fail("alloc_mw type 2");
+	uint32_t rkey = ibv_inc_rkey(mw->rkey);
+	struct ibv_send_wr bind = { .wr_id = 50, .opcode = IBV_WR_BIND_MW,
+				    .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	bind.bind_mw.mw = mw;
+	bind.bind_mw.rkey = rkey;
+	bind.bind_mw.bind_info = (struct ibv_mw_bind_info){
+		.mr = b.mr, .addr = (uintptr_t)b.buf, .length = 4096,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE
+	};
+	if (ibv_post_send(b.qp, &bind, &bad))
+		fail("post bind");
+	expect(poll1(&b, "bind"), 50, IBV_WC_SUCCESS, "bind of a type 2 window");
+	rkey = mw->rkey;
+	/* A WRITE through the window. */
+	memcpy(a.buf, "through the window", 18);
+	post_rdma(&a, 1, IBV_WR_RDMA_WRITE, 0, 18, (uintptr_t)b.buf + 100, rkey, 0);
+	expect(poll1(&a, "WRITE via window"), 1, IBV_WC_SUCCESS, "WRITE through the window");
+	if (memcmp(b.buf + 100, "through the window", 18))
+		fail("WRITE through the window: bytes differ");
+	/* SEND with invalidate of it. */
+	post_recv(&b, 60, 1024, 256);
+	memcpy(a.buf + 32, "invalidate!", 11);
+	struct ibv_send_wr si = { .wr_id = 2, .opcode = IBV_WR_SEND_WITH_INV,
+				  .invalidate_rkey = rkey };
+	post(&a, &si, 32, 11);
+	expect(poll1(&a, "SEND_WITH_INV"), 2, IBV_WC_SUCCESS, "SEND_WITH_INV");
+	struct ibv_wc wc = poll1(&b, "SEND_WITH_INV's receive");
+	expect(wc, 60, IBV_WC_SUCCESS, "SEND_WITH_INV's receive");
+	if (wc.opcode != IBV_WC_RECV || wc.byte_len != 11 || !(wc.wc_flags & IBV_WC_WITH_INV) ||
+	    (wc.wc_flags & IBV_WC_WITH_IMM) || wc.invalidated_rkey != rkey ||
+	    memcmp(b.buf + 1024, "invalidate!", 11))
+		fail("SEND_WITH_INV's receive: opcode %d len %u flags %#x rkey %#x (want %#x)",
+		     wc.opcode, wc.byte_len, wc.wc_flags, wc.invalidated_rkey, rkey);
+	/* The window is invalid now. */
+	post_rdma(&a, 3, IBV_WR_RDMA_WRITE, 0, 18, (uintptr_t)b.buf + 200, rkey, 0);
+	expect(poll1(&a, "WRITE via invalidated window"), 3, IBV_WC_REM_ACCESS_ERR,
+	       "WRITE through the invalidated window");
+	if (b.buf[200] != 0)
+		fail("WRITE through the invalidated window landed");
+	printf("roce_rc_ops: SEND_WITH_INV: IBV_WC_WITH_INV with the rkey, "
+	       "then a WRITE with it IBV_WC_REM_ACCESS_ERR\n");
+
+	/* SEND_WITH_INV of a key naming no window: invalid request. */
+	struct end c, d;
+
+	pair(&c, &d, IBV_QPT_RC, 4000, ALL_REMOTE);
+	post_recv(&d, 61, 0, 256);
+	struct ibv_send_wr bogus = { .wr_id = 4, .opcode = IBV_WR_SEND_WITH_INV,
+				     .invalidate_rkey = d.mr->rkey };
+	post(&c, &bogus, 0, 8);
+	expect(poll1(&c, "SEND_WITH_INV of an MR key"), 4, IBV_WC_REM_INV_REQ_ERR,
+	       "SEND_WITH_INV of a key naming no window");
+	printf("roce_rc_ops: SEND_WITH_INV of no window's key: IBV_WC_REM_INV_REQ_ERR\n");
+}
+
+static void uc(void)
+{
+	struct end a, b;
+
+	pair(&a, &b, IBV_QPT_UC, 0xfffff0, ALL_REMOTE);
+	for (int i = 0; i < LEN; i++)
+		a.buf[i] = (unsigned char)(i * 11 + 5);
+	post_recv(&b, 11, 0, 6000);
+	post_rdma(&a, 1, IBV_WR_SEND_WITH_IMM, 0, 5000, 0, 0, 0x01020304);
+	expect(poll1(&a, "UC SEND"), 1, IBV_WC_SUCCESS, "UC SEND");
+	struct ibv_wc wc = poll1(&b, "UC receive");
+	expect(wc, 11, IBV_WC_SUCCESS, "UC receive");
+	if (wc.byte_len != 5000 || !(wc.wc_flags & IBV_WC_WITH_IMM) ||
+	    ntohl(wc.imm_data) != 0x01020304 || wc.opcode != IBV_WC_RECV ||
+	    wc.src_qp != a.qp->qp_num || memcmp(a.buf, b.buf, 5000))
+		fail("UC receive: len %u flags %#x imm %#x opcode %d src_qp %#x, or bytes differ",
+		     wc.byte_len, wc.wc_flags, ntohl(wc.imm_data), wc.opcode, wc.src_qp);
+	/* WRITE 3000 at 5000, then a WRITE with immediate of 8 at 0. */
+	post_rdma(&a, 2, IBV_WR_RDMA_WRITE, 5000, 3000, (uintptr_t)b.buf + 5000, b.mr->rkey, 0);
+	expect(poll1(&a, "UC WRITE"), 2, IBV_WC_SUCCESS, "UC WRITE");
+	post_recv(&b, 12, 0, 16);
+	memset(b.buf, 0, 8);
+	post_rdma(&a, 3, IBV_WR_RDMA_WRITE_WITH_IMM, 0, 8, (uintptr_t)b.buf, b.mr->rkey,
+		  0xabcdef01);
+	expect(poll1(&a, "UC WRITE_WITH_IMM"), 3, IBV_WC_SUCCESS, "UC WRITE_WITH_IMM");
+	wc = poll1(&b, "UC WRITE_WITH_IMM's receive");
+	expect(wc, 12, IBV_WC_SUCCESS, "UC WRITE_WITH_IMM's receive");
+	if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || wc.byte_len != 8 ||
+	    ntohl(wc.imm_data) != 0xabcdef01)
+		fail("UC WRITE_WITH_IMM's receive: opcode %d len %u imm %#x", wc.opcode,
+		     wc.byte_len, ntohl(wc.imm_data));
+	/* The WRITE before it came first (UC keeps order). */
+	if (memcmp(a.buf + 5000, b.buf + 5000, 3000) || memcmp(a.buf, b.buf, 8))
+		fail("UC WRITEs' bytes differ");
+	printf("roce_rc_ops: UC SEND_WITH_IMM 5000, WRITE 3000, WRITE_WITH_IMM across the PSN wrap\n");
+
+	/* A SEND with no receive posted: dropped, the requester completes. */
+	memset(a.buf, 'x', 64);
+	post_rdma(&a, 4, IBV_WR_SEND, 0, 64, 0, 0, 0);
+	expect(poll1(&a, "UC SEND to no receive"), 4, IBV_WC_SUCCESS, "UC SEND to no receive");
+	/* A WRITE after it: once it landed, the SEND was taken or dropped. */
+	memset(a.buf + 64, 'f', 8);
+	post_rdma(&a, 5, IBV_WR_RDMA_WRITE, 64, 8, (uintptr_t)b.buf + 4096, b.mr->rkey, 0);
+	expect(poll1(&a, "UC WRITE flag"), 5, IBV_WC_SUCCESS, "UC WRITE flag");
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (memcmp(b.buf + 4096, "ffffffff", 8)) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 10)
+			fail("UC WRITE flag did not land in 10 s");
+	}
+	memset(b.buf + 2048, 0, 64);
+	post_recv(&b, 13, 2048, 64);
+	memset(a.buf, 'y', 32);
+	post_rdma(&a, 6, IBV_WR_SEND, 0, 32, 0, 0, 0);
+	expect(poll1(&a, "UC SEND after the drop"), 6, IBV_WC_SUCCESS, "UC SEND after the drop");
+	wc = poll1(&b, "UC receive after the drop");
+	expect(wc, 13, IBV_WC_SUCCESS, "UC receive after the drop");
+	if (wc.byte_len != 32 || b.buf[2048] != 'y' || b.buf[2048 + 32] != 0)
+		fail("UC receive after the drop: len %u, first byte %c", wc.byte_len,
+		     b.buf[2048]);
+	if (ibv_poll_cq(b.cq, 1, &wc) != 0)
+		fail("UC: a completion for the dropped SEND");
+	printf("roce_rc_ops: UC SEND with no receive dropped, the next one received\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: roce_rc_ops DEV\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	alarm(60);
+	struct ibv_device **l = ibv_get_device_list(NULL);
+
+	for (int i = 0; l && l[i]; i++)
+		if (!strcmp(ibv_get_device_name(l[i]), argv[1]))
+			ctx = ibv_open_device(l[i]);
+	if (!ctx)
+		fail("cannot open %s", argv[1]);
+	pd = ibv_alloc_pd(ctx);
+	if (!pd)
+		fail("pd");
+	atomics();
+	atomic_access();
+	send_inv();
+	uc();
+	printf("roce_rc_ops: ok\n");
+	return 0;
+}

@@ -1,0 +1,37 @@
+#!/bin/bash
+# harness-timeout: 90
+# RC atomics, SEND with invalidate and UC over RoCEv2 (RSW_ROCEV2) on
+# rsw_lo, QP to QP through one port 4791 (ctests/src/roce_rc_ops.c):
+# FETCH_AND_ADD and CMP_AND_SWP values and memory checked, a burst from
+# two QPs on one word, a misaligned atomic (IBV_WC_REM_INV_REQ_ERR), one
+# without remote atomic rights (IBV_WC_REM_ACCESS_ERR); SEND_WITH_INV of
+# a type 2 window (IBV_WC_WITH_INV, the window unusable after) and of no
+# window's key (IBV_WC_REM_INV_REQ_ERR); UC SENDs and WRITEs with every
+# byte checked, a SEND with no receive dropped silently.
+set -u
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$REPO/build}
+CTESTS_BIN=${CTESTS_BIN:-$BUILD/ctests}
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-$BUILD/lib}
+export IBV_CONFIG_DIR=${IBV_CONFIG_DIR:-$BUILD/etc/libibverbs.d}
+bin=$CTESTS_BIN/roce_rc_ops
+[ -x "$bin" ] || { echo "FAIL: $bin is not built"; exit 1; }
+if ss -Hlun 'sport = :4791' | grep -q .; then
+	echo "SKIP: UDP port 4791 is taken here (a kernel RoCE device?)"
+	exit 77
+fi
+out=$(RSW_ROCEV2=rsw_lo timeout -k 5 70 "$bin" rsw_lo 2>&1)
+rc=$?
+echo "$out"
+[ $rc = 0 ] || { echo "FAIL: roce_rc_ops exit $rc"; exit 1; }
+for want in 'FETCH_AND_ADD and CMP_AND_SWP (match, no match) checked' \
+	'16 FETCH_AND_ADDs from two QPs: 16 distinct old values, 23 left' \
+	'misaligned atomic: IBV_WC_REM_INV_REQ_ERR' \
+	'atomic without IBV_ACCESS_REMOTE_ATOMIC: IBV_WC_REM_ACCESS_ERR' \
+	'SEND_WITH_INV: IBV_WC_WITH_INV with the rkey, then a WRITE with it IBV_WC_REM_ACCESS_ERR' \
+	'SEND_WITH_INV of no window' \
+	'UC SEND_WITH_IMM 5000, WRITE 3000, WRITE_WITH_IMM across the PSN wrap' \
+	'UC SEND with no receive dropped, the next one received' \
+	'ok'; do
+	grep -qF "roce_rc_ops: $want" <<<"$out" || { echo "FAIL: no line '$want'"; exit 1; }
+done
