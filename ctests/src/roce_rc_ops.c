@@ -22,6 +22,14 @@
  *     with no receive posted is dropped silently (the requester completes
  *     it) and the next message lands in the receive posted after.
  *
+ *   roce_rc_ops DEV replay N
+ *
+ *  N FETCH_AND_ADDs of 1 in bursts of 16 on one word with the local ACK
+ *  timeout at its shortest (timeout 1: 8 us), so that requests are sent
+ *  again while their responses are on the way: each must be answered
+ *  from the responder's saved result, not run twice: the N returned
+ *  values are 0..N-1, in order, and the word ends at N.
+ *
  * Prints "roce_rc_ops: ok" or a line starting "FAIL".
  */
 #define _GNU_SOURCE
@@ -63,6 +71,7 @@ struct end {
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
+static uint8_t ack_timeout = 14;
 
 static void open_end(struct end *e, enum ibv_qp_type type, int mr_access)
 {
@@ -114,7 +123,7 @@ static void connect_to(struct end *e, uint32_t dest_qpn, uint32_t psn)
 				  IBV_QP_RQ_PSN |
 				  (rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0)))
 		fail("RTR");
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = psn, .timeout = 14,
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = psn, .timeout = ack_timeout,
 				  .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 4 };
 	if (ibv_modify_qp(e->qp, &a,
 			  IBV_QP_STATE | IBV_QP_SQ_PSN |
@@ -426,10 +435,37 @@ static void uc(void)
 	printf("roce_rc_ops: UC SEND with no receive dropped, the next one received\n");
 }
 
+static void replay(int n)
+{
+	struct end a, b;
+	int done = 0;
+
+	ack_timeout = 1;
+	pair(&a, &b, IBV_QPT_RC, 0xffff00, ALL_REMOTE);
+	while (done < n) {
+		int k = n - done < 16 ? n - done : 16;
+
+		for (int i = 0; i < k; i++)
+			post_atomic(&a, done + i, IBV_WR_ATOMIC_FETCH_AND_ADD, 8 * i,
+				    (uintptr_t)b.buf, b.mr->rkey, 1, 0);
+		for (int i = 0; i < k; i++) {
+			expect(poll1(&a, "FETCH_AND_ADD"), done + i, IBV_WC_SUCCESS,
+			       "FETCH_AND_ADD with a short ACK timeout");
+			if (word(&a, 8 * i) != (uint64_t)(done + i))
+				fail("FETCH_AND_ADD %d returned %llu", done + i,
+				     (unsigned long long)word(&a, 8 * i));
+		}
+		done += k;
+	}
+	if (word(&b, 0) != (uint64_t)n)
+		fail("%d FETCH_AND_ADDs of 1 left %llu", n, (unsigned long long)word(&b, 0));
+	printf("roce_rc_ops: %d FETCH_AND_ADDs with timeout 1: each ran once\n", n);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: roce_rc_ops DEV\n");
+	if (argc != 2 && !(argc == 4 && !strcmp(argv[2], "replay"))) {
+		fprintf(stderr, "usage: roce_rc_ops DEV [replay N]\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -444,6 +480,10 @@ int main(int argc, char **argv)
 	pd = ibv_alloc_pd(ctx);
 	if (!pd)
 		fail("pd");
+	if (argc == 4) {
+		replay(atoi(argv[3]));
+		return 0;
+	}
 	atomics();
 	atomic_access();
 	send_inv();

@@ -7,7 +7,11 @@
 # without remote atomic rights (IBV_WC_REM_ACCESS_ERR); SEND_WITH_INV of
 # a type 2 window (IBV_WC_WITH_INV, the window unusable after) and of no
 # window's key (IBV_WC_REM_INV_REQ_ERR); UC SENDs and WRITEs with every
-# byte checked, a SEND with no receive dropped silently.
+# byte checked, a SEND with no receive dropped silently. Then twice
+# 10000 FETCH_AND_ADDs with the shortest ACK timeout, so that requests
+# are sent again while their responses are on the way (some hundreds a
+# run): each must run once (a responder executing them again was caught
+# by 7 of 8 such runs).
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$REPO/build}
@@ -34,4 +38,12 @@ for want in 'FETCH_AND_ADD and CMP_AND_SWP (match, no match) checked' \
 	'UC SEND with no receive dropped, the next one received' \
 	'ok'; do
 	grep -qF "roce_rc_ops: $want" <<<"$out" || { echo "FAIL: no line '$want'"; exit 1; }
+done
+for i in 1 2; do
+	out=$(RSW_ROCEV2=rsw_lo timeout -k 5 70 "$bin" rsw_lo replay 10000 2>&1)
+	rc=$?
+	echo "$out"
+	[ $rc = 0 ] || { echo "FAIL: roce_rc_ops replay exit $rc"; exit 1; }
+	grep -qF 'roce_rc_ops: 10000 FETCH_AND_ADDs with timeout 1: each ran once' <<<"$out" ||
+		{ echo "FAIL: no replay line"; exit 1; }
 done

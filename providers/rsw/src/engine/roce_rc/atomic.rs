@@ -108,7 +108,13 @@ fn send_response(g: &QpInner, d: Done) {
 /// (the requester gave up on it long ago).
 pub(super) fn on_duplicate(qp: &Qp, g: &QpInner, psn: u32) {
     match g.roce_rc.replay.find(psn) {
-        Some(d) => send_response(g, d),
+        Some(d) => {
+            log::debug!(
+                "qp {:#x}: atomic PSN {psn:#x} sent again: its saved result answers",
+                qp.qpn
+            );
+            send_response(g, d);
+        }
         None => log::debug!(
             "qp {:#x}: atomic PSN {psn:#x} sent again, not remembered: dropped",
             qp.qpn
