@@ -5,7 +5,7 @@
  *   roce_ud_limits DEV          the checks below; exit 0 when all hold
  *   roce_ud_limits second DEV   (run by the first) a UD QP must fail
  *
- * On DEV: an RC QP is created, a UC QP fails with EOPNOTSUPP; a UD QP is created,
+ * On DEV: RC and UC QPs are created, an XRC send QP fails with EOPNOTSUPP; a UD QP is created,
  * and ibv_attach_mcast on it fails with EOPNOTSUPP; while it exists, a
  * second process's UD QP on DEV fails with EADDRINUSE (one process per
  * address holds UDP port 4791). Then what is dropped, among three UD QPs
@@ -245,9 +245,23 @@ int main(int argc, char **argv)
 		fail("RC QP on %s: refused", name);
 	if (ibv_destroy_qp(qp))
 		fail("destroy the RC QP");
+	/* So does UC (engine/roce_rc/uc.rs). */
 	qp = qp_of(pd, cq, IBV_QPT_UC);
+	if (!qp)
+		fail("UC QP on %s: refused", name);
+	if (ibv_destroy_qp(qp))
+		fail("destroy the UC QP");
+	struct ibv_qp_init_attr_ex x = {
+		.send_cq = cq,
+		.cap = { .max_send_wr = 1, .max_send_sge = 1 },
+		.qp_type = IBV_QPT_XRC_SEND,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+		.pd = pd,
+	};
+	errno = 0;
+	qp = ibv_create_qp_ex(c, &x);
 	if (qp || errno != EOPNOTSUPP)
-		fail("UC QP on %s: %s, want EOPNOTSUPP", name, qp ? "created" : "refused");
+		fail("XRC_SEND QP on %s: %s, want EOPNOTSUPP", name, qp ? "created" : "refused");
 	qp = qp_of(pd, cq, IBV_QPT_UD);
 	if (!qp)
 		fail("UD QP on %s", name);

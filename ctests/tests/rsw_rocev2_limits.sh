@@ -1,13 +1,13 @@
 #!/bin/bash
 # harness-timeout: 60
 # RSW_ROCEV2's limits, said rather than faked (ctests/src/roce_ud_limits.c
-# on rsw_lo): UC QPs and ibv_attach_mcast are EOPNOTSUPP (RC QPs are
-# created: they speak RoCEv2, tests/rsw_rocev2_rc_netns) on a
+# on rsw_lo): XRC send QPs and ibv_attach_mcast are EOPNOTSUPP (RC and UC
+# QPs are created: they speak RoCEv2, tests/rsw_rocev2_rc_netns) on a
 # device in RoCEv2 mode, and a second process's UD QP there gets
 # EADDRINUSE (UDP port 4791 of 127.0.0.1 is the first's); among three UD
 # QPs of one process, a SEND without a posted receive and one with a
 # wrong Q_Key are dropped, and what arrives is checked. The control:
-# without RSW_ROCEV2 the same program must fail (its UC QP is created).
+# without RSW_ROCEV2 the same program must fail (its XRC QP is created).
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$REPO/build}
@@ -32,6 +32,6 @@ grep -q '^roce_ud_limits: ok$' <<<"$out" || { echo "FAIL: no ok line"; exit 1; }
 out=$(env -u RSW_ROCEV2 timeout -k 5 30 "$bin" rsw_lo 2>&1)
 rc=$?
 echo "control, RSW_ROCEV2 unset: exit $rc: $out"
-[ $rc = 1 ] && grep -q '^FAIL UC QP on rsw_lo: created' <<<"$out" ||
+[ $rc = 1 ] && grep -q '^FAIL XRC_SEND QP on rsw_lo: created' <<<"$out" ||
 	{ echo "FAIL: the control did not fail as expected"; exit 1; }
-echo "ok: RC created, EOPNOTSUPP for UC and multicast, EADDRINUSE for a second process"
+echo "ok: RC and UC created, EOPNOTSUPP for XRC and multicast, EADDRINUSE for a second process"
