@@ -21,6 +21,11 @@
  *     3000-byte WRITE, a WRITE with immediate, every byte checked; a SEND
  *     with no receive posted is dropped silently (the requester completes
  *     it) and the next message lands in the receive posted after.
+ *  5. UC losses, as packets crafted on a UDP socket (BTH, RETH, ICRC)
+ *     to a UC QP: a message missing a middle packet is dropped, a FIRST
+ *     after a gap drops the message in progress and starts its own, a
+ *     MIDDLE and LAST with no FIRST are dropped; the messages complete
+ *     around them land whole, in their receives, and nothing else does.
  *
  *   roce_rc_ops DEV replay N
  *
@@ -42,6 +47,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <infiniband/verbs.h>
 
@@ -462,6 +470,186 @@ static void replay(int n)
 	printf("roce_rc_ops: %d FETCH_AND_ADDs with timeout 1: each ran once\n", n);
 }
 
+/* ---- UC packets crafted by hand (IBA 9.8, RoCEv2 Annex A17) ---- */
+
+static uint32_t crc_table[256];
+
+static uint32_t crc_update(uint32_t c, const uint8_t *p, size_t n)
+{
+	while (n--)
+		c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+	return c;
+}
+
+/*
+ * The ICRC of `ib` (BTH to the ICRC's 4 bytes) sent over IPv4 between
+ * these addresses and ports, identification 0 and DF (what the receiver
+ * assumes when it solves for the identification): CRC-32 over 8 bytes
+ * of ones, the IP header with TOS, TTL and checksum as ones, the UDP
+ * header with its checksum as ones, the BTH with byte 4 as ones, the rest.
+ */
+static uint32_t icrc(const uint8_t src[4], const uint8_t dst[4], uint16_t sport, uint16_t dport,
+		     const uint8_t *ib, size_t len)
+{
+	uint8_t ones[8], ip[20], udp[8], bth[12];
+	uint16_t total = htons(20 + 8 + len), ulen = htons(8 + len), df = htons(0x4000);
+
+	memset(ones, 0xff, 8);
+	memset(ip, 0xff, 20);
+	ip[0] = 0x45;
+	memcpy(ip + 2, &total, 2);
+	ip[4] = ip[5] = 0;
+	memcpy(ip + 6, &df, 2);
+	ip[9] = 17;
+	memcpy(ip + 12, src, 4);
+	memcpy(ip + 16, dst, 4);
+	memset(udp, 0xff, 8);
+	sport = htons(sport);
+	dport = htons(dport);
+	memcpy(udp, &sport, 2);
+	memcpy(udp + 2, &dport, 2);
+	memcpy(udp + 4, &ulen, 2);
+	memcpy(bth, ib, 12);
+	bth[4] = 0xff;
+	uint32_t c = crc_update(0xffffffff, ones, 8);
+
+	c = crc_update(c, ip, 20);
+	c = crc_update(c, udp, 8);
+	c = crc_update(c, bth, 12);
+	c = crc_update(c, ib + 12, len - 12 - 4);
+	return ~c;
+}
+
+struct crafter {
+	int fd;
+	uint16_t sport;
+	uint32_t dest_qpn;
+};
+
+/* A UC packet: `op` with PSN `psn`, `n` payload bytes of `fill`; a RETH
+ * (va, rkey, dma_len) when `reth` names one. */
+static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fill,
+		  const uint64_t *reth_va, uint32_t rkey, uint32_t dma_len)
+{
+	static const uint8_t lo[4] = { 127, 0, 0, 1 };
+	uint8_t p[12 + 16 + 4 + 512 + 3 + 4] = { 0 };
+	size_t at = 12, pad = (4 - n % 4) % 4;
+	uint32_t v;
+
+	p[0] = op;
+	p[1] = (uint8_t)(pad << 4);
+	p[2] = p[3] = 0xff;
+	v = htonl(c->dest_qpn & 0xffffff);
+	memcpy(p + 4, &v, 4);
+	v = htonl(psn & 0xffffff);
+	memcpy(p + 8, &v, 4);
+	if (reth_va) {
+		uint32_t hi = htonl(*reth_va >> 32), low = htonl((uint32_t)*reth_va);
+
+		memcpy(p + at, &hi, 4);
+		memcpy(p + at + 4, &low, 4);
+		v = htonl(rkey);
+		memcpy(p + at + 8, &v, 4);
+		v = htonl(dma_len);
+		memcpy(p + at + 12, &v, 4);
+		at += 16;
+	}
+	memset(p + at, fill, n);
+	at += n + pad + 4;
+	v = icrc(lo, lo, c->sport, 4791, p, at);
+	/* Least significant byte first. */
+	for (int i = 0; i < 4; i++)
+		p[at - 4 + i] = (uint8_t)(v >> (8 * i));
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(4791),
+				  .sin_addr = { htonl(INADDR_LOOPBACK) } };
+
+	if (sendto(c->fd, p, at, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)at)
+		fail("sendto port 4791");
+}
+
+enum { UC_SEND_FIRST = 0x20, UC_SEND_MIDDLE, UC_SEND_LAST, UC_SEND_ONLY = 0x24,
+       UC_SEND_ONLY_IMM, UC_WRITE_ONLY = 0x2a };
+
+static void uc_losses(void)
+{
+	struct end b;
+	struct crafter c;
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = { htonl(INADDR_LOOPBACK) } };
+	socklen_t ml = sizeof(me);
+	int pmtu = IP_PMTUDISC_DO;
+	uint32_t p = 0xfffffe;
+
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t x = i;
+
+		for (int k = 0; k < 8; k++)
+			x = x & 1 ? 0xedb88320 ^ (x >> 1) : x >> 1;
+		crc_table[i] = x;
+	}
+	c.fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (c.fd < 0 || setsockopt(c.fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
+	    bind(c.fd, (struct sockaddr *)&me, sizeof(me)) ||
+	    getsockname(c.fd, (struct sockaddr *)&me, &ml))
+		fail("UDP socket on 127.0.0.1");
+	c.sport = ntohs(me.sin_port);
+	open_end(&b, IBV_QPT_UC, ALL_REMOTE);
+	/* Its peer: our socket, as QPN 0x4242 at 127.0.0.1. */
+	c.dest_qpn = b.qp->qp_num;
+	connect_to(&b, 0x4242, p);
+	for (int i = 0; i < 4; i++)
+		post_recv(&b, 100 + i, 1024 * i, 1024);
+	/* 1. FIRST, (MIDDLE lost), LAST: dropped. */
+	craft(&c, UC_SEND_FIRST, p, 256, 'A', NULL, 0, 0);
+	craft(&c, UC_SEND_LAST, p + 2, 100, 'A', NULL, 0, 0);
+	/* 2. ONLY: lands in receive 100. */
+	craft(&c, UC_SEND_ONLY, p + 3, 50, 'B', NULL, 0, 0);
+	/* 3. FIRST, MIDDLE, (gap), FIRST, LAST: the second lands in 101. */
+	craft(&c, UC_SEND_FIRST, p + 4, 256, 'C', NULL, 0, 0);
+	craft(&c, UC_SEND_MIDDLE, p + 5, 256, 'C', NULL, 0, 0);
+	craft(&c, UC_SEND_FIRST, p + 7, 256, 'D', NULL, 0, 0);
+	craft(&c, UC_SEND_LAST, p + 8, 10, 'D', NULL, 0, 0);
+	/* 4. MIDDLE and LAST of a message whose FIRST was lost: dropped. */
+	craft(&c, UC_SEND_MIDDLE, p + 9, 256, 'E', NULL, 0, 0);
+	craft(&c, UC_SEND_LAST, p + 10, 20, 'E', NULL, 0, 0);
+	/* 5. A WRITE, then a SEND with immediate that marks the end. */
+	uint64_t va = (uintptr_t)b.buf + 6000;
+
+	craft(&c, UC_WRITE_ONLY, p + 11, 40, 'W', &va, b.mr->rkey, 40);
+	/* Its 4 bytes after the BTH are the ImmDt; no payload. */
+	craft(&c, UC_SEND_ONLY_IMM, p + 12, 4, 'M', NULL, 0, 0);
+	struct {
+		uint64_t id;
+		uint32_t len;
+		char fill;
+	} want[] = { { 100, 50, 'B' }, { 101, 266, 'D' }, { 102, 0, 0 } };
+
+	for (int i = 0; i < 3; i++) {
+		struct ibv_wc wc = poll1(&b, "UC receive of crafted packets");
+
+		expect(wc, want[i].id, IBV_WC_SUCCESS, "UC receive of crafted packets");
+		if (wc.byte_len != want[i].len)
+			fail("UC crafted: receive %llu has %u bytes, want %u",
+			     (unsigned long long)wc.wr_id, wc.byte_len, want[i].len);
+		for (uint32_t k = 0; k < want[i].len; k++)
+			if (b.buf[1024 * i + k] != want[i].fill)
+				fail("UC crafted: receive %llu byte %u is %#x, want %c",
+				     (unsigned long long)wc.wr_id, k, b.buf[1024 * i + k],
+				     want[i].fill);
+		if (i == 2 && (!(wc.wc_flags & IBV_WC_WITH_IMM) || wc.imm_data != 0x4d4d4d4d))
+			fail("UC crafted: the marker's immediate %#x flags %#x", wc.imm_data,
+			     wc.wc_flags);
+	}
+	for (int k = 0; k < 40; k++)
+		if (b.buf[6000 + k] != 'W')
+			fail("UC crafted: the WRITE did not land whole");
+	struct ibv_wc extra;
+
+	if (ibv_poll_cq(b.cq, 1, &extra) != 0)
+		fail("UC crafted: a completion for a dropped message (wr_id %llu)",
+		     (unsigned long long)extra.wr_id);
+	printf("roce_rc_ops: UC crafted losses: 3 messages dropped, the 3 complete ones whole\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2 && !(argc == 4 && !strcmp(argv[2], "replay"))) {
@@ -488,6 +676,7 @@ int main(int argc, char **argv)
 	atomic_access();
 	send_inv();
 	uc();
+	uc_losses();
 	printf("roce_rc_ops: ok\n");
 	return 0;
 }

@@ -40,8 +40,13 @@ fn kind_of(op: Op) -> Result<Kind, ibv_wc_status> {
 
 /// Sends packet `sent` of the message in progress; false when the socket
 /// is full.
-fn send_packet(qp: &Qp, g: &mut QpInner, m: Msg, kind: Kind) -> bool {
+fn send_packet(qp: &Qp, g: &mut QpInner, m: Msg) -> bool {
     let w = *g.sq.wqe(m.seq);
+    // Only WQEs of these kinds are queued (`pump`).
+    let Ok(kind) = kind_of(w.op) else {
+        qp.fail_head(g, IBV_WC_LOC_QP_OP_ERR);
+        return true;
+    };
     let mtu = mtu(g);
     let i = m.sent;
     let seg = rc::segment(w.len as usize, mtu, i);
@@ -88,8 +93,7 @@ pub(super) fn pump(qp: &Qp, g: &mut QpInner) {
     loop {
         if let Some(m) = g.roce_rc.msgs.front().copied() {
             if m.sent < m.npkts {
-                let kind = kind_of(g.sq.wqe(m.seq).op).unwrap_or(Kind::Send { imm: false });
-                if !send_packet(qp, g, m, kind) {
+                if !send_packet(qp, g, m) {
                     retry_soon(qp);
                     return;
                 }
