@@ -11,7 +11,8 @@
  *     (max_rd_atomic 4 in flight) return 16 distinct old values and
  *     leave start + 16.
  *  2. a misaligned atomic fails with IBV_WC_REM_INV_REQ_ERR; one on an
- *     MR without IBV_ACCESS_REMOTE_ATOMIC with IBV_WC_REM_ACCESS_ERR.
+ *     MR without IBV_ACCESS_REMOTE_ATOMIC with IBV_WC_REM_ACCESS_ERR; one
+ *     whose SGE is not 8 bytes with IBV_WC_LOC_LEN_ERR.
  *  3. SEND with invalidate: a WRITE through a bound type 2 window works;
  *     a SEND_WITH_INV of its rkey completes the receive with
  *     IBV_WC_WITH_INV and the rkey; a WRITE through it then fails with
@@ -293,6 +294,19 @@ static void atomics(void)
 	if (word(&b, 128) != 23)
 		fail("misaligned atomic changed memory: %llu", (unsigned long long)word(&b, 128));
 	printf("roce_rc_ops: misaligned atomic: IBV_WC_REM_INV_REQ_ERR\n");
+
+	/* A result SGE of other than 8 bytes: a local length error. */
+	struct ibv_send_wr wr = { .wr_id = 31, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD };
+
+	wr.wr.atomic.remote_addr = target;
+	wr.wr.atomic.rkey = b.mr->rkey;
+	wr.wr.atomic.compare_add = 1;
+	post(&a, &wr, 0, 4);
+	expect(poll1(&a, "short SGE"), 31, IBV_WC_LOC_LEN_ERR, "FETCH_AND_ADD into 4 bytes");
+	if (word(&b, 128) != 23)
+		fail("an atomic failed locally changed memory: %llu",
+		     (unsigned long long)word(&b, 128));
+	printf("roce_rc_ops: atomic into a 4-byte SGE: IBV_WC_LOC_LEN_ERR\n");
 }
 
 static void atomic_access(void)

@@ -32,6 +32,7 @@ echo "$out"
 for want in 'FETCH_AND_ADD and CMP_AND_SWP (match, no match) checked' \
 	'16 FETCH_AND_ADDs from two QPs: 16 distinct old values, 23 left' \
 	'misaligned atomic: IBV_WC_REM_INV_REQ_ERR' \
+	'atomic into a 4-byte SGE: IBV_WC_LOC_LEN_ERR' \
 	'atomic without IBV_ACCESS_REMOTE_ATOMIC: IBV_WC_REM_ACCESS_ERR' \
 	'SEND_WITH_INV: IBV_WC_WITH_INV with the rkey, then a WRITE with it IBV_WC_REM_ACCESS_ERR' \
 	'SEND_WITH_INV of no window' \
