@@ -17,14 +17,22 @@
 //! conn:kill[:OPTIONS]                          same as qp=*:kill
 //! port[=DEVICE]:down@T,up@T,...                T: 500ms, 2s, 100us
 //! cq:overrun[:after=N]
+//! roce:PACKET[:op=CLASS][:p=F][:after=N][:count=N]
 //! cm:...                                       librdmacm's (its `faults`)
 //! ACTION: delay=T | rnr | rnr=N | fail=STATUS | kill
+//! PACKET: drop | dup | late
 //! ```
 //!
 //! A rule counts the QP's requests (`after`) and passes over those its
 //! fault cannot happen to on hardware: RNR only strikes a request that
 //! consumes a receive, a remote access error only one naming remote memory,
 //! and on UC nothing a responder would have to answer.
+//!
+//! `roce:` rules are the wire's faults on a RoCEv2-mode device's packets
+//! as its port sends them: lost, sent twice, or sent after the next one.
+//! `op=` picks the packets a rule counts and strikes by class (`ack`,
+//! `nak`, `send`, `send_middle`, `read_req`, `read_resp_last`, `ud`...,
+//! see `roce_ud::classes`); `after` counts those packets.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -104,6 +112,29 @@ pub struct Config {
     pub port: Vec<PortRule>,
     /// Every CQ overruns at its completion number `after + 1`.
     pub cq_overrun_after: Option<u64>,
+    pub roce: Vec<PacketRule>,
+}
+
+/// What a `roce:` rule does to a packet a RoCEv2 port sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketAction {
+    /// Not sent: lost on the wire.
+    Drop,
+    /// Sent twice.
+    Dup,
+    /// Sent right after the next packet the port sends: reordered.
+    Late,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PacketRule {
+    pub action: PacketAction,
+    /// The class of packets it counts and strikes; None: every packet.
+    pub op: Option<String>,
+    pub p: Option<f64>,
+    /// Packets of its class that pass untouched first.
+    pub after: u64,
+    pub count: u64,
 }
 
 /// The statuses `fail=` accepts, as `ibv_wc_status_str` spells them
@@ -209,6 +240,42 @@ fn qp_rule(qpn: Option<u32>, action_s: &str, opts: &[&str]) -> Result<QpRule, St
     Ok(r)
 }
 
+fn packet_rule(action_s: &str, opts: &[&str]) -> Result<PacketRule, String> {
+    let action = match action_s {
+        "drop" => PacketAction::Drop,
+        "dup" => PacketAction::Dup,
+        "late" => PacketAction::Late,
+        _ => {
+            return Err(format!(
+                "unknown packet fault `{action_s}` (drop, dup, late)"
+            ))
+        }
+    };
+    let mut r = PacketRule {
+        action,
+        op: None,
+        p: None,
+        after: 0,
+        count: u64::MAX,
+    };
+    for o in opts {
+        match o.split_once('=') {
+            Some(("op", v)) if !v.is_empty() => r.op = Some(v.to_ascii_lowercase()),
+            Some(("p", v)) => {
+                let p: f64 = v.parse().map_err(|_| format!("p={v}: not a number"))?;
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(format!("p={v}: between 0 and 1"));
+                }
+                r.p = Some(p);
+            }
+            Some(("after", v)) => r.after = number(v)?,
+            Some(("count", v)) => r.count = number(v)?,
+            _ => return Err(format!("unknown option `{o}` (op=, p=, after=, count=)")),
+        }
+    }
+    Ok(r)
+}
+
 fn port_rule(device: Option<&str>, events: &str) -> Result<PortRule, String> {
     let mut out = Vec::new();
     for e in events.split(',') {
@@ -272,11 +339,14 @@ fn rule(c: &mut Config, r: &str) -> Result<(), String> {
             }
         }
         c.cq_overrun_after = Some(after);
+    } else if head == "roce" {
+        let a = parts.get(1).ok_or("roce needs drop, dup or late")?;
+        c.roce.push(packet_rule(a, &parts[2..])?);
     } else if head == "cm" {
         // librdmacm's (connection manager faults): it checks them.
     } else {
         return Err(format!(
-            "unknown rule `{head}` (seed=, qp=, conn:, port:, cq:, cm:)"
+            "unknown rule `{head}` (seed=, qp=, conn:, port:, cq:, roce:, cm:)"
         ));
     }
     Ok(())
@@ -443,6 +513,61 @@ impl QpFaults {
     }
 }
 
+/// A RoCEv2 port's `roce:` rules, each with the packets it counted and
+/// struck; draws from the spec's seed and the port's ordinal.
+#[derive(Debug)]
+pub struct PacketFaults {
+    rules: Vec<(PacketRule, u64, u64)>,
+    rng: Rng,
+}
+
+/// Ports given packet faults so far in this process.
+static PORT_ORDINAL: AtomicU64 = AtomicU64::new(0);
+
+impl PacketFaults {
+    /// The state for a port opened now; None without `roce:` rules.
+    pub fn for_port() -> Option<PacketFaults> {
+        if !active() {
+            return None;
+        }
+        let c = config().ok().flatten()?;
+        let ordinal = PORT_ORDINAL.fetch_add(1, Ordering::Relaxed);
+        PacketFaults::new(&c, ordinal)
+    }
+
+    pub fn new(c: &Config, ordinal: u64) -> Option<PacketFaults> {
+        if c.roce.is_empty() {
+            return None;
+        }
+        let mut mix = Rng::new(!c.seed ^ ordinal.rotate_left(32));
+        Some(PacketFaults {
+            rules: c.roce.iter().map(|r| (r.clone(), 0, 0)).collect(),
+            rng: Rng::new(mix.next_u64()),
+        })
+    }
+
+    /// What happens to a packet of these classes (call once per packet):
+    /// every rule of a class it is counts it, the first that strikes wins.
+    pub fn next(&mut self, classes: &[&str]) -> Option<PacketAction> {
+        let mut hit = None;
+        for (r, seen, struck) in self.rules.iter_mut() {
+            if r.op.as_deref().is_some_and(|op| !classes.contains(&op)) {
+                continue;
+            }
+            *seen += 1;
+            if hit.is_some() || *seen <= r.after || *struck >= r.count {
+                continue;
+            }
+            if r.p.is_some_and(|p| self.rng.unit() >= p) {
+                continue;
+            }
+            *struck += 1;
+            hit = Some(r.action);
+        }
+        hit
+    }
+}
+
 /// The completion number (1-based) at which a CQ created now overruns.
 pub fn cq_overrun_at() -> u64 {
     if !active() {
@@ -598,6 +723,49 @@ mod tests {
         assert_eq!(f.next(write), None);
         assert_eq!(f.next(send), Some(Action::Rnr(1)));
         assert_eq!(f.next(send), None);
+    }
+
+    #[test]
+    fn packet_rules_count_their_class() {
+        let c = parse("roce:drop:op=ack:after=1:count=2;roce:dup:op=READ_REQ").unwrap();
+        assert_eq!(c.roce[0].action, PacketAction::Drop);
+        assert_eq!(c.roce[1].op.as_deref(), Some("read_req"));
+        let mut f = PacketFaults::new(&c, 0).unwrap();
+        let ack = ["ack"];
+        let send = ["send", "send_only"];
+        let got: Vec<_> = [&ack[..], &send, &ack, &ack, &send, &ack]
+            .iter()
+            .map(|k| f.next(k))
+            .collect();
+        let d = Some(PacketAction::Drop);
+        assert_eq!(got, [None, None, d, d, None, None]);
+        assert_eq!(f.next(&["read_req"]), Some(PacketAction::Dup));
+        assert!(PacketFaults::new(&parse("qp=*:kill").unwrap(), 0).is_none());
+        for (spec, needle) in [
+            ("roce:explode", "unknown packet fault"),
+            ("roce", "needs drop"),
+            ("roce:drop:color=red", "unknown option"),
+            ("roce:late:p=2", "between 0 and 1"),
+        ] {
+            let e = parse(spec).unwrap_err();
+            assert!(e.contains(needle), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn packet_loss_draws_are_seeded() {
+        let c = parse("seed=7;roce:drop:p=0.05").unwrap();
+        let run = |ordinal| {
+            let mut f = PacketFaults::new(&c, ordinal).unwrap();
+            (0..2000)
+                .map(|_| f.next(&["ud"]).is_some())
+                .collect::<Vec<_>>()
+        };
+        let a = run(0);
+        assert_eq!(a, run(0));
+        assert_ne!(a, run(1));
+        let hits = a.iter().filter(|&&x| x).count();
+        assert!((60..140).contains(&hits), "{hits} of 2000 at p=0.05");
     }
 
     #[test]

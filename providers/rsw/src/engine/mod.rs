@@ -16,6 +16,7 @@ pub(crate) mod raw;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod rndv;
+pub(crate) mod roce_faults;
 pub(crate) mod roce_rc;
 pub(crate) mod roce_ud;
 pub(crate) mod samehost;

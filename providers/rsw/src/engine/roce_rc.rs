@@ -46,6 +46,10 @@ mod uc;
 /// Packets sent and not yet acknowledged, at most: the socket buffers
 /// and the peer's receive ring take a window, not a whole queue.
 const WINDOW: i32 = 128;
+/// A long message asks for an ACK this often (besides on its last
+/// packet and where the window closes), so that the window slides and a
+/// loss costs less than the whole message.
+const ACK_EVERY: u32 = 32;
 /// The largest payload of a packet (IBA's largest MTU).
 const MAX_PAYLOAD: usize = 4096;
 /// The port's socket was full: sending is tried again this much later.
@@ -256,6 +260,10 @@ fn send_next_packet(qp: &Qp, g: &mut QpInner, idx: usize) -> bool {
             dma_len: w.len,
         });
     }
+    // Where the window closes nothing more is sent until an ACK: ask.
+    let psn = psn_add(m.psn, i);
+    let edge = oldest_unacked(&g.roce_rc).is_some_and(|b| psn_diff(psn, b) >= WINDOW - 1);
+    h.bth.ack_req = edge || (i + 1).is_multiple_of(ACK_EVERY);
     if place.ends() {
         h.bth.ack_req = true;
         h.bth.se = w.solicited;
@@ -307,7 +315,7 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
     }
     loop {
         let st = &g.roce_rc;
-        let base = st.msgs.front().map(|m| m.psn);
+        let base = oldest_unacked(st);
         if st.cursor < st.msgs.len() {
             let m = st.msgs[st.cursor];
             if m.sent >= m.npkts {
@@ -431,9 +439,9 @@ fn oldest_unacked(st: &RcState) -> Option<u32> {
 }
 
 /// Completes the messages an acknowledgement of PSN `p` covers; true if
-/// any did.
+/// it advanced (IBA: the retry counts start over and the timer anew).
 fn complete_upto(qp: &Qp, g: &mut QpInner, p: u32) -> bool {
-    let mut progress = false;
+    let mut completed = false;
     while let Some(m) = g.roce_rc.msgs.front().copied() {
         if !rc::acked(&m, p) {
             break;
@@ -454,16 +462,24 @@ fn complete_upto(qp: &Qp, g: &mut QpInner, p: u32) -> bool {
         let w = *g.sq.wqe(m.seq);
         g.sq.retire_oldest();
         qp.complete_send(g, &w, IBV_WC_SUCCESS);
-        progress = true;
+        completed = true;
     }
-    if progress {
+    // Inside the oldest message: its packets up to `p` need no resend.
+    let partial = g
+        .roce_rc
+        .msgs
+        .front_mut()
+        .is_some_and(|f| f.o.acknowledge(p));
+    if completed || partial {
         let st = &mut g.roce_rc;
         st.retries = 0;
         st.rnr_retries = 0;
         st.deadline = 0;
+    }
+    if completed {
         qp.after_send_completions(g);
     }
-    progress
+    completed || partial
 }
 
 /// Whether `p` acknowledges something sent.

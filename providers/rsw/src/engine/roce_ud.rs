@@ -28,6 +28,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use verbs_abi::*;
 
+use super::roce_faults::{classes, WireFaults};
 use super::ud_recv::{fail_recv, roce_header_type, write_recv};
 use super::{Qp, QpInner};
 use crate::cq::Cqe;
@@ -62,6 +63,8 @@ pub struct RocePort {
     /// Held by the thread reading the socket: one at a time, so that a
     /// QP's packets are taken in the order they came.
     reading: Mutex<()>,
+    /// `RSW_FAULTS`' `roce:` rules, when there are any.
+    faults: Option<WireFaults>,
 }
 
 /// The ports opened, by interface index; kept until exit (a forked child
@@ -101,6 +104,7 @@ pub fn port_for(dev: &DeviceInfo) -> Result<Arc<RocePort>, c_int> {
         sock,
         qps: Mutex::new(HashMap::new()),
         reading: Mutex::new(()),
+        faults: WireFaults::for_port(),
     });
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     let serial = crate::progress::new_serial();
@@ -315,7 +319,21 @@ impl RocePort {
             .icrc(PORT, &pkt[..n])
             .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
         icrc::write(&mut pkt[..n], crc);
-        self.sock.send(dst, tclass, &pkt[..n])
+        self.transmit(dst, tclass, &pkt[..n], classes(hdr))
+    }
+
+    /// Sends one whole packet, through the faults when there are rules.
+    fn transmit(
+        &self,
+        dst: &[u8; 16],
+        tclass: u8,
+        pkt: &[u8],
+        classes: [&str; 2],
+    ) -> io::Result<usize> {
+        match &self.faults {
+            Some(f) => f.send(&self.sock, dst, tclass, pkt, classes),
+            None => self.sock.send(dst, tclass, pkt),
+        }
     }
 }
 
@@ -375,5 +393,5 @@ pub fn send_one(port: &RocePort, qp: &Qp, g: &QpInner, seq: u64) -> io::Result<u
         &mut pkt,
     )
     .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
-    port.sock.send(dst, w.ud.tclass, &pkt[..n])
+    port.transmit(dst, w.ud.tclass, &pkt[..n], ["ud"; 2])
 }

@@ -196,7 +196,8 @@ pub(crate) struct Outstanding {
     /// Packets sent (a READ: its request sent when `sent == npkts`).
     pub(crate) sent: u32,
     pub(crate) read: bool,
-    /// A READ's responses received, in order.
+    /// Its first PSNs answered: a READ's responses received in order,
+    /// other messages' packets acknowledged (an ACK or NAK inside it).
     pub(crate) got: u32,
 }
 
@@ -207,11 +208,21 @@ impl Outstanding {
 
     /// The first PSN of it not yet answered.
     pub(crate) fn unanswered(&self) -> u32 {
-        if self.read {
-            psn_add(self.psn, self.got)
-        } else {
-            self.psn
+        psn_add(self.psn, self.got)
+    }
+
+    /// An acknowledgement of PSN `p` (a READ: none counts, its responses
+    /// do) inside it: its packets up to `p` are answered. True if that
+    /// is news.
+    pub(crate) fn acknowledge(&mut self, p: u32) -> bool {
+        let d = psn_diff(p, self.psn);
+        if self.read || d < 0 || d as u32 >= self.npkts.min(self.sent) {
+            return false;
         }
+        let got = d as u32 + 1;
+        let news = got > self.got;
+        self.got = self.got.max(got);
+        news
     }
 }
 
@@ -224,9 +235,7 @@ pub(crate) fn rewind<'a>(msgs: impl Iterator<Item = &'a mut Outstanding>, p: u32
         let d = psn_diff(p, m.psn);
         if d < 0 {
             m.sent = 0;
-            if m.read {
-                m.got = 0;
-            }
+            m.got = 0;
         } else if d < m.npkts as i32 {
             if m.read {
                 m.got = m.got.min(d as u32);
@@ -463,5 +472,23 @@ mod tests {
         assert_eq!(r.unanswered(), 2);
         r.got = 2;
         assert_eq!(r.unanswered(), 4);
+        // An ACK inside a message answers its packets up to there.
+        let mut s = send;
+        assert!(!s.acknowledge(0xff_fffd), "before it");
+        assert!(s.acknowledge(0xff_ffff));
+        assert_eq!((s.got, s.unanswered()), (2, 0));
+        assert!(!s.acknowledge(0xff_fffe), "old news");
+        assert!(s.acknowledge(0));
+        assert_eq!(s.unanswered(), 1);
+        assert!(!s.acknowledge(2), "past it: completes it instead");
+        let mut part = send;
+        part.sent = 2;
+        assert!(!part.acknowledge(0), "not sent yet");
+        assert!(!r.acknowledge(3), "a READ is answered by its responses");
+        // A timeout goes back to the first packet not answered.
+        let mut a = [s, msg(2, 3, false)];
+        let una = a[0].unanswered();
+        assert_eq!(rewind(a.iter_mut(), una), Some(0));
+        assert_eq!((a[0].sent, a[0].got, a[1].sent), (3, 3, 0));
     }
 }
