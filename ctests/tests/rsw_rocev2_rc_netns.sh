@@ -5,8 +5,8 @@
 # byte checked) at sizes below, at and above the path MTU, each side as
 # server; perftest ib_send_bw, ib_write_bw, ib_read_bw with few
 # iterations; then again with netem dropping 5% and reordering (where
-# the kernel has netem): go-back-N and the ACK timeout make every
-# transfer complete, pingpong's data still checked. rxe is the other end in
+# the kernel has netem), both ways: go-back-N and the ACK timeout make
+# every transfer complete, pingpong's data still checked. rxe is the other end in
 # tests/vm_roce_rc_pingpong. DBG=1 turns on the libraries' debug log.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -90,22 +90,18 @@ run_all() {
 }
 
 run_all clean 100
-# Loss and reordering; a kernel without netem (sch_netem) leaves this half
-# to the VM (tests/vm_roce_rc_pingpong). ibv_rc_pingpong's client exits
-# once it has its last message, so were its ACK of the server's last SEND
-# lost the server would retry into a QP that is gone: pingpong gets loss
-# on the server's side only (A), perftest on both.
-# Opt-in (ROCE_LOSSY=1): RC under loss lost 2 of 6 pingpongs against rxe
-# in one run (tests/vm_roce_rc_pingpong), not yet understood.
-if [ "${ROCE_LOSSY:-0}" != 1 ]; then
-    echo "SKIP the lossy half: opt-in (ROCE_LOSSY=1)"
-    exit 0
-fi
-netem() { ip netns exec $1 tc qdisc add dev $2 root netem loss 5% delay 1ms reorder 10%; }
-if ! netem $A a4$$ 2>"$work/tc"; then
+# Loss and reordering (ctests/vm/roce/netem.sh); a kernel without netem
+# (sch_netem) leaves this half to the VM (tests/vm_rsw_rocev2_rc_lossy);
+# tests/rsw_rocev2_rc_loss loses packets through rsw's own faults.
+# ibv_rc_pingpong's client exits once it has its last message, so were
+# the ACK of its last SEND lost the server would retry into a QP that is
+# gone: pingpong's ACKs are spared, perftest loses them too.
+. "$(dirname "$0")/../vm/roce/netem.sh"
+if ! netem_lossy a4$$ $A spare-acks 2>"$work/tc"; then
     echo "SKIP the lossy half: no netem here: $(cat "$work/tc")"
     exit 0
 fi
+netem_lossy b4$$ $B spare-acks || fail "netem on b4$$"
 for size in 4096 65536; do
     pair "lossy ibv_rc_pingpong -s $size" $A $devA $B $devB 192.0.2.1 \
         ibv_rc_pingpong -g 0 -m 1024 -s $size -n 40 -c
@@ -113,12 +109,14 @@ for size in 4096 65536; do
     expect_in "$work/srv" "40 iters in"
     echo "ok lossy ibv_rc_pingpong -s $size -n 40"
 done
-netem $B b4$$ || fail "netem on b4$$"
+drops=$(($(netem_dropped a4$$ $A) + $(netem_dropped b4$$ $B)))
+netem_lossy a4$$ $A || fail "netem on a4$$"
+netem_lossy b4$$ $B || fail "netem on b4$$"
 for t in send write read; do
     pair "lossy ib_${t}_bw" $A $devA $B $devB 192.0.2.1 ib_${t}_bw -x 0 -F -m 1024 -s 65536 -n 40
     expect_in "$work/cli" "^ *65536 +40 "
     echo "ok lossy ib_${t}_bw -s 65536 -n 40"
 done
-drops=$(ip netns exec $A tc -s qdisc show dev a4$$ | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1)
-[ "${drops:-0}" -gt 0 ] || fail "netem dropped nothing"
-echo "ok netem dropped $drops packets on a4$$"
+drops=$((drops + $(netem_dropped a4$$ $A) + $(netem_dropped b4$$ $B)))
+[ "$drops" -gt 0 ] || fail "netem dropped nothing"
+echo "ok netem dropped $drops packets"

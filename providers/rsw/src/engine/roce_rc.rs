@@ -21,7 +21,7 @@
 //! UC QPs share the state and the packet helpers (`uc`).
 //! Not yet: ATOMIC_WRITE, XRC (a WR fails with IBV_WC_LOC_QP_OP_ERR).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::io::ErrorKind;
 
 use verbs_abi::*;
@@ -50,6 +50,11 @@ const WINDOW: i32 = 128;
 /// packet and where the window closes), so that the window slides and a
 /// loss costs less than the whole message.
 const ACK_EVERY: u32 = 32;
+/// READ responses this far ahead of the first missing one mean it was
+/// lost, fewer that it may be late (the network reordered them).
+const REORDER: i32 = 3;
+/// READ responses placed ahead of a missing one, at most.
+const MAX_AHEAD: usize = 1024;
 /// The largest payload of a packet (IBA's largest MTU).
 const MAX_PAYLOAD: usize = 4096;
 /// The port's socket was full: sending is tried again this much later.
@@ -117,6 +122,10 @@ pub struct RcState {
     rnr_until: u64,
     /// A gap went back to this PSN already (once per gap).
     gap_at: Option<u32>,
+    /// READ responses of the oldest READ (`ahead_of`: its WQE) placed
+    /// ahead of the first missing, by index.
+    ahead: BTreeSet<u32>,
+    ahead_of: Option<u64>,
     epsn: u32,
     msn: u32,
     /// A NAK (sequence error or RNR) for `epsn` was sent.
@@ -556,20 +565,23 @@ fn on_read_response(qp: &Qp, g: &mut QpInner, p: &Packet) {
     }
     let want = psn_add(m.psn, m.got);
     let d = psn_diff(psn, want);
-    if d > 0 {
-        // Responses were lost: ask again from the first missing, once.
-        if g.roce_rc.gap_at != Some(want) {
-            g.roce_rc.gap_at = Some(want);
-            rewind(&mut g.roce_rc, want);
-        }
-        return;
-    }
     if d < 0 {
         return;
     }
+    let idx = m.got + d as u32;
+    if idx >= m.npkts {
+        return;
+    }
+    let st = &mut g.roce_rc;
+    if st.ahead_of != Some(m.seq) {
+        st.ahead_of = Some(m.seq);
+        st.ahead.clear();
+    }
+    if d > 0 && (st.ahead.contains(&idx) || st.ahead.len() >= MAX_AHEAD) {
+        return;
+    }
     let w = *g.sq.wqe(m.seq);
-    let mtu = mtu(g);
-    let seg = rc::segment(w.len as usize, mtu, m.got);
+    let seg = rc::segment(w.len as usize, mtu(g), idx);
     if p.payload.len() != seg.len() {
         return;
     }
@@ -578,14 +590,30 @@ fn on_read_response(qp: &Qp, g: &mut QpInner, p: &Packet) {
         return;
     }
     let st = &mut g.roce_rc;
+    if d > 0 {
+        // Placed (its PSN says where), but ahead of one missing: a few
+        // behind it may only be late (reordered); more mean it was
+        // lost: ask again from the first missing, once.
+        st.ahead.insert(idx);
+        if d >= REORDER && st.gap_at != Some(want) {
+            st.gap_at = Some(want);
+            rewind(st, want);
+        }
+        return;
+    }
     st.gap_at = None;
     st.retries = 0;
     st.deadline = 0;
     let f = st.msgs.front_mut().expect("checked above");
     f.got += 1;
+    while st.ahead.remove(&f.got) {
+        f.got += 1;
+    }
     if f.got == f.npkts {
         st.msgs.pop_front();
         st.cursor = st.cursor.saturating_sub(1);
+        st.ahead.clear();
+        st.ahead_of = None;
         g.sq.retire_oldest();
         qp.complete_send(g, &w, IBV_WC_SUCCESS);
         qp.after_send_completions(g);
@@ -604,6 +632,13 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     if st.deadline != 0 && now >= st.deadline {
         st.deadline = 0;
         if let Some(p) = oldest_unacked(st) {
+            log::debug!(
+                "qp {:#x}: ACK timeout {} at PSN {p:#x} (next {:#x}, {} messages)",
+                qp.qpn,
+                st.retries + 1,
+                st.next_psn,
+                st.msgs.len()
+            );
             st.retries = st.retries.saturating_add(1);
             if st.retries > g.attr.retry_cnt {
                 qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
