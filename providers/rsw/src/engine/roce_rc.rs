@@ -5,14 +5,23 @@
 //!
 //! Requester: SEND, SEND with immediate, SEND with invalidate, WRITE,
 //! WRITE with immediate, READ and the atomics (`atomic`), cut into
-//! packets by the path MTU, PSNs from `sq_psn`, AckReq on each message's
-//! last packet, at most [`WINDOW`] packets unacked; binds and local
-//! invalidates run at their turn (`keys`).
-//! Completer: an ACK completes the messages it covers, in order; a NAK
-//! sequence error goes back to the NAKed PSN (go-back-N), an RNR NAK waits
-//! its timer and retries (`rnr_retry`, 7 forever), the local ACK timeout
-//! (`timeout`) resends from the oldest unacknowledged PSN `retry_cnt`
-//! times, then the WR fails with IBV_WC_RETRY_EXC_ERR and the rest flush.
+//! packets by the path MTU, PSNs from `sq_psn`, at most [`WINDOW`]
+//! packets unacked; AckReq on each message's last packet, every
+//! [`ACK_EVERY`] packets and where the window closes (else a message
+//! longer than the window would wait for an ACK nobody asked for); binds
+//! and local invalidates run at their turn (`keys`).
+//! Completer: an ACK completes the messages it covers, in order, and one
+//! inside a message marks its packets up to there answered; any advance
+//! restarts the timer and the retry counts (IBA). A NAK sequence error
+//! goes back to the NAKed PSN (go-back-N); READ responses land where
+//! their PSN says, and the READ is asked again from the first missing
+//! one when [`REORDER`] came past it (fewer may be reordered, not lost),
+//! a later answer shows it lost, or the timer runs out. An RNR NAK waits
+//! its timer and retries (`rnr_retry`, 7 forever); the local ACK timeout
+//! (`timeout`, 4.096 us * 2^timeout) resends from the first PSN not
+//! answered, `retry_cnt` times without progress, then the WR fails with
+//! IBV_WC_RETRY_EXC_ERR and the rest flush. A lost NAK (one per gap) or
+//! last ACK is the timer's to make good.
 //! Responder: PSNs against `rq_psn` (a duplicate is ACKed again, a READ
 //! answered again, an atomic answered from its saved result; one NAK per
 //! gap), R_Key checks (NAK remote access error, QP to ERR), receives for
