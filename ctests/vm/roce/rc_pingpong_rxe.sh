@@ -106,8 +106,8 @@ count_drops() {
 }
 lossy() {
 	count_drops
-	netem_lossy vC "" $1 || exit 1
-	netem_lossy vD roce $1 || exit 1
+	netem_lossy vC "" "${1:-}" || exit 1
+	netem_lossy vD roce "${1:-}" || exit 1
 }
 LOSSY=40
 for SIZE in 1024 4096 32768; do
