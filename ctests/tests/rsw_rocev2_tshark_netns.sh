@@ -5,10 +5,11 @@
 # pairs; tshark captures in A while RC moves multi-packet SENDs
 # (ibv_rc_pingpong -c), WRITEs and READs (ib_write_bw, ib_read_bw; a
 # WRITE run with packets lost by RSW_FAULTS, for NAKs and resends) at
-# MTU 1024, and UD its SENDs over IPv4 and IPv6 (ibv_ud_pingpong). Then
-# tshark, decoding UDP 4791 as RoCEv2, must find every packet of it
-# InfiniBand, none malformed, no expert error, each RC and UD opcode the
-# traffic uses; and every ICRC, computed here from the captured bytes
+# MTU 1024 and atomics (ib_atomic_bw), UC multi-packet SENDs
+# (ibv_uc_pingpong -c), and UD its SENDs over IPv4 and IPv6
+# (ibv_ud_pingpong). Then tshark, decoding UDP 4791 as RoCEv2, must find
+# every packet of it InfiniBand, none malformed, no expert error, each
+# RC, UC and UD opcode the traffic uses; and every ICRC, computed here from the captured bytes
 # (IBA Annex A17's masks; tshark 4.0 shows the ICRC but does not check
 # it), must equal what tshark reads as the packet's invariant CRC.
 # RSV_ICRC_BREAK=1 corrupts one packet's ICRC in the capture first: the
@@ -84,9 +85,12 @@ pair rsw_a4$$ rsw_b4$$ "" ib_write_bw -x 0 -F -m 1024 -s 8192 -n 5
 pair rsw_a4$$ rsw_b4$$ "RSW_FAULTS=roce:drop:op=write_middle:after=3:count=2" \
     ib_write_bw -x 0 -F -m 1024 -s 8192 -n 5
 pair rsw_a4$$ rsw_b4$$ "" ib_read_bw -x 0 -F -m 1024 -s 8192 -n 5
+pair rsw_a4$$ rsw_b4$$ "" ibv_uc_pingpong -g 0 -m 1024 -s 4000 -n 5 -c
+pair rsw_a4$$ rsw_b4$$ "" ib_atomic_bw -x 0 -F -n 5
+pair rsw_a4$$ rsw_b4$$ "" ib_atomic_bw -x 0 -F -n 5 -A CMP_AND_SWAP
 pair rsw_a4$$ rsw_b4$$ "" ibv_ud_pingpong -g 0 -s 1024 -n 5 -c
 pair rsw_a6$$ rsw_b6$$ "" ibv_ud_pingpong -g 0 -s 1024 -n 5 -c
-echo "ok traffic: RC SEND, WRITE (and resent), READ; UD over IPv4 and IPv6"
+echo "ok traffic: RC SEND, WRITE (and resent), READ, atomics; UC SEND; UD over IPv4 and IPv6"
 
 # tshark stops at SIGINT with what it has read: the last packets (UD
 # over IPv6, 5 each way) must be in the file first.
@@ -195,9 +199,10 @@ echo "ok $n packets, InfiniBand all, none malformed, no expert error"
 echo "ok opcodes over IPv4: $(tr '\n' ' ' <"$work/ip.ops")"
 echo "ok opcodes over IPv6: $(tr '\n' ' ' <"$work/ipv6.ops")"
 # RC: SEND first/middle/last, WRITE first/middle/last, READ request and
-# response first/middle/last, ACK (NAKs too), over IPv4; UD SEND only
-# over both.
-for op in 0 1 2 6 7 8 12 13 14 15 17 100; do
+# response first/middle/last, ACK (NAKs too), ATOMIC ACKNOWLEDGE,
+# COMPARE_SWAP, FETCH_ADD; UC SEND first/middle/last; over IPv4; UD
+# SEND only over both.
+for op in 0 1 2 6 7 8 12 13 14 15 17 18 19 20 32 33 34 100; do
     grep -qx "$op" "$work/ip.ops" || fail "no packet of opcode $op over IPv4"
 done
 grep -qx 100 "$work/ipv6.ops" || fail "no UD SEND ONLY over IPv6"
