@@ -182,6 +182,45 @@ fn retry_budget_ns(g: &QpInner) -> Option<u64> {
     ack_timeout_ns(g).map(|t| t * (g.attr.retry_cnt.min(7) as u64 + 1))
 }
 
+/// How many retry budgets a QP is given while other QPs of ours hear from
+/// the same peer address. Over TCP a peer serves its connections in
+/// turns, reading each until it is empty: with many QPs streaming, deep
+/// send queues and a message rate far below a NIC's, one QP's turn comes
+/// later than a hardware timeout allows (16 QPs of `ib_send_bw` 2 B
+/// between two namespaces on a loaded machine, 256 on loopback, failed
+/// with RETRY_EXC_ERR). A peer host that stopped serving us altogether
+/// is still found within one budget; a dead process beside live ones on
+/// that host within this many.
+const SERVING_GRACE: u8 = 4;
+
+/// When some QP of ours last heard from each peer address (its tick saw
+/// progress): a few entries, touched once per retry period per QP.
+static HEARD: parking_lot::Mutex<Vec<([u8; 16], u64)>> = parking_lot::Mutex::new(Vec::new());
+
+/// The most peer addresses remembered; the oldest makes room.
+const HEARD_MAX: usize = 64;
+
+fn heard_from(gid: [u8; 16], now: u64) {
+    let mut h = HEARD.lock();
+    if let Some(e) = h.iter_mut().find(|e| e.0 == gid) {
+        e.1 = e.1.max(now);
+        return;
+    }
+    if h.len() == HEARD_MAX {
+        if let Some(i) = (0..h.len()).min_by_key(|&i| h[i].1) {
+            h.swap_remove(i);
+        }
+    }
+    h.push((gid, now));
+}
+
+fn heard_lately(gid: [u8; 16], now: u64, within: u64) -> bool {
+    HEARD
+        .lock()
+        .iter()
+        .any(|e| e.0 == gid && e.1 + within >= now)
+}
+
 /// Starts the tick if work is outstanding and it is not running.
 fn arm_retry_timer(qp: &Qp, g: &mut QpInner) {
     if g.req.tick_at != 0 || !g.outstanding() {
@@ -226,6 +265,12 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     // in its mailbox, as an RNR NAK would tell it.
     let rnr_direct = g.req.out.as_ref().is_some_and(|o| o.rnr_since != 0);
     let progressed = std::mem::take(&mut g.req.progress) || rnr_direct;
+    let peer = g.remote.map(|r| r.gid);
+    if progressed {
+        if let Some(gid) = peer {
+            heard_from(gid, now);
+        }
+    }
     if !g.outstanding() {
         g.req.idle = 0;
         if !progressed {
@@ -237,7 +282,9 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
         g.req.idle = 0;
     } else {
         g.req.idle += 1;
-        if g.req.idle > g.attr.retry_cnt.min(7) {
+        let tries = g.attr.retry_cnt.min(7) + 1;
+        let serving = peer.is_some_and(|gid| heard_lately(gid, now, 2 * t));
+        if g.req.idle >= tries && (!serving || g.req.idle >= SERVING_GRACE * tries) {
             g.req.idle = 0;
             g.req.out = None;
             g.req.peer_gone = true;
@@ -245,7 +292,7 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
             log::error!(
                 "qp {:#x}: transport retry count exceeded ({} periods without progress)",
                 qp.qpn,
-                g.attr.retry_cnt.min(7) + 1
+                g.req.idle
             );
             qp.fail_head(g, IBV_WC_RETRY_EXC_ERR);
             return;
@@ -1120,5 +1167,35 @@ fn sent_unacked(qp: &Qp, g: &mut QpInner) {
         g.sq.retire_oldest();
         qp.complete_send(g, &w, IBV_WC_SUCCESS);
         qp.after_send_completions(g);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_heard_lately_is_serving() {
+        let a = [0xa1; 16];
+        let b = [0xb2; 16];
+        heard_from(a, 1_000);
+        assert!(heard_lately(a, 1_500, 500));
+        assert!(!heard_lately(a, 1_501, 500), "too long ago");
+        assert!(!heard_lately(b, 1_000, 500), "another address");
+        // An older report never moves the time back.
+        heard_from(a, 900);
+        assert!(heard_lately(a, 1_500, 500));
+        // A full table drops its oldest address, not the newest.
+        for i in 0..HEARD_MAX as u64 {
+            let mut g = [0u8; 16];
+            g[..8].copy_from_slice(&(i + 1).to_le_bytes());
+            g[15] = 0x77;
+            heard_from(g, 2_000 + i);
+        }
+        assert!(!heard_lately(a, 2_000, 5_000), "the oldest went");
+        let mut last = [0u8; 16];
+        last[..8].copy_from_slice(&(HEARD_MAX as u64).to_le_bytes());
+        last[15] = 0x77;
+        assert!(heard_lately(last, 2_100, 100));
     }
 }
