@@ -243,17 +243,18 @@ tcp_pp_run() {
     record "$key" "$v"
 }
 
-# iperf3_run KEY SIZE: TCP bandwidth (GB/s received) with SIZE-byte writes,
-# the better of two 2-second runs.
+# iperf3_run KEY SIZE [ARGS]: TCP bandwidth (GB/s received) with SIZE-byte
+# writes, the better of two 2-second runs; ARGS go to the client (-P 16).
 iperf3_run() {
     key=$1 size=$2 best=""
+    shift 2
     for _ in 1 2; do
         port=$(free_port)
         "${srv_pre[@]}" timeout 60 iperf3 -s -1 -p "$port" > "$work/srv" 2>&1 &
         srv=$!
         : > "$work/cli"
         if wait_listen "$port" "$srv_ns"; then
-            "${cli_pre[@]}" timeout 60 iperf3 -c "$addr" -p "$port" -t 2 -l "$size" -J > "$work/cli" 2>&1
+            "${cli_pre[@]}" timeout 60 iperf3 -c "$addr" -p "$port" -t 2 -l "$size" -J "$@" > "$work/cli" 2>&1
         fi
         kill $srv 2>/dev/null; wait $srv 2>/dev/null
         v=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e9)' "$work/cli" 2>/dev/null)
@@ -315,6 +316,18 @@ for round in $(seq 1 "$runs"); do
         qperf_run "rc_lat:64:$path" rc_lat -t 2 -m 64
         qperf_run "rc_rdma_write_lat:64:$path" rc_rdma_write_lat -t 2 -m 64
         qperf_run "rc_bw:65536:$path" rc_bw -t 2 -m 65536
+        # Many QPs streaming at once between the hosts (perftest's -q:
+        # its iterations are per QP, its figures the aggregate), beside
+        # 16 TCP streams.
+        if [ $path = veth ]; then
+            iperf3_run "iperf3_p16:65536:$path" 65536 -P 16
+            for q in 16 256; do
+                scale=1
+                perftest "send_bw_q$q:2:$path" 5 ib_send_bw -s 2 -q $q -n $((1600000 / q))
+                scale=$mib
+                perftest "write_bw_q$q:65536:$path" 4 ib_write_bw -s 65536 -q $q -n $((32000 / q))
+            done
+        fi
     done
 done
 secs=$(($(date +%s) - t0))

@@ -50,7 +50,7 @@ def ratio(ours, base):
     return num(ours / base) + "×"
 
 
-UNIT = {"ow": "µs", "rt": "µs", "rate": "Mpps", "bw": "GB/s"}
+UNIT = {"ow": "µs", "rt": "µs", "rate": "Mpps", "bw": "GB/s", "bw16": "GB/s"}
 PATHS = {"lo": "loopback", "lo-tcp": "loopback, RSW_TRANSPORT=tcp", "veth": "veth, 2 netns"}
 
 
@@ -104,6 +104,10 @@ def main():
         ("qperf rc_lat", "rc_lat", 64, "ow"),
         ("qperf rc_rdma_write_lat", "rc_rdma_write_lat", 64, "ow"),
         ("qperf rc_bw", "rc_bw", 65536, "bw"),
+        ("ib_send_bw, 16 QPs at once (aggregate message rate)", "send_bw_q16", 2, "rate"),
+        ("ib_send_bw, 256 QPs at once (aggregate message rate)", "send_bw_q256", 2, "rate"),
+        ("ib_write_bw, 16 QPs at once (aggregate)", "write_bw_q16", 65536, "bw16"),
+        ("ib_write_bw, 256 QPs at once (aggregate)", "write_bw_q256", 65536, "bw16"),
     ]
 
     print(f"Measured {machine.get('date', '?')} by `bench/run.sh` "
@@ -123,6 +127,8 @@ def main():
     shm_text, shm = cell("shm", "µs")
     for name, key, size, kind in tests:
         for path in paths:
+            if "_q" in key and path != "veth":
+                continue  # many QPs: between the namespaces only
             base_path = "lo" if path == "lo-tcp" else path
             unit = UNIT[kind]
             ours_text, ours = cell(f"{key}:{size}:{path}", unit)
@@ -138,6 +144,9 @@ def main():
                 t, v = cell("shm", "µs", k)
                 floor_text = ("shm ping-pong round trip: " if k == 2 else "shm ping-pong one-way: ") + t
                 floor = v
+            elif kind == "bw16":
+                t, tcp = cell(f"iperf3_p16:{size}:{base_path}", "GB/s")
+                tcp_text = f"iperf3 -P 16: {t}"
             elif kind == "rate":
                 t, tcp = cell(f"sockperf_rate:14:{base_path}", "Mpps")
                 tcp_text = f"sockperf 14 B: {t}"
@@ -164,6 +173,8 @@ def main():
         rows.append(("sockperf throughput, TCP, message rate", 14, path, f"sockperf_rate:14:{path}", "Mpps"))
         for s in (65536, 1048576):
             rows.append(("iperf3, TCP", s, path, f"iperf3:{s}:{path}", "GB/s"))
+        if path == "veth":
+            rows.append(("iperf3 -P 16, TCP, aggregate", 65536, path, f"iperf3_p16:65536:{path}", "GB/s"))
     rows.append(("shm ping-pong (MAP_SHARED page, busy-poll), one-way", 8, "", "shm", "µs"))
     for s in (65536, 1048576):
         rows.append(("memcpy, page-aligned, warm buffers", s, "", f"memcpy:{s}", "GB/s"))
