@@ -102,6 +102,26 @@ struct Rx {
     off: u64,
 }
 
+/// Writes a WRITE packet's payload where its message has reached in the
+/// memory the RETH named; false where the key grants no such write or
+/// the memory is gone.
+fn write_payload(qp: &Qp, g: &QpInner, r: &Rx, payload: &[u8]) -> bool {
+    let t = mr::table();
+    let dst = t.remote(
+        r.rkey,
+        r.va.wrapping_add(r.off),
+        payload.len() as u64,
+        qp.target_pd(g),
+        IBV_ACCESS_REMOTE_WRITE,
+        qp.qpn,
+    );
+    dst.is_ok_and(|d| {
+        // SAFETY: the MR table (held) checked the payload's length of
+        // writable bytes there; a fault is caught.
+        unsafe { guard::copy(d, payload.as_ptr(), payload.len()) }.is_ok()
+    })
+}
+
 /// READ responses to send.
 #[derive(Clone, Copy, Debug)]
 struct ReadOut {
@@ -914,27 +934,9 @@ fn on_data(qp: &Qp, g: &mut QpInner, p: &Packet, kind: Kind, place: Place) -> bo
                 send_rnr(g);
                 return false;
             }
-            if len > 0 {
-                let t = mr::table();
-                let dst = t.remote(
-                    r.rkey,
-                    r.va.wrapping_add(r.off),
-                    len,
-                    qp.target_pd(g),
-                    IBV_ACCESS_REMOTE_WRITE,
-                    qp.qpn,
-                );
-                let ok = dst.is_ok_and(|d| {
-                    // SAFETY: the MR table (held) checked `len` writable
-                    // bytes there; a fault is caught.
-                    let r = unsafe { guard::copy(d, p.payload.as_ptr(), p.payload.len()) };
-                    r.is_ok()
-                });
-                drop(t);
-                if !ok {
-                    nak_fatal(qp, g, NakCode::RemoteAccessError, "WRITE's memory gone");
-                    return false;
-                }
+            if len > 0 && !write_payload(qp, g, &r, p.payload) {
+                nak_fatal(qp, g, NakCode::RemoteAccessError, "WRITE's memory gone");
+                return false;
             }
             if let Some(r) = g.roce_rc.rx.as_mut() {
                 r.off += len;

@@ -14,10 +14,11 @@
 
 use verbs_abi::*;
 
-use super::{bth, gather, local_ok, mtu, retry_soon, send, Msg, Qp, QpInner, Rx, MAX_PAYLOAD};
+use super::{
+    bth, gather, local_ok, mtu, retry_soon, send, write_payload, Msg, Qp, QpInner, Rx, MAX_PAYLOAD,
+};
 use crate::cq::Cqe;
 use crate::engine::ud_recv::write_recv;
-use crate::guard;
 use crate::mr;
 use crate::place;
 use crate::roce::headers::ImmDt;
@@ -258,25 +259,8 @@ fn take(
             if r.off + len > r.len || (place.ends() && r.off + len != r.len) {
                 return Err("WRITE longer or shorter than its RETH");
             }
-            if len > 0 {
-                let t = mr::table();
-                let dst = t.remote(
-                    r.rkey,
-                    r.va.wrapping_add(r.off),
-                    len,
-                    qp.target_pd(g),
-                    IBV_ACCESS_REMOTE_WRITE,
-                    qp.qpn,
-                );
-                let ok = dst.is_ok_and(|d| {
-                    // SAFETY: the MR table (held) checked `len` writable
-                    // bytes there; a fault is caught.
-                    let r = unsafe { guard::copy(d, p.payload.as_ptr(), p.payload.len()) };
-                    r.is_ok()
-                });
-                if !ok {
-                    return Err("WRITE's memory gone");
-                }
+            if len > 0 && !write_payload(qp, g, &r, p.payload) {
+                return Err("WRITE's memory gone");
             }
         }
         Kind::ReadResponse => return Err("not a request"),
