@@ -13,6 +13,7 @@
 pub(crate) mod completer;
 pub(crate) mod datagram;
 pub(crate) mod raw;
+pub(crate) mod remote_atomic;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod rndv;

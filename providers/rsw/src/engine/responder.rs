@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use verbs_abi::*;
 
 use super::completer::RNR_NOTICE_NS;
+use super::remote_atomic::{self, Operation};
 use super::{Qp, QpInner};
 use crate::cq::Cqe;
 use crate::guard;
@@ -1352,59 +1353,15 @@ fn on_atomic(qp: &Qp, g: &mut QpInner, h: &Header) {
 /// Runs a compare-and-swap or fetch-and-add on our memory; its original
 /// value, or None when the QP, the key or the memory refuses it.
 fn run_atomic(qp: &Qp, g: &QpInner, h: &Header) -> Option<u64> {
-    if g.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC == 0 {
-        None
+    let op = if h.op == Op::CmpSwap {
+        Operation::CmpSwap {
+            compare: h.compare_add,
+            swap: h.swap,
+        }
     } else {
-        let t = mr::table();
-        t.remote(
-            h.rkey,
-            h.remote_addr,
-            8,
-            qp.target_pd(g),
-            IBV_ACCESS_REMOTE_ATOMIC,
-            qp.qpn,
-        )
-        .ok()
-        // The wire address is in the MR's iova space; the host
-        // address may be aligned differently (ibv_reg_mr_iova).
-        .filter(|p| (*p as usize).is_multiple_of(8))
-        .and_then(|p| {
-            let p = p as *mut u64;
-            // Same-host peers run their atomics on this memory
-            // under the process's atomic lock: so do we.
-            let _held = own_atomic_lock();
-            // SAFETY: p is 8 bytes of registered memory with
-            // remote atomic rights, checked under the table lock
-            // (held), and 8-aligned (filtered above); hardware
-            // atomics make this atomic against other QPs and
-            // local CPU atomics. Memory unmapped since its
-            // registration faults, which the guard reports.
-            unsafe {
-                if h.op == Op::CmpSwap {
-                    guard::cas64(p, h.compare_add, h.swap)
-                } else {
-                    guard::fetch_add64(p, h.compare_add)
-                }
-            }
-            .ok()
-        })
-    }
-}
-
-/// How long our responder waits for the atomic lock held by a live
-/// same-host peer that does not let go (stopped in its critical section,
-/// say) before it goes ahead without it.
-const ATOMIC_PATIENCE_NS: u64 = 1_000_000_000;
-
-/// This process's atomic lock (`transport::atomics`), when same-host
-/// peers may take it.
-fn own_atomic_lock() -> Option<crate::transport::atomics::Held<'static>> {
-    let word = crate::transport::mailbox::own_atomic_word()?;
-    let held = crate::transport::atomics::lock(word, ATOMIC_PATIENCE_NS);
-    if held.is_none() {
-        log::warn!("a same-host peer holds the atomic lock and does not let go: going ahead");
-    }
-    held
+        Operation::FetchAdd(h.compare_add)
+    };
+    remote_atomic::run(qp, g, h.rkey, h.remote_addr, op)
 }
 
 /// UC: skips a message (its payload is read and thrown away).

@@ -13,13 +13,13 @@
 use verbs_abi::*;
 
 use super::{acks_sent, bth, complete_upto, nak_fatal, scatter, send, Qp, QpInner, NO_CREDITS};
+use crate::engine::remote_atomic::{self, Operation};
 use crate::roce::atomic::{AtomicOp, Done};
 use crate::roce::headers::{Aeth, AtomicAckEth, AtomicEth, NakCode, Syndrome};
 use crate::roce::opcode::Opcode;
 use crate::roce::packet::{Headers, Packet};
 use crate::roce::rc::{psn_add, PSN_MASK};
 use crate::wire::Op;
-use crate::{guard, mr};
 
 pub(super) fn is_atomic(op: Op) -> bool {
     matches!(op, Op::CmpSwap | Op::FetchAdd)
@@ -159,48 +159,15 @@ pub(super) fn on_request(qp: &Qp, g: &mut QpInner, p: &Packet) {
     send_response(g, d);
 }
 
-/// How long the responder waits for the process's atomic lock held by a
-/// same-host peer that does not let go before it goes ahead without.
-const ATOMIC_PATIENCE_NS: u64 = 1_000_000_000;
-
 /// Runs the atomic on our memory; the original value, or None when the
 /// QP, the key or the memory refuses it.
 fn execute(qp: &Qp, g: &QpInner, op: AtomicOp, eth: &AtomicEth) -> Option<u64> {
-    if g.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC == 0 {
-        return None;
-    }
-    let t = mr::table();
-    let p = t
-        .remote(
-            eth.rkey,
-            eth.va,
-            8,
-            qp.target_pd(g),
-            IBV_ACCESS_REMOTE_ATOMIC,
-            qp.qpn,
-        )
-        .ok()?;
-    // The wire address is in the MR's iova space; the host address may
-    // be aligned differently (ibv_reg_mr_iova).
-    if !(p as usize).is_multiple_of(8) {
-        return None;
-    }
-    let p = p as *mut u64;
-    // Same-host peers of the TCP transport run their atomics on this
-    // memory under the process's atomic lock: so do we, which also
-    // orders ours against each other's across QPs.
-    let _held = crate::transport::mailbox::own_atomic_word()
-        .and_then(|w| crate::transport::atomics::lock(w, ATOMIC_PATIENCE_NS));
-    // SAFETY: p is 8 bytes of registered memory with remote atomic
-    // rights, checked under the MR table's lock (held), and 8-aligned;
-    // the CPU's atomics make the operation atomic against other QPs and
-    // the application's own atomics. Memory unmapped since its
-    // registration faults, which the guard reports.
-    unsafe {
-        match op {
-            AtomicOp::CmpSwap => guard::cas64(p, eth.compare, eth.swap_add),
-            AtomicOp::FetchAdd => guard::fetch_add64(p, eth.swap_add),
-        }
-    }
-    .ok()
+    let op = match op {
+        AtomicOp::CmpSwap => Operation::CmpSwap {
+            compare: eth.compare,
+            swap: eth.swap_add,
+        },
+        AtomicOp::FetchAdd => Operation::FetchAdd(eth.swap_add),
+    };
+    remote_atomic::run(qp, g, eth.rkey, eth.va, op)
 }
