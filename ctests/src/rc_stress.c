@@ -40,7 +40,12 @@
 
 #include <infiniband/verbs.h>
 
-#define SLOTS 64
+/* WRITE slots per QP: a slot is written again 'slots' messages later,
+ * which the client posts once message (seq + slots - window) completed,
+ * i.e. once the server took it, which needed the receive of message
+ * (seq + slots - 2 * window): at least 2 x window keeps the server ahead. */
+#define SLOTS_MIN 64
+static uint32_t slots = SLOTS_MIN;
 #define MAX_QPS 8192
 
 struct hdr {
@@ -197,7 +202,7 @@ struct side {
 	struct ibv_cq *cq;
 	struct ibv_qp **qp;
 	uint8_t *buf;		/* client: send slots; server: recv slots */
-	uint8_t *ring;		/* server: WRITE rings, SLOTS x size per QP */
+	uint8_t *ring;		/* server: WRITE rings, slots x size per QP */
 	struct ibv_mr *mr, *ring_mr;
 	union ibv_gid gid;
 	int cqe;
@@ -225,7 +230,7 @@ static void open_side(struct side *s)
 	size_t len = (size_t)nqp * (size_t)window * size;
 	s->buf = aligned_alloc(4096, (len + 4095) / 4096 * 4096);
 	s->mr = ibv_reg_mr(s->pd, s->buf, len, IBV_ACCESS_LOCAL_WRITE);
-	size_t rlen = (size_t)nqp * SLOTS * size;
+	size_t rlen = (size_t)nqp * slots * size;
 	s->ring = aligned_alloc(4096, (rlen + 4095) / 4096 * 4096);
 	memset(s->ring, 0, rlen);
 	s->ring_mr = ibv_reg_mr(s->pd, s->ring, rlen,
@@ -284,7 +289,7 @@ static void exchange(struct side *s, int fd, uint64_t *peer_rings, uint32_t *pee
 	memcpy(me.gid, s->gid.raw, 16);
 	for (int i = 0; i < nqp; i++) {
 		mine[i].qpn = s->qp[i]->qp_num;
-		mine[i].ring = (uintptr_t)(s->ring + (size_t)i * SLOTS * size);
+		mine[i].ring = (uintptr_t)(s->ring + (size_t)i * slots * size);
 	}
 	write_all(fd, &me, sizeof(me));
 	write_all(fd, mine, sizeof(*mine) * (size_t)nqp);
@@ -371,7 +376,7 @@ static int server(void)
 						q, imm, seq);
 					errors++;
 				}
-				m = s.ring + ((size_t)q * SLOTS + seq % SLOTS) * size;
+				m = s.ring + ((size_t)q * slots + seq % slots) * size;
 			} else if (wc[k].opcode == IBV_WC_RECV) {
 				if (wc[k].byte_len != size) {
 					fprintf(stderr, "rc_stress: QP %d: byte_len %u\n", q, wc[k].byte_len);
@@ -429,7 +434,7 @@ static int client(const char *host)
 				if (seq % 4 == 3) {
 					wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 					wr.imm_data = htonl(seq);
-					wr.wr.rdma.remote_addr = rings[q] + (uint64_t)(seq % SLOTS) * size;
+					wr.wr.rdma.remote_addr = rings[q] + (uint64_t)(seq % slots) * size;
 					wr.wr.rdma.rkey = rkey;
 				} else {
 					wr.opcode = IBV_WR_SEND;
@@ -536,6 +541,8 @@ int main(int argc, char **argv)
 	}
 	if (size < sizeof(struct hdr) || nqp < 1 || nqp > MAX_QPS || window < 1 || nmsg < 1)
 		die("bad options%s", "");
+	if ((uint32_t)window * 2 > slots)
+		slots = (uint32_t)window * 2;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (srv)
 		return server();

@@ -36,6 +36,9 @@ run() { # LABEL ARGS...
 
 run "1 QP" -q 1 -n 100000 -S 256
 run "8 QPs" -q 8 -n 20000 -S 1024
+# A deep window: posts made while many await ACKs may be held for the
+# program's next ones (TCP) and go in one sendmsg.
+run "1 QP, 128 deep" -q 1 -n 200000 -S 64 -w 128
 # Each connection starts over TCP and moves to the same-host path when
 # the peer's offer arrives: a WRITE_WITH_IMM that went over TCP must
 # complete before a SEND placed directly behind it. Repeated, since the

@@ -253,6 +253,7 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
     if g.req.out.as_ref().is_some_and(|o| o.rnr_since != 0)
         || g.req.faults.is_some()
         || g.req.atomics_deferred
+        || g.req.burst_held
     {
         pump(qp, g);
     }
@@ -357,6 +358,9 @@ pub fn pump(qp: &Qp, g: &mut QpInner) {
             lost_with_work(qp, g);
         }
         return;
+    }
+    if !g.req.posting {
+        g.req.burst_held = false;
     }
     // From RTR on the hello goes out; requests only start in RTS.
     if let Err(b) = transmit(qp, g) {
@@ -530,6 +534,52 @@ fn defer_atomic(qp: &Qp, g: &mut QpInner, seq: u64) -> bool {
     true
 }
 
+/// Requests awaiting answers from which a post may wait for the rest of
+/// the program's burst.
+const HOLD_AWAITING: u64 = 16;
+
+/// How long a held post waits at most, for a program that neither posts
+/// more nor polls (the timer costs a wake-up of the progress thread).
+const HOLD_NS: u64 = 200_000;
+
+/// Whether to hold back a request being posted over the connection, to
+/// send it in one `sendmsg` with the ones the program posts next. Only
+/// when the pipe is full enough that its answers keep coming (a stream's
+/// pace is set by them, so a post waiting for the next poll costs no
+/// rate; a ping-pong never has this many awaiting): the program's next
+/// poll of its CQ, an answer the progress thread reads, a gather's worth
+/// queued, or the timer sends them. Never for a program that waits for
+/// completion events.
+fn hold_for_burst(qp: &Qp, g: &mut QpInner, seq: u64) -> bool {
+    if !g.req.posting || g.req.faults.is_some() || g.sq.awaiting() < HOLD_AWAITING {
+        return false;
+    }
+    if g.req
+        .out
+        .as_ref()
+        .is_none_or(|o| o.direct.is_some() || o.tx_active)
+    {
+        return false;
+    }
+    if g.sq.outstanding().end - seq > MAX_TX_GATHER as u64 || g.sq.room() == 0 {
+        return false;
+    }
+    if qp.send_cq.as_ref().is_none_or(|c| c.is_armed()) {
+        return false;
+    }
+    if !g.req.burst_held {
+        g.req.burst_held = true;
+        let now = mono_ns();
+        if g.req.burst_timer_at <= now {
+            g.req.burst_timer_at = now + HOLD_NS;
+            if let Ok(e) = engine() {
+                e.add_timer(g.req.burst_timer_at, qp.serial);
+            }
+        }
+    }
+    true
+}
+
 // ---- injected faults ------------------------------------------------------------
 
 /// What an injected fault (`faults`) lets happen to the request about to go out.
@@ -676,6 +726,9 @@ fn next_request(qp: &Qp, g: &mut QpInner) -> Result<Step, Broken> {
     let Some(seq) = g.sq.next_to_transmit() else {
         return Ok(Step::Idle);
     };
+    if hold_for_burst(qp, g, seq) {
+        return Ok(Step::Idle);
+    }
     // A rendezvous FIN waits for its READ (`engine::rndv`).
     if g.sq.wqe(seq).tm == crate::ring::TM_FIN && g.sq.in_flight() {
         return Ok(Step::Idle);

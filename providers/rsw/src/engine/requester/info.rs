@@ -59,6 +59,11 @@ pub struct ReqInfo {
     pub(super) atomics_deferred: bool,
     pub(super) atomic_timer_at: u64,
     pub(super) atomic_polls: Option<u64>,
+    /// Requests posted into a full pipe, held for the rest of the
+    /// program's burst (`requester::hold_for_burst`), and when the timer
+    /// that ends the wait fires.
+    pub(super) burst_held: bool,
+    pub(super) burst_timer_at: u64,
     /// Injected faults for this QP's requests (`RSW_FAULTS`); None when
     /// none are configured, so the requester pays one branch.
     pub(super) faults: Option<Box<QpFaults>>,
