@@ -154,6 +154,12 @@ impl Conn {
         }
     }
 
+    /// Whether the socket has room for more now (`POLLOUT`: for TCP, at
+    /// least half of what it holds is free), asked without waiting.
+    pub fn writable_now(&self) -> bool {
+        self.connect_events() & libc::EPOLLOUT as u32 != 0
+    }
+
     /// After the descriptor reported writable while connecting: Ok when the
     /// connection is up, the connect error otherwise.
     pub fn finish_connect(&self) -> io::Result<()> {

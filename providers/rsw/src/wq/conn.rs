@@ -29,6 +29,9 @@ pub struct OutConn {
     /// The socket was full at the last send: bytes accepted after that
     /// prove the peer's host is taking data.
     pub(crate) tx_was_full: bool,
+    /// The last send took less than it was offered: the socket is full
+    /// until `poll(2)` says it has room.
+    pub(crate) tx_short: bool,
     pub(crate) next_msn: u32,
     pub(crate) rx_hdr: [u8; HDR_LEN],
     pub(crate) rx_got: usize,
