@@ -506,6 +506,18 @@ impl Engine {
     }
 
     /// Calls the QP's `on_timer` at or after `deadline` (monotonic ns).
+    /// A timer `delay` from now for the QP `serial`, unless the one `at`
+    /// records is still to come (it comes sooner, which serves as well):
+    /// a timer per held message or batch would wake the progress thread at
+    /// the message rate.
+    pub fn add_timer_once(&self, at: &mut u64, delay: u64, serial: u64) {
+        let now = mono_ns();
+        if *at <= now {
+            *at = now + delay;
+            self.add_timer(*at, serial);
+        }
+    }
+
     pub fn add_timer(&self, deadline: u64, serial: u64) {
         let mut t = self.timers.lock();
         t.set.insert((deadline, serial));

@@ -520,16 +520,8 @@ fn defer_atomic(qp: &Qp, g: &mut QpInner, seq: u64) -> bool {
     }
     if !g.req.atomics_deferred {
         g.req.atomics_deferred = true;
-        // One timer at a time: one still pending from an earlier burst
-        // (done before it fired) comes sooner, which serves as well, and a
-        // timer per burst would have the progress thread take the QP from
-        // under the posting thread thousands of times a second.
-        let now = mono_ns();
-        if g.req.atomic_timer_at <= now {
-            g.req.atomic_timer_at = now + ATOMIC_DEFER_NS;
-            if let Ok(e) = engine() {
-                e.add_timer(g.req.atomic_timer_at, qp.serial);
-            }
+        if let Ok(e) = engine() {
+            e.add_timer_once(&mut g.req.atomic_timer_at, ATOMIC_DEFER_NS, qp.serial);
         }
     }
     true
@@ -570,12 +562,8 @@ fn hold_for_burst(qp: &Qp, g: &mut QpInner, seq: u64) -> bool {
     }
     if !g.req.burst_held {
         g.req.burst_held = true;
-        let now = mono_ns();
-        if g.req.burst_timer_at <= now {
-            g.req.burst_timer_at = now + HOLD_NS;
-            if let Ok(e) = engine() {
-                e.add_timer(g.req.burst_timer_at, qp.serial);
-            }
+        if let Ok(e) = engine() {
+            e.add_timer_once(&mut g.req.burst_timer_at, HOLD_NS, qp.serial);
         }
     }
     true

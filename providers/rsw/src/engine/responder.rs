@@ -679,15 +679,9 @@ fn owe_ack(qp: &Qp, g: &mut QpInner) -> bool {
         return false;
     }
     inc.ack_owed = true;
-    // One timer at a time (as for held atomics): a QP in a ping-pong owes
-    // an ACK most of the time, and a timer per message would wake the
-    // progress thread at the message rate.
-    let now = mono_ns();
-    if g.resp.ack_timer_at <= now {
-        g.resp.ack_timer_at = now + ACK_DEFER_NS;
-        if let Ok(e) = engine() {
-            e.add_timer(g.resp.ack_timer_at, qp.serial);
-        }
+    // A QP in a ping-pong owes an ACK most of the time.
+    if let Ok(e) = engine() {
+        e.add_timer_once(&mut g.resp.ack_timer_at, ACK_DEFER_NS, qp.serial);
     }
     true
 }
