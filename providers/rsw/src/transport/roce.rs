@@ -28,6 +28,14 @@ const RCVBUF: libc::c_int = 4 << 20;
 /// Linux's `UDP_NO_CHECK6_RX` (not in the libc crate).
 const UDP_NO_CHECK6_RX: libc::c_int = 102;
 
+/// Sets a socket buffer to [`RCVBUF`] with `force`, past the system's
+/// limit, or else with `plain`, up to that limit.
+fn buffer(fd: RawFd, force: libc::c_int, plain: libc::c_int) {
+    if setsockopt_int(fd, libc::SOL_SOCKET, force, RCVBUF).is_err() {
+        let _ = setsockopt_int(fd, libc::SOL_SOCKET, plain, RCVBUF);
+    }
+}
+
 /// What one received datagram was.
 #[derive(Clone, Copy, Debug)]
 pub struct RoceDatagram {
@@ -72,9 +80,13 @@ impl RoceSocket {
             setsockopt_int(raw, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
             setsockopt_int(raw, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
         }
-        let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF);
+        // A READ's responses come in one burst (a 1 MiB READ: 1024
+        // packets), which net.core.rmem_max (208 KiB by default, about 90
+        // packets of truesize) would drop; past that limit where the
+        // process may (CAP_NET_ADMIN).
+        buffer(raw, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF);
         // RC sends a window of packets, READ responses in bursts.
-        let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, RCVBUF);
+        buffer(raw, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF);
         let (ss, len) = sockaddr_for(addr, PORT.to_be(), ifindex);
         // SAFETY: ss holds a valid socket address of `len` bytes.
         cvt(unsafe {
@@ -269,5 +281,54 @@ mod tests {
         assert_eq!(b.addr(), &b_addr);
         let e = b.recv(&mut buf).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    /// The receive and send buffers hold a READ's burst: 4 MiB (the
+    /// kernel reports twice what was set) with CAP_NET_ADMIN, else as
+    /// much as net.core.rmem_max / wmem_max allow.
+    #[test]
+    fn buffers_hold_a_burst_where_the_process_may() {
+        let addr = ipv4_mapped([127, 0, 0, 3]);
+        let s = match RoceSocket::open(&addr, 0) {
+            Ok(s) => s,
+            Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => {
+                eprintln!("SKIP: 4791 taken: {e}");
+                return;
+            }
+            Err(e) => panic!("open: {e}"),
+        };
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let caps = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+            .unwrap();
+        // Bit 12: CAP_NET_ADMIN.
+        let net_admin = caps & (1 << 12) != 0;
+        for (opt, limit) in [
+            (libc::SO_RCVBUF, "/proc/sys/net/core/rmem_max"),
+            (libc::SO_SNDBUF, "/proc/sys/net/core/wmem_max"),
+        ] {
+            let mut v: libc::c_int = 0;
+            let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: v and len are live locals of the advertised size.
+            let r = unsafe {
+                libc::getsockopt(
+                    s.fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    &mut v as *mut libc::c_int as *mut libc::c_void,
+                    &mut len,
+                )
+            };
+            assert_eq!(r, 0);
+            let max: libc::c_int = std::fs::read_to_string(limit)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            let want = if net_admin { RCVBUF } else { RCVBUF.min(max) };
+            assert!(v >= 2 * want, "option {opt}: {v} < 2 x {want}");
+        }
     }
 }
