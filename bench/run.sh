@@ -23,8 +23,8 @@
 # a run that fails shows as "fail" (logs in $BENCH_OUT/logs).
 #   bench/run.sh                 after `make`; BUILD=... picks another build
 #   BENCH_RUNS=1 bench/run.sh    one round (a quick look)
-# Then the same rows in a VM beside the kernel's rxe and siw (bench/vm.sh;
-# BENCH_VM=0 leaves them out).
+# Then the same rows in a VM beside the kernel's rxe and siw, with rsw
+# over TCP and in RoCEv2 mode (bench/vm.sh; BENCH_VM=0 leaves them out).
 # Writes $BENCH_OUT/table.md (default build/bench/) and prints it;
 # BENCH_DOC=docs/benchmarks.md also puts it in that file.
 set -u
@@ -369,10 +369,10 @@ else
     echo "bench: cannot compile bench/footprint.c" >&2
 fi
 # Beside the kernel's soft devices in the VM of ctests/vm/ (bench/vm.sh;
-# about 5 minutes under TCG): BENCH_VM=0 leaves it out; without root or
+# about 15 minutes under TCG): BENCH_VM=0 leaves it out; without root or
 # the VM image it is skipped.
 if [ "${BENCH_VM:-1}" != 0 ]; then
-    echo "== the VM: rxe0, siw0 and rsw on one interface" >&2
+    echo "== the VM: rxe0, siw0, rsw over TCP and in RoCEv2 mode" >&2
     BUILD=$work/build "$repo/bench/vm.sh" > "$work/vm.md"
     case $? in
     0) { echo; cat "$work/vm.md"; } >> "$out/table.md" ;;
