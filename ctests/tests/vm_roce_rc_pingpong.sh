@@ -45,14 +45,7 @@ n=$(grep -c '^RESULT ib_[a-z]*_bw size=.* ok=1$' "$work/out")
 n=$(grep -c '^RESULT lossy rc_pingpong size=.* ok=1$' "$work/out")
 ((n == 6)) || fail "$n of 6 lossy ibv_rc_pingpong runs passed"
 n=$(grep -c '^RESULT lossy ib_[a-z]*_bw size=.* ok=1$' "$work/out")
-# Lossy perftest under TCG still meets a spurious RETRY_EXC_ERR now and
-# then (ib_read_bw, rsw client against rxe, 1 of 4 in one run): it gates
-# only with ROCE_LOSSY=1, and is reported otherwise.
-if [ "${ROCE_LOSSY:-0}" = 1 ]; then
-    ((n == 4)) || fail "$n of 4 lossy perftest runs passed"
-else
-    echo "lossy perftest: $n of 4 passed (gates with ROCE_LOSSY=1)"
-fi
+((n == 4)) || fail "$n of 4 lossy perftest runs passed"
 grep -Eq '^RESULT netem dropped rxe_side=[1-9][0-9]* rsw_side=[1-9]' "$work/out" ||
 	fail "netem dropped nothing"
 
