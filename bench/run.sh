@@ -318,14 +318,16 @@ for round in $(seq 1 "$runs"); do
         qperf_run "rc_bw:65536:$path" rc_bw -t 2 -m 65536
         # Many QPs streaming at once between the hosts (perftest's -q:
         # its iterations are per QP, its figures the aggregate), beside
-        # 16 TCP streams.
+        # 16 TCP streams. -N: perftest computes its peak over every
+        # message of every QP in quadratic time unless a QP's iterations
+        # pass 20000 (256 x 6250 SENDs took minutes after the transfer).
         if [ $path = veth ]; then
             iperf3_run "iperf3_p16:65536:$path" 65536 -P 16
             for q in 16 256; do
                 scale=1
-                perftest "send_bw_q$q:2:$path" 5 ib_send_bw -s 2 -q $q -n $((1600000 / q))
+                perftest "send_bw_q$q:2:$path" 5 ib_send_bw -s 2 -q $q -N -n $((1600000 / q))
                 scale=$mib
-                perftest "write_bw_q$q:65536:$path" 4 ib_write_bw -s 65536 -q $q -n $((32000 / q))
+                perftest "write_bw_q$q:65536:$path" 4 ib_write_bw -s 65536 -q $q -N -n $((32000 / q))
             done
         fi
     done
