@@ -119,6 +119,7 @@ impl CmId {
         let raw = fd.as_raw_fd();
         st.token = engine::get()?.register(raw, Entry::Listener(self.as_target()), EV_IN)?;
         st.phase = Phase::Listening;
+        self.mad_listen(&mut st);
         Ok(())
     }
 
@@ -226,6 +227,9 @@ impl CmId {
             ece: self.ece.lock().local,
         };
         let dst = st.dst.ok_or(libc::EINVAL)?;
+        if let Some(gsi) = Self::gsi_of(&st) {
+            return self.mad_connect(&mut st, gsi, info);
+        }
         if st.sock.is_none() {
             let fd = sock::tcp_socket(&dst)?;
             st.sock = Some(fd);

@@ -111,6 +111,11 @@ impl CmId {
             return;
         }
         match kind {
+            TimerKind::Linger if Self::is_mad(&st) => {
+                if gen == st.linger_gen {
+                    self.mad_timer(&mut st);
+                }
+            }
             TimerKind::Linger => {
                 if gen == st.linger_gen {
                     self.close_sock(&mut st);

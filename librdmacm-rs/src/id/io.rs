@@ -6,6 +6,7 @@ impl CmId {
     // -- socket I/O ----------------------------------------------------------
 
     pub(super) fn close_sock(&self, st: &mut IdState) {
+        self.mad_close(st);
         if let Some(fd) = st.sock.take() {
             if st.token != 0 {
                 if let Ok(e) = engine::get() {
@@ -42,7 +43,10 @@ impl CmId {
         Ok(())
     }
 
-    pub(super) fn send(&self, st: &mut IdState, msg: &Msg) {
+    pub(super) fn send(self: &Arc<Self>, st: &mut IdState, msg: &Msg) {
+        if Self::is_mad(st) {
+            return self.mad_send(st, msg);
+        }
         if st.sock.is_none() {
             return;
         }

@@ -37,6 +37,7 @@ use crate::wire::{
 mod api;
 mod ece;
 mod events;
+mod ibcm;
 mod io;
 mod mcast;
 mod passive;
@@ -216,6 +217,10 @@ pub struct IdState {
     /// `rdma_create_ep` on a passive id: QP attributes for new connections.
     pub qp_init_attr: Option<ibv_qp_init_attr>,
     ud: ud::UdState,
+    /// The peer's CM speaks MADs on QP1 (a RoCEv2-mode device).
+    mad: Option<ibcm::MadLink>,
+    /// A listener's service ID with the GSI.
+    mad_sid: Option<u64>,
 }
 
 struct Counts {
@@ -322,6 +327,8 @@ impl CmId {
                 destroyed: false,
                 qp_init_attr: None,
                 ud: ud::UdState::default(),
+                mad: None,
+                mad_sid: None,
             }),
             counts: Mutex::new(Counts {
                 reported: 0,

@@ -83,7 +83,10 @@ impl CmId {
         fd: &OwnedFd,
         info: &ConnInfo,
     ) -> Result<Arc<CmId>, u16> {
-        let new = Self::admit_new(listener, ls, fd, info.port_space, false, info.gid)?;
+        let (Ok(local), Ok(peer)) = (sock::local_addr(fd), sock::peer_addr(fd)) else {
+            return Err(REJ_CONSUMER_DEFINED);
+        };
+        let new = Self::admit_new(listener, ls, local, peer, info.port_space, false, info.gid)?;
         let mut ns = new.st.lock();
         // As seen from here: the peer's initiator depth is what we must
         // answer, its responder resources what we may use.
@@ -99,11 +102,13 @@ impl CmId {
 
     /// The part of `admit` that connection and datagram requests share: a
     /// request of port space `ps` (a datagram one if `datagram`) from the
-    /// peer with GID `gid` on `fd`, checked against the listener.
+    /// peer with GID `gid`, between `local` and `peer`, checked against
+    /// the listener.
     pub(super) fn admit_new(
         listener: &Arc<CmId>,
         ls: &IdState,
-        fd: &OwnedFd,
+        local: SocketAddr,
+        peer: SocketAddr,
         ps: u16,
         datagram: bool,
         gid: [u8; 16],
@@ -120,9 +125,6 @@ impl CmId {
         if listener.pending_reqs.load(Ordering::Relaxed) >= ls.backlog {
             return Err(REJ_CONSUMER_DEFINED);
         }
-        let (Ok(local), Ok(peer)) = (sock::local_addr(fd), sock::peer_addr(fd)) else {
-            return Err(REJ_CONSUMER_DEFINED);
-        };
         let loc = device::find_local(local.ip()).ok_or(REJ_INVALID_SERVICE_ID)?;
         let chan = if ls.sync {
             Channel::create().map_err(|_| REJ_CONSUMER_DEFINED)?

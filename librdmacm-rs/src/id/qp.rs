@@ -38,7 +38,13 @@ impl CmId {
                 let peer = st.peer.as_ref().ok_or(libc::EINVAL)?;
                 a.path_mtu = u32::from(st.path_mtu);
                 a.dest_qp_num = peer.qpn;
-                a.rq_psn = peer.psn & 0x00ff_ffff;
+                // The IB CM's starting PSNs are what their sender expects
+                // to receive; ours over TCP are what it will send.
+                a.rq_psn = if Self::is_mad(st) {
+                    st.my_psn
+                } else {
+                    peer.psn
+                } & 0x00ff_ffff;
                 a.max_dest_rd_atomic = st.rr;
                 a.min_rnr_timer = 0;
                 a.ah_attr.is_global = 1;
@@ -57,10 +63,14 @@ impl CmId {
                 Ok((a, xrc::qp_mask(qp_type, state, mask)))
             }
             IBV_QPS_RTS => {
-                if st.peer.is_none() {
+                let Some(peer) = st.peer.as_ref() else {
                     return Err(libc::EINVAL);
-                }
-                a.sq_psn = st.my_psn;
+                };
+                a.sq_psn = if Self::is_mad(st) {
+                    peer.psn
+                } else {
+                    st.my_psn
+                } & 0x00ff_ffff;
                 a.timeout = st.ack_timeout.unwrap_or(DEFAULT_ACK_TIMEOUT);
                 a.retry_cnt = st.retry_count;
                 a.rnr_retry = st.rnr_retry;

@@ -261,7 +261,12 @@ impl CmId {
     pub fn on_sidr_request(listener: &Arc<CmId>, fd: OwnedFd, token: u64, req: SidrReq) {
         let Ok(eng) = engine::get() else { return };
         let ls = listener.st.lock();
-        let new = match Self::admit_new(listener, &ls, &fd, req.port_space, true, req.gid) {
+        let addrs = sock::local_addr(&fd).and_then(|l| Ok((l, sock::peer_addr(&fd)?)));
+        let new = match addrs
+            .map_err(|_| REJ_CONSUMER_DEFINED)
+            .and_then(|(local, peer)| {
+                Self::admit_new(listener, &ls, local, peer, req.port_space, true, req.gid)
+            }) {
             Ok(new) => new,
             Err(reason) => {
                 drop(ls);

@@ -21,5 +21,5 @@ mod opts;
 mod poll;
 mod settings;
 mod stream;
-mod verbs;
+use crate::verbs;
 mod wire;

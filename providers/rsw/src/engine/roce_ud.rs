@@ -126,20 +126,23 @@ impl RocePort {
     /// Packets for `qp`'s number go to it from now on; false when a live
     /// QP of the process holds that number here already.
     pub fn attach(&self, qp: &Arc<Qp>) -> bool {
+        self.attach_as(qp, qp.qpn)
+    }
+
+    /// Packets for number `n` go to `qp` (a UD QP created with a source
+    /// QPN); false when a live QP holds `n` here already.
+    pub fn attach_as(&self, qp: &Arc<Qp>, n: u32) -> bool {
         let mut m = self.qps.lock();
-        if m.get(&qp.qpn).is_some_and(|w| w.strong_count() > 0) {
+        if m.get(&n).is_some_and(|w| w.strong_count() > 0) {
             return false;
         }
-        m.insert(qp.qpn, Arc::downgrade(qp));
+        m.insert(n, Arc::downgrade(qp));
         true
     }
 
-    /// `qp` is going: its number takes no more packets.
+    /// `qp` is going: its numbers take no more packets.
     pub fn detach(&self, qp: &Qp) {
-        let mut m = self.qps.lock();
-        if m.get(&qp.qpn).is_some_and(|w| std::ptr::eq(w.as_ptr(), qp)) {
-            m.remove(&qp.qpn);
-        }
+        self.qps.lock().retain(|_, w| !std::ptr::eq(w.as_ptr(), qp));
     }
 
     /// Takes the packets waiting, from a thread polling a CQ (see
@@ -375,7 +378,7 @@ pub fn send_one(port: &RocePort, qp: &Qp, g: &QpInner, seq: u64) -> io::Result<u
     }
     let s = UdSend {
         dest_qp: w.ud.qpn,
-        src_qp: qp.qpn,
+        src_qp: g.source_qpn.unwrap_or(qp.qpn),
         qkey: w.ud.qkey,
         psn: g.attr.sq_psn,
         pkey: 0xffff,

@@ -100,6 +100,8 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
         pd.and_then(|p| p.allocator()),
     )?;
     inner.block_self_mcast = create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0;
+    let source_qpn = source_qpn(a, create_flags, roce.is_some())?;
+    inner.source_qpn = source_qpn;
     inner.raw = raw;
     inner.roce = roce.clone();
     let srq_box = srq_mailbox(o.srq.as_ref(), a.qp_type);
@@ -130,6 +132,13 @@ fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut
             qpn
         );
         return Err(libc::EADDRINUSE);
+    }
+    if let (Some(p), Some(n)) = (roce.as_ref(), source_qpn) {
+        if !p.attach_as(&qp, n) {
+            p.detach(&qp);
+            log::error!("create_qp: QP {n} of the RoCEv2 port is another QP's");
+            return Err(libc::EADDRINUSE);
+        }
     }
     eng.register_qp(serial, &qp);
     if let Err(e) = eng.add(
@@ -278,8 +287,9 @@ fn check_attr(a: &ibv_qp_init_attr_ex) -> Result<(u32, Option<u64>), c_int> {
     } else {
         0
     };
-    // Blocking multicast loopback is a UD matter; no other flag is ours.
-    if create_flags & !IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0
+    // Blocking multicast loopback and a source QPN are UD matters; no
+    // other flag is ours.
+    if create_flags & !(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SOURCE_QPN) != 0
         || (create_flags != 0 && a.qp_type != IBV_QPT_UD)
     {
         return Err(libc::EOPNOTSUPP);
@@ -304,6 +314,20 @@ fn check_attr(a: &ibv_qp_init_attr_ex) -> Result<(u32, Option<u64>), c_int> {
         return Err(libc::EOPNOTSUPP);
     }
     Ok((create_flags, send_ops))
+}
+
+/// The wire number of a UD QP created with `IBV_QP_CREATE_SOURCE_QPN`:
+/// only QP1 (the GSI, for a connection manager speaking MADs) and only on
+/// a RoCEv2-mode device, where rsw owns the port's QP numbers; elsewhere
+/// EOPNOTSUPP.
+fn source_qpn(a: &ibv_qp_init_attr_ex, flags: u32, roce: bool) -> Result<Option<u32>, c_int> {
+    if flags & IBV_QP_CREATE_SOURCE_QPN == 0 {
+        return Ok(None);
+    }
+    if !roce || a.source_qpn != 1 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(Some(1))
 }
 
 /// The objects a QP is created with, checked.

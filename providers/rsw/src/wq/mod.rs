@@ -126,6 +126,10 @@ pub struct QpInner<E: Engines> {
     /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`: the QP does not receive the
     /// multicast datagrams it sent itself.
     pub block_self_mcast: bool,
+    /// `IBV_QP_CREATE_SOURCE_QPN` (RoCEv2 UD only, and only 1): the
+    /// number the QP sends from and receives at on the wire, QP1's for
+    /// a connection manager speaking MADs.
+    pub source_qpn: Option<u32>,
     /// The peer, known from RTR on.
     pub remote: Option<RemoteAddr>,
     /// Our own GID, as sent in the hello.
@@ -196,6 +200,7 @@ impl<E: Engines> QpInner<E> {
             raw: None,
             mcast_seq: 0,
             block_self_mcast: false,
+            source_qpn: None,
             remote: None,
             local_gid: [0; 16],
             tx_blocked: false,

@@ -1,6 +1,7 @@
-//! The libibverbs calls the rsocket data path makes: the exported ones,
-//! and the `static inline` ones of `<infiniband/verbs.h>` (post, poll,
-//! arm), which go through the context's ops table as the header does.
+//! The libibverbs calls the data paths make (rsockets, the GSI of a
+//! RoCEv2 device): the exported ones, and the `static inline` ones of
+//! `<infiniband/verbs.h>` (post, poll, arm), which go through the
+//! context's ops table as the header does.
 
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
