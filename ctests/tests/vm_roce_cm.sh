@@ -3,8 +3,9 @@
 # Issue 29: rdma_cm between rsw in RoCEv2 mode (RSW_ROCEV2) and the
 # kernel's rxe, in the VM of ctests/vm (ctests/vm/roce/cm_rxe.sh): the IB
 # CM's MADs on QP1. Debian's rping, each side as server, five verified
-# pings and the disconnect; a connect to a port with no listener rejected
-# (reason 8) each way.
+# pings and the disconnect (a capture shows REQ, REP, RTU, DREQ and DREP
+# in their directions), ucmatose each side as server; a connect to a
+# port with no listener rejected (reason 8) each way.
 # Skipped when QEMU is missing, as ctests/tests/vm_kernel_devices.sh.
 set -uo pipefail
 
@@ -36,6 +37,8 @@ cat "$work/out"
 tail -n 1 "$work/err"
 n=$(grep -c '^RESULT rping server=.* ok=1$' "$work/out")
 ((n == 2)) || { cat "$work/err"; fail "$n of 2 rping runs passed (run-in-vm exit $vmrc)"; }
+n=$(grep -c '^RESULT ucmatose server=.* ok=1$' "$work/out")
+((n == 2)) || fail "$n of 2 ucmatose runs passed"
 n=$(grep -c '^RESULT rejected server=.* ok=1$' "$work/out")
 ((n == 2)) || fail "$n of 2 rejected connects were reported as REJECTED, reason 8"
 grep -q '^RESULT fails=0$' "$work/out" || fail "the guest counted failures"
