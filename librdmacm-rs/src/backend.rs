@@ -2,7 +2,8 @@
 //!
 //! Two CMs sit under the `rdma_*` calls: the kernel's RDMA CM (`kernel`)
 //! for ids on kernel RDMA devices, whose peers run rdma-core or a NIC's
-//! firmware, and our CM over TCP (`id`) for rsw devices. An id is created
+//! firmware, and our CM (`id`) for rsw devices, over TCP or, on a device
+//! in RoCEv2 mode, as MADs on QP1 (`id::ibcm`). An id is created
 //! undecided; the first call that names a local address decides:
 //! - a bind to, or an address resolution from, an address a kernel device
 //!   owns takes the kernel's CM (the kernel's bind is the test, so the

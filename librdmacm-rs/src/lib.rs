@@ -10,11 +10,16 @@
 //! (SIDR_REQ/SIDR_REP), the connection closing after the answer; multicast
 //! groups are IP multicast groups joined through libibverbs. Devices, QPs
 //! and CQs come from our libibverbs through its exported C API only.
+//! Ids on kernel devices use the kernel's CM (`kernel`, see `backend`);
+//! ids on an rsw device in RoCEv2 mode carry the same state machine's
+//! messages as the IB CM's MADs on QP1 (`gsi`, `mad`, `id::ibcm`), which
+//! the kernel's CM understands.
 //!
 //! Layout: `cma` (the `rdma_*` entry points), `id` (the id state machine),
 //! `channel` (event channels and events), `engine` (the CM thread),
-//! `device` (shared device contexts and GID lookup), `wire`, `addr`,
-//! `sock`, `ffi` (libibverbs calls), `addrinfo` and `rsocket`.
+//! `device` (shared device contexts and GID lookup), `wire`, `mad`,
+//! `gsi`, `addr`, `sock`, `ffi` and `verbs` (libibverbs calls),
+//! `addrinfo` and `rsocket`.
 
 // The exported functions must keep C's names and signatures.
 #![allow(clippy::missing_safety_doc)]
