@@ -6,7 +6,9 @@
 # with no VM. rping -C 5 -V -v (payload verified, five pings printed)
 # each side as server; ucmatose (sends both ways, the disconnect) each
 # side as server; a connect to a port nobody listens on, behind a CM that
-# is up, reported as RDMA_CM_EVENT_REJECTED with reason 8. The kernel's
+# is up, reported as RDMA_CM_EVENT_REJECTED with reason 8; one to an
+# address where nothing holds QP1, RDMA_CM_EVENT_UNREACHABLE after the
+# CM's timeout, its REQ sent again meanwhile. The kernel's
 # rxe is the other end in tests/vm_roce_cm. DBG=1 turns on the debug log.
 set -u
 . "$(dirname "$0")/lib/common.sh"
@@ -85,8 +87,22 @@ bg_pids="$bg_pids $srv"
 wait_listen $next $A
 in_ns $B rping -c -a 192.0.2.1 -p $none -C 1 >"$work/cli" 2>&1
 c=$?
-kill $srv 2>/dev/null
+# The server's `timeout` (a child of the background subshell) passes
+# the signal on to rping.
+pkill -TERM -P $srv 2>/dev/null
 wait $srv 2>/dev/null
 [ $c != 0 ] && [ $c != 124 ] || { cat "$work/cli"; fail "rping to no listener: exit $c"; }
 expect_in "$work/cli" 'RDMA_CM_EVENT_REJECTED, error 8'
 echo "ok a connect to no listener is rejected, reason 8"
+
+# Nobody holds QP1 at the address (no process of ours in A): the REQ is
+# sent again each second, unanswered, until the CM's timeout (shortened
+# here) reports RDMA_CM_EVENT_UNREACHABLE, ETIMEDOUT.
+t0=$(date +%s)
+in_ns $B env RDMACM_RS_TIMEOUT_MS=3000 rping -c -a 192.0.2.1 -p $none -C 1 >"$work/cli" 2>&1
+c=$?
+t=$(($(date +%s) - t0))
+[ $c != 0 ] && [ $c != 124 ] || { cat "$work/cli"; fail "rping to no CM: exit $c"; }
+expect_in "$work/cli" 'RDMA_CM_EVENT_UNREACHABLE, error -110'
+[ $t -ge 2 ] && [ $t -le 20 ] || fail "rping to no CM gave up after $t s, not about 3"
+echo "ok a connect to no CM is unreachable after the CM's timeout (${t} s)"
