@@ -5,7 +5,10 @@
  *   roce_ud_limits DEV          the checks below; exit 0 when all hold
  *   roce_ud_limits second DEV   (run by the first) a UD QP must fail
  *
- * On DEV: RC and UC QPs are created, an XRC send QP fails with EOPNOTSUPP; a UD QP is created,
+ * On DEV: RC and UC QPs are created, an XRC send QP fails with EOPNOTSUPP;
+ * a UD QP with IBV_QP_CREATE_SOURCE_QPN is created for QPN 1 only, once
+ * at a time (EADDRINUSE), and RC with the flag or another QPN fails with
+ * EOPNOTSUPP; a UD QP is created,
  * and ibv_attach_mcast on it fails with EOPNOTSUPP; while it exists, a
  * second process's UD QP on DEV fails with EADDRINUSE (one process per
  * address holds UDP port 4791). Then what is dropped, among three UD QPs
@@ -211,6 +214,56 @@ static void drops(struct ibv_context *c, struct ibv_pd *pd)
 	printf("roce_ud_limits: dropped without a receive and with a wrong Q_Key\n");
 }
 
+/* A UD QP with IBV_QP_CREATE_SOURCE_QPN: only QP1 (librdmacm's GSI),
+ * one at a time, and the number free again once it is destroyed; RC
+ * with the flag, or another number, EOPNOTSUPP. */
+static struct ibv_qp *with_source(struct ibv_context *c, struct ibv_pd *pd, struct ibv_cq *cq,
+				  enum ibv_qp_type type, uint32_t n)
+{
+	struct ibv_qp_init_attr_ex x = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = type,
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+		.pd = pd,
+		.create_flags = IBV_QP_CREATE_SOURCE_QPN,
+		.source_qpn = n,
+	};
+	errno = 0;
+	return ibv_create_qp_ex(c, &x);
+}
+
+static void source_qpn(struct ibv_context *c, struct ibv_pd *pd, struct ibv_cq *cq,
+		       const char *name)
+{
+	struct ibv_qp *a, *b;
+
+	a = with_source(c, pd, cq, IBV_QPT_UD, 2);
+	if (a || errno != EOPNOTSUPP)
+		fail("UD QP with source QPN 2 on %s: %s, errno %d, want EOPNOTSUPP", name,
+		     a ? "created" : "refused", errno);
+	a = with_source(c, pd, cq, IBV_QPT_RC, 1);
+	if (a || errno != EOPNOTSUPP)
+		fail("RC QP with source QPN 1 on %s: %s, errno %d, want EOPNOTSUPP", name,
+		     a ? "created" : "refused", errno);
+	a = with_source(c, pd, cq, IBV_QPT_UD, 1);
+	if (!a)
+		fail("UD QP with source QPN 1 on %s: errno %d", name, errno);
+	b = with_source(c, pd, cq, IBV_QPT_UD, 1);
+	if (b || errno != EADDRINUSE)
+		fail("a second QP1 on %s: %s, errno %d, want EADDRINUSE", name,
+		     b ? "created" : "refused", errno);
+	if (ibv_destroy_qp(a))
+		fail("destroy QP1");
+	a = with_source(c, pd, cq, IBV_QPT_UD, 1);
+	if (!a)
+		fail("QP1 again on %s: errno %d", name, errno);
+	if (ibv_destroy_qp(a))
+		fail("destroy QP1 again");
+	printf("roce_ud_limits: source QPN 1 only, one at a time\n");
+}
+
 int main(int argc, char **argv)
 {
 	int second = argc == 3 && !strcmp(argv[1], "second");
@@ -262,6 +315,7 @@ int main(int argc, char **argv)
 	qp = ibv_create_qp_ex(c, &x);
 	if (qp || errno != EOPNOTSUPP)
 		fail("XRC_SEND QP on %s: %s, want EOPNOTSUPP", name, qp ? "created" : "refused");
+	source_qpn(c, pd, cq, name);
 	qp = qp_of(pd, cq, IBV_QPT_UD);
 	if (!qp)
 		fail("UD QP on %s", name);

@@ -28,6 +28,8 @@ echo "$out"
 grep -q '^roce_ud_limits second: EADDRINUSE$' <<<"$out" || { echo "FAIL: no second process"; exit 1; }
 grep -q '^roce_ud_limits: dropped without a receive and with a wrong Q_Key$' <<<"$out" ||
 	{ echo "FAIL: no drop line"; exit 1; }
+grep -q '^roce_ud_limits: source QPN 1 only, one at a time$' <<<"$out" ||
+	{ echo "FAIL: no source QPN line"; exit 1; }
 grep -q '^roce_ud_limits: ok$' <<<"$out" || { echo "FAIL: no ok line"; exit 1; }
 out=$(env -u RSW_ROCEV2 timeout -k 5 30 "$bin" rsw_lo 2>&1)
 rc=$?
