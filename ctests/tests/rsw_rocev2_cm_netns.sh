@@ -3,18 +3,19 @@
 # rdma_cm between two rsw devices in RoCEv2 mode (RSW_ROCEV2), in two
 # network namespaces joined by a veth pair: the IB CM's MADs on QP1
 # (librdmacm-rs/src/gsi.rs), our passive side against our active side,
-# with no VM. rping -C 5 -V -v (payload verified, five pings printed)
-# each side as server; ucmatose (sends both ways, the disconnect) each
-# side as server; a connect to a port nobody listens on, behind a CM that
-# is up, reported as RDMA_CM_EVENT_REJECTED with reason 8; one to an
-# address where nothing holds QP1, RDMA_CM_EVENT_UNREACHABLE after the
-# CM's timeout, its REQ sent again meanwhile. The kernel's
-# rxe is the other end in tests/vm_roce_cm. DBG=1 turns on the debug log.
+# with no VM. rping -C 5 -V -v (payload verified, five pings printed),
+# ucmatose (sends both ways, the disconnect) and udaddy (SIDR, datagrams
+# both ways), each side as server; a connect to a port nobody listens
+# on, behind a CM that is up, reported as RDMA_CM_EVENT_REJECTED with
+# reason 8; one to an address where nothing holds QP1,
+# RDMA_CM_EVENT_UNREACHABLE after the CM's timeout, its REQ sent again
+# meanwhile. The kernel's rxe is the other end in tests/vm_roce_cm.
+# DBG=1 turns on the debug log.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 
 command -v ip >/dev/null || { echo "no iproute2"; exit 77; }
-for p in rping ucmatose; do
+for p in rping ucmatose udaddy; do
     command -v $p >/dev/null || { echo "$p is not installed"; exit 77; }
 done
 A=rcmA$$ B=rcmB$$
@@ -76,6 +77,16 @@ for server in A B; do
     expect_in "$work/cli" 'return status 0'
     expect_in "$work/srv" 'return status 0'
     echo "ok ucmatose, server in $server"
+    # udaddy: SIDR on its fixed port 7174, datagrams both ways.
+    in_ns $sns udaddy -b $sip >"$work/srv" 2>&1 &
+    srv=$!
+    bg_pids="$bg_pids $srv"
+    wait_listen 7174 $sns
+    in_ns $cns udaddy -s $sip >"$work/cli" 2>&1 || { cat "$work/cli"; fail "udaddy client (server $server)"; }
+    wait $srv || { cat "$work/srv"; fail "udaddy server $server"; }
+    expect_in "$work/cli" 'return status 0'
+    expect_in "$work/srv" 'return status 0'
+    echo "ok udaddy, server in $server"
 done
 
 # Nobody on the port; a listener on the next one keeps QP1 open in A.

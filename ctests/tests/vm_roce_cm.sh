@@ -4,8 +4,8 @@
 # kernel's rxe, in the VM of ctests/vm (ctests/vm/roce/cm_rxe.sh): the IB
 # CM's MADs on QP1. Debian's rping, each side as server, five verified
 # pings and the disconnect (a capture shows REQ, REP, RTU, DREQ and DREP
-# in their directions), ucmatose each side as server; a connect to a
-# port with no listener rejected (reason 8) each way.
+# in their directions), ucmatose and udaddy (SIDR) each side as server;
+# a connect to a port with no listener rejected (reason 8) each way.
 # Skipped when QEMU is missing, as ctests/tests/vm_kernel_devices.sh.
 set -uo pipefail
 
@@ -39,8 +39,10 @@ n=$(grep -c '^RESULT rping server=.* ok=1$' "$work/out")
 ((n == 2)) || { cat "$work/err"; fail "$n of 2 rping runs passed (run-in-vm exit $vmrc)"; }
 n=$(grep -c '^RESULT ucmatose server=.* ok=1$' "$work/out")
 ((n == 2)) || fail "$n of 2 ucmatose runs passed"
+n=$(grep -c '^RESULT udaddy server=.* ok=1$' "$work/out")
+((n == 2)) || fail "$n of 2 udaddy runs passed"
 n=$(grep -c '^RESULT rejected server=.* ok=1$' "$work/out")
 ((n == 2)) || fail "$n of 2 rejected connects were reported as REJECTED, reason 8"
 grep -q '^RESULT fails=0$' "$work/out" || fail "the guest counted failures"
 ((vmrc == 0)) || fail "run-in-vm.sh exit $vmrc"
-echo "ok: rping between rxe and rsw (RoCEv2) through the IB CM on QP1, both ways; REJ both ways"
+echo "ok: rping, ucmatose and udaddy between rxe and rsw (RoCEv2) through the IB CM on QP1, both ways; REJ both ways"

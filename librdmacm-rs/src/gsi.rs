@@ -180,6 +180,7 @@ fn target_of(from: &Peer, msg: &Cm) -> Option<Arc<dyn MadTarget>> {
                 .and_then(Weak::upgrade);
             known.or_else(|| LISTENERS.lock().get(&r.service_id).and_then(Weak::upgrade))
         }
+        Cm::SidrReq { service_id, .. } => LISTENERS.lock().get(service_id).and_then(Weak::upgrade),
         m => BY_COMM_ID
             .lock()
             .get(&m.remote_comm_id()?)
@@ -480,8 +481,8 @@ impl FileTarget for Gsi {
 
 impl Gsi {
     /// A MAD nobody here takes: a REQ is rejected (nobody listens on its
-    /// service ID), a DREQ answered (the connection is gone already),
-    /// anything else dropped.
+    /// service ID), a SIDR_REQ answered with status 1 (the same), a DREQ
+    /// answered (the connection is gone already), anything else dropped.
     fn unclaimed(&self, from: &Peer, tid: u64, msg: &Cm) {
         match msg {
             Cm::Req(r) => self.send(
@@ -493,6 +494,23 @@ impl Gsi {
                     remote: r.local_comm_id,
                     rejected: 0,
                     reason: crate::wire::REJ_INVALID_SERVICE_ID,
+                    pdata: Vec::new(),
+                },
+            ),
+            Cm::SidrReq {
+                request_id,
+                service_id,
+                ..
+            } => self.send(
+                &from.gid,
+                0,
+                tid,
+                &Cm::SidrRep {
+                    request_id: *request_id,
+                    status: crate::wire::SIDR_UNSUPPORTED,
+                    qpn: 0,
+                    service_id: *service_id,
+                    qkey: 0,
                     pdata: Vec::new(),
                 },
             ),

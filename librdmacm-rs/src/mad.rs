@@ -1,5 +1,5 @@
 //! The InfiniBand CM's messages as MADs (management class 0x07, class
-//! version 2), and rdma_cm's header in a REQ's private data: what an
+//! version 2: connections and service ID resolution), and rdma_cm's header in a REQ's private data: what an
 //! rsw device in RoCEv2 mode exchanges on QP1 with the kernel's CM.
 //!
 //! A MAD is 256 bytes: a 24-byte common header (base version 1, class,
@@ -25,6 +25,8 @@ pub const ATTR_REP: u16 = 0x13;
 pub const ATTR_RTU: u16 = 0x14;
 pub const ATTR_DREQ: u16 = 0x15;
 pub const ATTR_DREP: u16 = 0x16;
+pub const ATTR_SIDR_REQ: u16 = 0x17;
+pub const ATTR_SIDR_REP: u16 = 0x18;
 
 /// The GSI's well-known Q_Key.
 pub const GSI_QKEY: u32 = 0x8001_0000;
@@ -32,6 +34,8 @@ pub const GSI_QKEY: u32 = 0x8001_0000;
 pub const REQ_PDATA_WIRE: usize = 92;
 pub const REP_PDATA_WIRE: usize = 196;
 pub const REJ_PDATA_WIRE: usize = 148;
+pub const SIDR_REQ_PDATA_WIRE: usize = 216;
+pub const SIDR_REP_PDATA_WIRE: usize = 136;
 /// rdma_cm's header at the start of a REQ's private data.
 pub const CMA_HDR_LEN: usize = 36;
 /// The kernel's response timeout for its CM messages (4.096 us * 2^20,
@@ -128,6 +132,21 @@ pub enum Cm {
         local: u32,
         remote: u32,
     },
+    /// Service ID resolution: which UD QP serves `service_id`.
+    SidrReq {
+        request_id: u32,
+        pkey: u16,
+        service_id: u64,
+        pdata: Vec<u8>,
+    },
+    SidrRep {
+        request_id: u32,
+        status: u8,
+        qpn: u32,
+        service_id: u64,
+        qkey: u32,
+        pdata: Vec<u8>,
+    },
 }
 
 impl Cm {
@@ -140,6 +159,8 @@ impl Cm {
             Cm::Rtu { .. } => ATTR_RTU,
             Cm::Dreq { .. } => ATTR_DREQ,
             Cm::Drep { .. } => ATTR_DREP,
+            Cm::SidrReq { .. } => ATTR_SIDR_REQ,
+            Cm::SidrRep { .. } => ATTR_SIDR_REP,
         }
     }
 
@@ -147,8 +168,9 @@ impl Cm {
     /// every message but a REQ.
     pub fn remote_comm_id(&self) -> Option<u32> {
         match self {
-            Cm::Req(_) => None,
+            Cm::Req(_) | Cm::SidrReq { .. } => None,
             Cm::Rep(r) => Some(r.remote_comm_id),
+            Cm::SidrRep { request_id, .. } => Some(*request_id),
             Cm::Mra { remote, .. }
             | Cm::Rej { remote, .. }
             | Cm::Rtu { remote, .. }
@@ -162,6 +184,7 @@ impl Cm {
         match self {
             Cm::Req(r) => r.local_comm_id,
             Cm::Rep(r) => r.local_comm_id,
+            Cm::SidrReq { request_id, .. } | Cm::SidrRep { request_id, .. } => *request_id,
             Cm::Mra { local, .. }
             | Cm::Rej { local, .. }
             | Cm::Rtu { local, .. }
@@ -265,6 +288,34 @@ impl Cm {
                 put32(b, 4, *remote);
                 put24(b, 8, *remote_qpn);
             }
+            Cm::SidrReq {
+                request_id,
+                pkey,
+                service_id,
+                pdata,
+            } => {
+                put32(b, 0, *request_id);
+                b[4..6].copy_from_slice(&pkey.to_be_bytes());
+                b[8..16].copy_from_slice(&service_id.to_be_bytes());
+                let n = pdata.len().min(SIDR_REQ_PDATA_WIRE);
+                b[16..16 + n].copy_from_slice(&pdata[..n]);
+            }
+            Cm::SidrRep {
+                request_id,
+                status,
+                qpn,
+                service_id,
+                qkey,
+                pdata,
+            } => {
+                put32(b, 0, *request_id);
+                b[4] = *status;
+                put24(b, 8, *qpn);
+                b[12..20].copy_from_slice(&service_id.to_be_bytes());
+                put32(b, 20, *qkey);
+                let n = pdata.len().min(SIDR_REP_PDATA_WIRE);
+                b[96..96 + n].copy_from_slice(&pdata[..n]);
+            }
         }
         m
     }
@@ -350,6 +401,20 @@ impl Cm {
             ATTR_DREP => Cm::Drep {
                 local: get32(0),
                 remote: get32(4),
+            },
+            ATTR_SIDR_REQ => Cm::SidrReq {
+                request_id: get32(0),
+                pkey: u16::from_be_bytes([b[4], b[5]]),
+                service_id: get64(8),
+                pdata: b[16..16 + SIDR_REQ_PDATA_WIRE].to_vec(),
+            },
+            ATTR_SIDR_REP => Cm::SidrRep {
+                request_id: get32(0),
+                status: b[4],
+                qpn: get24(8),
+                service_id: get64(12),
+                qkey: get32(20),
+                pdata: b[96..96 + SIDR_REP_PDATA_WIRE].to_vec(),
             },
             _ => return None,
         };
@@ -544,6 +609,42 @@ mod tests {
         ] {
             assert_eq!(Cm::decode(&c.encode(9)), Some((9, c)));
         }
+    }
+
+    #[test]
+    fn sidr_bytes() {
+        let req = Cm::SidrReq {
+            request_id: 0x0102_0304,
+            pkey: 0xffff,
+            service_id: service_id(0x0111, 7174),
+            pdata: vec![7; SIDR_REQ_PDATA_WIRE],
+        };
+        let m = req.encode(5);
+        assert_eq!(&m[16..18], &[0, 0x17]);
+        assert_eq!(
+            &m[24..40],
+            &[1, 2, 3, 4, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0x01, 0x11, 0x1c, 0x06]
+        );
+        assert_eq!(m[24 + 16], 7);
+        assert_eq!(Cm::decode(&m), Some((5, req)));
+        let rep = Cm::SidrRep {
+            request_id: 0x0102_0304,
+            status: 0,
+            qpn: 0xab_cdef,
+            service_id: service_id(0x0111, 7174),
+            qkey: 0x0123_4567,
+            pdata: vec![9; SIDR_REP_PDATA_WIRE],
+        };
+        let m = rep.encode(6);
+        assert_eq!(&m[16..18], &[0, 0x18]);
+        let b = &m[24..];
+        assert_eq!(&b[..12], &[1, 2, 3, 4, 0, 0, 0, 0, 0xab, 0xcd, 0xef, 0]);
+        assert_eq!(
+            &b[12..24],
+            &[0, 0, 0, 0, 0x01, 0x11, 0x1c, 0x06, 0x01, 0x23, 0x45, 0x67]
+        );
+        assert_eq!((b[95], b[96], b[231]), (0, 9, 9));
+        assert_eq!(Cm::decode(&m), Some((6, rep)));
     }
 
     #[test]

@@ -6,7 +6,8 @@
 # exits 0, the disconnect included. Then a connect to a port nobody
 # listens on, each way: the client must report RDMA_CM_EVENT_REJECTED
 # with the IB CM's reason 8 (invalid service ID). ucmatose each side as
-# server (sends both ways, the disconnect). A capture of vC (cap.py) must
+# server (sends both ways, the disconnect); udaddy each side as server
+# (SIDR_REQ/SIDR_REP, then datagrams both ways). A capture of vC (cap.py) must
 # show, for each rping, the client's DREQ and the server's DREP, and the
 # CM's messages of each connection (REQ, REP, RTU) in their directions.
 # In the VM test bed:
@@ -151,10 +152,37 @@ rejected() {
 	echo "rejected server=$server client_rc=$c"
 	result "rejected server=$server" $ok
 }
+# udaddy SERVER(rxe|rsw): SIDR (its fixed port 7174), then datagrams
+# both ways.
+udaddy_run() {
+	local server=$1 s c ok
+	if [ "$server" = rxe ]; then
+		theirs timeout 30 udaddy -b 10.0.8.1 >/job/srv.log 2>&1 &
+		SRV=$!
+		listening rxe 7174
+		ours timeout 30 udaddy -s 10.0.8.1 >/job/cli.log 2>&1
+		c=$?
+	else
+		ours timeout 30 udaddy -b 10.0.8.2 >/job/srv.log 2>&1 &
+		SRV=$!
+		listening rsw 7174
+		theirs timeout 30 udaddy -s 10.0.8.2 >/job/cli.log 2>&1
+		c=$?
+	fi
+	wait $SRV
+	s=$?
+	ok=1
+	[ $s = 0 ] && [ $c = 0 ] || ok=0
+	grep -q 'return status 0' /job/cli.log && grep -q 'return status 0' /job/srv.log || ok=0
+	echo "udaddy server=$server server_rc=$s client_rc=$c"
+	result "udaddy server=$server" $ok
+}
 ping rxe
 ping rsw
 ucma rxe
 ucma rsw
+udaddy_run rxe
+udaddy_run rsw
 rejected rxe
 rejected rsw
 echo "RESULT fails=$FAILS"

@@ -9,7 +9,8 @@
 //! the peer repeats the message it answers. A REQ carries rdma_cm's
 //! header (addresses and source port) before the application's private
 //! data, and its service ID names the port space and port, as the kernel
-//! expects. Datagram ids (SIDR) are not spoken this way: EOPNOTSUPP.
+//! expects. Datagram ids resolve the service ID the same way (SIDR_REQ,
+//! SIDR_REP), the request ID standing for the comm IDs.
 
 use super::*;
 use crate::gsi::{self, Gsi, MadTarget, Peer};
@@ -38,6 +39,8 @@ pub(super) struct MadLink {
     last_reply: Option<[u8; MAD_LEN]>,
     /// A passive id's entry in the repeated-REQ table.
     passive: bool,
+    /// The service ID a SIDR exchange is about (0 for a connection).
+    sid: u64,
 }
 
 fn new_tid() -> u64 {
@@ -49,11 +52,18 @@ fn new_tid() -> u64 {
 
 impl MadTarget for CmId {
     fn on_mad(self: Arc<Self>, from: Peer, tid: u64, msg: Cm) {
-        if let Cm::Req(r) = &msg {
-            let listening = self.st.lock().phase == Phase::Listening;
-            if listening {
-                return CmId::on_mad_request(&self, from, tid, r);
+        let listening = self.st.lock().phase == Phase::Listening;
+        match &msg {
+            Cm::Req(r) if listening => return CmId::on_mad_request(&self, from, tid, r),
+            Cm::SidrReq {
+                request_id,
+                service_id,
+                pdata,
+                ..
+            } if listening => {
+                return CmId::on_mad_sidr_request(&self, from, tid, *request_id, *service_id, pdata)
             }
+            _ => {}
         }
         CmId::on_link_mad(&self, from, tid, msg)
     }
@@ -94,6 +104,7 @@ impl CmId {
             resends: 0,
             last_reply: None,
             passive: false,
+            sid: 0,
         });
         st.cm_started = true;
         st.passive = false;
@@ -157,6 +168,9 @@ impl CmId {
         let tos = st.tos;
         let Some(l) = st.mad.as_mut() else { return };
         let (local, remote) = (l.local_id, l.remote_id);
+        if l.sid != 0 && matches!(msg, Msg::Mra) {
+            return;
+        }
         let (cm, awaits_answer, is_reply) = match msg {
             Msg::Mra => (
                 Cm::Mra {
@@ -211,8 +225,20 @@ impl CmId {
                 )
             }
             Msg::Drep => (Cm::Drep { local, remote }, false, true),
-            // REQs go through `mad_connect`; SIDR is refused before.
-            Msg::Req(_) | Msg::SidrReq(_) | Msg::SidrRep(_) => return,
+            Msg::SidrRep(r) => (
+                Cm::SidrRep {
+                    request_id: remote,
+                    status: r.status,
+                    qpn: r.qpn,
+                    service_id: l.sid,
+                    qkey: r.qkey,
+                    pdata: r.pdata.clone(),
+                },
+                false,
+                true,
+            ),
+            // Requests go through `mad_connect` and `mad_sidr_connect`;
+            Msg::Req(_) | Msg::SidrReq(_) => return,
         };
         let m = cm.encode(l.tid);
         l.gsi.send_raw(&l.peer_gid, tos, &m);
@@ -261,9 +287,6 @@ impl CmId {
     /// A listener on a device that speaks MADs (or on the wildcard, when
     /// one does) takes REQs for its service ID too.
     pub(super) fn mad_listen(self: &Arc<Self>, st: &mut IdState) {
-        if self.datagram(st) {
-            return;
-        }
         let Some(src) = st.src else { return };
         let on_mad = match st.local {
             Some(loc) => gsi::for_local(loc).is_some(),
@@ -365,6 +388,29 @@ impl CmId {
                 l.pending = None;
                 Msg::Drep
             }
+            Cm::SidrRep {
+                status,
+                qpn,
+                qkey,
+                pdata,
+                ..
+            } => {
+                l.pending = None;
+                Msg::SidrRep(crate::wire::SidrRep {
+                    status,
+                    qpn,
+                    qkey,
+                    gid: l.peer_gid,
+                    pdata,
+                })
+            }
+            // A repeated SIDR_REQ: our answer again, if there is one.
+            Cm::SidrReq { .. } => {
+                if let Some(m) = l.last_reply {
+                    l.gsi.send_raw(&l.peer_gid, tos, &m);
+                }
+                return;
+            }
         };
         self.handle(&mut st, m);
     }
@@ -439,6 +485,7 @@ impl CmId {
                 resends: 0,
                 last_reply: None,
                 passive: true,
+                sid: 0,
             });
             new.send(&mut ns, &Msg::Mra);
         }
@@ -446,6 +493,132 @@ impl CmId {
         ev.ev.listen_id = listener.c();
         report_conn(&mut ev, &info, REQ_PDATA);
         ev.conn().retry_count = info.retry_count;
+        ev.post = Post::ConnectRequest;
+        listener.pending_reqs.fetch_add(1, Ordering::Relaxed);
+        listener.queue(&ls, ev);
+    }
+
+    /// `rdma_connect` on a datagram id over MADs: a SIDR_REQ to QP1 of
+    /// the peer's GID, its request ID the link's comm ID.
+    pub(super) fn mad_sidr_connect(
+        self: &Arc<Self>,
+        st: &mut IdState,
+        gsi: Arc<Gsi>,
+        pdata: Vec<u8>,
+    ) -> Res<()> {
+        let (src, dst) = (st.src.ok_or(libc::EINVAL)?, st.dst.ok_or(libc::EINVAL)?);
+        let local_id = gsi::new_comm_id();
+        gsi::register(local_id, self.as_mad_target());
+        let sid = mad::service_id(st.ps, dst.port());
+        let hdr = CmaHdr {
+            src: src.ip(),
+            src_port: src.port(),
+            dst: dst.ip(),
+        };
+        let mut all = hdr.encode().to_vec();
+        all.extend_from_slice(&pdata);
+        let tid = new_tid();
+        let m = Cm::SidrReq {
+            request_id: local_id,
+            pkey: 0xffff,
+            service_id: sid,
+            pdata: all,
+        }
+        .encode(tid);
+        let peer_gid = addr::gid_of(dst.ip());
+        gsi.send_raw(&peer_gid, st.tos, &m);
+        st.mad = Some(MadLink {
+            gsi,
+            local_id,
+            remote_id: 0,
+            peer_gid,
+            tid,
+            pending: Some(m),
+            resends: 0,
+            last_reply: None,
+            passive: false,
+            sid,
+        });
+        st.cm_started = true;
+        st.passive = false;
+        st.mra_seen = false;
+        st.phase = Phase::ReqSent;
+        self.arm(st, TimerKind::Linger, RESEND);
+        self.arm(st, TimerKind::Proto, cm_timeout());
+        Ok(())
+    }
+
+    /// A SIDR_REQ for a datagram listener: a new id, and
+    /// RDMA_CM_EVENT_CONNECT_REQUEST (the requester's QP number is not in
+    /// a SIDR_REQ: 0, as the kernel reports it).
+    fn on_mad_sidr_request(
+        listener: &Arc<CmId>,
+        from: Peer,
+        tid: u64,
+        request_id: u32,
+        sid: u64,
+        pdata: &[u8],
+    ) {
+        let Some(gsi) = gsi::for_local(from.loc) else {
+            return;
+        };
+        let refuse = |status: u8| {
+            gsi.send(
+                &from.gid,
+                0,
+                tid,
+                &Cm::SidrRep {
+                    request_id,
+                    status,
+                    qpn: 0,
+                    service_id: sid,
+                    qkey: 0,
+                    pdata: Vec::new(),
+                },
+            )
+        };
+        let (Some(hdr), Some((ps, port))) = (CmaHdr::decode(pdata), mad::service_of(sid)) else {
+            return refuse(crate::wire::SIDR_UNSUPPORTED);
+        };
+        let local = SocketAddr::new(hdr.dst, port);
+        let peer = SocketAddr::new(hdr.src, hdr.src_port);
+        let ls = listener.st.lock();
+        let new = match Self::admit_new(listener, &ls, local, peer, ps as u16, true, from.gid) {
+            Ok(new) => new,
+            Err(reason) => {
+                drop(ls);
+                return refuse(Self::sidr_status_of(reason));
+            }
+        };
+        let mut ev = EventBox::new(listener, &new, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+        {
+            let mut ns = new.st.lock();
+            let local_id = gsi::new_comm_id();
+            gsi::register(local_id, new.as_mad_target());
+            ns.mad = Some(MadLink {
+                gsi,
+                local_id,
+                remote_id: request_id,
+                peer_gid: from.gid,
+                tid,
+                pending: None,
+                resends: 0,
+                last_reply: None,
+                passive: false,
+                sid,
+            });
+            ud::set_ud(
+                &mut ev,
+                Self::ah_attr_to(&ns, from.gid, ns.tos),
+                0,
+                ud::QKEY,
+            );
+        }
+        ev.ev.listen_id = listener.c();
+        ev.set_pdata(
+            &pdata[CMA_HDR_LEN.min(pdata.len())..],
+            crate::wire::SIDR_REQ_PDATA,
+        );
         ev.post = Post::ConnectRequest;
         listener.pending_reqs.fetch_add(1, Ordering::Relaxed);
         listener.queue(&ls, ev);

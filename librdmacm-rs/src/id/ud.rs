@@ -150,6 +150,9 @@ impl CmId {
             port_space: st.ps as u16,
             pdata,
         };
+        if let Some(gsi) = Self::gsi_of(st) {
+            return self.mad_sidr_connect(st, gsi, req.pdata);
+        }
         let dst = st.dst.ok_or(libc::EINVAL)?;
         if st.sock.is_none() {
             st.sock = Some(sock::tcp_socket(&dst)?);
