@@ -7,7 +7,7 @@
 # ucmatose (sends both ways, the disconnect) and udaddy (SIDR, datagrams
 # both ways), each side as server; a connect to a port nobody listens
 # on, behind a CM that is up, reported as RDMA_CM_EVENT_REJECTED with
-# reason 8; one to an address where nothing holds QP1,
+# reason 8; rping over IPv6; one to an address where nothing holds QP1,
 # RDMA_CM_EVENT_UNREACHABLE after the CM's timeout, its REQ sent again
 # meanwhile. The kernel's rxe is the other end in tests/vm_roce_cm.
 # DBG=1 turns on the debug log.
@@ -24,6 +24,9 @@ ip netns add $B
 drop_ns() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
 cleanup_hooks="drop_ns"
 ip link add a5$$ type veth peer name b5$$ || fail "veth"
+# A second pair for IPv6 alone: a RoCEv2 device speaks from its first
+# address, of one family.
+ip link add a6$$ type veth peer name b6$$ || fail "veth"
 for x in a b; do
     ns=$A n=1
     [ $x = b ] && ns=$B n=2
@@ -31,12 +34,16 @@ for x in a b; do
     ip -n $ns addr add 192.0.2.$n/24 dev "${x}5$$"
     ip -n $ns link set lo up
     ip -n $ns link set "${x}5$$" up
+    ip link set "${x}6$$" netns $ns
+    ip -n $ns addr add fd00:5::$n/64 dev "${x}6$$" nodad
+    ip -n $ns link set "${x}6$$" up
 done
 
 in_ns() {
     ns=$1; shift
     timeout 60 ip netns exec "$ns" env LD_LIBRARY_PATH="$LD_LIBRARY_PATH" \
-        IBV_CONFIG_DIR="$IBV_CONFIG_DIR" RSW_ROCEV2=all ${DBG:+VERBS_LOG_LEVEL=debug} "$@"
+        IBV_CONFIG_DIR="$IBV_CONFIG_DIR" RSW_ROCEV2=all RDMACM_RS_DEBUG=1 \
+        ${DBG:+VERBS_LOG_LEVEL=debug} "$@"
 }
 
 port=$(free_port)
@@ -71,6 +78,9 @@ for server in A B; do
         rping -s -a $sip -V -- rping -c -a $sip -C 5 -V -v
     n=$(grep -c 'ping data: rdma-ping-' "$work/cli")
     [ "$n" = 5 ] || { cat "$work/cli"; fail "rping (server $server): $n of 5 pings"; }
+    # MADs on QP1, not the TCP CM (librdmacm's info line, RDMACM_RS_DEBUG).
+    expect_in "$work/cli" 'the IB CM speaks on QP1'
+    expect_in "$work/srv" 'the IB CM speaks on QP1'
     echo "ok rping -C 5 -V, server in $server"
     pair "ucmatose (server $server)" $sns $cns $sip \
         ucmatose -b $sip -- ucmatose -s $sip
@@ -88,6 +98,14 @@ for server in A B; do
     expect_in "$work/srv" 'return status 0'
     echo "ok udaddy, server in $server"
 done
+
+# IPv6: GIDs and rdma_cm's header of the other family.
+pair "rping over IPv6" $A $B fd00:5::1 \
+    rping -s -a fd00:5::1 -V -- rping -c -a fd00:5::1 -C 5 -V -v
+n=$(grep -c 'ping data: rdma-ping-' "$work/cli")
+[ "$n" = 5 ] || { cat "$work/cli"; fail "rping over IPv6: $n of 5 pings"; }
+expect_in "$work/cli" 'the IB CM speaks on QP1'
+echo "ok rping -C 5 -V over IPv6"
 
 # Nobody on the port; a listener on the next one keeps QP1 open in A.
 # (wait_listen sets `port`: the two are named first.)
