@@ -13,12 +13,13 @@
 //! are reached through [`MadTarget`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, Weak};
 
 use core::ffi::c_int;
 use core::ptr::null_mut;
 use parking_lot::Mutex;
 use verbs_abi::*;
+use verbs_rt::ForkFresh;
 
 use crate::device::{self, Local};
 use crate::engine::{self, Entry, FileTarget, EV_IN};
@@ -66,19 +67,20 @@ struct Inner {
 // calls are thread-safe; they live for the life of the process.
 unsafe impl Send for Inner {}
 
-type Table<K, V> = LazyLock<Mutex<HashMap<K, V>>>;
+/// The process's tables; a forked child starts with empty ones (its
+/// parent's ids are not its own, and its CM thread and RoCEv2 ports are
+/// its own too, so it opens its own QP1).
+type Table<K, V> = ForkFresh<Mutex<HashMap<K, V>>>;
 
 /// Each port's GSI, or None where the device does not speak this CM.
-static GSIS: Table<(usize, u8), Option<Arc<Gsi>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+static GSIS: Table<(usize, u8), Option<Arc<Gsi>>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
 /// Ids by their local comm ID.
-static BY_COMM_ID: LazyLock<Mutex<HashMap<u32, Weak<dyn MadTarget>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static BY_COMM_ID: Table<u32, Weak<dyn MadTarget>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
 /// Passive ids by the requester's GID and comm ID (a repeated REQ).
 static BY_REMOTE: Table<([u8; 16], u32), Weak<dyn MadTarget>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+    ForkFresh::new(|| Mutex::new(HashMap::new()));
 /// Listeners by service ID.
-static LISTENERS: LazyLock<Mutex<HashMap<u64, Weak<dyn MadTarget>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static LISTENERS: Table<u64, Weak<dyn MadTarget>> = ForkFresh::new(|| Mutex::new(HashMap::new()));
 
 /// The GSI of `loc`'s port, opened on first use; None when the device is
 /// not an rsw device in RoCEv2 mode.
@@ -87,7 +89,7 @@ pub fn for_local(loc: Local) -> Option<Arc<Gsi>> {
     if dev.kernel || !is_ethernet(dev, loc.port) {
         return None;
     }
-    let mut g = GSIS.lock();
+    let mut g = GSIS.get().lock();
     if let Some(x) = g.get(&(loc.dev, loc.port)) {
         return x.clone();
     }
@@ -127,16 +129,16 @@ pub fn open_all() {
 }
 
 pub fn register(comm_id: u32, t: Weak<dyn MadTarget>) {
-    BY_COMM_ID.lock().insert(comm_id, t);
+    BY_COMM_ID.get().lock().insert(comm_id, t);
 }
 
 pub fn unregister(comm_id: u32) {
-    BY_COMM_ID.lock().remove(&comm_id);
+    BY_COMM_ID.get().lock().remove(&comm_id);
 }
 
 /// A fresh local comm ID no id of the process holds.
 pub fn new_comm_id() -> u32 {
-    let m = BY_COMM_ID.lock();
+    let m = BY_COMM_ID.get().lock();
     loop {
         let mut v = 0u32;
         // SAFETY: writes at most 4 bytes into `v`.
@@ -148,16 +150,16 @@ pub fn new_comm_id() -> u32 {
 }
 
 pub fn register_remote(gid: [u8; 16], comm_id: u32, t: Weak<dyn MadTarget>) {
-    BY_REMOTE.lock().insert((gid, comm_id), t);
+    BY_REMOTE.get().lock().insert((gid, comm_id), t);
 }
 
 pub fn unregister_remote(gid: [u8; 16], comm_id: u32) {
-    BY_REMOTE.lock().remove(&(gid, comm_id));
+    BY_REMOTE.get().lock().remove(&(gid, comm_id));
 }
 
 /// Requests for `sid` go to `t`; false when a live listener has it.
 pub fn listen(sid: u64, t: Weak<dyn MadTarget>) -> bool {
-    let mut m = LISTENERS.lock();
+    let mut m = LISTENERS.get().lock();
     if m.get(&sid).is_some_and(|w| w.strong_count() > 0) {
         return false;
     }
@@ -166,7 +168,7 @@ pub fn listen(sid: u64, t: Weak<dyn MadTarget>) -> bool {
 }
 
 pub fn unlisten(sid: u64) {
-    LISTENERS.lock().remove(&sid);
+    LISTENERS.get().lock().remove(&sid);
 }
 
 /// The target of a received MAD: the id it names, the id a repeated REQ
@@ -175,13 +177,25 @@ fn target_of(from: &Peer, msg: &Cm) -> Option<Arc<dyn MadTarget>> {
     match msg {
         Cm::Req(r) => {
             let known = BY_REMOTE
+                .get()
                 .lock()
                 .get(&(from.gid, r.local_comm_id))
                 .and_then(Weak::upgrade);
-            known.or_else(|| LISTENERS.lock().get(&r.service_id).and_then(Weak::upgrade))
+            known.or_else(|| {
+                LISTENERS
+                    .get()
+                    .lock()
+                    .get(&r.service_id)
+                    .and_then(Weak::upgrade)
+            })
         }
-        Cm::SidrReq { service_id, .. } => LISTENERS.lock().get(service_id).and_then(Weak::upgrade),
+        Cm::SidrReq { service_id, .. } => LISTENERS
+            .get()
+            .lock()
+            .get(service_id)
+            .and_then(Weak::upgrade),
         m => BY_COMM_ID
+            .get()
             .lock()
             .get(&m.remote_comm_id()?)
             .and_then(Weak::upgrade),
