@@ -627,6 +627,16 @@ impl CmId {
                     self.send(&mut st, &m);
                 }
             }
+            if Self::is_mad(&st)
+                && matches!(
+                    st.phase,
+                    Phase::Established | Phase::RepSent | Phase::RepReceived
+                )
+            {
+                // No connection closes under a MAD link: the IB CM sends
+                // DREQ for a connected id destroyed, and so do we.
+                self.send(&mut st, &Msg::Dreq);
+            }
             self.close_sock(&mut st);
             st.claim = None;
             st.timer_gen += 1;

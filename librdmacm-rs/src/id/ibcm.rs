@@ -255,10 +255,12 @@ impl CmId {
     }
 
     /// The linger timer of an id on MADs: the message awaiting an answer
-    /// goes again, or (nothing awaiting) the link is closed as a
-    /// connection would be.
+    /// goes again; with nothing awaiting, a link whose connection is over
+    /// (the hang-up's linger) is closed as a TCP connection would be, and
+    /// a live one kept (a resend's timer that outlived its answer).
     pub(super) fn mad_timer(self: &Arc<Self>, st: &mut IdState) {
         let tos = st.tos;
+        let over = matches!(st.phase, Phase::Closed | Phase::Disconnected);
         let Some(l) = st.mad.as_mut() else { return };
         match l.pending {
             Some(m) if l.resends < MAX_RESENDS => {
@@ -267,7 +269,8 @@ impl CmId {
                 self.arm(st, TimerKind::Linger, RESEND);
             }
             Some(_) => l.pending = None,
-            None => self.close_sock(st),
+            None if over => self.close_sock(st),
+            None => {}
         }
     }
 
