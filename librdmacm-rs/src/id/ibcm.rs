@@ -626,25 +626,4 @@ impl CmId {
         listener.pending_reqs.fetch_add(1, Ordering::Relaxed);
         listener.queue(&ls, ev);
     }
-
-    /// `admit` for a request whose addresses come from its header rather
-    /// than a TCP connection.
-    fn admit_at(
-        listener: &Arc<CmId>,
-        ls: &IdState,
-        local: SocketAddr,
-        peer: SocketAddr,
-        info: &ConnInfo,
-    ) -> Result<Arc<CmId>, u16> {
-        let new = Self::admit_new(listener, ls, local, peer, info.port_space, false, info.gid)?;
-        let mut ns = new.st.lock();
-        ns.rr = info.initiator_depth;
-        ns.idepth = info.responder_resources;
-        ns.retry_count = info.retry_count.min(7);
-        ns.rnr_retry = info.rnr_retry_count.min(7);
-        ns.path_mtu = info.path_mtu.min(Self::port_mtu(&ns)).max(1);
-        ns.peer = Some(info.clone());
-        drop(ns);
-        Ok(new)
-    }
 }

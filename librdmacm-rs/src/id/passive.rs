@@ -86,6 +86,18 @@ impl CmId {
         let (Ok(local), Ok(peer)) = (sock::local_addr(fd), sock::peer_addr(fd)) else {
             return Err(REJ_CONSUMER_DEFINED);
         };
+        Self::admit_at(listener, ls, local, peer, info)
+    }
+
+    /// `admit` between the addresses given (a TCP connection's, or those
+    /// a MAD's header names).
+    pub(super) fn admit_at(
+        listener: &Arc<CmId>,
+        ls: &IdState,
+        local: SocketAddr,
+        peer: SocketAddr,
+        info: &ConnInfo,
+    ) -> Result<Arc<CmId>, u16> {
         let new = Self::admit_new(listener, ls, local, peer, info.port_space, false, info.gid)?;
         let mut ns = new.st.lock();
         // As seen from here: the peer's initiator depth is what we must
