@@ -623,6 +623,18 @@ struct cancel_pending {
 	atomic_int ready, requested, through;
 };
 
+/* One completion, polled with yields only: vt_poll sleeps in nanosleep (a
+ * cancellation point) when a completion is slow to come. */
+static void spin_poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	uint64_t end = vt_now_ms() + VT_POLL_MS;
+	int r;
+
+	while ((r = ibv_poll_cq(cq, 1, wc)) == 0 && vt_now_ms() < end)
+		sched_yield();
+	CHECK_EQ(r, 1);
+}
+
 static void *verbs_with_cancel_pending(void *arg)
 {
 	struct cancel_pending *p = arg;
@@ -641,16 +653,17 @@ static void *verbs_with_cancel_pending(void *arg)
 
 		for (int k = 0; k < 50; k++)
 			CHECK_EQ(ibv_poll_cq(p->c->cq_b, 1, &wc), 0);
-		chpair_send(p->c, 0);
-		/* Polled here, not by vt_poll, which sleeps in nanosleep (a
-		 * cancellation point) when the completion is slow to come. */
-		uint64_t end = vt_now_ms() + VT_POLL_MS;
-		int r;
+		struct chpair *c = p->c;
+		unsigned k = c->next_recv++ % 64;
 
-		while ((r = ibv_poll_cq(p->c->cq_b, 1, &wc)) == 0 &&
-		       vt_now_ms() < end)
-			sched_yield();
-		CHECK_EQ(r, 1);
+		vt_post_recv(c->b, 500 + k, c->r.p + 64 * k, 64, c->r.mr->lkey);
+		struct ibv_sge sge = vt_sge(c->s.p, 16, c->s.mr->lkey);
+		struct ibv_send_wr wr = vt_send_wr(600 + k, IBV_WR_SEND, &sge,
+						   IBV_SEND_SIGNALED);
+		vt_post_send(c->a, &wr);
+		spin_poll_one(c->cq_a, &wc);
+		CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_SEND);
+		spin_poll_one(c->cq_b, &wc);
 		CHECK_WC(&wc, IBV_WC_SUCCESS, IBV_WC_RECV);
 		CHECK_EQ(wc.byte_len, 16);
 		atomic_store(&p->through, i + 1);
