@@ -398,10 +398,92 @@ static void burst_without_polling(void)
 	reap(pid);
 }
 
+/* ---------------------------------------------------------------------- */
+
+enum { PP_ROUNDS = 400, PP_LEN = 256, PP_IN = 0, PP_OUT = 4096, PP_BUF = 8192 };
+
+/* Round r's bytes from the parent (seed r) or the child (seed 5000 + r),
+ * ending in r itself: the word the other side spins on. */
+static void pp_fill(uint8_t *p, uint32_t seed, uint32_t r)
+{
+	vt_fill(p, PP_LEN - 4, seed);
+	memcpy(p + PP_LEN - 4, &r, 4);
+}
+
+/* Spins on our own memory until round r's word lands, then checks every
+ * byte; no verbs call while waiting. */
+static void pp_await(struct side *s, uint32_t seed, uint32_t r)
+{
+	volatile uint32_t *word = (volatile uint32_t *)(s->buf.p + PP_IN +
+							PP_LEN - 4);
+	uint64_t deadline = vt_now_ms() + VT_POLL_MS;
+
+	while (*word != r)
+		CHECKF(vt_now_ms() < deadline, "round %u not written within %d ms (word %u)",
+		       r, VT_POLL_MS, *word);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	uint8_t want[PP_LEN];
+	pp_fill(want, seed, r);
+	CHECK_MEM(s->buf.p + PP_IN, want, PP_LEN);
+}
+
+static void pp_write(struct side *s, uint32_t seed, uint32_t r)
+{
+	pp_fill(s->buf.p + PP_OUT, seed, r);
+	struct ibv_sge sge = vt_sge(s->buf.p + PP_OUT, PP_LEN, s->buf.mr->lkey);
+	struct ibv_send_wr wr = vt_send_wr(r, IBV_WR_RDMA_WRITE, &sge,
+					   IBV_SEND_SIGNALED);
+	wr.wr.rdma.remote_addr = s->peer.addr + PP_IN;
+	wr.wr.rdma.rkey = s->peer.rkey;
+	vt_post_send(s->qp, &wr);
+	poll_ok(s, r, IBV_WC_RDMA_WRITE);
+}
+
+/* Answers each of the parent's WRITEs with one of its own; on sight of
+ * the last one it ends at once, answering nothing. */
+static void pp_child(int fd)
+{
+	struct side s;
+
+	side_setup(&s, fd, PP_BUF);
+	memset(s.buf.p, 0, PP_BUF);
+	send_byte(fd, 'R');
+	for (uint32_t r = 1; r <= PP_ROUNDS; r++) {
+		pp_await(&s, r, r);
+		if (r == PP_ROUNDS)
+			exit(0);
+		pp_write(&s, 5000 + r, r);
+	}
+}
+
+/* A WRITE ping-pong where each side waits on its memory, as ib_write_lat
+ * does: every byte of every round arrives, every WRITE completes
+ * successfully in order, the last one too, although the target ends
+ * (by exit) the moment it sees that one's bytes. Over TCP the target's
+ * ACKs ride on its answers (README): this is where one could be lost. */
+static void write_ping_pong(void)
+{
+	int sv[2];
+	pid_t pid = spawn(sv, pp_child);
+	int fd = sv[0];
+	struct side s;
+
+	side_setup(&s, fd, PP_BUF);
+	memset(s.buf.p, 0, PP_BUF);
+	expect_byte(fd, 'R');
+	for (uint32_t r = 1; r <= PP_ROUNDS; r++) {
+		pp_write(&s, r, r);
+		if (r < PP_ROUNDS)
+			pp_await(&s, 5000 + r, r);
+	}
+	reap(pid);
+}
+
 static const struct vt_case cases[] = {
 	VT_CASE(target_blocked_in_read),
 	VT_CASE(target_spinning),
 	VT_CASE(send_to_waiting_process),
 	VT_CASE(burst_without_polling),
+	VT_CASE(write_ping_pong),
 };
 VT_MAIN(cases)

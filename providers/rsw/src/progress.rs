@@ -417,9 +417,12 @@ pub fn unwatch(fd: RawFd) {
     }
 }
 
-/// Gives every QP its last words (see [`Target::at_exit`]). The table is
-/// only tried: a thread that exits while another holds it loses nothing
-/// worse than those words.
+/// How long the last words wait for a lock another thread holds (the
+/// progress thread mid-pass, which may have been preempted): a thread
+/// that exits while holding one itself loses nothing worse than them.
+pub const AT_EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Gives every QP its last words (see [`Target::at_exit`]).
 extern "C" fn at_exit() {
     let p = ENGINE.load(Ordering::Acquire);
     if p.is_null() {
@@ -427,7 +430,9 @@ extern "C" fn at_exit() {
     }
     // SAFETY: engines are leaked, never freed.
     let e = unsafe { &*p };
-    let Some(qps) = e.qps.try_lock() else { return };
+    let Some(qps) = e.qps.try_lock_for(AT_EXIT_WAIT) else {
+        return;
+    };
     let live: Vec<_> = qps.values().filter_map(Weak::upgrade).collect();
     drop(qps);
     for t in live {

@@ -228,7 +228,7 @@ impl Target for Qp {
     }
 
     fn at_exit(&self) {
-        if let Some(mut g) = self.inner.try_lock() {
+        if let Some(mut g) = self.inner.try_lock_for(crate::progress::AT_EXIT_WAIT) {
             if let Some(inc) = g.resp.inc_mut() {
                 inc.send_owed_ack();
             }

@@ -877,7 +877,10 @@ fn queue_request(g: &mut QpInner, seq: u64, mark: (Fault, u8)) -> Result<(), Bro
             .resp
             .inc_mut()
             .filter(|i| i.peer_takes_acks)
-            .and_then(|i| i.take_owed_ack());
+            .and_then(|i| {
+                i.note_request_sent();
+                i.take_owed_ack()
+            });
         if let Some(a) = owed {
             h.flags |= FLAG_ACK;
             h.compare_add = a as u64;

@@ -159,6 +159,15 @@ pub struct InConn {
     /// The queued, unsent ACK answers only requests that asked for none
     /// now (`wire::REQ_ACK_LATER`): it may wait for the ACK timer.
     pub(crate) ack_lazy: bool,
+    /// The last request read was lone (`wire::FLAG_WAITS`): its requester
+    /// has nothing else unanswered.
+    pub(crate) last_lone: bool,
+    /// A request was read since our requester last put an ACK on one.
+    pub(crate) read_since_post: bool,
+    /// Our program answers the peer's requests with requests of its own
+    /// (it posted after the last one came): a ping-pong, where an ACK the
+    /// progress thread holds back rides on the answer (`responder::owe_ack`).
+    pub(crate) answering: bool,
 }
 
 impl InConn {
@@ -192,6 +201,12 @@ impl InConn {
         }
         self.push_resp(&Header::new(Op::Ack, msn), None);
         self.ack_lazy = lazy;
+    }
+
+    /// Our requester sends a request that could carry an ACK: the program
+    /// answers if a request of the peer's came since the last one.
+    pub(crate) fn note_request_sent(&mut self) {
+        self.answering = std::mem::take(&mut self.read_since_post);
     }
 
     /// The ACK held back for a request of ours to carry, taken off the
