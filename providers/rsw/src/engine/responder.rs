@@ -1650,11 +1650,13 @@ fn finish_request(qp: &Qp, g: &mut QpInner, h: Header) {
             place_tail(qp, g, &h, &tail_bytes);
         }
         true
-    } else if lazy || answering(g) && may_owe_ack(g) {
+    } else if lazy || (imm || answering(g)) && may_owe_ack(g) {
         // No ACK now: a later one carries it, or our answer (`owe_ack`),
-        // or `exit()`. Held in a ping-pong only, where an ACK sent now
-        // costs the peer a progress-thread wake-up per message; a process
-        // that `_exit`s on sight of the bytes then loses it (README).
+        // or `exit()`. A WRITE_WITH_IMM's as a SEND's: the program learns
+        // of it by polling. A plain WRITE's in a ping-pong only, where an
+        // ACK sent now costs the peer a progress-thread wake-up per
+        // message; a process that `_exit`s on sight of the bytes then
+        // loses it (README).
         place_tail(qp, g, &h, &tail_bytes);
         true
     } else {
