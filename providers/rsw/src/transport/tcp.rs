@@ -256,6 +256,10 @@ pub struct TcpConn {
     /// A polling thread asks (`fresh_probe`): look whether the socket is
     /// readable before reading it (see `probe_empty`).
     probe: bool,
+    /// What that look also saw of room to send, for the next
+    /// [`TcpConn::connect_events`] in the same pass: 0 not looked, 1 room,
+    /// 2 full.
+    probed_out: Cell<u8>,
     calls: Calls,
     /// Sends are framed (`set_framed`), after `tx_plain` more bytes.
     tx_framed: bool,
@@ -336,6 +340,7 @@ impl TcpConn {
             start: 0,
             drained: false,
             probe: false,
+            probed_out: Cell::new(0),
             calls: Calls::default(),
             tx_framed: false,
             tx_plain: Cell::new(0),
@@ -372,6 +377,7 @@ impl TcpConn {
     pub fn fresh(&mut self) {
         self.drained = false;
         self.probe = false;
+        self.probed_out.set(0);
     }
 
     /// As [`TcpConn::fresh`], for a thread that polls: the next read first
@@ -379,6 +385,7 @@ impl TcpConn {
     pub fn fresh_probe(&mut self) {
         self.drained = false;
         self.probe = true;
+        self.probed_out.set(0);
     }
 
     /// Whether a polling thread's read would find nothing: `poll(2)` reads
@@ -391,7 +398,12 @@ impl TcpConn {
         if !std::mem::take(&mut self.probe) {
             return false;
         }
-        if events_now(self.fd.as_raw_fd(), libc::POLLIN) == 0 {
+        // Room to send is asked in the same call: a requester whose big
+        // message drains asks both at each poll.
+        let ev = events_now(self.fd.as_raw_fd(), libc::POLLIN | libc::POLLOUT);
+        let room = ev & libc::POLLOUT as u32 != 0;
+        self.probed_out.set(if room { 1 } else { 2 });
+        if ev & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) as u32 == 0 {
             self.drained = true;
             return true;
         }
@@ -535,7 +547,11 @@ impl TcpConn {
     /// While connecting: what the descriptor would report now (`EPOLL*`
     /// bits: OUT once the connect is done, ERR/HUP if it failed).
     pub fn connect_events(&self) -> u32 {
-        events_now(self.fd.as_raw_fd(), libc::POLLOUT)
+        match self.probed_out.replace(0) {
+            1 => libc::POLLOUT as u32,
+            2 => 0,
+            _ => events_now(self.fd.as_raw_fd(), libc::POLLOUT),
+        }
     }
 
     /// Sends what `iov` holds, or its start; with framing, as (part of) a
