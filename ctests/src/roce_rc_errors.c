@@ -15,6 +15,9 @@
  *     IBV_WC_REM_ACCESS_ERR; the responder QP is in ERR.
  *  4. retry: requests to a QPN nobody holds fail with
  *     IBV_WC_RETRY_EXC_ERR after retry_cnt resends; the next flushes.
+ *  5. no responder resources: a READ to a QP with max_dest_rd_atomic 0
+ *     fails with IBV_WC_REM_INV_REQ_ERR (as rxe answers); the responder
+ *     QP is in ERR and the READ's buffer unchanged.
  * Atomics, SEND with invalidate and UC: roce_rc_ops.
  *
  * Prints "roce_rc_errors: ok" or a line starting "FAIL".
@@ -77,6 +80,9 @@ static void open_end(struct end *e)
 }
 
 /* INIT, RTR toward dest_qpn, RTS; `psn` both ways. */
+/* The responder resources connect_to grants (case 5 sets 0). */
+static uint8_t dest_rd_atomic = 4;
+
 static void connect_to(struct end *e, uint32_t dest_qpn, uint32_t psn, uint8_t rnr_retry,
 		       uint8_t timeout, uint8_t retry_cnt)
 {
@@ -94,7 +100,7 @@ static void connect_to(struct end *e, uint32_t dest_qpn, uint32_t psn, uint8_t r
 		.path_mtu = IBV_MTU_256,
 		.dest_qp_num = dest_qpn,
 		.rq_psn = psn,
-		.max_dest_rd_atomic = 4,
+		.max_dest_rd_atomic = dest_rd_atomic,
 		.min_rnr_timer = 1,
 		.ah_attr = { .is_global = 1, .port_num = 1,
 			     .grh = { .dgid = gid, .sgid_index = 0, .hop_limit = 1 } },
@@ -277,6 +283,27 @@ static void retry(void)
 	printf("roce_rc_errors: no peer: IBV_WC_RETRY_EXC_ERR after %.1f ms, next flushed\n", ms);
 }
 
+static void no_rd_resources(void)
+{
+	struct end a, b;
+
+	dest_rd_atomic = 0;
+	pair(&a, &b, 500, 7);
+	dest_rd_atomic = 4;
+	memset(a.buf, 0x3c, 64);
+	memset(b.buf, 0x77, 64);
+	post_send(&a, 1, IBV_WR_RDMA_READ, 0, 64, &b, b.mr->rkey, 0);
+	expect(poll1(&a, "no resources"), 1, IBV_WC_REM_INV_REQ_ERR,
+	       "READ to max_dest_rd_atomic 0");
+	for (int i = 0; i < 64; i++)
+		if (((unsigned char *)a.buf)[i] != 0x3c)
+			fail("READ buffer byte %d changed to %#x", i, ((unsigned char *)a.buf)[i]);
+	for (int i = 0; state_of(&b) != IBV_QPS_ERR; i++)
+		if (i > 100000)
+			fail("responder not in ERR");
+	printf("roce_rc_errors: READ with no responder resources: IBV_WC_REM_INV_REQ_ERR\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -298,6 +325,7 @@ int main(int argc, char **argv)
 	data();
 	rnr();
 	access_error();
+	no_rd_resources();
 	retry();
 	printf("roce_rc_errors: ok\n");
 	return 0;

@@ -374,6 +374,59 @@ static void read_into_readonly_mr(void)
 	CHECK_BYTES(l.p, LOCAL_BYTE, l.len);
 }
 
+/* A responder with max_dest_rd_atomic 0 has no resources for READs or
+ * atomics: each is an invalid request (IBV_WC_REM_INV_REQ_ERR, as rxe and
+ * hardware answer), the responder QP goes to ERR, and neither the local
+ * buffer nor the target memory changes. */
+static void no_responder_resources(void)
+{
+	static const enum ibv_wr_opcode ops[] = { IBV_WR_RDMA_READ,
+						  IBV_WR_ATOMIC_FETCH_AND_ADD };
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		struct vt_env e;
+		struct vt_pair p;
+		struct vt_qp_opts o;
+		struct vt_buf l, t;
+		struct ibv_wc wc;
+
+		vt_env_open(&e);
+		vt_default_opts(&o);
+		o.max_dest_rd_atomic = 0;
+		vt_pair_create(&e, &p, &o, 0);
+		vt_buf_reg(&e, &l, PAGE, IBV_ACCESS_LOCAL_WRITE);
+		vt_buf_reg(&e, &t, PAGE, VT_ACCESS_ALL);
+		memset(l.p, LOCAL_BYTE, l.len);
+		vt_fill(t.p, t.len, 9);
+
+		struct ibv_sge sge = vt_sge(l.p, 8, l.mr->lkey);
+		struct ibv_send_wr wr = vt_send_wr(40 + i, ops[i], &sge,
+						   IBV_SEND_SIGNALED);
+		if (ops[i] == IBV_WR_RDMA_READ) {
+			wr.wr.rdma.remote_addr = (uintptr_t)t.p;
+			wr.wr.rdma.rkey = t.mr->rkey;
+		} else {
+			wr.wr.atomic.remote_addr = (uintptr_t)t.p;
+			wr.wr.atomic.rkey = t.mr->rkey;
+			wr.wr.atomic.compare_add = 1;
+		}
+		vt_post_send(p.a, &wr);
+		vt_poll(p.cq_a, &wc, 1);
+		CHECK_WC_STATUS(&wc, IBV_WC_REM_INV_REQ_ERR);
+		CHECK_EQ(wc.wr_id, 40 + i);
+		CHECK_EQ(wc.qp_num, p.a->qp_num);
+		CHECK_EQ(vt_qp_state(p.a), IBV_QPS_ERR);
+		CHECK_BYTES(l.p, LOCAL_BYTE, l.len);
+		uint8_t *want = vt_alloc(PAGE);
+		vt_fill(want, PAGE, 9);
+		CHECK_MEM(t.p, want, PAGE);
+		uint64_t deadline = vt_now_ms() + VT_POLL_MS;
+		while (vt_qp_state(p.b) != IBV_QPS_ERR)
+			CHECKF(vt_now_ms() < deadline,
+			       "responder not in ERR after %d ms", VT_POLL_MS);
+	}
+}
+
 /* No receive posted, rnr_retry 1, tiny min_rnr_timer: RNR retry exceeded. */
 static void rnr_exceeded(void)
 {
@@ -738,5 +791,6 @@ static const struct vt_case cases[] = {
 	VT_CASE(post_too_many_sge),
 	VT_CASE(post_inline_too_large),
 	VT_CASE(post_queue_full),
+	VT_CASE(no_responder_resources),
 };
 VT_MAIN(cases)

@@ -4,7 +4,8 @@
 # (ctests/src/roce_rc_errors.c): multi-packet SEND, WRITE with immediate
 # and READ across the 24-bit PSN wrap, every byte checked; RNR retries
 # exhausted; a wrong rkey (IBV_WC_REM_ACCESS_ERR, both QPs in ERR); no
-# peer (IBV_WC_RETRY_EXC_ERR after retry_cnt timeouts). Atomics, SEND
+# peer (IBV_WC_RETRY_EXC_ERR after retry_cnt timeouts); a READ to a QP
+# with max_dest_rd_atomic 0 (IBV_WC_REM_INV_REQ_ERR). Atomics, SEND
 # with invalidate and UC: tests/rsw_rocev2_rc_ops.
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,6 +27,7 @@ for want in 'SEND 5000, WRITE 3000, READ 3000 across the PSN wrap' \
 	'RNR retries exhausted, next flushed' \
 	'wrong rkey: IBV_WC_REM_ACCESS_ERR, both QPs in ERR' \
 	'no peer: IBV_WC_RETRY_EXC_ERR after' \
+	'READ with no responder resources: IBV_WC_REM_INV_REQ_ERR' \
 	'ok'; do
 	grep -qF "roce_rc_errors: $want" <<<"$out" || { echo "FAIL: no line '$want'"; exit 1; }
 done

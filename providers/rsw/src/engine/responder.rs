@@ -1231,6 +1231,10 @@ fn execute(qp: &Qp, g: &mut QpInner, h: Header) {
         // UC carries no READ or atomics; a peer that sends them anyway is
         // ignored.
         _ if !reliable => drop_message(g, &h),
+        // No responder resources for them (rxe and hardware NAK these).
+        Op::ReadReq | Op::CmpSwap | Op::FetchAdd if g.attr.max_dest_rd_atomic == 0 => {
+            inv_request(qp, g, h.msn)
+        }
         // Placed atomically when its 8 bytes are in (`finish_request`).
         Op::AtomicWrite => on_atomic_write(qp, g, h),
         Op::ReadReq => on_read(qp, g, &h),

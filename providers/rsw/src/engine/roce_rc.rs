@@ -1014,6 +1014,19 @@ fn on_request(qp: &Qp, g: &mut QpInner, p: &Packet) {
         }
         PsnCheck::Expected => g.roce_rc.nak_sent = false,
     }
+    // No responder resources for READs and atomics: as rxe and hardware.
+    let rd_atomic = matches!(
+        op,
+        Opcode::RcReadRequest | Opcode::RcCompareSwap | Opcode::RcFetchAdd
+    );
+    if rd_atomic && g.attr.max_dest_rd_atomic == 0 {
+        return nak_fatal(
+            qp,
+            g,
+            NakCode::InvalidRequest,
+            "READ or atomic with max_dest_rd_atomic 0",
+        );
+    }
     if op == Opcode::RcReadRequest {
         if let Some(reth) = h.reth {
             on_read_request(qp, g, psn, reth, false);

@@ -532,10 +532,17 @@ impl<E: Engines> Qp<E> {
                 .map(|m| m.offset()),
             srq: srq.flatten(),
         };
+        // With no responder resources a READ or an atomic is an invalid
+        // request: peers leave those to the connection, whose responder
+        // says so.
+        let mut access = g.attr.qp_access_flags;
+        if g.attr.max_dest_rd_atomic == 0 {
+            access &= !(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+        }
         crate::transport::local::publish_qp(
             self.qpn,
             self.pd_id,
-            g.attr.qp_access_flags,
+            access,
             open,
             boxes,
             g.attr.min_rnr_timer,
