@@ -8,33 +8,13 @@
 # a connect to a port with no listener rejected (reason 8) each way.
 # Skipped when QEMU is missing, as ctests/tests/vm_kernel_devices.sh.
 set -uo pipefail
+. "$(dirname "$0")/lib/vm.sh"
+vm_need_build
 
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-BUILD=${BUILD:-$repo/build}
-export BUILD
-vm=$repo/ctests/vm
+vm_image
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-[[ -f $BUILD/lib/libibverbs.so.1 && -f $BUILD/etc/libibverbs.d/rsw.driver ]] ||
-	fail "no build in $BUILD (make)"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-"$vm/build-image.sh" >"$work/image" || fail "build-image.sh failed"
-image=$(tail -n 1 "$work/image")
-[[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
-
-"$vm/run-in-vm.sh" -i "$image" -t 240 -r rxe -s "$vm/roce:/roce" \
-	-f "$vm/roce/cm_rxe.sh" >"$work/out" 2>"$work/err"
-vmrc=$?
-cat "$work/out"
-tail -n 1 "$work/err"
+vm_run -t 240 -r rxe -s "$vm/roce:/roce" \
+	-f "$vm/roce/cm_rxe.sh"
 n=$(grep -c '^RESULT rping server=.* ok=1$' "$work/out")
 ((n == 2)) || { cat "$work/err"; fail "$n of 2 rping runs passed (run-in-vm exit $vmrc)"; }
 n=$(grep -c '^RESULT ucmatose server=.* ok=1$' "$work/out")

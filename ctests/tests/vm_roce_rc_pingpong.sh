@@ -9,33 +9,13 @@
 # (pingpong's ACKs spared: see rc_pingpong_rxe.sh). Skipped when QEMU is
 # missing, as ctests/tests/vm_kernel_devices.sh.
 set -uo pipefail
+. "$(dirname "$0")/lib/vm.sh"
+vm_need_build
 
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-BUILD=${BUILD:-$repo/build}
-export BUILD
-vm=$repo/ctests/vm
+vm_image
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-[[ -f $BUILD/lib/libibverbs.so.1 && -f $BUILD/etc/libibverbs.d/rsw.driver ]] ||
-	fail "no build in $BUILD (make)"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-"$vm/build-image.sh" >"$work/image" || fail "build-image.sh failed"
-image=$(tail -n 1 "$work/image")
-[[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
-
-"$vm/run-in-vm.sh" -i "$image" -t 540 -r rxe -s "$vm/roce:/roce" \
-	-f "$vm/roce/rc_pingpong_rxe.sh" >"$work/out" 2>"$work/err"
-vmrc=$?
-cat "$work/out"
-tail -n 1 "$work/err"
+vm_run -t 540 -r rxe -s "$vm/roce:/roce" \
+	-f "$vm/roce/rc_pingpong_rxe.sh"
 # Clean: 4 sizes x 2 servers of pingpong, 3 benchmarks x 2 servers.
 # Lossy: 3 sizes x 2 servers of pingpong, 2 benchmarks x 2 servers.
 n=$(grep -c '^RESULT rc_pingpong size=.* ok=1$' "$work/out")

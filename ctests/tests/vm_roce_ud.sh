@@ -7,22 +7,8 @@
 # ibv_ud_pingpong server on rxe must receive and answer).
 # Skipped when QEMU is missing, as ctests/tests/vm_kernel_devices.sh.
 set -uo pipefail
-
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-BUILD=${BUILD:-$repo/build}
-export BUILD
-vm=$repo/ctests/vm
+. "$(dirname "$0")/lib/vm.sh"
 CARGO=${CARGO:-cargo}
-
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 # rsw's unit-test binary, which holds the live test (ignored elsewhere).
 (cd "$repo" && "$CARGO" test --release -p rsw --lib --no-run) >"$work/build" 2>&1 ||
@@ -32,15 +18,10 @@ bin=$(sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))$/\1/p' "$work/build"
 [[ $bin == /* ]] || bin=$repo/$bin
 deps=$(dirname "$bin")
 
-"$vm/build-image.sh" >"$work/image" || fail "build-image.sh failed"
-image=$(tail -n 1 "$work/image")
-[[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
+vm_image
 
-"$vm/run-in-vm.sh" -i "$image" -t 200 -r rxe -n -s "$deps" -s "$vm/roce:/roce" \
-	-f "$vm/roce/ud_to_rxe.sh" "$bin" >"$work/out" 2>"$work/err"
-vmrc=$?
-cat "$work/out"
-tail -n 1 "$work/err"
+vm_run -t 200 -r rxe -n -s "$deps" -s "$vm/roce:/roce" \
+	-f "$vm/roce/ud_to_rxe.sh" "$bin"
 grep -q '^RESULT test=0 server=0 rcvd_pkts=1$' "$work/out" ||
 	{ cat "$work/err"; fail "rxe did not take exactly our good packet (run-in-vm exit $vmrc)"; }
 ((vmrc == 0)) || fail "run-in-vm.sh exit $vmrc"

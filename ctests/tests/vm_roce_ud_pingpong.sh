@@ -8,34 +8,14 @@
 # RSW_ROCEV2, which must fail. Skipped when QEMU is missing, as
 # ctests/tests/vm_kernel_devices.sh.
 set -uo pipefail
-
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-BUILD=${BUILD:-$repo/build}
-export BUILD
-vm=$repo/ctests/vm
-
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-[[ -f $BUILD/lib/libibverbs.so.1 && -f $BUILD/etc/libibverbs.d/rsw.driver ]] ||
-	fail "no build in $BUILD (make)"
+. "$(dirname "$0")/lib/vm.sh"
+vm_need_build
 [[ -x $BUILD/ctests/roce_ud_peer ]] || fail "no $BUILD/ctests/roce_ud_peer (make ctests)"
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+vm_image
 
-"$vm/build-image.sh" >"$work/image" || fail "build-image.sh failed"
-image=$(tail -n 1 "$work/image")
-[[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
-
-"$vm/run-in-vm.sh" -i "$image" -t 300 -r rxe -s "$vm/roce:/roce" \
-	-f "$vm/roce/ud_pingpong_rxe.sh" >"$work/out" 2>"$work/err"
-vmrc=$?
-cat "$work/out"
-tail -n 1 "$work/err"
+vm_run -t 300 -r rxe -s "$vm/roce:/roce" \
+	-f "$vm/roce/ud_pingpong_rxe.sh"
 # 4 sizes x 2 servers, 2 roce_ud_peer runs, all ok; the control failed.
 n=$(grep -c '^RESULT size=.* ok=1$' "$work/out")
 ((n == 8)) || { cat "$work/err"; fail "$n of 8 ibv_ud_pingpong runs passed (run-in-vm exit $vmrc)"; }

@@ -12,28 +12,12 @@
 # adds the buffers' lengths up), so its wr_api case fails.
 # Skipped when QEMU is missing, as ctests/tests/vm_kernel_devices.sh.
 set -uo pipefail
-
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-BUILD=${BUILD:-$repo/build}
-export BUILD
-vm=$repo/ctests/vm
+. "$(dirname "$0")/lib/vm.sh"
 unset LD_LIBRARY_PATH LD_PRELOAD IBV_CONFIG_DIR RDMAV_DRIVERS IBV_DRIVERS RDMAV_C_PROVIDERS
-
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-command -v qemu-system-x86_64 >/dev/null ||
-	skip "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
 [[ -f $BUILD/lib/libibverbs/librxe-rs-rdmav34.so ]] ||
 	fail "no $BUILD/lib/libibverbs/librxe-rs-rdmav34.so: run make first"
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-"$vm/build-image.sh" >"$work/image" || fail "build-image.sh failed"
-image=$(tail -n 1 "$work/image")
-[[ -f $image/rootfs.img ]] || fail "build-image.sh named no image ($image)"
+vm_image
 
 # In the guest: the RoCEv2 GID of rxe0's address, then the cases over ours
 # and over the C provider, each line prefixed with the provider.
@@ -50,10 +34,7 @@ timeout 150 env -u RDMAV_C_PROVIDERS python3 /srv/rxe-vm/rxe_verbs.py rxe0 "$g" 
 timeout 100 env RDMAV_C_PROVIDERS=rxe python3 /srv/rxe-vm/rxe_verbs.py rxe0 "$g" 2>&1 | sed "s/^/c: /"
 true
 '
-"$vm/run-in-vm.sh" -i "$image" -t 330 -s "$vm:/srv/rxe-vm" -- "$guest" >"$work/out" 2>"$work/err"
-vmrc=$?
-cat "$work/out"
-tail -n 1 "$work/err"
+vm_run -t 330 -s "$vm:/srv/rxe-vm" -- "$guest"
 ((vmrc == 0)) || { cat "$work/err"; fail "run-in-vm.sh exit $vmrc"; }
 ok=$(grep -c '^rust: ok ' "$work/out")
 bad=$(grep '^rust: ' "$work/out" | grep -v '^rust: ok ')
