@@ -92,6 +92,14 @@ counters! {
     resp_cqe_flush_error,
     /// Faults injected on this QP's requests (`RSW_FAULTS`).
     faults_injected,
+    /// RoCEv2 packets of an RC or UC QP handed to the port's socket, the
+    /// system calls that took them, those of the calls that took more
+    /// than one (`sendmmsg`), and ACKs not sent because a later one
+    /// covered them.
+    roce_tx_pkts,
+    roce_tx_calls,
+    roce_tx_batches,
+    roce_acks_coalesced,
 }
 
 impl Counters {
@@ -127,18 +135,23 @@ pub struct QpReport {
     pub counters: Snapshot,
 }
 
-/// The report `rsw-stat` prints: devices (live QPs plus destroyed ones),
-/// then each live QP.
-pub fn render(pid: u32, qps: &[QpReport]) -> String {
+/// The report `rsw-stat` prints: devices (live QPs plus destroyed ones,
+/// then `ports`' counters of the device: a RoCEv2 port's), then each live
+/// QP.
+pub fn render(pid: u32, qps: &[QpReport], ports: &[(String, Vec<(&'static str, u64)>)]) -> String {
     let mut devs = RETIRED.get().lock().clone();
     for q in qps {
         devs.entry(q.device.clone()).or_default().add(&q.counters);
+    }
+    for (d, _) in ports {
+        devs.entry(d.clone()).or_default();
     }
     let mut out = String::new();
     let _ = writeln!(out, "pid {pid}");
     for (d, s) in &devs {
         let _ = writeln!(out, "device {d}");
-        for (k, v) in s.fields() {
+        let port = ports.iter().filter(|(p, _)| p == d).flat_map(|(_, f)| f);
+        for (k, v) in s.fields().iter().chain(port) {
             let _ = writeln!(out, "  {k} {v}");
         }
     }
@@ -356,13 +369,24 @@ mod tests {
                 counters: s,
             },
         ];
-        let out = render(7, &qps);
+        let ports = [
+            ("rsw_x".to_string(), vec![("roce_rx_pkts", 9)]),
+            ("rsw_p".to_string(), vec![("roce_rx_pkts", 4)]),
+        ];
+        let out = render(7, &qps, &ports);
         let dev: Vec<&str> = out
             .lines()
             .skip_while(|l| *l != "device rsw_x")
             .take(3)
             .collect();
         assert_eq!(dev, ["device rsw_x", "  sent_pkts 2", "  sent_bytes 200"]);
+        // A port's counters close its device's list; a device with a port
+        // and no QP is listed too.
+        let x = out.split("device rsw_x\n").nth(1).unwrap();
+        let x: Vec<&str> = x.lines().take_while(|l| l.starts_with("  ")).collect();
+        assert_eq!(x.last(), Some(&"  roce_rx_pkts 9"));
+        assert!(out.contains("device rsw_p\n  sent_pkts 0\n"));
+        assert!(out.contains("  roce_rx_pkts 4\n"));
         assert!(out.starts_with("pid 7\n"));
         assert!(out.contains("qp 0x11 device rsw_x type RC state ERR\n  sent_pkts 1\n"));
     }

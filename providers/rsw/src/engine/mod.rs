@@ -19,6 +19,7 @@ pub(crate) mod responder;
 pub(crate) mod rndv;
 pub(crate) mod roce_faults;
 pub(crate) mod roce_rc;
+pub(crate) mod roce_tx;
 pub(crate) mod roce_ud;
 pub(crate) mod samehost;
 pub(crate) mod ud_recv;
@@ -245,6 +246,11 @@ pub(crate) fn roce_rc_packet(
     src: &[u8; 16],
 ) {
     roce_rc::receive(qp, g, p, src);
+}
+
+/// Sends what the packets `roce_rc_packet` gave `qp` made it queue.
+pub(crate) fn roce_rc_flush(qp: &Qp, g: &mut QpInner) {
+    roce_rc::flush(qp, g);
 }
 
 /// Watches a UD or raw packet QP's socket (`fd`) for room while sends

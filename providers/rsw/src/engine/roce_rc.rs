@@ -28,13 +28,16 @@
 //! SENDs (none: RNR NAK with `min_rnr_timer`), WRITE placement, READ
 //! responses, atomics (`atomic`), SEND with invalidate (`keys`).
 //! UC QPs share the state and the packet helpers (`uc`).
+//! What the QP sends is queued (`roce_tx`) and flushed with one
+//! `sendmmsg` where the engine's turn ends: after `pump`, the timer, or
+//! the port's batch of received packets (whose ACKs coalesce).
 //! Not yet: ATOMIC_WRITE, XRC (a WR fails with IBV_WC_LOC_QP_OP_ERR).
 
 use std::collections::{BTreeSet, VecDeque};
-use std::io::ErrorKind;
 
 use verbs_abi::*;
 
+use super::roce_tx::TxQueue;
 use super::ud_recv::write_recv;
 use super::{Qp, QpInner};
 use crate::cq::Cqe;
@@ -43,6 +46,7 @@ use crate::roce::headers::{Aeth, Bth, ImmDt, NakCode, Reth, Syndrome};
 use crate::roce::opcode::{Ext, Opcode, Transport};
 use crate::roce::packet::{Headers, Packet};
 use crate::roce::rc::{self, psn_add, psn_diff, Kind, Outstanding, Place, PsnCheck, PSN_MASK};
+use crate::stats::Counters;
 use crate::util::mono_ns;
 use crate::wire::Op;
 use crate::wq::rnr_timer_ns;
@@ -163,6 +167,8 @@ pub struct RcState {
     reads: VecDeque<ReadOut>,
     /// The atomics executed lately, for their requests sent again.
     replay: crate::roce::atomic::Replay,
+    /// Packets ready for the port's socket.
+    tx: TxQueue,
 }
 
 /// Entering RTR: the responder expects `rq_psn`.
@@ -170,8 +176,21 @@ pub fn start(g: &mut QpInner) {
     g.roce_rc = RcState {
         live: true,
         epsn: g.attr.rq_psn & PSN_MASK,
+        tx: std::mem::take(&mut g.roce_rc.tx),
         ..RcState::default()
     };
+}
+
+impl crate::wq::RoceRcState for RcState {
+    /// The QP entered ERR: nothing more is sent or taken, but what was
+    /// queued still goes (a NAK that refused the request).
+    fn on_error(&mut self) {
+        let tx = std::mem::take(&mut self.tx);
+        *self = RcState {
+            tx,
+            ..RcState::default()
+        };
+    }
 }
 
 /// Entering RTS from RTR: requests start at `sq_psn`.
@@ -189,20 +208,51 @@ fn bth(g: &QpInner, op: Opcode, psn: u32) -> Bth {
     Bth::new(op, g.attr.dest_qp_num, psn)
 }
 
-/// Sends one packet to the peer; false when the socket is full (the
-/// packet is not sent). Other failures lose it, as a wire would.
-fn send(g: &QpInner, hdr: &Headers, payload: &[u8]) -> bool {
+/// Queues one packet for the peer (`roce_tx`); false when the queue is
+/// full and the socket takes none of it (the packet is not queued).
+/// Other failures lose it, as a wire would.
+fn send(g: &mut QpInner, hdr: &Headers, payload: &[u8]) -> bool {
+    if g.roce_rc.tx.is_full() && !flush_queue(g) && g.roce_rc.tx.is_full() {
+        return false;
+    }
     let (Some(port), Some(r)) = (g.roce.as_ref(), g.remote.as_ref()) else {
         return true;
     };
     let tclass = g.attr.ah_attr.grh.traffic_class;
-    match port.send_ib(&r.gid, tclass, hdr, payload) {
-        Err(e) if e.kind() == ErrorKind::WouldBlock => false,
-        Err(e) => {
-            log::debug!("RoCEv2 RC: a packet lost: {e}");
-            true
+    match port.queue_ib(&mut g.roce_rc.tx, &r.gid, tclass, hdr, payload) {
+        Ok(replaced) => {
+            if replaced {
+                Counters::bump(&g.stats.roce_acks_coalesced);
+            }
         }
-        Ok(_) => true,
+        Err(e) => log::debug!("RoCEv2 RC: a packet lost: {e}"),
+    }
+    true
+}
+
+/// Hands what the QP queued to the port's socket, as far as it takes
+/// it; true when all went.
+fn flush_queue(g: &mut QpInner) -> bool {
+    if g.roce_rc.tx.is_empty() {
+        return true;
+    }
+    let Some(port) = g.roce.as_ref() else {
+        g.roce_rc.tx = TxQueue::default();
+        return true;
+    };
+    let f = g.roce_rc.tx.flush(&**port);
+    let s = &g.stats;
+    Counters::add(&s.roce_tx_pkts, f.pkts);
+    Counters::add(&s.roce_tx_calls, f.calls);
+    Counters::add(&s.roce_tx_batches, f.batches);
+    g.roce_rc.tx.is_empty()
+}
+
+/// Sends what the QP queued; what the socket has no room for now goes
+/// a little later.
+pub fn flush(qp: &Qp, g: &mut QpInner) {
+    if !flush_queue(g) {
+        retry_soon(qp);
     }
 }
 
@@ -339,6 +389,12 @@ fn local_ok(qp: &Qp, g: &QpInner, seq: u64) -> bool {
 /// Sends what may go: packets to resend, then new messages, within the
 /// window; then READ responses owed.
 pub fn pump(qp: &Qp, g: &mut QpInner) {
+    pump_queueing(qp, g);
+    flush(qp, g);
+}
+
+/// `pump`, leaving what it sends queued for the caller to flush.
+fn pump_queueing(qp: &Qp, g: &mut QpInner) {
     if !g.roce_rc.live {
         return;
     }
@@ -651,6 +707,11 @@ fn on_read_response(qp: &Qp, g: &mut QpInner, p: &Packet) {
 
 /// The local ACK timeout, an RNR wait's end, or room in the socket.
 pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
+    timer_queueing(qp, g, now);
+    flush(qp, g);
+}
+
+fn timer_queueing(qp: &Qp, g: &mut QpInner, now: u64) {
     if !g.roce_rc.live {
         return;
     }
@@ -677,12 +738,12 @@ pub fn on_timer(qp: &Qp, g: &mut QpInner, now: u64) {
             rewind(st, p);
         }
     }
-    pump(qp, g);
+    pump_queueing(qp, g);
 }
 
 // ---- responder ----
 
-fn send_ack(g: &QpInner, psn: u32, syndrome: Syndrome) {
+fn send_ack(g: &mut QpInner, psn: u32, syndrome: Syndrome) {
     let mut h = Headers::new(bth(g, Opcode::RcAck, psn));
     h.aeth = Some(Aeth {
         syndrome,
@@ -1054,7 +1115,9 @@ fn on_request(qp: &Qp, g: &mut QpInner, p: &Packet) {
     }
 }
 
-/// A packet of RC for this QP, from `src` (a GID), ICRC checked.
+/// A packet of RC for this QP, from `src` (a GID), ICRC checked. What it
+/// sends stays queued: the port calls [`flush`] after the packets it
+/// took in one go, so that their ACKs coalesce and leave together.
 pub fn receive(qp: &Qp, g: &mut QpInner, p: &Packet, src: &[u8; 16]) {
     let transport = match g.qp_type {
         IBV_QPT_RC => Transport::Rc,
@@ -1108,6 +1171,6 @@ pub fn receive(qp: &Qp, g: &mut QpInner, p: &Packet, src: &[u8; 16]) {
         _ => on_request(qp, g, p),
     }
     if g.state != IBV_QPS_ERR {
-        pump(qp, g);
+        pump_queueing(qp, g);
     }
 }

@@ -23,23 +23,26 @@ use std::collections::HashMap;
 use std::io::{self, ErrorKind};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use verbs_abi::*;
 
 use super::roce_faults::{classes, WireFaults};
+use super::roce_tx::{Sink, TxQueue};
 use super::ud_recv::{fail_recv, roce_header_type, write_recv};
 use super::{Qp, QpInner};
 use crate::cq::Cqe;
 use crate::device::DeviceInfo;
 use crate::gid::gid_as_ipv4;
 use crate::progress::{engine, token, Kind, Target};
+use crate::roce::headers::Syndrome;
 use crate::roce::icrc;
-use crate::roce::opcode::Transport;
+use crate::roce::opcode::{Opcode, Transport};
 use crate::roce::packet::{self, Headers, Packet};
 use crate::roce::ud::{self, Ips, UdSend, GRH_LEN};
-use crate::transport::roce::{RoceDatagram, RoceSocket, PORT};
+use crate::transport::roce::{Outgoing, RecvBatch, RoceDatagram, RoceSocket, PORT, RECV_BATCH};
 use crate::wire::Op;
 use crate::{mr, place};
 use verbs_rt::ForkFresh;
@@ -54,6 +57,22 @@ const RX_BATCH: usize = 256;
 /// The default partition's P_Key, full or limited member.
 const DEFAULT_PKEY: u16 = 0x7fff;
 
+/// What the thread reading the port holds: the buffers one `recvmmsg`
+/// fills, and the QPs the packets it took went to, whose replies are
+/// flushed once all are taken.
+struct Reader {
+    batch: RecvBatch,
+    touched: Vec<Arc<Qp>>,
+}
+
+/// The port's receive counters (its QPs count what they send).
+#[derive(Default)]
+struct RxCounts {
+    pkts: AtomicU64,
+    calls: AtomicU64,
+    batches: AtomicU64,
+}
+
 /// A RoCEv2-mode device's port 4791, shared by the process's UD QPs on
 /// the device.
 pub struct RocePort {
@@ -62,9 +81,12 @@ pub struct RocePort {
     qps: Mutex<HashMap<u32, Weak<Qp>>>,
     /// Held by the thread reading the socket: one at a time, so that a
     /// QP's packets are taken in the order they came.
-    reading: Mutex<()>,
+    reading: Mutex<Reader>,
     /// `RSW_FAULTS`' `roce:` rules, when there are any.
     faults: Option<WireFaults>,
+    /// The device's name, for `rsw-stat`.
+    device: String,
+    rx: RxCounts,
 }
 
 /// The ports opened, by interface index; kept until exit (a forked child
@@ -103,8 +125,13 @@ pub fn port_for(dev: &DeviceInfo) -> Result<Arc<RocePort>, c_int> {
     let port = Arc::new(RocePort {
         sock,
         qps: Mutex::new(HashMap::new()),
-        reading: Mutex::new(()),
+        reading: Mutex::new(Reader {
+            batch: RecvBatch::new(MAX_PACKET),
+            touched: Vec::with_capacity(RECV_BATCH),
+        }),
         faults: WireFaults::for_port(),
+        device: dev.name.clone(),
+        rx: RxCounts::default(),
     });
     let eng = engine().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     let serial = crate::progress::new_serial();
@@ -120,6 +147,16 @@ pub fn port_for(dev: &DeviceInfo) -> Result<Arc<RocePort>, c_int> {
     })?;
     ports.insert(dev.ifindex, port.clone());
     Ok(port)
+}
+
+/// Each open port's device and receive counters, for `rsw-stat`.
+pub fn port_counters() -> Vec<(String, Vec<(&'static str, u64)>)> {
+    PORTS
+        .get()
+        .lock()
+        .values()
+        .map(|p| (p.device.clone(), p.rx_counters().to_vec()))
+        .collect()
 }
 
 impl RocePort {
@@ -149,8 +186,8 @@ impl RocePort {
     /// `Qp::drive_now`), unless another thread is at it. The caller holds
     /// no QP's lock.
     pub fn poll(&self) {
-        if let Some(_reading) = self.reading.try_lock() {
-            self.take_waiting();
+        if let Some(mut r) = self.reading.try_lock() {
+            self.take_waiting(&mut r);
         }
     }
 
@@ -159,23 +196,60 @@ impl RocePort {
     /// socket readable and the progress thread spinning on it). The
     /// caller holds no QP's lock.
     pub fn receive(&self) {
-        let _reading = self.reading.lock();
-        self.take_waiting();
+        let mut r = self.reading.lock();
+        self.take_waiting(&mut r);
     }
 
-    fn take_waiting(&self) {
-        let mut buf = [0u8; MAX_PACKET];
-        for _ in 0..RX_BATCH {
-            match self.sock.recv(&mut buf) {
-                Ok(d) if !d.truncated => self.deliver(&buf[..d.len], &d),
-                Ok(_) => {}
+    /// Up to [`RX_BATCH`] packets, [`RECV_BATCH`] a system call; after
+    /// each call's, the replies of the RC QPs they went to are sent.
+    fn take_waiting(&self, r: &mut Reader) {
+        let mut left = RX_BATCH;
+        while left > 0 {
+            let ask = left.min(RECV_BATCH);
+            let n = match self.sock.recv_many(&mut r.batch, ask) {
+                Ok(n) => n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) => {
                     log::warn!("RoCEv2 port: receive failed: {e}");
                     return;
                 }
+            };
+            self.rx.calls.fetch_add(1, Ordering::Relaxed);
+            self.rx.pkts.fetch_add(n as u64, Ordering::Relaxed);
+            if n > 1 {
+                self.rx.batches.fetch_add(1, Ordering::Relaxed);
             }
+            for i in 0..n {
+                let (d, ib) = r.batch.get(i);
+                if !d.truncated {
+                    if let Some(qp) = self.deliver(ib, d) {
+                        if !r.touched.iter().any(|t| Arc::ptr_eq(t, &qp)) {
+                            r.touched.push(qp);
+                        }
+                    }
+                }
+            }
+            for qp in r.touched.drain(..) {
+                let mut g = qp.inner.lock();
+                super::roce_rc_flush(&qp, &mut g);
+            }
+            // Fewer than asked: the socket is empty (level-triggered, the
+            // progress thread hears of any that come meanwhile).
+            if n < ask {
+                return;
+            }
+            left -= n;
         }
+    }
+
+    /// The port's receive counters, named as `rsw-stat` shows them.
+    pub fn rx_counters(&self) -> [(&'static str, u64); 3] {
+        let c = &self.rx;
+        [
+            ("roce_rx_pkts", c.pkts.load(Ordering::Relaxed)),
+            ("roce_rx_calls", c.calls.load(Ordering::Relaxed)),
+            ("roce_rx_batches", c.batches.load(Ordering::Relaxed)),
+        ]
     }
 
     /// The IP facts of a packet received, as far as the ICRC can be
@@ -199,41 +273,41 @@ impl RocePort {
         }
     }
 
-    fn deliver(&self, ib: &[u8], d: &RoceDatagram) {
-        let Some(ips) = self.ips(d, ib) else { return };
+    /// Hands one packet to its QP; an RC or UC QP it went to is returned
+    /// (its replies wait for [`roce_rc::flush`](super::roce_rc::flush)).
+    fn deliver(&self, ib: &[u8], d: &RoceDatagram) -> Option<Arc<Qp>> {
+        let ips = self.ips(d, ib)?;
         // RC and UC packets go to `roce_rc`, ICRC checked here.
         if let Ok(p) = Packet::parse(ib) {
             if matches!(p.hdr.bth.opcode.transport(), Transport::Rc | Transport::Uc) {
                 if matches!(ips, Ips::V6 { .. }) && ips.icrc(d.src_port, ib) != Ok(p.icrc) {
-                    return;
+                    return None;
                 }
                 if p.hdr.bth.pkey & DEFAULT_PKEY != DEFAULT_PKEY {
-                    return;
+                    return None;
                 }
                 let qp = self
                     .qps
                     .lock()
                     .get(&p.hdr.bth.dest_qp)
-                    .and_then(Weak::upgrade);
-                let Some(qp) = qp else { return };
+                    .and_then(Weak::upgrade)?;
                 let mut g = qp.inner.lock();
                 super::roce_rc_packet(&qp, &mut g, &p, &d.src);
-                return;
+                drop(g);
+                return Some(qp);
             }
         }
         // IPv4's ICRC was checked in solving for the identification.
         let check = matches!(ips, Ips::V6 { .. }).then_some(&ips);
-        let Ok((s, payload)) = ud::parse(ib, check, d.src_port) else {
-            return;
-        };
+        let (s, payload) = ud::parse(ib, check, d.src_port).ok()?;
         if s.pkey & DEFAULT_PKEY != DEFAULT_PKEY {
-            return;
+            return None;
         }
-        let qp = self.qps.lock().get(&s.dest_qp).and_then(Weak::upgrade);
-        let Some(qp) = qp else { return };
+        let qp = self.qps.lock().get(&s.dest_qp).and_then(Weak::upgrade)?;
         let mut g = qp.inner.lock();
         let grh = ud::grh_area(&ips, d.tclass, d.ttl, ib.len());
         take(&qp, &mut g, &s, payload, &grh, self.sock.addr(), &d.src);
+        None
     }
 }
 
@@ -302,27 +376,36 @@ fn take(
 }
 
 impl RocePort {
-    /// Sends one RC packet of these headers and payload to `dst` (a GID),
-    /// its ICRC computed here; `ErrorKind::WouldBlock` when the socket
-    /// buffer is full.
-    pub fn send_ib(
+    /// Queues one RC or UC packet of these headers and payload for `dst`
+    /// (a GID) on `q`, its ICRC computed here; true where it replaced
+    /// the ACK it followed (`roce_tx`). `ENETUNREACH` for a destination
+    /// of the other family.
+    pub fn queue_ib(
         &self,
+        q: &mut TxQueue,
         dst: &[u8; 16],
         tclass: u8,
         hdr: &Headers,
         payload: &[u8],
-    ) -> io::Result<usize> {
+    ) -> io::Result<bool> {
         if !self.sock.reaches(dst) {
             return Err(io::Error::from_raw_os_error(libc::ENETUNREACH));
         }
-        let mut pkt = [0u8; MAX_PACKET];
-        let n = packet::encode(hdr, payload, &mut pkt)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
-        let crc = ips_of(self.sock.addr(), dst, 0)
-            .icrc(PORT, &pkt[..n])
-            .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
-        icrc::write(&mut pkt[..n], crc);
-        self.transmit(dst, tclass, &pkt[..n], classes(hdr))
+        let ack = hdr.bth.opcode == Opcode::RcAck
+            && hdr
+                .aeth
+                .is_some_and(|a| matches!(a.syndrome, Syndrome::Ack { .. }));
+        let ips = ips_of(self.sock.addr(), dst, 0);
+        let len = packet::wire_len(hdr, payload.len());
+        let size = io::Error::from_raw_os_error(libc::EMSGSIZE);
+        q.push((dst, tclass, classes(hdr), ack), len, |buf| {
+            let n = packet::encode(hdr, payload, buf).map_err(|_| size)?;
+            let crc = ips
+                .icrc(PORT, &buf[..n])
+                .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
+            icrc::write(&mut buf[..n], crc);
+            Ok(())
+        })
     }
 
     /// Sends one whole packet, through the faults when there are rules.
@@ -336,6 +419,25 @@ impl RocePort {
         match &self.faults {
             Some(f) => f.send(&self.sock, dst, tclass, pkt, classes),
             None => self.sock.send(dst, tclass, pkt),
+        }
+    }
+}
+
+impl Sink for RocePort {
+    /// With one `sendmmsg`; through the faults one packet a call when
+    /// there are rules (each one's fate is decided as it leaves).
+    fn send_many<'a>(
+        &self,
+        mut pkts: impl Iterator<Item = (Outgoing<'a>, [&'static str; 2])>,
+    ) -> io::Result<usize> {
+        let Some(f) = &self.faults else {
+            return self.sock.send_many(pkts.map(|(o, _)| o));
+        };
+        match pkts.next() {
+            Some((o, classes)) => f
+                .send(&self.sock, o.dst, o.tclass, o.pkt, classes)
+                .map(|_| 1),
+            None => Ok(0),
         }
     }
 }

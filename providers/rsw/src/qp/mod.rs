@@ -152,5 +152,6 @@ pub(crate) fn stats_report() -> String {
         .collect();
     let mut qps = qps;
     qps.sort_by_key(|q| q.qpn);
-    crate::stats::render(std::process::id(), &qps)
+    let ports = crate::engine::roce_ud::port_counters();
+    crate::stats::render(std::process::id(), &qps, &ports)
 }

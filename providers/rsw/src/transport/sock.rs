@@ -109,6 +109,54 @@ pub(super) unsafe fn sendmsg(fd: RawFd, msg: *const libc::msghdr, flags: libc::c
     }
 }
 
+/// `sendmmsg(2)`: how many of the `n` messages went, -1 with `errno`
+/// set when none did.
+///
+/// # Safety
+/// `msgs` must point to `n` messages whose buffers are readable.
+pub(super) unsafe fn sendmmsg(
+    fd: RawFd,
+    msgs: *mut libc::mmsghdr,
+    n: usize,
+    flags: libc::c_int,
+) -> isize {
+    // SAFETY: forwarded contract.
+    unsafe {
+        libc::syscall(
+            libc::SYS_sendmmsg,
+            fd as libc::c_long,
+            msgs,
+            n as libc::c_long,
+            flags as libc::c_long,
+        ) as isize
+    }
+}
+
+/// `recvmmsg(2)` without a timeout: how many of the `n` messages were
+/// filled, -1 with `errno` set when none was.
+///
+/// # Safety
+/// `msgs` must point to `n` messages whose buffers are writable.
+pub(super) unsafe fn recvmmsg(
+    fd: RawFd,
+    msgs: *mut libc::mmsghdr,
+    n: usize,
+    flags: libc::c_int,
+) -> isize {
+    let no_timeout = std::ptr::null_mut::<libc::timespec>();
+    // SAFETY: forwarded contract.
+    unsafe {
+        libc::syscall(
+            libc::SYS_recvmmsg,
+            fd as libc::c_long,
+            msgs,
+            n as libc::c_long,
+            flags as libc::c_long,
+            no_timeout,
+        ) as isize
+    }
+}
+
 /// A non-blocking, close-on-exec socket (`family` and `ty` as libc names
 /// them).
 pub(super) fn socket(family: libc::c_int, ty: libc::c_int) -> io::Result<OwnedFd> {

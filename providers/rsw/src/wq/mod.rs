@@ -43,6 +43,14 @@ use crate::transport::mailbox::Mailbox;
 use crate::transport::{Conn, Listener, RemoteAddr};
 use conn::{InConn, Rx};
 
+/// An RC QP's state on a RoCEv2-mode device, as the QP's state changes
+/// see it.
+pub trait RoceRcState: Default + Send + 'static {
+    /// The QP entered ERR: the state starts over, except what it still
+    /// has to send.
+    fn on_error(&mut self);
+}
+
 /// What this layer needs of the engines above it, as a trait so that it
 /// names none of them (`engine::Tasks` implements it). The engines own
 /// the per-QP state the QP holds for them (`req`, `resp`, `comp`, as rxe's
@@ -57,7 +65,7 @@ pub trait Engines: Sized + 'static {
     /// through (`engine::roce_ud`).
     type Roce: Send + Sync + 'static;
     /// An RC QP's state on a RoCEv2-mode device (`engine::roce_rc`).
-    type RoceRc: Default + Send + 'static;
+    type RoceRc: RoceRcState;
     /// Ends the incoming connection once its queued responses are out.
     fn close_incoming(qp: &Qp<Self>, g: &mut QpInner<Self>);
     /// Sends the incoming connection's queued responses.
@@ -735,7 +743,7 @@ impl<E: Engines> Qp<E> {
             return;
         }
         self.set_state(g, IBV_QPS_ERR);
-        g.roce_rc = E::RoceRc::default();
+        g.roce_rc.on_error();
         g.req.disconnect();
         g.resp.drop_pending();
         E::close_incoming(self, g);

@@ -89,7 +89,7 @@ pub(super) fn on_response(qp: &Qp, g: &mut QpInner, p: &Packet) {
 
 // ---- responder ----
 
-fn send_response(g: &QpInner, d: Done) {
+fn send_response(g: &mut QpInner, d: Done) {
     let mut h = Headers::new(bth(g, Opcode::RcAtomicAck, d.psn));
     h.aeth = Some(Aeth {
         syndrome: Syndrome::Ack {
@@ -106,7 +106,7 @@ fn send_response(g: &QpInner, d: Done) {
 /// An atomic request at a PSN already executed: its saved answer again,
 /// never a second execution. One too old to be remembered is dropped
 /// (the requester gave up on it long ago).
-pub(super) fn on_duplicate(qp: &Qp, g: &QpInner, psn: u32) {
+pub(super) fn on_duplicate(qp: &Qp, g: &mut QpInner, psn: u32) {
     match g.roce_rc.replay.find(psn) {
         Some(d) => {
             log::debug!(
