@@ -6,8 +6,10 @@
 # FETCH_AND_ADD and CMP_AND_SWAP, each side as server; roce_ops_peer
 # (ctests/src), each side as target: atomics' returned values and the
 # target's memory checked, a type 2 window invalidated by SEND_WITH_INV
-# (IBV_WC_WITH_INV, the rkey) and refusing a WRITE after. In the VM test
-# bed:
+# (IBV_WC_WITH_INV, the rkey) and refusing a WRITE after; roce_bulk_peer,
+# each side as target: 1 MiB WRITE and READ, bursts of WRITEs and SENDs,
+# every byte checked, rsw's side sending and receiving in batches
+# (sendmmsg, recvmmsg: its rsw-stat counters). In the VM test bed:
 #
 #   ctests/vm/run-in-vm.sh -r rxe -s "$PWD/ctests/vm/roce:/roce" -f ctests/vm/roce/ops_rxe.sh
 #
@@ -89,30 +91,40 @@ for A in FETCH_AND_ADD CMP_AND_SWAP; do
 			ib_atomic_bw -F -A $A -o 16 -n "$ITERS"
 	done
 done
-# peer TARGET(rxe|rsw): roce_ops_peer with the target on that side.
+# peer PROGRAM TARGET(rxe|rsw): ctests/src/PROGRAM with the target on
+# that side.
 peer() {
-	local s c ok
+	local p=$1 s c ok
+	shift
 	PORT=$((PORT + 1))
 	if [ "$1" = rxe ]; then
-		theirs timeout 60 "$B/ctests/roce_ops_peer" target rxeC "$G" $PORT >/job/srv.log 2>&1 &
+		theirs timeout 90 "$B/ctests/$p" target rxeC "$G" $PORT >/job/srv.log 2>&1 &
 		SRV=$!
 		listening "" $PORT
-		ours timeout 60 "$B/ctests/roce_ops_peer" initiator rsw_vD 0 $PORT 10.0.8.1 >/job/cli.log 2>&1
+		ours timeout 90 "$B/ctests/$p" initiator rsw_vD 0 $PORT 10.0.8.1 >/job/cli.log 2>&1
 		c=$?
 	else
-		ours timeout 60 "$B/ctests/roce_ops_peer" target rsw_vD 0 $PORT >/job/srv.log 2>&1 &
+		ours timeout 90 "$B/ctests/$p" target rsw_vD 0 $PORT >/job/srv.log 2>&1 &
 		SRV=$!
 		listening roce $PORT
-		theirs timeout 60 "$B/ctests/roce_ops_peer" initiator rxeC "$G" $PORT 10.0.8.2 >/job/cli.log 2>&1
+		theirs timeout 90 "$B/ctests/$p" initiator rxeC "$G" $PORT 10.0.8.2 >/job/cli.log 2>&1
 		c=$?
 	fi
 	wait $SRV
 	s=$?
 	ok=1
 	[ $s = 0 ] && [ $c = 0 ] || ok=0
-	grep -q '^roce_ops_peer initiator: ok' /job/cli.log || ok=0
-	grep -q '^roce_ops_peer target: ok' /job/srv.log || ok=0
-	echo "RESULT roce_ops_peer target=$1 target_rc=$s initiator_rc=$c ok=$ok"
+	grep -q "^$p initiator: ok" /job/cli.log || ok=0
+	grep -q "^$p target: ok" /job/srv.log || ok=0
+	# rsw's side sent and received in batches (sendmmsg, recvmmsg).
+	if [ "$p" = roce_bulk_peer ]; then
+		local f=/job/cli.log
+		[ "$1" = rsw ] && f=/job/srv.log
+		grep "stat roce_" $f | sed 's/^/  /'
+		grep -Eq 'stat roce_tx_batches [1-9]' $f || ok=0
+		grep -Eq 'stat roce_rx_batches [1-9]' $f || ok=0
+	fi
+	echo "RESULT $p target=$1 target_rc=$s initiator_rc=$c ok=$ok"
 	if [ $ok = 0 ]; then
 		FAILS=$((FAILS + 1))
 		echo "--- target ($1)"
@@ -121,7 +133,9 @@ peer() {
 		cat /job/cli.log
 	fi
 }
-peer rxe
-peer rsw
+for P in roce_ops_peer roce_bulk_peer; do
+	peer $P rxe
+	peer $P rsw
+done
 echo "RESULT fails=$FAILS"
 [ $FAILS = 0 ]

@@ -72,6 +72,13 @@ const MAX_AHEAD: usize = 1024;
 const MAX_PAYLOAD: usize = 4096;
 /// The port's socket was full: sending is tried again this much later.
 const RETRY_SOON_NS: u64 = 50_000;
+/// READ responses sent in one go: between two bursts the progress thread
+/// reads the socket, so that a READ the requester asked again (a gap it
+/// saw, maybe only reordering) replaces what was owed rather than adding
+/// to it. A burst of all of a long READ's responses, once for each time
+/// it was asked again, buried the ACKs behind it for seconds in a slow
+/// VM under netem (tests/vm_rsw_rocev2_rc_lossy, roce_bulk_peer).
+const READ_BURST: u32 = 64;
 /// AETH credits: not counted (what rxe and RoCE NICs send).
 const NO_CREDITS: u8 = 31;
 
@@ -760,11 +767,22 @@ fn nak_fatal(qp: &Qp, g: &mut QpInner, code: NakCode, why: &str) {
     qp.enter_error(g, &format_args!("RoCEv2 RC: {why}"));
 }
 
-/// Sends READ responses owed; false when the socket is full.
+/// Sends READ responses owed, [`READ_BURST`] at most, the rest from the
+/// progress thread once it has read what came meanwhile (a READ asked
+/// again cuts short what was owed: `on_read_request`); false when the
+/// socket is full.
 fn send_read_responses(qp: &Qp, g: &mut QpInner) -> bool {
     let mtu = mtu(g);
     let pd = qp.target_pd(g);
+    let mut burst = 0;
     while let Some(r) = g.roce_rc.reads.front().copied() {
+        if burst == READ_BURST {
+            if let Ok(e) = engine() {
+                e.add_timer(mono_ns(), qp.serial);
+            }
+            return true;
+        }
+        burst += 1;
         let seg = rc::segment(r.len as usize, mtu, r.next);
         let op = rc::opcode(Kind::ReadResponse, r.next, r.n);
         let mut h = Headers::new(bth(g, op, psn_add(r.psn, r.next)));
