@@ -23,7 +23,7 @@ vm_run -t 450 -r none -s "$repo" -e LOSSY_ONLY=1 \
 	-- "bash $here/rsw_rocev2_rc_netns.sh && bash $here/rsw_rocev2_bulk_netns.sh"
 ((vmrc == 0)) || fail "rsw_rocev2_rc_netns or _bulk_netns in the VM: exit $vmrc"
 grep -q '^SKIP' "$work/out" && fail "a lossy half was skipped in the VM"
-n=$(grep -c '^ok lossy ' "$work/out")
+n=$(grep -Ec '^ok lossy[ ,]' "$work/out")
 ((n == 6)) || fail "$n of 6 lossy runs passed"
 n=$(grep -Ec '^ok netem dropped [1-9][0-9]* packets' "$work/out")
 ((n == 2)) || fail "netem dropped nothing in $((2 - n)) of the 2 scripts"
