@@ -13,7 +13,7 @@
 //! wildcard address) makes [`RoceSocket::open`] fail with `EADDRINUSE`.
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::{size_of, zeroed, MaybeUninit};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::sock::{self, cvt, setsockopt_int, sockaddr_for, sockaddr_gid, socket};
@@ -136,53 +136,71 @@ impl RoceSocket {
     /// (`ErrorKind::WouldBlock`: the socket buffer is full;
     /// `EAFNOSUPPORT`: the first is to the other family).
     pub fn send_many<'a>(&self, pkts: impl Iterator<Item = Outgoing<'a>>) -> io::Result<usize> {
-        // SAFETY: zeroed C structs (addresses, iovecs,
-        // message headers) are valid; those used are filled below.
-        let mut names: [libc::sockaddr_storage; SEND_BATCH] = unsafe { zeroed() };
-        // SAFETY: as above.
-        let mut iovs: [libc::iovec; SEND_BATCH] = unsafe { zeroed() };
-        // SAFETY: as above.
-        let mut hdrs: [libc::mmsghdr; SEND_BATCH] = unsafe { zeroed() };
-        let mut cbufs = [[0u64; TOS_CMSG_SPACE / 8]; SEND_BATCH];
-        let mut tclasses = [None; SEND_BATCH];
+        // Only what is used is written (a run of packets to one place
+        // shares its address and TOS): under emulation (the TCG VM)
+        // zeroing all of it cost more than the call it saved.
+        let mut names = [const { MaybeUninit::<libc::sockaddr_storage>::uninit() }; SEND_BATCH];
+        let mut cbufs = [const { MaybeUninit::<[u64; TOS_CMSG_SPACE / 8]>::uninit() }; SEND_BATCH];
+        let mut iovs = [const { MaybeUninit::<libc::iovec>::uninit() }; SEND_BATCH];
+        let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; SEND_BATCH];
+        let name0 = names.as_mut_ptr() as *mut libc::sockaddr_storage;
+        let cbuf0 = cbufs.as_mut_ptr() as *mut [u64; TOS_CMSG_SPACE / 8];
+        let iov0 = iovs.as_mut_ptr() as *mut libc::iovec;
+        let hdr0 = hdrs.as_mut_ptr() as *mut libc::mmsghdr;
+        // The address and TOS of the run of packets being added.
+        let mut run: Option<(&[u8; 16], u8, libc::msghdr)> = None;
         let mut n = 0;
         for o in pkts.take(SEND_BATCH) {
             if !self.reaches(o.dst) {
                 break;
             }
-            let (ss, len) = sockaddr_for(o.dst, PORT.to_be(), self.ifindex);
-            names[n] = ss;
-            iovs[n] = crate::util::iov(o.pkt.as_ptr(), o.pkt.len());
-            hdrs[n].msg_hdr.msg_namelen = len as libc::socklen_t;
-            tclasses[n] = (o.tclass != 0).then_some((gid_as_ipv4(o.dst).is_some(), o.tclass));
-            n += 1;
-        }
-        // The headers point into the arrays, which stay put from here.
-        let (name0, iov0, cbuf0) = (names.as_mut_ptr(), iovs.as_mut_ptr(), cbufs.as_mut_ptr());
-        for (i, h) in hdrs[..n].iter_mut().enumerate() {
-            let msg = &mut h.msg_hdr;
-            msg.msg_name = name0.wrapping_add(i) as *mut libc::c_void;
-            msg.msg_iov = iov0.wrapping_add(i);
+            let mut msg = match run {
+                Some((dst, tclass, m)) if dst == o.dst && tclass == o.tclass => m,
+                _ => {
+                    let (ss, len) = sockaddr_for(o.dst, PORT.to_be(), self.ifindex);
+                    // SAFETY: n < SEND_BATCH: inside `names`.
+                    unsafe { name0.add(n).write(ss) };
+                    // SAFETY: a zeroed msghdr is valid.
+                    let mut m: libc::msghdr = unsafe { zeroed() };
+                    m.msg_name = name0.wrapping_add(n) as *mut libc::c_void;
+                    m.msg_namelen = len as libc::socklen_t;
+                    if o.tclass != 0 {
+                        // SAFETY: inside `cbufs`, which outlives the send.
+                        unsafe {
+                            cbuf0.add(n).write([0; TOS_CMSG_SPACE / 8]);
+                            set_tclass(
+                                &mut m,
+                                cbuf0.add(n),
+                                gid_as_ipv4(o.dst).is_some(),
+                                o.tclass,
+                            );
+                        }
+                    }
+                    run = Some((o.dst, o.tclass, m));
+                    m
+                }
+            };
+            msg.msg_iov = iov0.wrapping_add(n);
             msg.msg_iovlen = 1;
-            if let Some((v4, tclass)) = tclasses[i] {
-                // SAFETY: cbufs has a buffer for each header, which lives
-                // past the send.
-                unsafe { set_tclass(msg, cbuf0.wrapping_add(i), v4, tclass) };
+            // SAFETY: n < SEND_BATCH: inside `iovs` and `hdrs`.
+            unsafe {
+                iov0.add(n)
+                    .write(crate::util::iov(o.pkt.as_ptr(), o.pkt.len()));
+                hdr0.add(n).write(libc::mmsghdr {
+                    msg_hdr: msg,
+                    msg_len: 0,
+                });
             }
+            n += 1;
         }
         if n == 0 {
             return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
         }
         loop {
-            // SAFETY: the n headers point to our locals and to the
-            // packets, which the iterator lent for 'a, readable.
+            // SAFETY: the first n headers are written and point to our
+            // locals and to the packets, which the iterator lent for 'a.
             let r = unsafe {
-                sock::sendmmsg(
-                    self.fd(),
-                    hdrs.as_mut_ptr(),
-                    n,
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                )
+                sock::sendmmsg(self.fd(), hdr0, n, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
             };
             if r >= 0 {
                 return Ok(r as usize);
@@ -203,40 +221,19 @@ impl RoceSocket {
         if max == 0 {
             return Ok(0);
         }
-        // SAFETY: zeroed iovecs and message headers are valid; those
-        // used are filled below.
-        let mut iovs: [libc::iovec; RECV_BATCH] = unsafe { zeroed() };
-        // SAFETY: as above.
-        let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { zeroed() };
-        let slot = b.slot;
-        // The headers point into b's buffers and our iovecs, which stay
-        // put until the call returns.
-        let (data, name0, cmsg0) = (
-            b.data.as_mut_ptr(),
-            b.names.as_mut_ptr(),
-            b.cmsgs.as_mut_ptr(),
-        );
-        for (i, v) in iovs[..max].iter_mut().enumerate() {
-            *v = crate::util::iov(data.wrapping_add(i * slot), slot);
-        }
-        let iov0 = iovs.as_mut_ptr();
-        for (i, h) in hdrs[..max].iter_mut().enumerate() {
-            let msg = &mut h.msg_hdr;
-            msg.msg_name = name0.wrapping_add(i) as *mut libc::c_void;
-            msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            msg.msg_iov = iov0.wrapping_add(i);
-            msg.msg_iovlen = 1;
-            msg.msg_control = cmsg0.wrapping_add(i) as *mut libc::c_void;
-            msg.msg_controllen = CMSG_SPACE as _;
+        for h in &mut b.hdrs[..max] {
+            // What the kernel wrote last time.
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_controllen = CMSG_SPACE as _;
         }
         let n = loop {
-            // SAFETY: the headers point to our locals and to b's
-            // buffers, writable; MSG_TRUNC makes each length the
+            // SAFETY: b's headers point into b's own buffers, writable
+            // (`RecvBatch::new`); MSG_TRUNC makes each length the
             // datagram's real one.
             let r = unsafe {
                 sock::recvmmsg(
                     self.fd(),
-                    hdrs.as_mut_ptr(),
+                    b.hdrs.as_mut_ptr(),
                     max,
                     libc::MSG_DONTWAIT | libc::MSG_TRUNC,
                 )
@@ -249,9 +246,9 @@ impl RoceSocket {
                 return Err(e);
             }
         };
-        for (h, ss) in hdrs[..n].iter().zip(b.names.iter()) {
+        for (h, ss) in b.hdrs[..n].iter().zip(b.names.iter()) {
             b.got
-                .push(datagram(&h.msg_hdr, h.msg_len as usize, slot, ss));
+                .push(datagram(&h.msg_hdr, h.msg_len as usize, b.slot, ss));
         }
         Ok(n)
     }
@@ -338,25 +335,62 @@ pub struct Outgoing<'a> {
 }
 
 /// Buffers for [`RoceSocket::recv_many`]: [`RECV_BATCH`] datagrams of
-/// up to a slot's bytes, allocated once and kept.
+/// up to a slot's bytes, with the message headers that name them, made
+/// once and kept.
 pub struct RecvBatch {
     data: Box<[u8]>,
     slot: usize,
     names: Box<[libc::sockaddr_storage]>,
-    cmsgs: Box<[[u64; CMSG_SPACE / 8]]>,
+    /// Read through `hdrs` only.
+    _cmsgs: Box<[[u64; CMSG_SPACE / 8]]>,
+    _iovs: Box<[libc::iovec]>,
+    /// Point into `data`, `names`, `_cmsgs` and `_iovs`: heap memory of
+    /// the batch's own, which stays put when the batch moves.
+    hdrs: Box<[libc::mmsghdr]>,
     got: Vec<RoceDatagram>,
 }
+
+// SAFETY: the raw pointers in `iovs` and `hdrs` point only into the
+// batch's own boxes, which go where it goes; they are used through
+// `&mut RecvBatch` only.
+unsafe impl Send for RecvBatch {}
 
 impl RecvBatch {
     /// Room for [`RECV_BATCH`] datagrams of `slot` bytes each (a longer
     /// one is stored cut, and reported `truncated`).
     pub fn new(slot: usize) -> RecvBatch {
+        let mut data = vec![0; slot * RECV_BATCH].into_boxed_slice();
+        // SAFETY: a zeroed socket address is valid (family 0).
+        let mut names =
+            vec![unsafe { zeroed::<libc::sockaddr_storage>() }; RECV_BATCH].into_boxed_slice();
+        let mut cmsgs = vec![[0u64; CMSG_SPACE / 8]; RECV_BATCH].into_boxed_slice();
+        let (data0, name0, cmsg0) = (data.as_mut_ptr(), names.as_mut_ptr(), cmsgs.as_mut_ptr());
+        let mut iovs: Box<[libc::iovec]> = (0..RECV_BATCH)
+            .map(|i| crate::util::iov(data0.wrapping_add(i * slot), slot))
+            .collect();
+        let iov0 = iovs.as_mut_ptr();
+        let hdrs = (0..RECV_BATCH)
+            .map(|i| {
+                // SAFETY: a zeroed msghdr is valid; recv_many sets the
+                // lengths the kernel overwrites.
+                let mut m: libc::msghdr = unsafe { zeroed() };
+                m.msg_name = name0.wrapping_add(i) as *mut libc::c_void;
+                m.msg_iov = iov0.wrapping_add(i);
+                m.msg_iovlen = 1;
+                m.msg_control = cmsg0.wrapping_add(i) as *mut libc::c_void;
+                libc::mmsghdr {
+                    msg_hdr: m,
+                    msg_len: 0,
+                }
+            })
+            .collect();
         RecvBatch {
-            data: vec![0; slot * RECV_BATCH].into_boxed_slice(),
+            data,
             slot,
-            // SAFETY: a zeroed socket address is valid (family 0).
-            names: vec![unsafe { zeroed() }; RECV_BATCH].into_boxed_slice(),
-            cmsgs: vec![[0u64; CMSG_SPACE / 8]; RECV_BATCH].into_boxed_slice(),
+            names,
+            _cmsgs: cmsgs,
+            _iovs: iovs,
+            hdrs,
             got: Vec::with_capacity(RECV_BATCH),
         }
     }
