@@ -419,6 +419,19 @@ mod tests {
     use super::*;
     use crate::gid::ipv4_mapped;
 
+    /// A socket on `addr`, or None (said on stderr) where port 4791 is
+    /// taken: a kernel RoCE device in this namespace.
+    fn open_or_skip(addr: &[u8; 16]) -> Option<RoceSocket> {
+        match RoceSocket::open(addr, 0) {
+            Ok(s) => Some(s),
+            Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => {
+                eprintln!("SKIP: 4791 taken: {e}");
+                None
+            }
+            Err(e) => panic!("open: {e}"),
+        }
+    }
+
     /// Two sockets on loopback addresses, as two RoCEv2 devices would be:
     /// a packet goes from one to the other with its TOS, and the receiver
     /// learns the source address, port and TTL. Skipped where port 4791
@@ -426,13 +439,8 @@ mod tests {
     #[test]
     fn packets_cross_between_two_addresses_with_their_ip_facts() {
         let (a_addr, b_addr) = (ipv4_mapped([127, 0, 0, 1]), ipv4_mapped([127, 0, 0, 2]));
-        let a = match RoceSocket::open(&a_addr, 0) {
-            Ok(s) => s,
-            Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => {
-                eprintln!("SKIP: 4791 taken: {e}");
-                return;
-            }
-            Err(e) => panic!("open: {e}"),
+        let Some(a) = open_or_skip(&a_addr) else {
+            return;
         };
         let b = RoceSocket::open(&b_addr, 0).expect("open 127.0.0.2");
         // A second socket on the same address: the port is taken.
@@ -474,13 +482,8 @@ mod tests {
     #[test]
     fn batches_keep_each_packets_facts_and_order() {
         let (a_addr, b_addr) = (ipv4_mapped([127, 0, 0, 4]), ipv4_mapped([127, 0, 0, 5]));
-        let a = match RoceSocket::open(&a_addr, 0) {
-            Ok(s) => s,
-            Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => {
-                eprintln!("SKIP: 4791 taken: {e}");
-                return;
-            }
-            Err(e) => panic!("open: {e}"),
+        let Some(a) = open_or_skip(&a_addr) else {
+            return;
         };
         let b = RoceSocket::open(&b_addr, 0).expect("open 127.0.0.5");
         let v6 = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
@@ -532,13 +535,8 @@ mod tests {
     #[test]
     fn buffers_hold_a_burst_where_the_process_may() {
         let addr = ipv4_mapped([127, 0, 0, 3]);
-        let s = match RoceSocket::open(&addr, 0) {
-            Ok(s) => s,
-            Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => {
-                eprintln!("SKIP: 4791 taken: {e}");
-                return;
-            }
-            Err(e) => panic!("open: {e}"),
+        let Some(s) = open_or_skip(&addr) else {
+            return;
         };
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let caps = status
