@@ -13,7 +13,11 @@
  *  1. WRITEs 1 MiB (1024 packets: past the requester's window);
  *  2. posts 64 WRITEs of 4 KiB at once;
  *  3. READs 1 MiB back (1024 responses) and checks every byte;
- *  4. posts 32 SENDs of 3000 bytes and 64 of 8 bytes at once;
+ *  4. READs 1 MiB again with 16 WRITEs of 4 KiB posted right behind it
+ *     (no fence): their ACKs must not overtake the READ's responses,
+ *     which a requester such as rxe's takes for a lost response and
+ *     answers by asking again (the script checks rxe's counters);
+ *  5. posts 32 SENDs of 3000 bytes and 64 of 8 bytes at once;
  *  and tells the target over TCP it is done. The target checks both
  *  WRITE regions and each receive in order (wr_id, length, bytes).
  * Every completion must succeed, in order.
@@ -59,6 +63,8 @@
 #define SMALL_N 64
 #define SMALL_LEN 8
 #define NRECV (BIG_N + SMALL_N)
+/* WRITEs of step 5 (into the step 2 region, the same bytes again). */
+#define W3_N 16
 #define PSN 0x0fff00
 
 static const char *role;
@@ -243,7 +249,7 @@ static void post(uint64_t id, enum ibv_wr_opcode op, uint32_t off, uint32_t len,
 		fail("post_send %llu", (unsigned long long)id);
 }
 
-/* Where SEND i of step 4 comes from (initiator) and lands (target). */
+/* Where SEND i of step 5 comes from (initiator) and lands (target). */
 static uint32_t send_len(int i)
 {
 	return i < BIG_N ? BIG_LEN : SMALL_LEN;
@@ -272,6 +278,18 @@ static void initiator(int fd)
 	post(2, IBV_WR_RDMA_READ, R_OFF, R_LEN, &t, R_OFF);
 	expect(2, "READ 1 MiB");
 	check(buf + R_OFF, R_LEN, 3, "READ 1 MiB");
+
+	/* Step 4: WRITEs right behind a long READ, no fence: their ACKs
+	 * must not pass the READ's responses. */
+	memset(buf + R_OFF, 0, R_LEN);
+	post(3, IBV_WR_RDMA_READ, R_OFF, R_LEN, &t, R_OFF);
+	for (int i = 0; i < W3_N; i++)
+		post(400 + i, IBV_WR_RDMA_WRITE, W2_OFF + i * W2_LEN, W2_LEN, &t,
+		     W2_OFF + i * W2_LEN);
+	expect(3, "READ 1 MiB with WRITEs behind it");
+	for (int i = 0; i < W3_N; i++)
+		expect(400 + i, "a 4 KiB WRITE behind the READ");
+	check(buf + R_OFF, R_LEN, 3, "READ 1 MiB with WRITEs behind it");
 
 	for (int i = 0; i < NRECV; i++) {
 		fill(buf + RECV_OFF + i * RECV_SLOT, send_len(i), 10 + i);

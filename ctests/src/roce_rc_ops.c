@@ -27,6 +27,10 @@
  *     after a gap drops the message in progress and starts its own, a
  *     MIDDLE and LAST with no FIRST are dropped; the messages complete
  *     around them land whole, in their receives, and nothing else does.
+ *  6. RC responses in PSN order: a crafted requester on 127.0.0.2:4791
+ *     asks for a READ of 1024 packets and a WRITE with AckReq right
+ *     behind it; the 128 responses (opcode, PSN, bytes) all come before
+ *     the WRITE's ACK.
  *
  *   roce_rc_ops DEV replay N
  *
@@ -67,7 +71,7 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 	exit(1);
 }
 
-#define LEN 8192
+#define LEN (1 << 20)
 #define ALL_REMOTE \
 	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
@@ -102,18 +106,15 @@ static void open_end(struct end *e, enum ibv_qp_type type, int mr_access)
 		fail("QP of type %d or MR", type);
 }
 
-/* INIT, RTR toward dest_qpn, RTS; `psn` both ways. */
-static void connect_to(struct end *e, uint32_t dest_qpn, uint32_t psn)
+/* INIT, RTR toward dest_qpn at `gid`, RTS; `psn` both ways. */
+static void connect_gid(struct end *e, uint32_t dest_qpn, uint32_t psn, const union ibv_gid *gid)
 {
 	int rc = e->qp->qp_type == IBV_QPT_RC;
-	union ibv_gid gid;
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 
 	if (rc)
 		a.qp_access_flags = ALL_REMOTE;
-	if (ibv_query_gid(ctx, 1, 0, &gid))
-		fail("query_gid");
 	if (ibv_modify_qp(e->qp, &a,
 			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		fail("INIT");
@@ -125,7 +126,7 @@ static void connect_to(struct end *e, uint32_t dest_qpn, uint32_t psn)
 		.max_dest_rd_atomic = 4,
 		.min_rnr_timer = 1,
 		.ah_attr = { .is_global = 1, .port_num = 1,
-			     .grh = { .dgid = gid, .sgid_index = 0, .hop_limit = 1 } },
+			     .grh = { .dgid = *gid, .sgid_index = 0, .hop_limit = 1 } },
 	};
 	if (ibv_modify_qp(e->qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
@@ -140,6 +141,16 @@ static void connect_to(struct end *e, uint32_t dest_qpn, uint32_t psn)
 						IBV_QP_MAX_QP_RD_ATOMIC :
 					0)))
 		fail("RTS");
+}
+
+/* connect_gid toward a QP of this device. */
+static void connect_to(struct end *e, uint32_t dest_qpn, uint32_t psn)
+{
+	union ibv_gid gid;
+
+	if (ibv_query_gid(ctx, 1, 0, &gid))
+		fail("query_gid");
+	connect_gid(e, dest_qpn, psn, &gid);
 }
 
 static void pair(struct end *a, struct end *b, enum ibv_qp_type type, uint32_t psn, int b_access)
@@ -538,10 +549,15 @@ struct crafter {
 	int fd;
 	uint16_t sport;
 	uint32_t dest_qpn;
+	/* Our socket's address (the device's is 127.0.0.1). */
+	uint8_t src[4];
 };
 
-/* A UC packet: `op` with PSN `psn`, `n` payload bytes of `fill`; a RETH
- * (va, rkey, dma_len) when `reth` names one. */
+/* The AckReq bit, or'ed into a PSN given to craft(). */
+#define ACK_REQ 0x80000000u
+
+/* A packet: `op` with PSN `psn` (and ACK_REQ), `n` payload bytes of
+ * `fill`; a RETH (va, rkey, dma_len) when `reth` names one. */
 static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fill,
 		  const uint64_t *reth_va, uint32_t rkey, uint32_t dma_len)
 {
@@ -555,7 +571,7 @@ static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fi
 	p[2] = p[3] = 0xff;
 	v = htonl(c->dest_qpn & 0xffffff);
 	memcpy(p + 4, &v, 4);
-	v = htonl(psn & 0xffffff);
+	v = htonl(psn & (0xffffff | ACK_REQ));
 	memcpy(p + 8, &v, 4);
 	if (reth_va) {
 		uint32_t hi = htonl(*reth_va >> 32), low = htonl((uint32_t)*reth_va);
@@ -570,7 +586,7 @@ static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fi
 	}
 	memset(p + at, fill, n);
 	at += n + pad + 4;
-	v = icrc(lo, lo, c->sport, 4791, p, at);
+	v = icrc(c->src, lo, c->sport, 4791, p, at);
 	/* Least significant byte first. */
 	for (int i = 0; i < 4; i++)
 		p[at - 4 + i] = (uint8_t)(v >> (8 * i));
@@ -584,14 +600,14 @@ static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fi
 enum { UC_SEND_FIRST = 0x20, UC_SEND_MIDDLE, UC_SEND_LAST, UC_SEND_ONLY = 0x24,
        UC_SEND_ONLY_IMM, UC_WRITE_ONLY = 0x2a };
 
-static void uc_losses(void)
+/* A UDP socket on `addr` (host order), port `port` (0: any). */
+static void crafter_open(struct crafter *c, uint32_t addr, uint16_t port)
 {
-	struct end b;
-	struct crafter c;
-	struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = { htonl(INADDR_LOOPBACK) } };
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr = { htonl(addr) } };
 	socklen_t ml = sizeof(me);
 	int pmtu = IP_PMTUDISC_DO;
-	uint32_t p = 0xfffffe;
+	uint32_t a = htonl(addr);
 
 	for (uint32_t i = 0; i < 256; i++) {
 		uint32_t x = i;
@@ -600,12 +616,22 @@ static void uc_losses(void)
 			x = x & 1 ? 0xedb88320 ^ (x >> 1) : x >> 1;
 		crc_table[i] = x;
 	}
-	c.fd = socket(AF_INET, SOCK_DGRAM, 0);
-	if (c.fd < 0 || setsockopt(c.fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
-	    bind(c.fd, (struct sockaddr *)&me, sizeof(me)) ||
-	    getsockname(c.fd, (struct sockaddr *)&me, &ml))
-		fail("UDP socket on 127.0.0.1");
-	c.sport = ntohs(me.sin_port);
+	c->fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (c->fd < 0 || setsockopt(c->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
+	    bind(c->fd, (struct sockaddr *)&me, sizeof(me)) ||
+	    getsockname(c->fd, (struct sockaddr *)&me, &ml))
+		fail("UDP socket on %#x port %u", addr, port);
+	c->sport = ntohs(me.sin_port);
+	memcpy(c->src, &a, 4);
+}
+
+static void uc_losses(void)
+{
+	struct end b;
+	struct crafter c;
+	uint32_t p = 0xfffffe;
+
+	crafter_open(&c, INADDR_LOOPBACK, 0);
 	open_end(&b, IBV_QPT_UC, ALL_REMOTE);
 	/* Its peer: our socket, as QPN 0x4242 at 127.0.0.1. */
 	c.dest_qpn = b.qp->qp_num;
@@ -662,6 +688,97 @@ static void uc_losses(void)
 		fail("UC crafted: a completion for a dropped message (wr_id %llu)",
 		     (unsigned long long)extra.wr_id);
 	printf("roce_rc_ops: UC crafted losses: 3 messages dropped, the 3 complete ones whole\n");
+	close(c.fd);
+}
+
+/* ---- RC responses in PSN order, seen by a crafted requester ---- */
+
+enum { RC_WRITE_ONLY = 0x0a, RC_READ_REQUEST = 0x0c, RC_READ_RESPONSE_FIRST = 0x0d,
+       RC_READ_RESPONSE_MIDDLE, RC_READ_RESPONSE_LAST, RC_READ_RESPONSE_ONLY, RC_ACK };
+
+/*
+ * A requester at 127.0.0.2:4791 (where an RC QP's responses go) asks an
+ * RC QP for a READ of 1024 packets and, right behind it, a WRITE that asks
+ * for an ACK. The responder sends a long READ's responses in bursts and
+ * reads its socket in between, so it has the WRITE while it still owes
+ * most of them; the WRITE's ACK must still come after the last of them:
+ * a response past a READ it waits for tells a requester (rxe, a NIC)
+ * that the READ's responses were lost, and it asks again.
+ */
+static void rc_order(void)
+{
+	enum { N = 1024, MTU = 256, W = 40 };
+	struct end b;
+	struct crafter c;
+	struct timeval tv = { .tv_sec = 5 };
+	uint32_t p = 0xffffc0, got = 0;
+	uint8_t pkt[2048];
+	int rcvbuf = 16 << 20;
+
+	/* 127.0.0.2 is loopback too; rsw_lo's socket is on 127.0.0.1. */
+	crafter_open(&c, INADDR_LOOPBACK + 1, 4791);
+	/* Room for all the responses: they are read only after both
+	 * requests went (SO_RCVBUFFORCE as root; a drop fails the test
+	 * as a PSN gap, never silently). */
+	if (setsockopt(c.fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)))
+		setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	open_end(&b, IBV_QPT_RC, ALL_REMOTE);
+	for (int i = 0; i < LEN; i++)
+		b.buf[i] = (unsigned char)(i * 7 + 3);
+	c.dest_qpn = b.qp->qp_num;
+	{
+		/* connect_to names the device's own GID; ours is 127.0.0.2. */
+		union ibv_gid gid = { 0 };
+
+		gid.raw[10] = gid.raw[11] = 0xff;
+		memcpy(gid.raw + 12, c.src, 4);
+		connect_gid(&b, 0x4242, p, &gid);
+	}
+	uint64_t va = (uintptr_t)b.buf, wva = va + N * MTU;
+
+	craft(&c, RC_READ_REQUEST, p, 0, 0, &va, b.mr->rkey, N * MTU);
+	craft(&c, RC_WRITE_ONLY, (p + N) | ACK_REQ, W, 'W', &wva, b.mr->rkey, W);
+	for (;;) {
+		ssize_t n = recv(c.fd, pkt, sizeof(pkt), 0);
+
+		if (n < 0)
+			fail("RC order: %u of %d READ responses, then nothing in 5 s", got, N);
+		if (n < 12 + 4)
+			fail("RC order: a packet of %zd bytes", n);
+		uint8_t op = pkt[0];
+		uint32_t psn = ((uint32_t)pkt[9] << 16 | pkt[10] << 8 | pkt[11]);
+		uint8_t syndrome = pkt[12];
+
+		if (op == RC_ACK) {
+			if (got != N)
+				fail("RC order: the WRITE's ACK (PSN %#x) came after %u of the READ's %d "
+				     "responses",
+				     psn, got, N);
+			if (psn != ((p + N) & 0xffffff) || syndrome >> 5 != 0)
+				fail("RC order: ACK PSN %#x syndrome %#x, want %#x and an ACK", psn,
+				     syndrome, (p + N) & 0xffffff);
+			break;
+		}
+		uint8_t want = got == 0 ? RC_READ_RESPONSE_FIRST :
+			       got == N - 1 ? RC_READ_RESPONSE_LAST :
+					      RC_READ_RESPONSE_MIDDLE;
+		size_t hdr = 12 + (op == RC_READ_RESPONSE_MIDDLE ? 0 : 4);
+
+		if (op != want || psn != ((p + got) & 0xffffff) || n != (ssize_t)(hdr + MTU + 4))
+			fail("RC order: response %u: opcode %#x PSN %#x %zd bytes, want %#x %#x %zu",
+			     got, op, psn, n, want, (p + got) & 0xffffff, hdr + MTU + 4);
+		if (memcmp(pkt + hdr, b.buf + got * MTU, MTU))
+			fail("RC order: response %u carries other bytes than the memory's", got);
+		if (got == N)
+			fail("RC order: a response more than the READ's %d", N);
+		got++;
+	}
+	for (int k = 0; k < W; k++)
+		if (b.buf[N * MTU + k] != 'W')
+			fail("RC order: the WRITE did not land whole");
+	printf("roce_rc_ops: RC: a WRITE's ACK after the %d responses of the READ before it\n", N);
+	close(c.fd);
 }
 
 int main(int argc, char **argv)
@@ -691,6 +808,7 @@ int main(int argc, char **argv)
 	send_inv();
 	uc();
 	uc_losses();
+	rc_order();
 	printf("roce_rc_ops: ok\n");
 	return 0;
 }

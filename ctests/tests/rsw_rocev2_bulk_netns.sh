@@ -68,9 +68,10 @@ run() {
         f=$work/$side
         txp=$(stat $f roce_tx_pkts) txc=$(stat $f roce_tx_calls) txb=$(stat $f roce_tx_batches)
         rxp=$(stat $f roce_rx_pkts) rxc=$(stat $f roce_rx_calls) rxb=$(stat $f roce_rx_batches)
-        co=$(stat $f roce_acks_coalesced)
-        [ -n "$txp" ] && [ -n "$rxp" ] && [ -n "$co" ] || { cat "$f"; fail "$tag: $side printed no counters"; }
-        echo "  $tag $side: tx $txp packets in $txc calls ($txb batches), rx $rxp in $rxc ($rxb batches), $co ACKs coalesced"
+        co=$(stat $f roce_acks_coalesced) held=$(stat $f roce_replies_held)
+        [ -n "$txp" ] && [ -n "$rxp" ] && [ -n "$co" ] && [ -n "$held" ] ||
+            { cat "$f"; fail "$tag: $side printed no counters"; }
+        echo "  $tag $side: tx $txp packets in $txc calls ($txb batches), rx $rxp in $rxc ($rxb batches), $co ACKs coalesced, $held replies held behind READ responses"
         # The initiator's WRITEs and the target's READ responses: 1024
         # packets each, 32 a sendmmsg when the socket has room.
         if [ -z "${FAULTS:-}" ]; then

@@ -8,7 +8,9 @@
 # a type 2 window (IBV_WC_WITH_INV, the window unusable after) and of no
 # window's key (IBV_WC_REM_INV_REQ_ERR); UC SENDs and WRITEs with every
 # byte checked, a SEND with no receive dropped silently, messages with
-# packets missing (crafted on a UDP socket) dropped whole. Then twice
+# packets missing (crafted on a UDP socket) dropped whole; a crafted
+# requester's READ of 1024 packets with a WRITE right behind it: the
+# WRITE's ACK after every READ response. Then twice
 # 10000 FETCH_AND_ADDs with the shortest ACK timeout, so that requests
 # are sent again while their responses are on the way (some hundreds a
 # run): each must run once (a responder executing them again was caught
@@ -39,6 +41,7 @@ for want in 'FETCH_AND_ADD and CMP_AND_SWP (match, no match) checked' \
 	'UC SEND_WITH_IMM 5000, WRITE 3000, WRITE_WITH_IMM across the PSN wrap' \
 	'UC SEND with no receive dropped, the next one received' \
 	'UC crafted losses: 3 messages dropped, the 3 complete ones whole' \
+	"RC: a WRITE's ACK after the 1024 responses of the READ before it" \
 	'ok'; do
 	grep -qF "roce_rc_ops: $want" <<<"$out" || { echo "FAIL: no line '$want'"; exit 1; }
 done

@@ -8,8 +8,10 @@
 # target's memory checked, a type 2 window invalidated by SEND_WITH_INV
 # (IBV_WC_WITH_INV, the rkey) and refusing a WRITE after; roce_bulk_peer,
 # each side as target: 1 MiB WRITE and READ, bursts of WRITEs and SENDs,
-# every byte checked, rsw's side sending and receiving in batches
-# (sendmmsg, recvmmsg: its rsw-stat counters). In the VM test bed:
+# WRITEs right behind a READ, every byte checked, rsw's side sending and
+# receiving in batches (sendmmsg, recvmmsg: its rsw-stat counters), and
+# rxe's completer never going back (completer_retry_err: our responder
+# keeps its responses in PSN order). In the VM test bed:
 #
 #   ctests/vm/run-in-vm.sh -r rxe -s "$PWD/ctests/vm/roce:/roce" -f ctests/vm/roce/ops_rxe.sh
 #
@@ -93,10 +95,15 @@ for A in FETCH_AND_ADD CMP_AND_SWAP; do
 done
 # peer PROGRAM TARGET(rxe|rsw): ctests/src/PROGRAM with the target on
 # that side.
+# rxe's completer goes back and asks again when a response passes a READ
+# still answering (an ACK past the READ's PSNs): on this clean link that
+# happens only when our responder sends out of PSN order.
+RETRIES=/sys/class/infiniband/rxeC/ports/1/hw_counters/completer_retry_err
 peer() {
-	local p=$1 s c ok
+	local p=$1 s c ok r0 r1
 	shift
 	PORT=$((PORT + 1))
+	r0=$(cat $RETRIES)
 	if [ "$1" = rxe ]; then
 		theirs timeout 90 "$B/ctests/$p" target rxeC "$G" $PORT >/job/srv.log 2>&1 &
 		SRV=$!
@@ -117,6 +124,9 @@ peer() {
 	grep -q "^$p initiator: ok" /job/cli.log || ok=0
 	grep -q "^$p target: ok" /job/srv.log || ok=0
 	# rsw's side sent and received in batches (sendmmsg, recvmmsg).
+	r1=$(cat $RETRIES)
+	echo "  rxe completer_retry_err $r0 -> $r1"
+	[ "$r1" = "$r0" ] || ok=0
 	if [ "$p" = roce_bulk_peer ]; then
 		local f=/job/cli.log
 		[ "$1" = rsw ] && f=/job/srv.log

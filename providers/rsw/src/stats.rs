@@ -100,6 +100,9 @@ counters! {
     roce_tx_calls,
     roce_tx_batches,
     roce_acks_coalesced,
+    /// ACKs, NAKs and atomic responses that waited behind READ responses
+    /// still owed, so that responses leave in PSN order.
+    roce_replies_held,
 }
 
 impl Counters {

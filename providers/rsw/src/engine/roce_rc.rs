@@ -145,6 +145,27 @@ struct ReadOut {
     msn: u32,
 }
 
+/// What the responder owes the requester, in PSN order: READ responses,
+/// and the ACKs, NAKs and atomic responses of requests that came while
+/// a READ was still being answered. A requester takes a response past a
+/// READ it still waits for as a sign the READ's responses were lost and
+/// asks again (rxe's completer, and IBA's rule for NICs), so nothing
+/// overtakes them.
+#[derive(Clone, Copy, Debug)]
+enum Owed {
+    Read(ReadOut),
+    Reply(Headers),
+}
+
+impl Owed {
+    fn psn(&self) -> u32 {
+        match self {
+            Owed::Read(r) => r.psn,
+            Owed::Reply(h) => h.bth.psn,
+        }
+    }
+}
+
 /// An RC QP's RoCEv2 state (`QpInner::roce_rc`).
 #[derive(Default)]
 pub struct RcState {
@@ -171,7 +192,7 @@ pub struct RcState {
     /// A NAK (sequence error or RNR) for `epsn` was sent.
     nak_sent: bool,
     rx: Option<Rx>,
-    reads: VecDeque<ReadOut>,
+    owed: VecDeque<Owed>,
     /// The atomics executed lately, for their requests sent again.
     replay: crate::roce::atomic::Replay,
     /// Packets ready for the port's socket.
@@ -756,26 +777,40 @@ fn send_ack(g: &mut QpInner, psn: u32, syndrome: Syndrome) {
         syndrome,
         msn: g.roce_rc.msn,
     });
-    // A lost ACK is made good by the requester's retry.
-    let _ = send(g, &h, &[]);
+    reply(g, &h);
+}
+
+/// Sends a response without payload (an ACK, a NAK, an atomic's),
+/// behind READ responses still owed (`Owed`).
+fn reply(g: &mut QpInner, h: &Headers) {
+    if g.roce_rc.owed.is_empty() {
+        // A lost response is made good by the requester's retry.
+        let _ = send(g, h, &[]);
+    } else {
+        g.roce_rc.owed.push_back(Owed::Reply(*h));
+        Counters::bump(&g.stats.roce_replies_held);
+    }
 }
 
 /// Refuses the request at `epsn` for good: NAK with `code`, QP to ERR.
+/// What was owed is dropped (the QP answers nothing more), so the NAK
+/// goes at once.
 fn nak_fatal(qp: &Qp, g: &mut QpInner, code: NakCode, why: &str) {
+    g.roce_rc.owed.clear();
     send_ack(g, g.roce_rc.epsn, Syndrome::Nak(code));
     qp.fail_claimed(g, IBV_WC_REM_INV_REQ_ERR);
     qp.enter_error(g, &format_args!("RoCEv2 RC: {why}"));
 }
 
-/// Sends READ responses owed, [`READ_BURST`] at most, the rest from the
-/// progress thread once it has read what came meanwhile (a READ asked
-/// again cuts short what was owed: `on_read_request`); false when the
-/// socket is full.
+/// Sends the responses owed (`Owed`), [`READ_BURST`] at most, the rest
+/// from the progress thread once it has read what came meanwhile (a READ
+/// asked again cuts short what was owed: `on_read_request`); false when
+/// the socket is full.
 fn send_read_responses(qp: &Qp, g: &mut QpInner) -> bool {
     let mtu = mtu(g);
     let pd = qp.target_pd(g);
     let mut burst = 0;
-    while let Some(r) = g.roce_rc.reads.front().copied() {
+    while let Some(o) = g.roce_rc.owed.front().copied() {
         if burst == READ_BURST {
             if let Ok(e) = engine() {
                 e.add_timer(mono_ns(), qp.serial);
@@ -783,6 +818,17 @@ fn send_read_responses(qp: &Qp, g: &mut QpInner) -> bool {
             return true;
         }
         burst += 1;
+        let r = match o {
+            Owed::Read(r) => r,
+            Owed::Reply(h) => {
+                if !send(g, &h, &[]) {
+                    retry_soon(qp);
+                    return false;
+                }
+                g.roce_rc.owed.pop_front();
+                continue;
+            }
+        };
         let seg = rc::segment(r.len as usize, mtu, r.next);
         let op = rc::opcode(Kind::ReadResponse, r.next, r.n);
         let mut h = Headers::new(bth(g, op, psn_add(r.psn, r.next)));
@@ -817,7 +863,6 @@ fn send_read_responses(qp: &Qp, g: &mut QpInner) -> bool {
             }
         };
         if !ok {
-            g.roce_rc.reads.clear();
             nak_fatal(qp, g, NakCode::RemoteAccessError, "READ of memory gone");
             return true;
         }
@@ -825,10 +870,12 @@ fn send_read_responses(qp: &Qp, g: &mut QpInner) -> bool {
             retry_soon(qp);
             return false;
         }
-        let f = g.roce_rc.reads.front_mut().expect("checked above");
+        let Some(Owed::Read(f)) = g.roce_rc.owed.front_mut() else {
+            unreachable!("a READ at the front, checked above");
+        };
         f.next += 1;
         if f.next == f.n {
-            g.roce_rc.reads.pop_front();
+            g.roce_rc.owed.pop_front();
         }
     }
     true
@@ -866,18 +913,24 @@ fn on_read_request(qp: &Qp, g: &mut QpInner, psn: u32, reth: Reth, dup: bool) {
     if dup {
         // The requester went back to `psn`: responses queued from there
         // on would only repeat what it asks for again (on a slow link
-        // the stale ones pile up ahead of what it waits for).
-        g.roce_rc.reads.retain_mut(|r| {
-            let d = psn_diff(psn, r.psn);
+        // the stale ones pile up ahead of what it waits for), and it
+        // sends the requests after it again, answered again.
+        g.roce_rc.owed.retain_mut(|o| {
+            let d = psn_diff(psn, o.psn());
             if d <= 0 {
                 return false;
             }
-            r.n = r.n.min(d as u32).max(r.next);
-            r.next < r.n
+            match o {
+                Owed::Read(r) => {
+                    r.n = r.n.min(d as u32).max(r.next);
+                    r.next < r.n
+                }
+                Owed::Reply(_) => true,
+            }
         });
     }
     let msn = g.roce_rc.msn;
-    g.roce_rc.reads.push_back(ReadOut {
+    g.roce_rc.owed.push_back(Owed::Read(ReadOut {
         psn,
         va: reth.va,
         rkey: reth.rkey,
@@ -885,7 +938,7 @@ fn on_read_request(qp: &Qp, g: &mut QpInner, psn: u32, reth: Reth, dup: bool) {
         next: 0,
         n,
         msn,
-    });
+    }));
     send_read_responses(qp, g);
 }
 

@@ -12,7 +12,9 @@
 
 use verbs_abi::*;
 
-use super::{acks_sent, bth, complete_upto, nak_fatal, scatter, send, Qp, QpInner, NO_CREDITS};
+use super::{
+    acks_sent, bth, complete_upto, nak_fatal, reply, scatter, send, Qp, QpInner, NO_CREDITS,
+};
 use crate::engine::remote_atomic::{self, Operation};
 use crate::roce::atomic::{AtomicOp, Done};
 use crate::roce::headers::{Aeth, AtomicAckEth, AtomicEth, NakCode, Syndrome};
@@ -100,7 +102,7 @@ fn send_response(g: &mut QpInner, d: Done) {
     h.atomic_ack = Some(AtomicAckEth { orig: d.orig });
     // A lost response is made good by the requester's retry, answered
     // from the replay cache.
-    let _ = send(g, &h, &[]);
+    reply(g, &h);
 }
 
 /// An atomic request at a PSN already executed: its saved answer again,
