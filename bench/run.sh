@@ -24,7 +24,9 @@
 #   bench/run.sh                 after `make`; BUILD=... picks another build
 #   BENCH_RUNS=1 bench/run.sh    one round (a quick look)
 # Then the same rows in a VM beside the kernel's rxe and siw, with rsw
-# over TCP and in RoCEv2 mode (bench/vm.sh; BENCH_VM=0 leaves them out).
+# over TCP and in RoCEv2 mode (bench/vm.sh; BENCH_VM=0 leaves them out),
+# and between two VMs on one link (bench/vm2.sh; BENCH_VM2=0 leaves them
+# out, BENCH_VM=0 both).
 # Writes $BENCH_OUT/table.md (default build/bench/) and prints it;
 # BENCH_DOC=docs/benchmarks.md also puts it in that file.
 set -u
@@ -385,6 +387,17 @@ if [ "${BENCH_VM:-1}" != 0 ]; then
     0) { echo; cat "$work/vm.md"; } >> "$out/table.md" ;;
     77) echo "bench: the VM rows are skipped (bench/vm.sh says why above)" >&2 ;;
     *) echo "bench: the VM rows failed" >&2 ;;
+    esac
+fi
+# Two VMs on one link (bench/vm2.sh; about 10 minutes under TCG), where
+# every packet crosses the link for every device: BENCH_VM2=0 leaves it out.
+if [ "${BENCH_VM2:-${BENCH_VM:-1}}" != 0 ]; then
+    echo "== two VMs on one link: rxe, siw, rsw over TCP and in RoCEv2 mode" >&2
+    BUILD=$work/build "$repo/bench/vm2.sh" > "$work/vm2.md"
+    case $? in
+    0) { echo; cat "$work/vm2.md"; } >> "$out/table.md" ;;
+    77) echo "bench: the two-VM rows are skipped (bench/vm2.sh says why above)" >&2 ;;
+    *) echo "bench: the two-VM rows failed" >&2 ;;
     esac
 fi
 cp "$results" "$out/results.tsv"

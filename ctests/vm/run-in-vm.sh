@@ -20,6 +20,12 @@
 #   -a ACCEL   kvm or tcg (default: tcg where /dev/kvm is PVM, i.e.
 #              /sys/module/kvm_pvm exists, or /dev/kvm is not usable; else kvm)
 #   -m SIZE    guest memory (default 2G)      -c N   guest CPUs (default 2)
+#   -l a:PORT | b:PORT
+#              a third NIC on a link to another VM: QEMU's socket netdev over
+#              UDP on 127.0.0.1 (side a on PORT, b on PORT+1; UDP, as a TCP
+#              stream would hold small frames back for its ACKs): MAC
+#              52:54:00:12:35:01 on side a, :02 on b, no address (the
+#              command sets it up); bench/vm2.sh
 #   -v         copy the serial console (kernel messages) to stderr as well
 #   -k         keep the job directory (console.log, setup.log, out, rc); it is
 #              kept anyway when the VM gave no exit status
@@ -37,13 +43,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${RSV_VM_CACHE:-/var/tmp/rdma-rs-vm}
 IMG=${RSV_VM_IMAGE:-$CACHE/current}
-TIMEOUT=600 MEM=2G CPUS=2 RDMA=rxe,siw ACCEL= VERBOSE=0 KEEP=0 SCRIPT= SHARE_BUILD=1
+TIMEOUT=600 MEM=2G CPUS=2 RDMA=rxe,siw ACCEL= VERBOSE=0 KEEP=0 SCRIPT= SHARE_BUILD=1 LINK=
 SHARES=() ENVS=()
 usage() {
 	sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
 }
-while getopts "i:t:s:ne:r:a:m:c:vkf:h" o; do
+while getopts "i:t:s:ne:r:a:m:c:l:vkf:h" o; do
 	case $o in
 	i) IMG=$OPTARG ;;
 	t) TIMEOUT=$OPTARG ;;
@@ -54,6 +60,7 @@ while getopts "i:t:s:ne:r:a:m:c:vkf:h" o; do
 	a) ACCEL=$OPTARG ;;
 	m) MEM=$OPTARG ;;
 	c) CPUS=$OPTARG ;;
+	l) LINK=$OPTARG ;;
 	v) VERBOSE=1 ;;
 	k) KEEP=1 ;;
 	f)
@@ -161,6 +168,16 @@ QEMU=(qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m "$MEM" -smp "$CPUS"
 	-netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:01
 	-netdev hubport,id=n1,hubid=1 -device virtio-net-pci,netdev=n1,mac=52:54:00:12:34:02
 	-chardev "file,id=con,path=$JOB/console.log" -serial chardev:con)
+case $LINK in
+"") ;;
+a:[0-9]*) p=${LINK#*:}
+	QEMU+=(-netdev "socket,id=n2,localaddr=127.0.0.1:$p,udp=127.0.0.1:$((p + 1))"
+		-device virtio-net-pci,netdev=n2,mac=52:54:00:12:35:01) ;;
+b:[0-9]*) p=${LINK#*:}
+	QEMU+=(-netdev "socket,id=n2,localaddr=127.0.0.1:$((p + 1)),udp=127.0.0.1:$p"
+		-device virtio-net-pci,netdev=n2,mac=52:54:00:12:35:02) ;;
+*) die "-l: a:PORT or b:PORT" ;;
+esac
 
 : >"$JOB/console.log"
 : >"$JOB/out"
