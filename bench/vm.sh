@@ -29,44 +29,6 @@ for v in VM_BENCH_DEVICES VM_BENCH_ONLY VM_BENCH_LIMIT; do
 done
 BUILD=$BUILD "$repo/ctests/vm/run-in-vm.sh" -t 1800 "${envs[@]}" -f "$repo/bench/vm-guest.sh" > "$out" ||
     { echo "bench/vm.sh: the VM run failed" >&2; exit 1; }
-python3 - "$out" <<'PY'
-import sys
-rows, order = {}, []
-for line in open(sys.argv[1]):
-    parts = line.rstrip("\n").split("\t")
-    if len(parts) != 3:
-        continue
-    row, dev, v = parts
-    if row not in rows:
-        rows[row] = {}
-        order.append(row)
-    rows[row][dev] = v
-def num(v):
-    try:
-        return float(v)
-    except ValueError:
-        return None
-def fmt(v):
-    x = num(v)
-    if x is None:
-        return v
-    return f"{x:.3g}" if x < 100 else f"{x:.0f}"
-def ratio(row, ours, theirs):
-    # rsw's figure against the device's: above 1 is better for rsw.
-    a, b = num(ours), num(theirs)
-    if a is None or b is None or a == 0 or b == 0:
-        return ""
-    lower_better = row.endswith(", us")
-    r = b / a if lower_better else a / b
-    return f"{r:.2f}x"
-print("| in the VM (TCG; indicative) | rxe0 (Debian) | siw0 (Debian) | rsw, TCP (ours) | rsw RoCEv2 (ours) | rsw RoCEv2 client, rxe server | rsw vs rxe | rsw vs siw | rsw RoCEv2 vs rxe | RoCEv2 client vs rxe |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for row in order:
-    d = rows[row]
-    rxe, siw, rsw = d.get("rxe", ""), d.get("siw", ""), d.get("rsw", "")
-    roce, mix = d.get("roce", ""), d.get("mix", "")
-    print(f"| {row} | {fmt(rxe)} | {fmt(siw)} | {fmt(rsw)} | {fmt(roce)} | {fmt(mix)} | "
-          f"{ratio(row, rsw, rxe)} | {ratio(row, rsw, siw)} | {ratio(row, roce, rxe)} | {ratio(row, mix, rxe)} |")
-print()
-print("Ratios are rsw's figure against the device's, oriented so that above 1.00x means rsw does better (for latencies: theirs / ours).")
-PY
+python3 "$repo/bench/vm_table.py" "$out" "in the VM (TCG; indicative)" \
+    "rxe=rxe0 (Debian);siw=siw0 (Debian);rsw=rsw, TCP (ours);roce=rsw RoCEv2 (ours);mix=rsw RoCEv2 client, rxe server" \
+    "rsw/rxe=rsw vs rxe;rsw/siw=rsw vs siw;roce/rxe=rsw RoCEv2 vs rxe;mix/rxe=RoCEv2 client vs rxe"

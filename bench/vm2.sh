@@ -58,42 +58,6 @@ fi
 	tail -n 20 "$work/client.err" "$work/server.err" >&2
 	exit 1
 }
-python3 - "$work/client" <<'PY'
-import sys
-rows, order = {}, []
-for line in open(sys.argv[1]):
-    parts = line.rstrip("\n").split("\t")
-    if len(parts) != 3:
-        continue
-    row, dev, v = parts
-    if row not in rows:
-        rows[row] = {}
-        order.append(row)
-    rows[row][dev] = v
-def num(v):
-    try:
-        return float(v)
-    except ValueError:
-        return None
-def fmt(v):
-    x = num(v)
-    if x is None:
-        return v
-    return f"{x:.3g}" if x < 100 else f"{x:.0f}"
-def ratio(row, ours, theirs):
-    # rsw's figure against the device's: above 1 is better for rsw.
-    a, b = num(ours), num(theirs)
-    if a is None or b is None or a == 0 or b == 0:
-        return ""
-    r = b / a if row.endswith(", us") else a / b
-    return f"{r:.2f}x"
-print("| two VMs, one link (TCG; indicative) | rxe (Debian) | siw (Debian) | rsw RoCEv2 (ours) | rsw TCP (ours) | rsw RoCEv2 client, rxe server | rsw RoCEv2 vs rxe | client vs rxe | rsw TCP vs siw | rsw TCP vs rxe |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for row in order:
-    d = rows[row]
-    rxe, siw, roce, rsw, mix = (d.get(k, "") for k in ("rxe", "siw", "roce", "rsw", "mix"))
-    print(f"| {row} | {fmt(rxe)} | {fmt(siw)} | {fmt(roce)} | {fmt(rsw)} | {fmt(mix)} | "
-          f"{ratio(row, roce, rxe)} | {ratio(row, mix, rxe)} | {ratio(row, rsw, siw)} | {ratio(row, rsw, rxe)} |")
-print()
-print("Ratios are rsw's figure against the device's, oriented so that above 1.00x means rsw does better (for latencies: theirs / ours).")
-PY
+python3 "$repo/bench/vm_table.py" "$work/client" "two VMs, one link (TCG; indicative)" \
+	"rxe=rxe (Debian);siw=siw (Debian);roce=rsw RoCEv2 (ours);rsw=rsw TCP (ours);mix=rsw RoCEv2 client, rxe server" \
+	"roce/rxe=rsw RoCEv2 vs rxe;mix/rxe=client vs rxe;rsw/siw=rsw TCP vs siw;rsw/rxe=rsw TCP vs rxe"
