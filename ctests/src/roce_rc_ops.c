@@ -556,16 +556,17 @@ struct crafter {
 /* The AckReq bit, or'ed into a PSN given to craft(). */
 #define ACK_REQ 0x80000000u
 
-/* A packet: `op` with PSN `psn` (and ACK_REQ), `n` payload bytes of
- * `fill`; a RETH (va, rkey, dma_len) when `reth` names one. */
-static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fill,
-		  const uint64_t *reth_va, uint32_t rkey, uint32_t dma_len)
+/* A packet: `op` with PSN `psn` (and ACK_REQ), the `n` bytes of `body`
+ * after the BTH (extension headers, payload), pad and ICRC added. */
+static void craft_raw(struct crafter *c, uint8_t op, uint32_t psn, const uint8_t *body, size_t n)
 {
 	static const uint8_t lo[4] = { 127, 0, 0, 1 };
-	uint8_t p[12 + 16 + 4 + 512 + 3 + 4] = { 0 };
+	uint8_t p[12 + 28 + 512 + 3 + 4] = { 0 };
 	size_t at = 12, pad = (4 - n % 4) % 4;
 	uint32_t v;
 
+	if (n > sizeof(p) - 12 - 3 - 4)
+		fail("craft: %zu bytes", n);
 	p[0] = op;
 	p[1] = (uint8_t)(pad << 4);
 	p[2] = p[3] = 0xff;
@@ -573,18 +574,7 @@ static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fi
 	memcpy(p + 4, &v, 4);
 	v = htonl(psn & (0xffffff | ACK_REQ));
 	memcpy(p + 8, &v, 4);
-	if (reth_va) {
-		uint32_t hi = htonl(*reth_va >> 32), low = htonl((uint32_t)*reth_va);
-
-		memcpy(p + at, &hi, 4);
-		memcpy(p + at + 4, &low, 4);
-		v = htonl(rkey);
-		memcpy(p + at + 8, &v, 4);
-		v = htonl(dma_len);
-		memcpy(p + at + 12, &v, 4);
-		at += 16;
-	}
-	memset(p + at, fill, n);
+	memcpy(p + at, body, n);
 	at += n + pad + 4;
 	v = icrc(c->src, lo, c->sport, 4791, p, at);
 	/* Least significant byte first. */
@@ -595,6 +585,42 @@ static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fi
 
 	if (sendto(c->fd, p, at, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)at)
 		fail("sendto port 4791");
+}
+
+static void put_be(uint8_t *p, uint64_t v, int bytes)
+{
+	for (int i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+}
+
+/* A packet with `n` payload bytes of `fill`; a RETH (va, rkey, dma_len)
+ * when `reth_va` names one. */
+static void craft(struct crafter *c, uint8_t op, uint32_t psn, size_t n, char fill,
+		  const uint64_t *reth_va, uint32_t rkey, uint32_t dma_len)
+{
+	uint8_t body[16 + 512];
+	size_t at = 0;
+
+	if (reth_va) {
+		put_be(body, *reth_va, 8);
+		put_be(body + 8, rkey, 4);
+		put_be(body + 12, dma_len, 4);
+		at = 16;
+	}
+	memset(body + at, fill, n);
+	craft_raw(c, op, psn, body, at + n);
+}
+
+/* A FETCH_ADD of `add` at `va`. */
+static void craft_fetch_add(struct crafter *c, uint32_t psn, uint64_t va, uint32_t rkey,
+			    uint64_t add)
+{
+	uint8_t eth[28] = { 0 };
+
+	put_be(eth, va, 8);
+	put_be(eth + 8, rkey, 4);
+	put_be(eth + 12, add, 8);
+	craft_raw(c, 0x14, psn, eth, sizeof(eth));
 }
 
 enum { UC_SEND_FIRST = 0x20, UC_SEND_MIDDLE, UC_SEND_LAST, UC_SEND_ONLY = 0x24,
@@ -694,7 +720,8 @@ static void uc_losses(void)
 /* ---- RC responses in PSN order, seen by a crafted requester ---- */
 
 enum { RC_WRITE_ONLY = 0x0a, RC_READ_REQUEST = 0x0c, RC_READ_RESPONSE_FIRST = 0x0d,
-       RC_READ_RESPONSE_MIDDLE, RC_READ_RESPONSE_LAST, RC_READ_RESPONSE_ONLY, RC_ACK };
+       RC_READ_RESPONSE_MIDDLE, RC_READ_RESPONSE_LAST, RC_READ_RESPONSE_ONLY, RC_ACK,
+       RC_ATOMIC_ACK };
 
 /*
  * A requester at 127.0.0.2:4791 (where an RC QP's responses go) asks an
@@ -711,7 +738,7 @@ static void rc_order(void)
 	struct end b;
 	struct crafter c;
 	struct timeval tv = { .tv_sec = 5 };
-	uint32_t p = 0xffffc0, got = 0;
+	uint32_t p = 0xffffc0, got = 0, acked = 0;
 	uint8_t pkt[2048];
 	int rcvbuf = 16 << 20;
 
@@ -739,6 +766,11 @@ static void rc_order(void)
 
 	craft(&c, RC_READ_REQUEST, p, 0, 0, &va, b.mr->rkey, N * MTU);
 	craft(&c, RC_WRITE_ONLY, (p + N) | ACK_REQ, W, 'W', &wva, b.mr->rkey, W);
+	/* And a FETCH_ADD on the word after the WRITE's bytes. */
+	uint64_t ava = wva + 64, old_word, add = 0x0102030405060708ull;
+
+	memcpy(&old_word, b.buf + N * MTU + 64, 8);
+	craft_fetch_add(&c, (p + N + 1) | ACK_REQ, ava, b.mr->rkey, add);
 	for (;;) {
 		ssize_t n = recv(c.fd, pkt, sizeof(pkt), 0);
 
@@ -751,13 +783,31 @@ static void rc_order(void)
 		uint8_t syndrome = pkt[12];
 
 		if (op == RC_ACK) {
-			if (got != N)
+			if (got != N || acked)
 				fail("RC order: the WRITE's ACK (PSN %#x) came after %u of the READ's %d "
-				     "responses",
-				     psn, got, N);
+				     "responses%s",
+				     psn, got, N, acked ? ", twice" : "");
 			if (psn != ((p + N) & 0xffffff) || syndrome >> 5 != 0)
 				fail("RC order: ACK PSN %#x syndrome %#x, want %#x and an ACK", psn,
 				     syndrome, (p + N) & 0xffffff);
+			acked = 1;
+			continue;
+		}
+		if (op == RC_ATOMIC_ACK) {
+			uint64_t orig = 0;
+
+			if (!acked || n != 12 + 4 + 8 + 4)
+				fail("RC order: the FETCH_ADD's response (%zd bytes) before the "
+				     "WRITE's ACK",
+				     n);
+			for (int k = 0; k < 8; k++)
+				orig = orig << 8 | pkt[16 + k];
+			if (psn != ((p + N + 1) & 0xffffff) || syndrome >> 5 != 0 ||
+			    orig != old_word)
+				fail("RC order: atomic response PSN %#x syndrome %#x value %#llx, "
+				     "want %#x, an ACK, %#llx",
+				     psn, syndrome, (unsigned long long)orig, (p + N + 1) & 0xffffff,
+				     (unsigned long long)old_word);
 			break;
 		}
 		uint8_t want = got == 0 ? RC_READ_RESPONSE_FIRST :
@@ -777,7 +827,15 @@ static void rc_order(void)
 	for (int k = 0; k < W; k++)
 		if (b.buf[N * MTU + k] != 'W')
 			fail("RC order: the WRITE did not land whole");
-	printf("roce_rc_ops: RC: a WRITE's ACK after the %d responses of the READ before it\n", N);
+	uint64_t now;
+
+	memcpy(&now, b.buf + N * MTU + 64, 8);
+	if (now != old_word + add)
+		fail("RC order: the word holds %#llx after the FETCH_ADD, want %#llx",
+		     (unsigned long long)now, (unsigned long long)(old_word + add));
+	printf("roce_rc_ops: RC: a WRITE's ACK and an atomic response after the %d responses "
+	       "of the READ before them\n",
+	       N);
 	close(c.fd);
 }
 

@@ -41,7 +41,7 @@ for want in 'FETCH_AND_ADD and CMP_AND_SWP (match, no match) checked' \
 	'UC SEND_WITH_IMM 5000, WRITE 3000, WRITE_WITH_IMM across the PSN wrap' \
 	'UC SEND with no receive dropped, the next one received' \
 	'UC crafted losses: 3 messages dropped, the 3 complete ones whole' \
-	"RC: a WRITE's ACK after the 1024 responses of the READ before it" \
+	"RC: a WRITE's ACK and an atomic response after the 1024 responses of the READ before them" \
 	'ok'; do
 	grep -qF "roce_rc_ops: $want" <<<"$out" || { echo "FAIL: no line '$want'"; exit 1; }
 done
