@@ -28,9 +28,10 @@
  *     MIDDLE and LAST with no FIRST are dropped; the messages complete
  *     around them land whole, in their receives, and nothing else does.
  *  6. RC responses in PSN order: a crafted requester on 127.0.0.2:4791
- *     asks for a READ of 1024 packets and a WRITE with AckReq right
- *     behind it; the 128 responses (opcode, PSN, bytes) all come before
- *     the WRITE's ACK.
+ *     asks for a READ of 1024 packets, a WRITE with AckReq and a
+ *     FETCH_AND_ADD right behind it; the 1024 responses (opcode, PSN,
+ *     bytes) all come before the WRITE's ACK, and that before the atomic
+ *     response (PSN, the word's old value; the word holds old + add).
  *
  *   roce_rc_ops DEV replay N
  *
@@ -726,9 +727,10 @@ enum { RC_WRITE_ONLY = 0x0a, RC_READ_REQUEST = 0x0c, RC_READ_RESPONSE_FIRST = 0x
 /*
  * A requester at 127.0.0.2:4791 (where an RC QP's responses go) asks an
  * RC QP for a READ of 1024 packets and, right behind it, a WRITE that asks
- * for an ACK. The responder sends a long READ's responses in bursts and
- * reads its socket in between, so it has the WRITE while it still owes
- * most of them; the WRITE's ACK must still come after the last of them:
+ * for an ACK and a FETCH_AND_ADD. The responder sends a long READ's
+ * responses in bursts and reads its socket in between, so it has the
+ * WRITE and the atomic while it still owes most of them; their responses
+ * must still come after the last of them, in PSN order:
  * a response past a READ it waits for tells a requester (rxe, a NIC)
  * that the READ's responses were lost, and it asks again.
  */

@@ -9,8 +9,9 @@
 # window's key (IBV_WC_REM_INV_REQ_ERR); UC SENDs and WRITEs with every
 # byte checked, a SEND with no receive dropped silently, messages with
 # packets missing (crafted on a UDP socket) dropped whole; a crafted
-# requester's READ of 1024 packets with a WRITE right behind it: the
-# WRITE's ACK after every READ response. Then twice
+# requester's READ of 1024 packets with a WRITE and a FETCH_AND_ADD right
+# behind it: the WRITE's ACK after every READ response, the atomic's
+# response after the ACK. Then twice
 # 10000 FETCH_AND_ADDs with the shortest ACK timeout, so that requests
 # are sent again while their responses are on the way (some hundreds a
 # run): each must run once (a responder executing them again was caught
