@@ -870,11 +870,14 @@ fn send_read_responses(qp: &Qp, g: &mut QpInner) -> bool {
             retry_soon(qp);
             return false;
         }
-        let Some(Owed::Read(f)) = g.roce_rc.owed.front_mut() else {
-            unreachable!("a READ at the front, checked above");
+        let done = match g.roce_rc.owed.front_mut() {
+            Some(Owed::Read(f)) => {
+                f.next += 1;
+                f.next == f.n
+            }
+            _ => false,
         };
-        f.next += 1;
-        if f.next == f.n {
+        if done {
             g.roce_rc.owed.pop_front();
         }
     }
