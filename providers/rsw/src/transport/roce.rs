@@ -268,24 +268,12 @@ unsafe fn set_tclass(
     v4: bool,
     tclass: u8,
 ) {
-    let (level, kind) = if v4 {
-        (libc::IPPROTO_IP, libc::IP_TOS)
-    } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
-    };
     msg.msg_control = cbuf as *mut libc::c_void;
     // SAFETY: one int-sized control message fits in cbuf's 24 bytes,
-    // which the caller vouches for; CMSG_FIRSTHDR/CMSG_DATA stay inside.
+    // which the caller vouches for; CMSG_FIRSTHDR points at their start.
     unsafe {
         msg.msg_controllen = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as _;
-        let c = libc::CMSG_FIRSTHDR(msg);
-        (*c).cmsg_level = level;
-        (*c).cmsg_type = kind;
-        (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
-        std::ptr::write_unaligned(
-            libc::CMSG_DATA(c) as *mut libc::c_int,
-            tclass as libc::c_int,
-        );
+        sock::put_tclass_cmsg(libc::CMSG_FIRSTHDR(msg), v4, tclass);
     }
 }
 

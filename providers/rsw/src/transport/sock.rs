@@ -157,6 +157,32 @@ pub(super) unsafe fn recvmmsg(
     }
 }
 
+/// Writes at `c` the control message that carries `tclass` in the IP
+/// header: TOS for an IPv4 destination (`v4`; an IP-level message, which
+/// a dual-stack socket takes for a mapped address too), traffic class for
+/// IPv6. It takes `CMSG_SPACE(sizeof(int))` bytes.
+///
+/// # Safety
+/// `c` must point to that many writable bytes, aligned for a `cmsghdr`,
+/// inside the message's control buffer.
+pub(super) unsafe fn put_tclass_cmsg(c: *mut libc::cmsghdr, v4: bool, tclass: u8) {
+    let (level, kind) = if v4 {
+        (libc::IPPROTO_IP, libc::IP_TOS)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+    };
+    // SAFETY: the caller vouches for the room; CMSG_DATA stays inside it.
+    unsafe {
+        (*c).cmsg_level = level;
+        (*c).cmsg_type = kind;
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(
+            libc::CMSG_DATA(c) as *mut libc::c_int,
+            tclass as libc::c_int,
+        );
+    }
+}
+
 /// A non-blocking, close-on-exec socket (`family` and `ty` as libc names
 /// them).
 pub(super) fn socket(family: libc::c_int, ty: libc::c_int) -> io::Result<OwnedFd> {

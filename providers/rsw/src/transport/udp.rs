@@ -382,14 +382,7 @@ unsafe fn send_from(
         used = msg.msg_controllen as usize;
     }
     if tclass != 0 {
-        // The GRH's traffic class travels in the IP header (RoCE v2): TOS
-        // for an IPv4 destination (an IP-level message, which a dual-stack
-        // socket takes for a mapped address too), traffic class for IPv6.
-        let (level, kind) = if gid_as_ipv4(dst).is_some() {
-            (libc::IPPROTO_IP, libc::IP_TOS)
-        } else {
-            (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
-        };
+        // The GRH's traffic class travels in the IP header (RoCE v2).
         msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
         // SAFETY: the pktinfo message (if any) takes `used` bytes of cbuf,
         // whose 128 bytes leave room for one int-sized message after it;
@@ -397,13 +390,7 @@ unsafe fn send_from(
         unsafe {
             let space = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize;
             let c = (cbuf.as_mut_ptr() as *mut u8).add(used) as *mut libc::cmsghdr;
-            (*c).cmsg_level = level;
-            (*c).cmsg_type = kind;
-            (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
-            std::ptr::write_unaligned(
-                libc::CMSG_DATA(c) as *mut libc::c_int,
-                tclass as libc::c_int,
-            );
+            sock::put_tclass_cmsg(c, gid_as_ipv4(dst).is_some(), tclass);
             msg.msg_controllen = (used + space) as _;
         }
     }
